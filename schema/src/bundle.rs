@@ -1,0 +1,294 @@
+//! The result bundle, format 1.x: what one run measured, where, and with what.
+//!
+//! Field names carry their units (`_ms`, `_bytes`). A metric that was not measured is absent (`None`,
+//! omitted from the JSON), never 0. Raw per-repetition measurements are kept; summaries are derived in
+//! [`crate::derive`], never stored.
+
+use serde::{Deserialize, Serialize};
+
+use crate::grid::{GridConfig, ModelKind, Precision};
+use crate::version::SchemaVersion;
+
+/// One result bundle: a run of a grid on one device.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Bundle {
+    /// Format version, first in the file.
+    pub schema_version: SchemaVersion,
+    /// Where, when and with what the bundle was made.
+    pub provenance: Provenance,
+    /// The models measured.
+    pub models: Vec<ModelInfo>,
+    /// The prompts the cells used.
+    pub prompt_set: PromptSetInfo,
+    /// One entry per grid cell.
+    pub cells: Vec<Cell>,
+}
+
+/// Where, when and with what a bundle was made.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Provenance {
+    /// Name of the tool (`dllm-bench`, or another writer of this format).
+    pub tool: String,
+    /// Version of the tool.
+    pub tool_version: String,
+    /// Git commit of the tool's source, when known (`-dirty` appended for uncommitted changes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_commit: Option<String>,
+    /// Creation time, RFC 3339 UTC.
+    pub created_at: String,
+    /// Host name, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// The device the cells ran on.
+    pub device: DeviceInfo,
+    /// True when any model's weights were synthetic (random): timing is real, quality is meaningless.
+    pub synthetic_weights: bool,
+    /// Where the config came from: a path, or `embedded:demo.toml`; overrides listed after it.
+    pub config_source: String,
+    /// The fully resolved grid config (overrides applied).
+    pub config: GridConfig,
+    /// Attention implementation used for both models (the study's fairness rule: identical for both).
+    pub attention: String,
+}
+
+/// The device the cells ran on. Unknown facts are absent.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct DeviceInfo {
+    /// `cpu` or `cuda`.
+    pub kind: String,
+    /// Ordinal of the CUDA device.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ordinal: Option<u32>,
+    /// Marketing name, e.g. `NVIDIA H200` or the CPU model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Total device memory (or system memory for the CPU).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_bytes: Option<u64>,
+    /// Driver version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver_version: Option<String>,
+    /// CUDA runtime version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_version: Option<String>,
+    /// Compute capability, e.g. `9.0`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute_capability: Option<String>,
+    /// CPU threads used (CPU runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<u32>,
+}
+
+/// A model as measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ModelInfo {
+    /// Hub repository id; cells refer to it.
+    pub id: String,
+    /// Requested revision (branch, tag or commit).
+    pub revision: String,
+    /// The snapshot commit actually loaded, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
+    /// Architecture family.
+    pub kind: ModelKind,
+    /// `autoregressive` or `diffusion`.
+    pub generation: String,
+    /// Number of parameters.
+    pub parameters: u64,
+    /// Bytes of the weights in memory at the run's precision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weights_bytes: Option<u64>,
+    /// Precision of the run.
+    pub dtype: Precision,
+    /// Tokenizer facts.
+    pub tokenizer: TokenizerInfo,
+    /// True when the weights are synthetic (random).
+    pub synthetic: bool,
+    /// Shape summary: layers, hidden size, heads, KV heads, FFN size, vocabulary.
+    pub shape: ModelShape,
+}
+
+/// Shape summary of a transformer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ModelShape {
+    /// Transformer blocks.
+    pub layers: u32,
+    /// Hidden size.
+    pub hidden: u32,
+    /// Attention heads.
+    pub heads: u32,
+    /// Key/value heads (fewer than `heads` with GQA).
+    pub kv_heads: u32,
+    /// FFN inner size.
+    pub intermediate: u32,
+    /// Vocabulary (rows of the embedding).
+    pub vocab: u32,
+}
+
+/// Tokenizer facts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct TokenizerInfo {
+    /// Vocabulary size of the tokenizer (may differ from the embedding rows).
+    pub vocab_size: u32,
+    /// BOS id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bos_id: Option<u32>,
+    /// EOS id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eos_id: Option<u32>,
+    /// Mask id (diffusion models).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mask_id: Option<u32>,
+    /// SHA-256 of `tokenizer.json`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+}
+
+/// The prompts the cells used.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PromptSetInfo {
+    /// `embedded:demo`, `wikitext:wikitext-103-v1:validation`, or `file:PATH`.
+    pub source: String,
+    /// How prompts were picked, e.g. `first 8` or `seeded sample of 32, seed 0`.
+    pub selection: String,
+    /// Number of prompts.
+    pub count: u32,
+    /// SHA-256 over the prompt texts (each followed by a 0 byte), hex.
+    pub sha256: String,
+}
+
+/// Which generation algorithm a cell ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Sampler {
+    /// Autoregressive greedy decoding with a KV cache, exactly N_out tokens.
+    ArGreedy,
+    /// LLaDA's reference sampler with low-confidence remasking.
+    LladaLowConfidence,
+    /// LLaDA's reference sampler with random remasking.
+    LladaRandom,
+}
+
+impl Sampler {
+    /// The architecture family that runs this sampler.
+    pub fn kind(self) -> ModelKind {
+        match self {
+            Sampler::ArGreedy => ModelKind::Llama,
+            Sampler::LladaLowConfidence | Sampler::LladaRandom => ModelKind::Llada,
+        }
+    }
+}
+
+/// What identifies a cell in the grid.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CellKey {
+    /// Model id (see [`Bundle::models`]).
+    pub model: String,
+    /// Generation algorithm.
+    pub sampler: Sampler,
+    /// Diffusion steps K (diffusion samplers only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steps: Option<u32>,
+    /// Batch size B.
+    pub batch_size: u32,
+    /// Sequence length N = prompt + output tokens.
+    pub seq_len: u32,
+    /// Prompt tokens per sequence.
+    pub prompt_tokens: u32,
+    /// Generated tokens per sequence (N_out).
+    pub output_tokens: u32,
+    /// Block length (diffusion samplers only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_length: Option<u32>,
+}
+
+impl std::fmt::Display for CellKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} N={} B={}", self.model, self.seq_len, self.batch_size)?;
+        if let Some(k) = self.steps {
+            write!(f, " K={k}")?;
+        }
+        if let Some(b) = self.block_length {
+            write!(f, " block={b}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Outcome of a cell.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum CellStatus {
+    /// Every repetition ran.
+    Ok,
+    /// The device ran out of memory.
+    Oom {
+        /// The error as reported.
+        message: String,
+    },
+    /// Another failure (kernel error, NaN logits, ...).
+    Error {
+        /// The error as reported.
+        message: String,
+    },
+    /// Not run.
+    Skipped {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// One grid cell: its key, outcome and raw measurements.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Cell {
+    /// What the cell is.
+    pub key: CellKey,
+    /// How it went.
+    pub status: CellStatus,
+    /// Unmeasured warm-up runs done before the repetitions.
+    pub warmup_runs: u32,
+    /// Raw measurements, one per measured run.
+    #[serde(default)]
+    pub repetitions: Vec<Repetition>,
+}
+
+/// One measured run of a cell: a batch of B prompts generated once.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Repetition {
+    /// Indices into the prompt set of the B prompts of this run.
+    pub prompt_indices: Vec<u32>,
+    /// End-to-end latency: token ids on the device to the last token / last diffusion step.
+    pub e2e_ms: f64,
+    /// AR prompt pass that yields the first token (TTFT).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefill_ms: Option<f64>,
+    /// Diffusion: time until the first block is fully committed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_block_ms: Option<f64>,
+    /// Diffusion: time of each step (forward + commit), in order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_ms: Option<Vec<f64>>,
+    /// Forward evaluations of the network (AR: 1 prefill + N_out - 1 decodes; diffusion: K).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forward_passes: Option<u32>,
+    /// Tokens generated over the whole batch (B x N_out).
+    pub output_tokens: u64,
+    /// UTF-8 bytes of the decoded continuations over the whole batch.
+    pub output_bytes: u64,
+    /// Peak bytes allocated on the device during the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_allocated_bytes: Option<u64>,
+    /// Peak bytes reserved by the device's memory pool during the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_reserved_bytes: Option<u64>,
+    /// CPU runs: peak resident set size of the process (a high-water mark over the process's life).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_rss_bytes: Option<u64>,
+}
+
+impl Bundle {
+    /// The model a cell refers to.
+    pub fn model(&self, id: &str) -> Option<&ModelInfo> {
+        self.models.iter().find(|m| m.id == id)
+    }
+}

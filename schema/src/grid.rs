@@ -1,0 +1,518 @@
+//! Grid configuration files (`config/*.toml`): what to run, validated before any heavy work.
+//!
+//! A config names the models, the prompt set, and the axes of the grid (sequence length N, batch size B,
+//! diffusion steps K). [`GridConfig::from_toml`] parses and validates; every error names the file, the
+//! field and the fix. [`GridConfig::cells`] expands the grid into cell keys, the unit of measurement.
+//! The fully resolved config is stored in each bundle's provenance, so a bundle says exactly what ran.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::bundle::{CellKey, Sampler};
+
+/// The architecture family of a model, which decides how it generates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ModelKind {
+    /// Autoregressive decoder in the HF llama layout (Meta-Llama-3-8B): causal attention, GQA, KV cache.
+    Llama,
+    /// Masked-diffusion model in the LLaDA/OLMo layout (LLaDA-8B-Base): bidirectional attention, full MHA.
+    Llada,
+}
+
+impl ModelKind {
+    /// `autoregressive` or `diffusion`.
+    pub fn generation(self) -> &'static str {
+        match self {
+            ModelKind::Llama => "autoregressive",
+            ModelKind::Llada => "diffusion",
+        }
+    }
+}
+
+/// Numeric precision of weights and activations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    /// 32-bit float: the CPU validation configs.
+    F32,
+    /// bfloat16: the study's precision on GPUs.
+    Bf16,
+    /// IEEE half precision.
+    F16,
+}
+
+impl fmt::Display for Precision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Precision::F32 => "f32",
+            Precision::Bf16 => "bf16",
+            Precision::F16 => "f16",
+        })
+    }
+}
+
+/// What the AR model does when EOS is its greedy choice before N_out tokens (models.md, "pitfalls").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum EosPolicy {
+    /// EOS is an ordinary token and generation carries on to N_out.
+    #[default]
+    Ignore,
+    /// EOS's logit is set to -inf until N_out (HF `min_new_tokens`).
+    Suppress,
+}
+
+/// LLaDA's remasking rule: which masked positions are committed at each step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Remasking {
+    /// Commit the positions whose chosen token has the highest softmax probability (the reference default).
+    #[default]
+    LowConfidence,
+    /// Commit uniformly random positions (seeded).
+    Random,
+}
+
+/// Size presets of synthetic checkpoints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SynthPreset {
+    /// A few hundred thousand parameters: tests and the demo, fast on a CPU.
+    Tiny,
+    /// A few million parameters.
+    Small,
+    /// The real 8B shapes of each model (GPU timing with synthetic weights).
+    Real,
+}
+
+/// Where a model's weights come from when they are not real: written by `dllm-bench synth`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SyntheticWeights {
+    /// Shape preset.
+    pub preset: SynthPreset,
+    /// Seed of the random weights (deterministic).
+    #[serde(default)]
+    pub seed: u64,
+    /// Precision of the written weights (default: the run's precision).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dtype: Option<Precision>,
+    /// Number of safetensors shards (default 1: a single `model.safetensors`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shards: Option<u32>,
+    /// Override of the number of layers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layers: Option<u32>,
+    /// Override of the hidden size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hidden: Option<u32>,
+}
+
+/// One model of the comparison.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ModelSpec {
+    /// Architecture family.
+    pub kind: ModelKind,
+    /// Hub repository id, e.g. `GSAI-ML/LLaDA-8B-Base`.
+    pub id: String,
+    /// Hub revision (branch, tag or commit).
+    #[serde(default = "default_revision")]
+    pub revision: String,
+    /// When present, the runner writes (or reuses) synthetic weights of these shapes under `id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub synthetic: Option<SyntheticWeights>,
+}
+
+fn default_revision() -> String {
+    "main".to_string()
+}
+
+/// Where prompts come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum PromptSource {
+    /// The prompt set compiled into the runner (the demo).
+    Embedded,
+    /// Wikitext-103 validation from the HF dataset cache.
+    Wikitext,
+    /// A JSONL or plain-text file (`prompts.path`).
+    File,
+}
+
+/// The prompt set.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PromptConfig {
+    /// Source of the prompts.
+    pub source: PromptSource,
+    /// Number of prompts (Wikitext presets: small 8, medium 32, large 128).
+    pub count: u32,
+    /// File of prompts when `source = "file"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// Seed of the deterministic selection.
+    #[serde(default)]
+    pub seed: u64,
+}
+
+/// How a sequence length N splits into prompt and output tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LengthSplit {
+    /// Prompt tokens.
+    pub prompt_tokens: u32,
+    /// Generated tokens (N_out).
+    pub output_tokens: u32,
+}
+
+/// The axes of the grid and the generation settings shared by every cell.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GridAxes {
+    /// Total sequence lengths N (prompt + output tokens).
+    pub seq_lengths: Vec<u32>,
+    /// Batch sizes B.
+    pub batch_sizes: Vec<u32>,
+    /// LLaDA diffusion steps K.
+    pub steps: Vec<u32>,
+    /// Fixed number of generated tokens N_out; prompt tokens = N - N_out. Exclusive with `prompt_fraction`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u32>,
+    /// Fraction of N given to the prompt (e.g. 0.5); the rest is generated. Exclusive with `output_tokens`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_fraction: Option<f64>,
+    /// LLaDA block length; default: the whole output is one block (the paper's Base setting).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_length: Option<u32>,
+    /// LLaDA remasking rule.
+    #[serde(default)]
+    pub remasking: Remasking,
+    /// Sampling temperature; 0 is greedy (the study's setting).
+    #[serde(default)]
+    pub temperature: f64,
+    /// AR behaviour at EOS.
+    #[serde(default)]
+    pub eos: EosPolicy,
+}
+
+/// How runs are executed and measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunSettings {
+    /// Name of the run: prefix of the bundle's file name.
+    pub name: String,
+    /// `cpu`, `cuda` or `cuda:N`.
+    #[serde(default = "default_device")]
+    pub device: String,
+    /// Precision of the run.
+    pub dtype: Precision,
+    /// Unmeasured runs before each cell's measurements.
+    pub warmup: u32,
+    /// Measured runs per cell.
+    pub repetitions: u32,
+    /// Seed for everything random in the run (prompt selection, random remasking, sampling).
+    #[serde(default)]
+    pub seed: u64,
+}
+
+fn default_device() -> String {
+    "cpu".to_string()
+}
+
+/// A whole grid configuration file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GridConfig {
+    /// Run settings.
+    pub run: RunSettings,
+    /// The prompt set.
+    pub prompts: PromptConfig,
+    /// The grid's axes.
+    pub grid: GridAxes,
+    /// The models compared.
+    pub models: Vec<ModelSpec>,
+}
+
+/// A config that cannot be used, with the file, the field and the fix.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ConfigError {
+    /// Not TOML, or a field of the wrong type, unknown, or missing.
+    #[error("{file}: {message}\n  fix: compare with config/experiments.toml, which documents every field")]
+    Parse {
+        /// The file (or `--flag` / `embedded:NAME`).
+        file: String,
+        /// The parser's message, with line, column and key.
+        message: String,
+    },
+    /// Parsed, but a value is not allowed.
+    #[error("{file}: field `{field}`: {problem}\n  fix: {fix}")]
+    Invalid {
+        /// The file (or `--flag` / `embedded:NAME`).
+        file: String,
+        /// Dotted path of the field, e.g. `grid.steps`.
+        field: String,
+        /// What is wrong, with the value.
+        problem: String,
+        /// What to do.
+        fix: String,
+    },
+}
+
+/// Parsed device string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceSpec {
+    /// The CPU.
+    Cpu,
+    /// CUDA device with this ordinal.
+    Cuda(usize),
+}
+
+impl DeviceSpec {
+    /// Parses `cpu`, `cuda` or `cuda:N`.
+    pub fn parse(s: &str) -> Option<DeviceSpec> {
+        match s {
+            "cpu" => Some(DeviceSpec::Cpu),
+            "cuda" => Some(DeviceSpec::Cuda(0)),
+            _ => s.strip_prefix("cuda:")?.parse().ok().map(DeviceSpec::Cuda),
+        }
+    }
+}
+
+impl GridConfig {
+    /// Parses and validates a TOML config. `file` names it in errors.
+    pub fn from_toml(text: &str, file: &str) -> Result<GridConfig, ConfigError> {
+        let config: GridConfig = toml::from_str(text)
+            .map_err(|e| ConfigError::Parse { file: file.to_string(), message: parse_message(text, &e) })?;
+        config.validate(file)?;
+        Ok(config)
+    }
+
+    /// The TOML text of this config (the resolved form, overrides applied).
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).unwrap_or_else(|e| format!("# config not representable as TOML: {e}"))
+    }
+
+    /// Checks every rule the runner relies on. `file` names the config in errors.
+    pub fn validate(&self, file: &str) -> Result<(), ConfigError> {
+        let bad = |field: &str, problem: String, fix: &str| ConfigError::Invalid {
+            file: file.to_string(),
+            field: field.to_string(),
+            problem,
+            fix: fix.to_string(),
+        };
+        let run = &self.run;
+        if run.name.is_empty() || !run.name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
+            return Err(bad(
+                "run.name",
+                format!("{:?} is not a usable file-name prefix", run.name),
+                "use letters, digits, '-', '_' or '.', e.g. name = \"experiments\"",
+            ));
+        }
+        if DeviceSpec::parse(&run.device).is_none() {
+            return Err(bad(
+                "run.device",
+                format!("{:?} is not a device", run.device),
+                "use \"cpu\", \"cuda\" or \"cuda:N\" (N = the GPU's ordinal)",
+            ));
+        }
+        if run.repetitions == 0 {
+            return Err(bad(
+                "run.repetitions",
+                "0 measured runs would measure nothing".into(),
+                "set repetitions to 1 or more (the study uses 5 or more on GPUs)",
+            ));
+        }
+        if self.prompts.count == 0 {
+            return Err(bad("prompts.count", "0 prompts".into(), "set count to 1 or more (presets: 8, 32, 128)"));
+        }
+        if self.prompts.source == PromptSource::File && self.prompts.path.is_none() {
+            return Err(bad(
+                "prompts.path",
+                "source = \"file\" needs a path".into(),
+                "set path = \"prompts.jsonl\" (JSONL with a \"prompt\" field, or plain text)",
+            ));
+        }
+        let g = &self.grid;
+        for (field, values) in [("grid.seq_lengths", &g.seq_lengths), ("grid.batch_sizes", &g.batch_sizes)] {
+            if values.is_empty() {
+                return Err(bad(field, "the list is empty".into(), "list at least one value"));
+            }
+            if let Some(i) = values.iter().position(|&v| v == 0) {
+                return Err(bad(&format!("{field}[{i}]"), "0 is not allowed".into(), "use values of 1 or more"));
+            }
+        }
+        match (g.output_tokens, g.prompt_fraction) {
+            (Some(_), Some(_)) | (None, None) => {
+                return Err(bad(
+                    "grid.output_tokens",
+                    "exactly one of output_tokens and prompt_fraction must be set".into(),
+                    "set output_tokens = 128 (fixed N_out, prompt = N - N_out) or prompt_fraction = 0.5",
+                ));
+            }
+            (_, Some(f)) if !(f > 0.0 && f < 1.0) => {
+                return Err(bad(
+                    "grid.prompt_fraction",
+                    format!("{f} is not strictly between 0 and 1"),
+                    "use e.g. 0.5 (half prompt, half generation)",
+                ));
+            }
+            _ => {}
+        }
+        if !(g.temperature >= 0.0 && g.temperature.is_finite()) {
+            return Err(bad(
+                "grid.temperature",
+                format!("{} is not a temperature", g.temperature),
+                "use 0 (greedy, the study's setting) or a small positive value such as 0.1",
+            ));
+        }
+        if self.models.is_empty() {
+            return Err(bad(
+                "models",
+                "no models".into(),
+                "add [[models]] tables with kind = \"llama\" or \"llada\" and an id",
+            ));
+        }
+        for (i, m) in self.models.iter().enumerate() {
+            if m.id.is_empty() {
+                return Err(bad(
+                    &format!("models[{i}].id"),
+                    "empty id".into(),
+                    "use a hub id such as \"GSAI-ML/LLaDA-8B-Base\"",
+                ));
+            }
+            if self.models[..i].iter().any(|o| o.id == m.id && o.revision == m.revision) {
+                return Err(bad(
+                    &format!("models[{i}].id"),
+                    format!("{} is listed twice", m.id),
+                    "list each model once",
+                ));
+            }
+            if let Some(s) = &m.synthetic
+                && (s.shards == Some(0) || s.layers == Some(0) || s.hidden == Some(0))
+            {
+                {
+                    return Err(bad(
+                        &format!("models[{i}].synthetic"),
+                        "shards, layers and hidden must be 1 or more".into(),
+                        "remove the field to use the preset's value",
+                    ));
+                }
+            }
+        }
+        let has_llada = self.models.iter().any(|m| m.kind == ModelKind::Llada);
+        if has_llada && g.steps.is_empty() {
+            return Err(bad(
+                "grid.steps",
+                "a LLaDA model needs diffusion steps".into(),
+                "list steps, e.g. [32, 64, 128]",
+            ));
+        }
+        for (i, &n) in g.seq_lengths.iter().enumerate() {
+            let split = self.split(n).ok_or_else(|| {
+                bad(
+                    &format!("grid.seq_lengths[{i}]"),
+                    match g.output_tokens {
+                        Some(out) => format!("N = {n} leaves no prompt tokens with output_tokens = {out}"),
+                        None => format!("N = {n} leaves no prompt or no output tokens at this prompt_fraction"),
+                    },
+                    "use sequence lengths larger than output_tokens, or prompt_fraction for short N",
+                )
+            })?;
+            if !has_llada {
+                continue;
+            }
+            let block = g.block_length.unwrap_or(split.output_tokens);
+            if block == 0 || split.output_tokens % block != 0 {
+                return Err(bad(
+                    "grid.block_length",
+                    format!("{block} does not divide the {} output tokens of N = {n}", split.output_tokens),
+                    "choose a block_length that divides output_tokens, or remove it (one block)",
+                ));
+            }
+            let blocks = split.output_tokens / block;
+            for (j, &k) in g.steps.iter().enumerate() {
+                if k == 0 || k % blocks != 0 {
+                    return Err(bad(
+                        &format!("grid.steps[{j}]"),
+                        format!(
+                            "{k} steps is not a positive multiple of the {blocks} blocks \
+                             (output_tokens {} / block_length {block}) at N = {n}",
+                            split.output_tokens
+                        ),
+                        &format!("use steps that are multiples of {blocks}, or a larger block_length"),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Splits a sequence length into prompt and output tokens; `None` when either would be empty.
+    pub fn split(&self, seq_len: u32) -> Option<LengthSplit> {
+        let g = &self.grid;
+        let (prompt, output) = match (g.output_tokens, g.prompt_fraction) {
+            (Some(out), _) => (seq_len.checked_sub(out)?, out),
+            (None, Some(f)) => {
+                let prompt = (f64::from(seq_len) * f).round() as u32;
+                (prompt, seq_len.checked_sub(prompt)?)
+            }
+            (None, None) => return None,
+        };
+        (prompt > 0 && output > 0).then_some(LengthSplit { prompt_tokens: prompt, output_tokens: output })
+    }
+
+    /// Every cell of the grid, in the order the runner measures them: per model, per N, per B, per K.
+    /// Call only on a validated config (invalid lengths are skipped).
+    pub fn cells(&self) -> Vec<CellKey> {
+        let g = &self.grid;
+        let mut cells = Vec::new();
+        for m in &self.models {
+            for &n in &g.seq_lengths {
+                let Some(split) = self.split(n) else { continue };
+                for &b in &g.batch_sizes {
+                    let key = |sampler, steps, block_length| CellKey {
+                        model: m.id.clone(),
+                        sampler,
+                        steps,
+                        batch_size: b,
+                        seq_len: n,
+                        prompt_tokens: split.prompt_tokens,
+                        output_tokens: split.output_tokens,
+                        block_length,
+                    };
+                    match m.kind {
+                        ModelKind::Llama => cells.push(key(Sampler::ArGreedy, None, None)),
+                        ModelKind::Llada => {
+                            let sampler = match g.remasking {
+                                Remasking::LowConfidence => Sampler::LladaLowConfidence,
+                                Remasking::Random => Sampler::LladaRandom,
+                            };
+                            let block = g.block_length.unwrap_or(split.output_tokens);
+                            for &k in &g.steps {
+                                cells.push(key(sampler, Some(k), Some(block)));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        cells
+    }
+}
+
+/// A toml error as one line with its position.
+fn parse_message(text: &str, e: &toml::de::Error) -> String {
+    let msg = e.message().trim().to_string();
+    match e.span() {
+        Some(span) => {
+            let before = &text[..span.start.min(text.len())];
+            let line = before.matches('\n').count() + 1;
+            let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+            let snippet = text.lines().nth(line - 1).unwrap_or("").trim();
+            format!("line {line}, column {col}: {msg} (at `{snippet}`)")
+        }
+        None => msg,
+    }
+}

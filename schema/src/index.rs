@@ -1,0 +1,23 @@
+//! The index of bundles a site serves next to them (`bundles/index.json`).
+
+use serde::{Deserialize, Serialize};
+
+/// `bundles/index.json`: the bundles a site offers, newest first.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct BundleIndex {
+    /// The bundles.
+    pub bundles: Vec<IndexEntry>,
+}
+
+/// One bundle of the index.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct IndexEntry {
+    /// File name, relative to the index.
+    pub file: String,
+    /// Human title (run name, device).
+    pub title: String,
+    /// Creation time, RFC 3339.
+    pub created_at: String,
+    /// Whether the bundle's weights were synthetic.
+    pub synthetic_weights: bool,
+}

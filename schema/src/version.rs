@@ -1,0 +1,111 @@
+//! Bundle format versions and the policy that governs them.
+//!
+//! The policy follows Cargo's lockfile:
+//! - Every bundle states `schema_version` as `"MAJOR.MINOR"`, first in the file.
+//! - A new MINOR version only adds optional fields. Readers of an older minor ignore what they do not know,
+//!   so a `1.3` bundle still reads in a `1.0` build; the explorer says that fields may be missing.
+//! - A new MAJOR version changes or removes fields. Every build reads all older majors and upgrades them
+//!   in code ([`crate::read_bundle`]); a bundle of a newer major is refused with a message naming its version
+//!   and telling the user to upgrade dllm-bench.
+//! - Writers always write [`SchemaVersion::CURRENT`].
+
+use std::fmt;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// A bundle format version `MAJOR.MINOR`. The variants document what changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SchemaVersion {
+    /// `0.1`: the draft format of the first prototype. Cell repetitions carried `latency_s` (seconds) and
+    /// `prefill_s`; models had no `parameters`; the prompt set had no hash. Read and upgraded, never written.
+    V0_1,
+    /// `1.0`: the first stable format. Unit-suffixed millisecond and byte fields (`e2e_ms`, `prefill_ms`,
+    /// `peak_allocated_bytes`), cells keyed by (model, sampler, K, B, N, prompt/output tokens, block length),
+    /// cell status `ok`/`oom`/`error`/`skipped`, provenance with the resolved grid, prompt-set hash.
+    V1_0,
+}
+
+/// A version as written in a file: may be newer than any variant this build knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct VersionNumber {
+    /// Incompatible changes bump this.
+    pub major: u32,
+    /// Additive changes bump this.
+    pub minor: u32,
+}
+
+impl SchemaVersion {
+    /// The version this build writes.
+    pub const CURRENT: SchemaVersion = SchemaVersion::V1_0;
+
+    /// Every known version, oldest first.
+    pub const ALL: [SchemaVersion; 2] = [SchemaVersion::V0_1, SchemaVersion::V1_0];
+
+    /// The number written in files.
+    pub fn number(self) -> VersionNumber {
+        match self {
+            SchemaVersion::V0_1 => VersionNumber { major: 0, minor: 1 },
+            SchemaVersion::V1_0 => VersionNumber { major: 1, minor: 0 },
+        }
+    }
+
+    /// The newest known version of a major series, if this build knows the major.
+    pub fn latest_of_major(major: u32) -> Option<SchemaVersion> {
+        Self::ALL.iter().rev().copied().find(|v| v.number().major == major)
+    }
+}
+
+impl VersionNumber {
+    /// Parses `"MAJOR.MINOR"`.
+    pub fn parse(s: &str) -> Option<VersionNumber> {
+        let (major, minor) = s.split_once('.')?;
+        let ok = |p: &str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit());
+        if !ok(major) || !ok(minor) {
+            return None;
+        }
+        Some(VersionNumber { major: major.parse().ok()?, minor: minor.parse().ok()? })
+    }
+}
+
+impl fmt::Display for VersionNumber {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.major, self.minor)
+    }
+}
+
+impl fmt::Display for SchemaVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.number().fmt(f)
+    }
+}
+
+impl Serialize for SchemaVersion {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for SchemaVersion {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        let n = VersionNumber::parse(&s)
+            .ok_or_else(|| serde::de::Error::custom(format!("schema_version {s:?} is not MAJOR.MINOR")))?;
+        // A newer minor of a known major reads as the newest minor we know (additive changes only).
+        SchemaVersion::latest_of_major(n.major)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown schema_version {s}")))
+    }
+}
+
+impl schemars::JsonSchema for SchemaVersion {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "SchemaVersion".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "pattern": "^[0-9]+\\.[0-9]+$",
+            "description": "Bundle format version MAJOR.MINOR; this schema describes major 1."
+        })
+    }
+}

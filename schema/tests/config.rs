@@ -1,0 +1,201 @@
+//! Grid configs: the shipped files are valid and expand as the study says; bad ones are refused with the
+//! file, the field and the fix.
+
+use std::path::PathBuf;
+
+use schema::grid::{ConfigError, GridConfig};
+use schema::{ModelKind, Sampler};
+
+fn shipped(name: &str) -> GridConfig {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../config").join(name);
+    let text = std::fs::read_to_string(&path).expect("config file");
+    GridConfig::from_toml(&text, name).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+#[test]
+fn primary_grid_matches_the_study() {
+    let c = shipped("experiments.toml");
+    assert_eq!(c.grid.seq_lengths, [512, 1024]);
+    assert_eq!(c.grid.batch_sizes, [1, 4]);
+    assert_eq!(c.grid.steps, [32, 64, 128]);
+    assert_eq!(c.grid.output_tokens, Some(128));
+    assert_eq!((c.run.warmup, c.prompts.count), (3, 32));
+    assert_eq!(c.run.dtype, schema::grid::Precision::Bf16);
+    // 2 N x 2 B x (1 AR + 3 K) = 16 cells.
+    let cells = c.cells();
+    assert_eq!(cells.len(), 16);
+    let k: Vec<_> = cells.iter().filter(|c| c.sampler == Sampler::LladaLowConfidence).map(|c| c.steps).collect();
+    assert_eq!(k.len(), 12);
+    assert!(cells.iter().all(|c| c.prompt_tokens + c.output_tokens == c.seq_len && c.output_tokens == 128));
+}
+
+#[test]
+fn full_grid_spans_the_study_ranges_with_a_prompt_at_n_128() {
+    let c = shipped("experiments_full.toml");
+    assert_eq!(c.grid.steps, [16, 32, 64, 128, 256]);
+    assert_eq!(c.grid.batch_sizes, [1, 4, 8, 16, 32, 64]);
+    assert_eq!(c.grid.seq_lengths, [128, 512, 1024, 2048]);
+    assert_eq!(c.cells().len(), 4 * 6 * (1 + 5));
+    let short = c.split(128).expect("N=128 splits");
+    assert_eq!((short.prompt_tokens, short.output_tokens), (64, 64));
+}
+
+#[test]
+fn every_shipped_config_is_valid() {
+    for name in
+        ["experiments.toml", "experiments_full.toml", "experiments_mini.toml", "experiments_cpu_test.toml", "demo.toml"]
+    {
+        let c = shipped(name);
+        assert!(!c.cells().is_empty(), "{name}");
+        assert!(
+            c.models.iter().any(|m| m.kind == ModelKind::Llama) && c.models.iter().any(|m| m.kind == ModelKind::Llada)
+        );
+    }
+    assert_eq!(shipped("experiments_cpu_test.toml").run.warmup, 1);
+    assert_eq!(shipped("experiments_cpu_test.toml").run.dtype, schema::grid::Precision::F32);
+}
+
+#[test]
+fn resolved_config_round_trips_through_toml() {
+    let c = shipped("experiments.toml");
+    assert_eq!(GridConfig::from_toml(&c.to_toml(), "resolved").expect("valid"), c);
+}
+
+const BASE: &str = r#"
+[run]
+name = "t"
+dtype = "f32"
+warmup = 1
+repetitions = 2
+
+[prompts]
+source = "embedded"
+count = 4
+
+[grid]
+seq_lengths = [64]
+batch_sizes = [1, 2]
+steps = [8, 16]
+output_tokens = 32
+
+[[models]]
+kind = "llama"
+id = "a/llama"
+
+[[models]]
+kind = "llada"
+id = "b/llada"
+"#;
+
+fn refuse(edit: impl Fn(&str) -> String, field: &str, fix: &str) {
+    let text = edit(BASE);
+    let err = GridConfig::from_toml(&text, "my.toml").expect_err("must be refused");
+    let msg = err.to_string();
+    assert!(msg.starts_with("my.toml"), "names the file: {msg}");
+    assert!(msg.contains(field), "names {field:?}: {msg}");
+    assert!(msg.contains(fix), "says the fix {fix:?}: {msg}");
+}
+
+#[test]
+fn base_is_valid() {
+    GridConfig::from_toml(BASE, "my.toml").expect("valid");
+}
+
+#[test]
+fn batch_size_zero() {
+    refuse(|t| t.replace("batch_sizes = [1, 2]", "batch_sizes = [1, 0]"), "grid.batch_sizes[1]", "1 or more");
+}
+
+#[test]
+fn steps_not_divisible_by_blocks() {
+    refuse(
+        |t| t.replace("output_tokens = 32", "output_tokens = 32\nblock_length = 8").replace("[8, 16]", "[8, 10]"),
+        "grid.steps[1]",
+        "multiples of 4",
+    );
+}
+
+#[test]
+fn block_length_not_dividing_output() {
+    refuse(
+        |t| t.replace("output_tokens = 32", "output_tokens = 32\nblock_length = 12"),
+        "grid.block_length",
+        "divides output_tokens",
+    );
+}
+
+#[test]
+fn unknown_model_kind() {
+    let err =
+        GridConfig::from_toml(&BASE.replace("kind = \"llama\"", "kind = \"gpt\""), "my.toml").expect_err("refused");
+    let msg = err.to_string();
+    assert!(matches!(err, ConfigError::Parse { .. }));
+    assert!(msg.contains("my.toml") && msg.contains("gpt") && msg.contains("llama") && msg.contains("line"), "{msg}");
+}
+
+#[test]
+fn unknown_field_is_a_typo_not_ignored() {
+    let err = GridConfig::from_toml(&BASE.replace("warmup = 1", "warmpu = 1"), "my.toml").expect_err("refused");
+    assert!(err.to_string().contains("warmpu"), "{err}");
+}
+
+#[test]
+fn missing_section() {
+    let text = BASE.replace("[prompts]\nsource = \"embedded\"\ncount = 4\n", "");
+    let err = GridConfig::from_toml(&text, "my.toml").expect_err("refused");
+    assert!(err.to_string().contains("prompts"), "{err}");
+}
+
+#[test]
+fn zero_repetitions() {
+    refuse(|t| t.replace("repetitions = 2", "repetitions = 0"), "run.repetitions", "1 or more");
+}
+
+#[test]
+fn both_length_rules() {
+    refuse(
+        |t| t.replace("output_tokens = 32", "output_tokens = 32\nprompt_fraction = 0.5"),
+        "grid.output_tokens",
+        "prompt_fraction",
+    );
+}
+
+#[test]
+fn no_prompt_left() {
+    refuse(
+        |t| t.replace("seq_lengths = [64]", "seq_lengths = [64, 32]"),
+        "grid.seq_lengths[1]",
+        "larger than output_tokens",
+    );
+}
+
+#[test]
+fn bad_device() {
+    refuse(|t| t.replace("dtype = \"f32\"", "dtype = \"f32\"\ndevice = \"gpu0\""), "run.device", "cuda:N");
+}
+
+#[test]
+fn bad_fraction() {
+    refuse(|t| t.replace("output_tokens = 32", "prompt_fraction = 1.5"), "grid.prompt_fraction", "0.5");
+}
+
+#[test]
+fn negative_temperature() {
+    refuse(|t| t.replace("output_tokens = 32", "output_tokens = 32\ntemperature = -1.0"), "grid.temperature", "greedy");
+}
+
+#[test]
+fn file_source_without_path() {
+    refuse(|t| t.replace("source = \"embedded\"", "source = \"file\""), "prompts.path", "prompts.jsonl");
+}
+
+#[test]
+fn no_models() {
+    let text = format!("models = []\n{}", BASE.split("[[models]]").next().unwrap_or_default());
+    refuse(|_| text.clone(), "field `models`", "kind = \"llama\"");
+}
+
+#[test]
+fn duplicate_model() {
+    refuse(|t| t.replace("id = \"b/llada\"", "id = \"a/llama\""), "models[1].id", "each model once");
+}

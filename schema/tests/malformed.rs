@@ -1,0 +1,115 @@
+//! Malformed bundles are refused with messages that say what is wrong.
+
+use schema::{BundleError, read_bundle, write_bundle};
+
+use crate::util::sample_bundle;
+
+fn valid() -> serde_json::Value {
+    serde_json::from_str(&write_bundle(&sample_bundle())).expect("json")
+}
+
+fn refuse(text: &str, expect: &str) {
+    let err = read_bundle(text).expect_err("must be refused");
+    let msg = err.to_string();
+    assert!(msg.contains(expect), "message {msg:?} should mention {expect:?}");
+}
+
+fn refuse_value(edit: impl FnOnce(&mut serde_json::Value), expect: &str) {
+    let mut v = valid();
+    edit(&mut v);
+    refuse(&v.to_string(), expect);
+}
+
+#[test]
+fn not_json() {
+    refuse("{\"schema_version\": \"1.0\", ", "not a valid JSON file");
+    refuse("", "not a valid JSON file");
+}
+
+#[test]
+fn top_level_not_an_object() {
+    refuse("[1, 2, 3]", "top level is not a JSON object");
+}
+
+#[test]
+fn missing_version() {
+    refuse_value(|v| drop(v.as_object_mut().map(|o| o.remove("schema_version"))), "`schema_version` is missing");
+}
+
+#[test]
+fn version_of_wrong_type_or_shape() {
+    refuse_value(|v| v["schema_version"] = serde_json::json!(1), "must be a string");
+    refuse_value(|v| v["schema_version"] = serde_json::json!("one"), "is not MAJOR.MINOR");
+}
+
+#[test]
+fn newer_major() {
+    refuse_value(|v| v["schema_version"] = serde_json::json!("3.1"), "reads versions up to 1.0");
+}
+
+#[test]
+fn missing_provenance() {
+    refuse_value(|v| drop(v.as_object_mut().map(|o| o.remove("provenance"))), "missing field `provenance`");
+}
+
+#[test]
+fn wrong_type_names_the_path() {
+    let err = {
+        let mut v = valid();
+        v["cells"][2]["key"]["batch_size"] = serde_json::json!("four");
+        read_bundle(&v.to_string()).expect_err("refused")
+    };
+    match &err {
+        BundleError::Invalid { path, .. } => assert_eq!(path, "cells[2].key.batch_size"),
+        other => panic!("expected Invalid, got {other:?}"),
+    }
+}
+
+#[test]
+fn unknown_status_state() {
+    refuse_value(|v| v["cells"][0]["status"] = serde_json::json!({"state": "exploded"}), "cells[0].status");
+}
+
+#[test]
+fn unknown_sampler() {
+    refuse_value(|v| v["cells"][0]["key"]["sampler"] = serde_json::json!("beam"), "unknown variant `beam`");
+}
+
+#[test]
+fn cell_of_unknown_model() {
+    refuse_value(|v| v["cells"][0]["key"]["model"] = serde_json::json!("nobody/nothing"), "not in `models`");
+}
+
+#[test]
+fn sampler_of_the_wrong_architecture() {
+    refuse_value(|v| v["cells"][0]["key"]["sampler"] = serde_json::json!("llada_random"), "runs sampler");
+}
+
+#[test]
+fn duplicate_cells() {
+    refuse_value(
+        |v| {
+            let first = v["cells"][0].clone();
+            v["cells"].as_array_mut().expect("cells").push(first);
+        },
+        "repeats the key",
+    );
+}
+
+#[test]
+fn ok_cell_without_measurements() {
+    refuse_value(|v| v["cells"][0]["repetitions"] = serde_json::json!([]), "has no repetitions");
+}
+
+#[test]
+fn negative_latency() {
+    refuse_value(|v| v["cells"][0]["repetitions"][0]["e2e_ms"] = serde_json::json!(-3.0), "must be finite and >= 0");
+}
+
+#[test]
+fn missing_latency() {
+    refuse_value(
+        |v| drop(v["cells"][0]["repetitions"][0].as_object_mut().map(|o| o.remove("e2e_ms"))),
+        "missing field `e2e_ms`",
+    );
+}
