@@ -35,8 +35,8 @@ fn itl_and_throughput_follow_the_study() {
 fn latency_vs_steps_groups_by_batch_and_length_with_the_ar_reference() {
     let b = sample_bundle();
     let series = latency_vs_steps(&b);
-    // demo: N {48, 80} x B {1, 4}, one LLaDA sampler.
-    assert_eq!(series.len(), 4);
+    // demo: N {48, 96} x B {1, 4, 8}, one LLaDA sampler.
+    assert_eq!(series.len(), 6);
     let s = &series[0];
     assert_eq!((s.seq_len, s.batch_size), (48, 1));
     assert_eq!(s.points.iter().map(|p| p.steps).collect::<Vec<_>>(), [4, 8, 16, 32]);

@@ -1,0 +1,61 @@
+//! Generation: greedy autoregressive decoding with a KV cache ([`generate_ar`], Llama) and the reference LLaDA
+//! masked-diffusion sampler ([`generate_llada`]).
+//!
+//! Both take prompts as token ids WITHOUT a BOS (callers prepend it) and left-pad a batch to its longest prompt;
+//! the padding is masked out of attention. Both return the generated ids and device-synchronised timings.
+
+mod ar;
+mod llada;
+
+pub use ar::{ArOutput, generate_ar};
+pub use llada::{
+    LladaOutput, LladaParams, Remasking, generate_llada, generate_llada_observed, select_positions, transfer_schedule,
+};
+
+/// What to do with EOS when exactly `n_out` tokens must come out: the config's enum, one type for both.
+/// `Suppress` blocks every stop id (EOS and `<|eot_id|>`), not just EOS.
+pub use schema::grid::EosPolicy;
+
+/// Errors of generation: bad parameters (user-fixable) or a failed tensor operation.
+#[derive(Debug, thiserror::Error)]
+pub enum GenerateError {
+    #[error("invalid generation parameters: {0}")]
+    Params(String),
+    #[error(transparent)]
+    Candle(#[from] candle_core::Error),
+}
+
+fn params_err<T>(msg: impl Into<String>) -> Result<T, GenerateError> {
+    Err(GenerateError::Params(msg.into()))
+}
+
+/// A left-padded batch: rows of equal length, `valid[b][j]` false on padding.
+struct Padded {
+    rows: Vec<Vec<u32>>,
+    valid: Vec<Vec<bool>>,
+    len: usize,
+    any_pad: bool,
+}
+
+fn left_pad(prompts: &[Vec<u32>], pad: u32) -> Result<Padded, GenerateError> {
+    if prompts.is_empty() {
+        return params_err("no prompts");
+    }
+    if let Some(i) = prompts.iter().position(Vec::is_empty) {
+        return params_err(format!("prompt {i} is empty"));
+    }
+    let len = prompts.iter().map(Vec::len).max().unwrap_or(0);
+    let mut rows = Vec::with_capacity(prompts.len());
+    let mut valid = Vec::with_capacity(prompts.len());
+    for p in prompts {
+        let n_pad = len - p.len();
+        let mut r = vec![pad; n_pad];
+        r.extend_from_slice(p);
+        rows.push(r);
+        let mut v = vec![false; n_pad];
+        v.extend(std::iter::repeat_n(true, p.len()));
+        valid.push(v);
+    }
+    let any_pad = prompts.iter().any(|p| p.len() != len);
+    Ok(Padded { rows, valid, len, any_pad })
+}

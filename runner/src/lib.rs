@@ -1,0 +1,35 @@
+//! dllm-bench's runner: loads both models, sweeps the grid, measures, and writes result bundles.
+//!
+//! The data flow is config -> [`plan`] (cells) -> [`sweep`] (measurements, through [`model`] and
+//! [`generate`]) -> bundle (the `schema` crate) -> [`serve`] (the explorer). [`synth`] writes synthetic
+//! checkpoints in the real on-disk layouts, so everything runs without downloads.
+
+pub mod cli;
+pub mod generate;
+pub mod model;
+pub mod output;
+pub mod plan;
+pub mod prompts;
+pub mod serve;
+pub mod sweep;
+pub mod synth;
+pub mod sysinfo;
+pub mod timing;
+
+/// An error the user fixes by changing their input (config, flags, a file): exit status 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct InputError(pub String);
+
+/// Exit status for an error: 2 when the input was bad, 1 otherwise.
+pub fn exit_code(err: &anyhow::Error) -> i32 {
+    // `downcast_ref` also finds an `InputError` attached with `.context(..)`, which `chain` does not expose.
+    let bad_input = err.downcast_ref::<InputError>().is_some()
+        || err.chain().any(|c| {
+            c.is::<InputError>()
+                || c.is::<schema::ConfigError>()
+                || c.is::<schema::BundleError>()
+                || c.is::<clap::Error>()
+        });
+    if bad_input { 2 } else { 1 }
+}

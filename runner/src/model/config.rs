@@ -1,0 +1,393 @@
+//! `config.json` parsing: one serde struct per file format, converted once into [`ModelConfig`].
+//!
+//! Llama checkpoints use the HF llama field names (`hidden_size`, `num_hidden_layers`, ...); LLaDA uses the OLMo
+//! names (`d_model`, `n_layers`, ...). Each raw struct mirrors its file; `into_config` applies the defaults the
+//! upstream code applies, and refuses what the shared transformer cannot run (biases, tied weights, other
+//! activations, RoPE scaling), naming the file, the field and the way out. RoPE's base is never defaulted: a file
+//! with neither `rope_theta` nor transformers-5 `rope_parameters.rope_theta` is refused.
+
+use std::path::Path;
+
+use schema::grid::ModelKind;
+use serde::Deserialize;
+
+use super::ModelError;
+
+/// The architecture-independent description the transformer runs from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelConfig {
+    pub kind: ModelKind,
+    pub hidden_size: usize,
+    pub intermediate_size: usize,
+    pub num_layers: usize,
+    pub num_heads: usize,
+    pub num_kv_heads: usize,
+    pub head_dim: usize,
+    pub vocab_size: usize,
+    pub rms_norm_eps: f64,
+    pub rope_theta: f64,
+    pub max_position_embeddings: usize,
+    /// Special ids the config file states (checked against the tokenizer by the loader).
+    pub bos_token_id: Option<u32>,
+    pub eos_token_ids: Vec<u32>,
+    pub pad_token_id: Option<u32>,
+    pub mask_token_id: Option<u32>,
+    /// `torch_dtype` (or transformers-5 `dtype`) as written, e.g. "bfloat16"; informational.
+    pub checkpoint_dtype: Option<String>,
+    /// The `dllm_bench_synthetic` marker of a synthetic checkpoint, if any.
+    pub synthetic: Option<serde_json::Value>,
+}
+
+impl ModelConfig {
+    /// Reads and converts `config.json` for `kind`.
+    pub fn from_file(path: &Path, kind: ModelKind) -> Result<Self, ModelError> {
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ModelError::Io { path: path.to_path_buf(), source })?;
+        Self::from_json_str(&text, path, kind)
+    }
+
+    /// Converts the JSON text of `config.json`; `path` is only used in error messages.
+    pub fn from_json_str(text: &str, path: &Path, kind: ModelKind) -> Result<Self, ModelError> {
+        let json_err = |source| ModelError::Json { path: path.to_path_buf(), source };
+        match kind {
+            ModelKind::Llama => serde_json::from_str::<LlamaConfigFile>(text).map_err(json_err)?.into_config(path),
+            ModelKind::Llada => serde_json::from_str::<LladaConfigFile>(text).map_err(json_err)?.into_config(path),
+        }
+    }
+
+    /// Parameters of one transformer block (attention + MLP + two norms).
+    pub fn parameters_per_layer(&self) -> u64 {
+        let h = self.hidden_size as u64;
+        let q = (self.num_heads * self.head_dim) as u64;
+        let kv = (self.num_kv_heads * self.head_dim) as u64;
+        let attn = h * q + 2 * h * kv + q * h;
+        let mlp = 3 * h * self.intermediate_size as u64;
+        attn + mlp + 2 * h
+    }
+
+    /// Total parameters: embedding, blocks, final norm, untied LM head.
+    pub fn parameter_count(&self) -> u64 {
+        let h = self.hidden_size as u64;
+        let v = self.vocab_size as u64;
+        2 * v * h + self.num_layers as u64 * self.parameters_per_layer() + h
+    }
+
+    /// Whether attention is causal (autoregressive) for this architecture.
+    pub fn causal(&self) -> bool {
+        matches!(self.kind, ModelKind::Llama)
+    }
+
+    /// Bytes of K and V for one token over all layers, at `dtype_bytes` per element.
+    pub fn kv_bytes_per_token(&self, dtype_bytes: usize) -> u64 {
+        (2 * self.num_layers * self.num_kv_heads * self.head_dim * dtype_bytes) as u64
+    }
+
+    fn check(&self, path: &Path) -> Result<(), ModelError> {
+        let bad = |field: &str, value: String, fix: &str| {
+            Err(ModelError::Unsupported {
+                path: path.to_path_buf(),
+                field: field.to_string(),
+                value,
+                fix: fix.to_string(),
+            })
+        };
+        if self.num_heads == 0 || !self.hidden_size.is_multiple_of(self.num_heads) {
+            return bad(
+                "num_attention_heads",
+                self.num_heads.to_string(),
+                "the hidden size must be a multiple of the head count",
+            );
+        }
+        if self.num_kv_heads == 0 || !self.num_heads.is_multiple_of(self.num_kv_heads) {
+            return bad(
+                "num_key_value_heads",
+                self.num_kv_heads.to_string(),
+                "the head count must be a multiple of the KV head count",
+            );
+        }
+        if !self.head_dim.is_multiple_of(2) {
+            return bad("head_dim", self.head_dim.to_string(), "RoPE needs an even head dimension");
+        }
+        if !(self.rope_theta.is_finite() && self.rope_theta > 0.0) {
+            return bad("rope_theta", self.rope_theta.to_string(), "RoPE's base must be positive");
+        }
+        Ok(())
+    }
+}
+
+/// `rope_theta` at the top level (transformers 4) or under `rope_parameters` (transformers 5).
+fn rope_theta(path: &Path, top: Option<f64>, params: Option<&RopeParameters>) -> Result<f64, ModelError> {
+    let nested = params.and_then(|p| p.rope_theta);
+    if let Some(p) = params
+        && let Some(t) = &p.rope_type
+        && t != "default"
+    {
+        return Err(ModelError::Unsupported {
+            path: path.to_path_buf(),
+            field: "rope_parameters.rope_type".into(),
+            value: t.clone(),
+            fix: "only plain RoPE (rope_type \"default\") is implemented".into(),
+        });
+    }
+    match (top, nested) {
+        (Some(a), Some(b)) if a != b => Err(ModelError::Unsupported {
+            path: path.to_path_buf(),
+            field: "rope_theta".into(),
+            value: format!("{a} (top level) vs {b} (rope_parameters)"),
+            fix: "make the two spellings agree or remove one".into(),
+        }),
+        (Some(a), _) | (None, Some(a)) => Ok(a),
+        (None, None) => Err(ModelError::MissingField {
+            path: path.to_path_buf(),
+            field: "rope_theta".into(),
+            fix: "add \"rope_theta\" (transformers 4) or \"rope_parameters\": {\"rope_theta\": ...} \
+                  (transformers 5); Llama-3 and LLaDA use 500000. No default is assumed, since a wrong \
+                  RoPE base runs silently"
+                .into(),
+        }),
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct RopeParameters {
+    rope_theta: Option<f64>,
+    rope_type: Option<String>,
+}
+
+/// `eos_token_id` may be one id or a list (Llama-3 Instruct).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum OneOrMany {
+    One(u32),
+    Many(Vec<u32>),
+}
+
+impl OneOrMany {
+    fn into_vec(self) -> Vec<u32> {
+        match self {
+            Self::One(x) => vec![x],
+            Self::Many(v) => v,
+        }
+    }
+}
+
+/// HF llama `config.json` (Meta-Llama-3-8B).
+#[derive(Debug, Clone, Deserialize)]
+struct LlamaConfigFile {
+    hidden_size: usize,
+    intermediate_size: usize,
+    num_hidden_layers: usize,
+    num_attention_heads: usize,
+    num_key_value_heads: Option<usize>,
+    head_dim: Option<usize>,
+    rms_norm_eps: f64,
+    rope_theta: Option<f64>,
+    rope_parameters: Option<RopeParameters>,
+    rope_scaling: Option<serde_json::Value>,
+    vocab_size: usize,
+    max_position_embeddings: usize,
+    bos_token_id: Option<u32>,
+    eos_token_id: Option<OneOrMany>,
+    pad_token_id: Option<u32>,
+    #[serde(default)]
+    tie_word_embeddings: bool,
+    torch_dtype: Option<String>,
+    dtype: Option<String>,
+    hidden_act: Option<String>,
+    #[serde(default)]
+    attention_bias: bool,
+    #[serde(default)]
+    mlp_bias: bool,
+    dllm_bench_synthetic: Option<serde_json::Value>,
+}
+
+impl LlamaConfigFile {
+    fn into_config(self, path: &Path) -> Result<ModelConfig, ModelError> {
+        let unsupported = |field: &str, value: String, fix: &str| ModelError::Unsupported {
+            path: path.to_path_buf(),
+            field: field.to_string(),
+            value,
+            fix: fix.to_string(),
+        };
+        if self.tie_word_embeddings {
+            return Err(unsupported(
+                "tie_word_embeddings",
+                "true".into(),
+                "only untied LM heads (Llama-3-8B's layout) are implemented",
+            ));
+        }
+        if self.attention_bias || self.mlp_bias {
+            return Err(unsupported(
+                "attention_bias/mlp_bias",
+                "true".into(),
+                "only bias-free projections are implemented",
+            ));
+        }
+        if let Some(act) = &self.hidden_act
+            && act != "silu"
+        {
+            return Err(unsupported("hidden_act", act.clone(), "only \"silu\" (SwiGLU) is implemented"));
+        }
+        if let Some(s) = &self.rope_scaling
+            && !s.is_null()
+        {
+            return Err(unsupported(
+                "rope_scaling",
+                s.to_string(),
+                "RoPE scaling (Llama-3.1's \"llama3\") is not implemented; use Meta-Llama-3-8B",
+            ));
+        }
+        let theta = rope_theta(path, self.rope_theta, self.rope_parameters.as_ref())?;
+        let head_dim = self.hidden_size / self.num_attention_heads.max(1);
+        if let Some(hd) = self.head_dim
+            && hd != head_dim
+        {
+            return Err(unsupported(
+                "head_dim",
+                hd.to_string(),
+                "head_dim must equal hidden_size / num_attention_heads",
+            ));
+        }
+        let cfg = ModelConfig {
+            kind: ModelKind::Llama,
+            hidden_size: self.hidden_size,
+            intermediate_size: self.intermediate_size,
+            num_layers: self.num_hidden_layers,
+            num_heads: self.num_attention_heads,
+            num_kv_heads: self.num_key_value_heads.unwrap_or(self.num_attention_heads),
+            head_dim,
+            vocab_size: self.vocab_size,
+            rms_norm_eps: self.rms_norm_eps,
+            rope_theta: theta,
+            max_position_embeddings: self.max_position_embeddings,
+            bos_token_id: self.bos_token_id,
+            eos_token_ids: self.eos_token_id.map(OneOrMany::into_vec).unwrap_or_default(),
+            pad_token_id: self.pad_token_id,
+            mask_token_id: None,
+            checkpoint_dtype: self.torch_dtype.or(self.dtype),
+            synthetic: self.dllm_bench_synthetic,
+        };
+        cfg.check(path)?;
+        Ok(cfg)
+    }
+}
+
+/// LLaDA's OLMo-style `config.json` (LLaDA-8B-Base).
+#[derive(Debug, Clone, Deserialize)]
+struct LladaConfigFile {
+    d_model: usize,
+    n_layers: usize,
+    n_heads: usize,
+    n_kv_heads: Option<usize>,
+    mlp_hidden_size: Option<usize>,
+    mlp_ratio: Option<usize>,
+    rms_norm_eps: f64,
+    rope_theta: Option<f64>,
+    rope_parameters: Option<RopeParameters>,
+    #[serde(default = "yes")]
+    rope: bool,
+    vocab_size: usize,
+    embedding_size: Option<usize>,
+    max_sequence_length: usize,
+    activation_type: Option<String>,
+    block_type: Option<String>,
+    layer_norm_type: Option<String>,
+    #[serde(default)]
+    weight_tying: bool,
+    #[serde(default)]
+    include_bias: bool,
+    #[serde(default)]
+    include_qkv_bias: bool,
+    #[serde(default)]
+    alibi: bool,
+    scale_logits: Option<bool>,
+    #[serde(default)]
+    input_emb_norm: bool,
+    #[serde(default)]
+    attention_layer_norm: bool,
+    bos_token_id: Option<u32>,
+    eos_token_id: Option<OneOrMany>,
+    pad_token_id: Option<u32>,
+    mask_token_id: Option<u32>,
+    torch_dtype: Option<String>,
+    dtype: Option<String>,
+    dllm_bench_synthetic: Option<serde_json::Value>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl LladaConfigFile {
+    fn into_config(self, path: &Path) -> Result<ModelConfig, ModelError> {
+        let unsupported = |field: &str, value: String, fix: &str| ModelError::Unsupported {
+            path: path.to_path_buf(),
+            field: field.to_string(),
+            value,
+            fix: fix.to_string(),
+        };
+        let checks: [(&str, bool, &str); 7] = [
+            ("weight_tying", self.weight_tying, "only an untied LM head (ff_out) is implemented"),
+            ("include_bias", self.include_bias, "only bias-free projections are implemented"),
+            ("include_qkv_bias", self.include_qkv_bias, "only bias-free projections are implemented"),
+            ("alibi", self.alibi, "only RoPE positions are implemented"),
+            ("scale_logits", self.scale_logits.unwrap_or(false), "logit scaling is not implemented"),
+            ("input_emb_norm", self.input_emb_norm, "embedding normalisation is not implemented"),
+            ("attention_layer_norm", self.attention_layer_norm, "q/k layer norms are not implemented"),
+        ];
+        for (field, on, fix) in checks {
+            if on {
+                return Err(unsupported(field, "true".into(), fix));
+            }
+        }
+        if !self.rope {
+            return Err(unsupported("rope", "false".into(), "only RoPE positions are implemented"));
+        }
+        for (field, value, want) in [
+            ("activation_type", &self.activation_type, "silu"),
+            ("block_type", &self.block_type, "llama"),
+            ("layer_norm_type", &self.layer_norm_type, "rms"),
+        ] {
+            if let Some(v) = value
+                && v != want
+            {
+                return Err(unsupported(field, v.clone(), &format!("only \"{want}\" is implemented")));
+            }
+        }
+        let theta = rope_theta(path, self.rope_theta, self.rope_parameters.as_ref())?;
+        let intermediate = match (self.mlp_hidden_size, self.mlp_ratio) {
+            (Some(h), _) => h,
+            (None, Some(r)) => r * self.d_model,
+            (None, None) => {
+                return Err(ModelError::MissingField {
+                    path: path.to_path_buf(),
+                    field: "mlp_hidden_size".into(),
+                    fix: "add \"mlp_hidden_size\" (12288 for LLaDA-8B)".into(),
+                });
+            }
+        };
+        // OLMo sizes the embedding to `embedding_size` (padded vocab) when set; the LM head has the same rows.
+        let vocab = self.embedding_size.unwrap_or(self.vocab_size).max(self.vocab_size);
+        let cfg = ModelConfig {
+            kind: ModelKind::Llada,
+            hidden_size: self.d_model,
+            intermediate_size: intermediate,
+            num_layers: self.n_layers,
+            num_heads: self.n_heads,
+            num_kv_heads: self.n_kv_heads.unwrap_or(self.n_heads),
+            head_dim: self.d_model / self.n_heads.max(1),
+            vocab_size: vocab,
+            rms_norm_eps: self.rms_norm_eps,
+            rope_theta: theta,
+            max_position_embeddings: self.max_sequence_length,
+            bos_token_id: self.bos_token_id,
+            eos_token_ids: self.eos_token_id.map(OneOrMany::into_vec).unwrap_or_default(),
+            pad_token_id: self.pad_token_id,
+            mask_token_id: self.mask_token_id,
+            checkpoint_dtype: self.torch_dtype.or(self.dtype),
+            synthetic: self.dllm_bench_synthetic,
+        };
+        cfg.check(path)?;
+        Ok(cfg)
+    }
+}

@@ -1,0 +1,143 @@
+//! Finding a checkpoint in the hf-hub cache layout, offline.
+//!
+//! Layout (as `huggingface_hub` and hf-hub write it): `{cache}/models--{org}--{name}/refs/{revision}` holds a
+//! commit hash, and `snapshots/{commit}/` holds `config.json`, `tokenizer.json` and the weights (often symlinks
+//! into `blobs/`). hf-hub 0.4's `CacheRepo::get` works offline but answers only `Option` (no reason, and it does
+//! not trim the ref file); we use hf-hub for the folder name and read the layout ourselves so that every missing
+//! piece is reported by its exact path.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use hf_hub::{Repo, RepoType};
+
+use super::ModelError;
+
+/// The files of one checkpoint snapshot.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelFiles {
+    pub repo_id: String,
+    pub revision: String,
+    /// The snapshot's commit hash (what `refs/{revision}` points to).
+    pub commit: String,
+    pub snapshot_dir: PathBuf,
+    pub config: PathBuf,
+    pub tokenizer: PathBuf,
+    /// `model.safetensors`, or the shards named by the index, sorted.
+    pub weights: Vec<PathBuf>,
+    /// `model.safetensors.index.json` when the checkpoint is sharded.
+    pub index: Option<PathBuf>,
+    /// The `dllm_bench_synthetic` object of `config.json`, when the checkpoint is synthetic.
+    pub synthetic: Option<serde_json::Value>,
+}
+
+fn fix_for(repo_id: &str) -> String {
+    format!(
+        "create a synthetic checkpoint with `dllm-bench synth` (see the config's [models.synthetic]) or download the \
+         real one with `huggingface-cli download {repo_id}` into this cache (HF_HOME/hub)"
+    )
+}
+
+fn missing(path: PathBuf, repo_id: &str) -> ModelError {
+    ModelError::MissingFile { path, fix: fix_for(repo_id) }
+}
+
+/// `models--{org}--{name}` under the cache root.
+pub fn repo_dir(cache_dir: &Path, repo_id: &str) -> PathBuf {
+    cache_dir.join(Repo::new(repo_id.to_string(), RepoType::Model).folder_name())
+}
+
+impl ModelFiles {
+    /// Resolves `repo_id` at `revision` (a branch/tag with a `refs/` entry, or a commit hash) in `cache_dir`.
+    pub fn from_hf_cache(cache_dir: &Path, repo_id: &str, revision: &str) -> Result<Self, ModelError> {
+        let repo = repo_dir(cache_dir, repo_id);
+        if !repo.is_dir() {
+            return Err(missing(repo, repo_id));
+        }
+        let ref_path = repo.join("refs").join(revision);
+        let commit = if ref_path.is_file() {
+            std::fs::read_to_string(&ref_path)
+                .map_err(|source| ModelError::Io { path: ref_path.clone(), source })?
+                .trim()
+                .to_string()
+        } else if revision.len() == 40 && revision.chars().all(|c| c.is_ascii_hexdigit()) {
+            revision.to_string()
+        } else {
+            return Err(missing(ref_path, repo_id));
+        };
+        let snapshot_dir = repo.join("snapshots").join(&commit);
+        if !snapshot_dir.is_dir() {
+            return Err(missing(snapshot_dir, repo_id));
+        }
+        let need = |name: &str| {
+            let p = snapshot_dir.join(name);
+            if p.is_file() { Ok(p) } else { Err(missing(p, repo_id)) }
+        };
+        let config = need("config.json")?;
+        let tokenizer = need("tokenizer.json")?;
+        let index_path = snapshot_dir.join("model.safetensors.index.json");
+        let (weights, index) = if index_path.is_file() {
+            let text = std::fs::read_to_string(&index_path)
+                .map_err(|source| ModelError::Io { path: index_path.clone(), source })?;
+            let json: serde_json::Value =
+                serde_json::from_str(&text).map_err(|source| ModelError::Json { path: index_path.clone(), source })?;
+            let map = json.get("weight_map").and_then(|m| m.as_object()).ok_or_else(|| ModelError::MissingField {
+                path: index_path.clone(),
+                field: "weight_map".into(),
+                fix: "the index must map tensor names to shard files".into(),
+            })?;
+            let mut shards = BTreeSet::new();
+            for v in map.values() {
+                let name = v.as_str().ok_or_else(|| ModelError::Unsupported {
+                    path: index_path.clone(),
+                    field: "weight_map".into(),
+                    value: v.to_string(),
+                    fix: "shard names must be strings".into(),
+                })?;
+                shards.insert(name.to_string());
+            }
+            let weights = shards.iter().map(|s| need(s)).collect::<Result<Vec<_>, _>>()?;
+            (weights, Some(index_path))
+        } else {
+            let single = snapshot_dir.join("model.safetensors");
+            if !single.is_file() {
+                return Err(ModelError::MissingFile {
+                    path: single,
+                    fix: format!(
+                        "neither model.safetensors nor model.safetensors.index.json is in the snapshot; {}",
+                        fix_for(repo_id)
+                    ),
+                });
+            }
+            (vec![single], None)
+        };
+        let synthetic = std::fs::read_to_string(&config)
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .and_then(|v| v.get("dllm_bench_synthetic").cloned());
+        Ok(Self {
+            repo_id: repo_id.to_string(),
+            revision: revision.to_string(),
+            commit,
+            snapshot_dir,
+            config,
+            tokenizer,
+            weights,
+            index,
+            synthetic,
+        })
+    }
+
+    /// Whether `config.json` carries the `dllm_bench_synthetic` marker.
+    pub fn is_synthetic(&self) -> bool {
+        self.synthetic.is_some()
+    }
+
+    /// Bytes of the weight files on disk (symlinks followed).
+    pub fn weights_file_bytes(&self) -> Result<u64, ModelError> {
+        self.weights
+            .iter()
+            .map(|p| std::fs::metadata(p).map(|m| m.len()).map_err(|source| ModelError::Io { path: p.clone(), source }))
+            .sum()
+    }
+}

@@ -1,0 +1,474 @@
+//! The one decoder-only transformer both architectures run on.
+//!
+//! Llama-3 and LLaDA share every kernel: embedding, N pre-norm blocks (RMSNorm, q/k/v projections, rotate-half
+//! RoPE, attention with GQA by repeating KV heads, output projection, RMSNorm, SwiGLU MLP), final RMSNorm and an
+//! untied LM head. They differ only in the causal flag, the head counts and the tensor names ([`WeightNames`]).
+//!
+//! Numerics, chosen once for both:
+//! - RMSNorm is computed in f32 and cast back before the weight multiplies (as HF llama and OLMo do).
+//! - RoPE tables and the rotation are computed in f32 (LLaDA's `rope_full_precision`; HF llama rotates in the
+//!   model dtype, which differs by about 4e-3 of logit in bf16). `inv_freq` is computed in f64 and rounded.
+//! - Attention runs in the model dtype unless [`TransformerOptions::attention_f32`] is set. The softmax is
+//!   `candle_nn::ops::softmax_last_dim` in that dtype: its CUDA kernel accumulates in f32, the CPU kernel in the
+//!   element type.
+//! - Masking is an additive bias (0 / -inf) in the model dtype. A query may always attend to itself, so the rows
+//!   of left-padding positions stay finite (they never feed a real position: real queries never see pad keys).
+//!
+//! The KV cache concatenates (`Tensor::cat`) per step, like candle-transformers' llama: simple, and the copy is
+//! small against a decode step's weight traffic. A preallocated cache is left to the performance work.
+
+use candle_core::{D, DType, Device, Module, Tensor};
+use candle_nn::{Embedding, Linear, VarBuilder};
+use schema::grid::ModelKind;
+
+use super::config::ModelConfig;
+
+/// Tensor names of a checkpoint layout (one place, shared by the loader and the synthetic writer).
+#[derive(Debug, Clone, Copy)]
+pub struct WeightNames {
+    pub embed: &'static str,
+    pub final_norm: &'static str,
+    pub lm_head: &'static str,
+    pub layers: &'static str,
+    pub attn_norm: &'static str,
+    pub q: &'static str,
+    pub k: &'static str,
+    pub v: &'static str,
+    pub o: &'static str,
+    pub mlp_norm: &'static str,
+    pub gate: &'static str,
+    pub up: &'static str,
+    pub down: &'static str,
+}
+
+impl WeightNames {
+    pub fn for_kind(kind: ModelKind) -> Self {
+        match kind {
+            ModelKind::Llama => Self {
+                embed: "model.embed_tokens",
+                final_norm: "model.norm",
+                lm_head: "lm_head",
+                layers: "model.layers",
+                attn_norm: "input_layernorm",
+                q: "self_attn.q_proj",
+                k: "self_attn.k_proj",
+                v: "self_attn.v_proj",
+                o: "self_attn.o_proj",
+                mlp_norm: "post_attention_layernorm",
+                gate: "mlp.gate_proj",
+                up: "mlp.up_proj",
+                down: "mlp.down_proj",
+            },
+            ModelKind::Llada => Self {
+                embed: "model.transformer.wte",
+                final_norm: "model.transformer.ln_f",
+                lm_head: "model.transformer.ff_out",
+                layers: "model.transformer.blocks",
+                attn_norm: "attn_norm",
+                q: "q_proj",
+                k: "k_proj",
+                v: "v_proj",
+                o: "attn_out",
+                mlp_norm: "ff_norm",
+                gate: "ff_proj",
+                up: "up_proj",
+                down: "ff_out",
+            },
+        }
+    }
+
+    /// Every tensor of the checkpoint with its shape, in file order (embedding, blocks, final norm, head).
+    /// Norm weights are the 1-D entries.
+    pub fn tensors(&self, cfg: &ModelConfig) -> Vec<(String, Vec<usize>)> {
+        let h = cfg.hidden_size;
+        let q = cfg.num_heads * cfg.head_dim;
+        let kv = cfg.num_kv_heads * cfg.head_dim;
+        let i = cfg.intermediate_size;
+        let mut out = vec![(format!("{}.weight", self.embed), vec![cfg.vocab_size, h])];
+        for l in 0..cfg.num_layers {
+            let p = format!("{}.{l}", self.layers);
+            for (name, shape) in [
+                (self.attn_norm, vec![h]),
+                (self.q, vec![q, h]),
+                (self.k, vec![kv, h]),
+                (self.v, vec![kv, h]),
+                (self.o, vec![h, q]),
+                (self.mlp_norm, vec![h]),
+                (self.gate, vec![i, h]),
+                (self.up, vec![i, h]),
+                (self.down, vec![h, i]),
+            ] {
+                out.push((format!("{p}.{name}.weight"), shape));
+            }
+        }
+        out.push((format!("{}.weight", self.final_norm), vec![h]));
+        out.push((format!("{}.weight", self.lm_head), vec![cfg.vocab_size, h]));
+        out
+    }
+}
+
+/// Numerical options of the forward pass.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TransformerOptions {
+    /// Upcast q, k, v to f32 for the attention product and softmax (off: attention in the model dtype).
+    pub attention_f32: bool,
+}
+
+/// Which positions get logits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogitsSpan {
+    All,
+    Last,
+    /// `len` positions from `start`.
+    Range {
+        start: usize,
+        len: usize,
+    },
+}
+
+/// RoPE positions of the tokens fed to one forward.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Positions {
+    /// Every row uses `start..start + len`.
+    Range { start: usize, len: usize },
+    /// One position per row and token (padding-aware positions).
+    PerRow(Vec<Vec<u32>>),
+}
+
+/// f32 cos/sin tables for one forward, `(len, head_dim/2)` or `(batch, len, head_dim/2)`.
+#[derive(Debug, Clone)]
+pub struct Rope {
+    cos: Tensor,
+    sin: Tensor,
+}
+
+/// Per-layer keys and values of the tokens seen so far (Llama decoding).
+#[derive(Debug, Clone)]
+pub struct KvCache {
+    layers: Vec<Option<(Tensor, Tensor)>>,
+}
+
+impl KvCache {
+    pub fn new(num_layers: usize) -> Self {
+        Self { layers: vec![None; num_layers] }
+    }
+
+    /// Tokens cached so far.
+    pub fn len(&self) -> usize {
+        self.layers.first().and_then(|l| l.as_ref()).and_then(|(k, _)| k.dim(2).ok()).unwrap_or(0)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[derive(Debug, Clone)]
+struct RmsNorm {
+    weight: Tensor,
+    ones: Tensor,
+    eps: f32,
+}
+
+impl RmsNorm {
+    fn load(vb: VarBuilder, size: usize, eps: f64) -> candle_core::Result<Self> {
+        let weight = vb.get(size, "weight")?;
+        let ones = Tensor::ones(size, DType::F32, vb.device())?;
+        Ok(Self { weight, ones, eps: eps as f32 })
+    }
+
+    /// Normalise in f32, cast back to the input dtype, then scale by the weight in that dtype.
+    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        let dtype = x.dtype();
+        let xf = x.to_dtype(DType::F32)?.contiguous()?;
+        let normed = candle_nn::ops::rms_norm(&xf, &self.ones, self.eps)?;
+        normed.to_dtype(dtype)?.broadcast_mul(&self.weight)
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Block {
+    attn_norm: RmsNorm,
+    q: Linear,
+    k: Linear,
+    v: Linear,
+    o: Linear,
+    mlp_norm: RmsNorm,
+    gate: Linear,
+    up: Linear,
+    down: Linear,
+}
+
+fn linear(vb: &VarBuilder, name: &str, out_dim: usize, in_dim: usize) -> candle_core::Result<Linear> {
+    let w = vb.pp(name).get((out_dim, in_dim), "weight")?;
+    Ok(Linear::new(w, None))
+}
+
+impl Block {
+    fn load(vb: VarBuilder, cfg: &ModelConfig, n: &WeightNames) -> candle_core::Result<Self> {
+        let h = cfg.hidden_size;
+        let q = cfg.num_heads * cfg.head_dim;
+        let kv = cfg.num_kv_heads * cfg.head_dim;
+        let i = cfg.intermediate_size;
+        Ok(Self {
+            attn_norm: RmsNorm::load(vb.pp(n.attn_norm), h, cfg.rms_norm_eps)?,
+            q: linear(&vb, n.q, q, h)?,
+            k: linear(&vb, n.k, kv, h)?,
+            v: linear(&vb, n.v, kv, h)?,
+            o: linear(&vb, n.o, h, q)?,
+            mlp_norm: RmsNorm::load(vb.pp(n.mlp_norm), h, cfg.rms_norm_eps)?,
+            gate: linear(&vb, n.gate, i, h)?,
+            up: linear(&vb, n.up, i, h)?,
+            down: linear(&vb, n.down, h, i)?,
+        })
+    }
+}
+
+/// The shared transformer. Forward takes token ids `(batch, len)` and returns logits in the model dtype.
+#[derive(Debug, Clone)]
+pub struct Transformer {
+    cfg: ModelConfig,
+    opts: TransformerOptions,
+    embed: Embedding,
+    blocks: Vec<Block>,
+    norm: RmsNorm,
+    lm_head: Linear,
+    inv_freq: Tensor,
+    dtype: DType,
+    device: Device,
+}
+
+impl Transformer {
+    /// Loads the weights named by `cfg.kind`'s [`WeightNames`] from `vb` (whose dtype is the model dtype).
+    pub fn load(vb: VarBuilder, cfg: &ModelConfig, opts: TransformerOptions) -> candle_core::Result<Self> {
+        let n = WeightNames::for_kind(cfg.kind);
+        let h = cfg.hidden_size;
+        let embed_w = vb.pp(n.embed).get((cfg.vocab_size, h), "weight")?;
+        let embed = Embedding::new(embed_w, h);
+        let blocks = (0..cfg.num_layers)
+            .map(|l| Block::load(vb.pp(format!("{}.{l}", n.layers)), cfg, &n))
+            .collect::<candle_core::Result<Vec<_>>>()?;
+        let norm = RmsNorm::load(vb.pp(n.final_norm), h, cfg.rms_norm_eps)?;
+        let lm_head = linear(&vb, n.lm_head, cfg.vocab_size, h)?;
+        let half = cfg.head_dim / 2;
+        let inv_freq: Vec<f32> =
+            (0..half).map(|i| (1.0 / cfg.rope_theta.powf(2.0 * i as f64 / cfg.head_dim as f64)) as f32).collect();
+        let inv_freq = Tensor::from_vec(inv_freq, (1, half), vb.device())?;
+        Ok(Self {
+            cfg: cfg.clone(),
+            opts,
+            embed,
+            blocks,
+            norm,
+            lm_head,
+            inv_freq,
+            dtype: vb.dtype(),
+            device: vb.device().clone(),
+        })
+    }
+
+    pub fn config(&self) -> &ModelConfig {
+        &self.cfg
+    }
+
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    pub fn new_cache(&self) -> KvCache {
+        KvCache::new(self.cfg.num_layers)
+    }
+
+    /// cos/sin tables (f32) for the given positions.
+    pub fn rope(&self, positions: &Positions) -> candle_core::Result<Rope> {
+        let half = self.cfg.head_dim / 2;
+        let angles = match positions {
+            Positions::Range { start, len } => {
+                let p: Vec<f32> = (*start..start + len).map(|p| p as f32).collect();
+                Tensor::from_vec(p, (*len, 1), &self.device)?.matmul(&self.inv_freq)?
+            }
+            Positions::PerRow(rows) => {
+                let b = rows.len();
+                let t = rows.first().map_or(0, Vec::len);
+                if rows.iter().any(|r| r.len() != t) {
+                    candle_core::bail!("positions: rows of different lengths");
+                }
+                let p: Vec<f32> = rows.iter().flatten().map(|&p| p as f32).collect();
+                Tensor::from_vec(p, (b * t, 1), &self.device)?.matmul(&self.inv_freq)?.reshape((b, t, half))?
+            }
+        };
+        Ok(Rope { cos: angles.cos()?.contiguous()?, sin: angles.sin()?.contiguous()? })
+    }
+
+    /// Additive attention bias in the attention dtype, `(batch | 1, 1, q_len | 1, k_len)`, or `None` when nothing
+    /// is masked.
+    ///
+    /// `key_valid[b][j]` says whether key `j` of row `b` is a real token (false: left padding); queries sit at
+    /// absolute positions `q_offset..q_offset + q_len` of the key sequence. Under a causal mask a query always
+    /// sees itself, so the rows of padding positions stay finite.
+    pub fn attention_bias(
+        &self,
+        key_valid: Option<&[Vec<bool>]>,
+        batch: usize,
+        q_offset: usize,
+        q_len: usize,
+        k_len: usize,
+    ) -> candle_core::Result<Option<Tensor>> {
+        let causal = self.cfg.causal();
+        let any_pad = key_valid.is_some_and(|kv| kv.iter().any(|r| r.iter().take(k_len).any(|v| !v)));
+        let needs_causal = causal && (q_len > 1 || q_offset + q_len < k_len);
+        if !any_pad && !needs_causal {
+            return Ok(None);
+        }
+        let key_ok =
+            |b: usize, j: usize| key_valid.is_none_or(|kv| kv.get(b).and_then(|r| r.get(j)).copied().unwrap_or(true));
+        if !needs_causal {
+            // Only keys are masked (bidirectional, or one causal query at the end): a `(batch, 1, 1, k_len)` row
+            // broadcast over queries. Every row has a real key (prompts are non-empty), so no row is all -inf.
+            let bias: Vec<f32> = (0..batch)
+                .flat_map(|b| (0..k_len).map(move |j| (b, j)))
+                .map(|(b, j)| if key_ok(b, j) { 0f32 } else { f32::NEG_INFINITY })
+                .collect();
+            let t = Tensor::from_vec(bias, (batch, 1, 1, k_len), &self.device)?;
+            return Ok(Some(t.to_dtype(self.attn_dtype())?));
+        }
+        let rows = if any_pad { batch } else { 1 };
+        let mut bias = Vec::with_capacity(rows * q_len * k_len);
+        for b in 0..rows {
+            for i in 0..q_len {
+                let qi = q_offset + i;
+                for j in 0..k_len {
+                    let allowed = (key_ok(b, j) && (!causal || j <= qi)) || j == qi;
+                    bias.push(if allowed { 0f32 } else { f32::NEG_INFINITY });
+                }
+            }
+        }
+        let t = Tensor::from_vec(bias, (rows, 1, q_len, k_len), &self.device)?;
+        Ok(Some(t.to_dtype(self.attn_dtype())?))
+    }
+
+    fn attn_dtype(&self) -> DType {
+        if self.opts.attention_f32 { DType::F32 } else { self.dtype }
+    }
+
+    /// One forward pass. `ids`: `(batch, len)` u32; `rope` must cover `len` positions; with a cache, the new
+    /// keys/values are appended and attention sees all cached tokens (the bias then spans cached + new keys).
+    pub fn forward(
+        &self,
+        ids: &Tensor,
+        rope: &Rope,
+        bias: Option<&Tensor>,
+        mut cache: Option<&mut KvCache>,
+        span: LogitsSpan,
+    ) -> candle_core::Result<Tensor> {
+        let (_b, t) = ids.dims2()?;
+        let mut x = self.embed.forward(ids)?;
+        for (l, block) in self.blocks.iter().enumerate() {
+            let layer_cache = match cache.as_deref_mut() {
+                Some(c) => Some(&mut c.layers[l]),
+                None => None,
+            };
+            x = self.block_forward(block, &x, rope, bias, layer_cache)?;
+        }
+        let x = match span {
+            LogitsSpan::All => x,
+            LogitsSpan::Last => x.narrow(1, t - 1, 1)?,
+            LogitsSpan::Range { start, len } => x.narrow(1, start, len)?,
+        };
+        let x = self.norm.forward(&x.contiguous()?)?;
+        self.lm_head.forward(&x)
+    }
+
+    fn block_forward(
+        &self,
+        blk: &Block,
+        x: &Tensor,
+        rope: &Rope,
+        bias: Option<&Tensor>,
+        cache: Option<&mut Option<(Tensor, Tensor)>>,
+    ) -> candle_core::Result<Tensor> {
+        let h = blk.attn_norm.forward(x)?;
+        let a = self.attention(blk, &h, rope, bias, cache)?;
+        let x = (x + a)?;
+        let h = blk.mlp_norm.forward(&x)?;
+        let m = blk.down.forward(&(candle_nn::ops::silu(&blk.gate.forward(&h)?)? * blk.up.forward(&h)?)?)?;
+        x + m
+    }
+
+    fn apply_rope(&self, x: &Tensor, rope: &Rope) -> candle_core::Result<Tensor> {
+        let xf = x.to_dtype(DType::F32)?.contiguous()?;
+        candle_nn::rotary_emb::rope(&xf, &rope.cos, &rope.sin)?.to_dtype(x.dtype())
+    }
+
+    fn attention(
+        &self,
+        blk: &Block,
+        x: &Tensor,
+        rope: &Rope,
+        bias: Option<&Tensor>,
+        cache: Option<&mut Option<(Tensor, Tensor)>>,
+    ) -> candle_core::Result<Tensor> {
+        let (b, t, _) = x.dims3()?;
+        let (nh, nkv, hd) = (self.cfg.num_heads, self.cfg.num_kv_heads, self.cfg.head_dim);
+        let q = blk.q.forward(x)?.reshape((b, t, nh, hd))?.transpose(1, 2)?;
+        let k = blk.k.forward(x)?.reshape((b, t, nkv, hd))?.transpose(1, 2)?;
+        let v = blk.v.forward(x)?.reshape((b, t, nkv, hd))?.transpose(1, 2)?.contiguous()?;
+        let q = self.apply_rope(&q, rope)?;
+        let k = self.apply_rope(&k, rope)?;
+        let (k, v) = match cache {
+            Some(slot) => {
+                let (k, v) = match slot.as_ref() {
+                    Some((ck, cv)) => (Tensor::cat(&[ck, &k], 2)?, Tensor::cat(&[cv, &v], 2)?),
+                    None => (k, v),
+                };
+                *slot = Some((k.clone(), v.clone()));
+                (k, v)
+            }
+            None => (k, v),
+        };
+        let k = repeat_kv(&k, nh / nkv)?;
+        let v = repeat_kv(&v, nh / nkv)?;
+        let ad = self.attn_dtype();
+        let (q, k, v) = (q.to_dtype(ad)?, k.to_dtype(ad)?, v.to_dtype(ad)?);
+        let scale = 1.0 / (hd as f64).sqrt();
+        let mut att = (q.matmul(&k.t()?)? * scale)?;
+        if let Some(bias) = bias {
+            att = att.broadcast_add(bias)?;
+        }
+        let att = candle_nn::ops::softmax_last_dim(&att)?;
+        let y = att.matmul(&v.contiguous()?)?.to_dtype(self.dtype)?;
+        let y = y.transpose(1, 2)?.reshape((b, t, nh * hd))?;
+        blk.o.forward(&y)
+    }
+}
+
+/// `(b, kv_heads, t, d)` -> `(b, kv_heads * n_rep, t, d)`, each KV head repeated for its group of query heads.
+fn repeat_kv(x: &Tensor, n_rep: usize) -> candle_core::Result<Tensor> {
+    if n_rep == 1 {
+        return Ok(x.clone());
+    }
+    let (b, kvh, t, d) = x.dims4()?;
+    x.unsqueeze(2)?.expand((b, kvh, n_rep, t, d))?.reshape((b, kvh * n_rep, t, d))
+}
+
+/// Greedy choice per row from logits `(batch, vocab)` (any float dtype); `banned` ids get -inf first.
+pub fn argmax_rows(logits: &Tensor, banned: &[u32]) -> candle_core::Result<Vec<u32>> {
+    let logits = logits.to_dtype(DType::F32)?;
+    let logits = if banned.is_empty() {
+        logits
+    } else {
+        let v = logits.dim(D::Minus1)?;
+        let mut m = vec![0f32; v];
+        for &id in banned {
+            if let Some(x) = m.get_mut(id as usize) {
+                *x = f32::NEG_INFINITY;
+            }
+        }
+        logits.broadcast_add(&Tensor::from_vec(m, v, logits.device())?)?
+    };
+    logits.argmax(D::Minus1)?.to_vec1::<u32>()
+}

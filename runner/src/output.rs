@@ -1,0 +1,35 @@
+//! Writing files so that a crash never leaves half of one: temp file in the same folder, sync, rename.
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+
+/// Writes `bytes` to `path` atomically: readers see the old file or the whole new one, never a part.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create the folder {}", dir.display()))?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".tmp-")
+        .tempfile_in(dir)
+        .with_context(|| format!("cannot create a temporary file in {}", dir.display()))?;
+    tmp.write_all(bytes).with_context(|| format!("cannot write {}", tmp.path().display()))?;
+    // tempfile creates 0600; a bundle is a normal file for its owner's group and the web server to read.
+    set_readable(tmp.as_file());
+    tmp.as_file().sync_all().with_context(|| format!("cannot sync {}", tmp.path().display()))?;
+    tmp.persist(path).with_context(|| format!("cannot rename the temporary file to {}", path.display()))?;
+    // Make the rename itself durable.
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+#[cfg(unix)]
+fn set_readable(f: &std::fs::File) {
+    use std::os::unix::fs::PermissionsExt;
+    let _ = f.set_permissions(std::fs::Permissions::from_mode(0o644));
+}
+
+#[cfg(not(unix))]
+fn set_readable(_: &std::fs::File) {}

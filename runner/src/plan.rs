@@ -1,0 +1,139 @@
+//! From a config file and command-line overrides to a validated plan: the cells to measure.
+//! Nothing heavy happens before this succeeds, so bad input fails in milliseconds with exit status 2.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use schema::grid::{DeviceSpec, GridConfig, Precision};
+
+use crate::InputError;
+
+/// The embedded default config, `config/demo.toml`.
+pub const DEMO_TOML: &str = include_str!("../../config/demo.toml");
+
+/// Which grid to run and overrides of its fields (the seeds' `--steps`, `--batch_size`, `--max_prompts`, ...).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ConfigArgs {
+    /// Grid config (TOML). Default: the embedded demo (tiny synthetic models, CPU; `config/demo.toml`).
+    #[arg(long, short = 'c', value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Override the diffusion steps K (comma-separated).
+    #[arg(long, value_delimiter = ',', value_name = "K")]
+    pub steps: Vec<u32>,
+    /// Override the batch sizes B (comma-separated).
+    #[arg(long, value_delimiter = ',', value_name = "B")]
+    pub batch_size: Vec<u32>,
+    /// Override the sequence lengths N (comma-separated).
+    #[arg(long, value_delimiter = ',', value_name = "N")]
+    pub seq_len: Vec<u32>,
+    /// Use at most this many prompts.
+    #[arg(long, value_name = "P")]
+    pub max_prompts: Option<u32>,
+    /// Override the device: cpu, cuda or cuda:N.
+    #[arg(long, value_name = "DEVICE")]
+    pub device: Option<String>,
+    /// Override the precision.
+    #[arg(long, value_enum)]
+    pub dtype: Option<DtypeArg>,
+    /// Override the number of warm-up runs per cell.
+    #[arg(long, value_name = "W")]
+    pub warmup: Option<u32>,
+    /// Override the number of measured runs per cell.
+    #[arg(long, value_name = "R")]
+    pub repetitions: Option<u32>,
+}
+
+/// Precision on the command line.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum DtypeArg {
+    /// 32-bit float.
+    F32,
+    /// bfloat16.
+    Bf16,
+    /// IEEE half.
+    F16,
+}
+
+impl From<DtypeArg> for Precision {
+    fn from(d: DtypeArg) -> Precision {
+        match d {
+            DtypeArg::F32 => Precision::F32,
+            DtypeArg::Bf16 => Precision::Bf16,
+            DtypeArg::F16 => Precision::F16,
+        }
+    }
+}
+
+/// A config with overrides applied and validated.
+#[derive(Debug, Clone)]
+pub struct ResolvedConfig {
+    /// The config.
+    pub config: GridConfig,
+    /// Where it came from, with the overrides, for provenance.
+    pub source: String,
+    /// Folder that relative paths in the config are resolved against.
+    pub dir: PathBuf,
+}
+
+impl ResolvedConfig {
+    /// The device the config asks for.
+    pub fn device(&self) -> DeviceSpec {
+        // Validated in `resolve`.
+        DeviceSpec::parse(&self.config.run.device).unwrap_or(DeviceSpec::Cpu)
+    }
+}
+
+/// Reads the config (or the embedded demo), applies the overrides, validates.
+pub fn resolve(args: &ConfigArgs) -> Result<ResolvedConfig> {
+    let (text, label, dir) = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| {
+                InputError(format!("cannot read the config file {}; fix: check the path", path.display()))
+            })?;
+            let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+            (text, path.display().to_string(), dir)
+        }
+        None => (DEMO_TOML.to_string(), "embedded:config/demo.toml".to_string(), PathBuf::from(".")),
+    };
+    let mut config = GridConfig::from_toml(&text, &label)?;
+    let mut overrides = Vec::new();
+    let mut note = |flag: &str, value: String| overrides.push(format!("--{flag} {value}"));
+    let list = |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+    if !args.steps.is_empty() {
+        note("steps", list(&args.steps));
+        config.grid.steps = args.steps.clone();
+    }
+    if !args.batch_size.is_empty() {
+        note("batch-size", list(&args.batch_size));
+        config.grid.batch_sizes = args.batch_size.clone();
+    }
+    if !args.seq_len.is_empty() {
+        note("seq-len", list(&args.seq_len));
+        config.grid.seq_lengths = args.seq_len.clone();
+    }
+    if let Some(p) = args.max_prompts {
+        note("max-prompts", p.to_string());
+        config.prompts.count = config.prompts.count.min(p);
+    }
+    if let Some(d) = &args.device {
+        note("device", d.clone());
+        config.run.device = d.clone();
+    }
+    if let Some(d) = args.dtype {
+        let p = Precision::from(d);
+        note("dtype", p.to_string());
+        config.run.dtype = p;
+    }
+    if let Some(w) = args.warmup {
+        note("warmup", w.to_string());
+        config.run.warmup = w;
+    }
+    if let Some(r) = args.repetitions {
+        note("repetitions", r.to_string());
+        config.run.repetitions = r;
+    }
+    let source = if overrides.is_empty() { label } else { format!("{label} {}", overrides.join(" ")) };
+    // Errors now name the overrides too, since they may be the cause.
+    config.validate(&source)?;
+    Ok(ResolvedConfig { config, source, dir })
+}

@@ -1,0 +1,456 @@
+//! Synthetic checkpoints: random weights with the real tensor names and config fields, in the hf-hub cache
+//! layout, so the same loader reads them and the real models.
+//!
+//! [`write_synthetic`] writes `models--{org}--{name}/` with `blobs/<sha256>` files, `snapshots/<commit>/` relative
+//! symlinks to them (plain copies where symlinks are unavailable) and `refs/main`, like the real cache. The
+//! commit is derived from the resolved spec (and the generator's format version), so the same spec maps to the
+//! same folder: a complete folder is reused, not rewritten. `config.json` uses each model's own field names and
+//! carries `"dllm_bench_synthetic": {...}` so a synthetic folder is recognisable.
+//!
+//! Weights are N(0, std) with std = max(0.02, 1/sqrt(hidden)) (0.02 at the real size, a little larger on tiny
+//! models so their logits are not flat), norm weights 1 + N(0, 0.05); never all zeros.
+
+pub mod rng;
+mod tokenizer;
+mod weights;
+
+use std::collections::BTreeMap;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use schema::grid::ModelKind;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+pub use schema::grid::SynthPreset as Preset;
+use schema::grid::{Precision, SyntheticWeights};
+pub use tokenizer::build_tokenizer;
+use weights::{HashWriter, Init, TensorSpec, dtype_size, torch_name, write_safetensors};
+
+use crate::model::files::repo_dir;
+use crate::model::{ModelConfig, ModelError, WeightNames};
+
+/// Bumped whenever the generator's output changes for the same spec (it is part of the commit hash).
+pub const SYNTH_FORMAT: u32 = 1;
+
+/// What synthetic checkpoint to write (the `[models.synthetic]` table of a grid config).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SynthSpec {
+    pub preset: Preset,
+    pub seed: u64,
+    /// Weight dtype; default f32 for tiny/small, bf16 for real.
+    #[serde(default)]
+    pub dtype: Option<Precision>,
+    /// Number of safetensors shards (1: a single `model.safetensors`); default 1, real: 4 (Llama) / 6 (LLaDA).
+    #[serde(default)]
+    pub shards: Option<usize>,
+    #[serde(default)]
+    pub layers: Option<usize>,
+    #[serde(default)]
+    pub hidden: Option<usize>,
+    #[serde(default)]
+    pub heads: Option<usize>,
+    #[serde(default)]
+    pub kv_heads: Option<usize>,
+    #[serde(default)]
+    pub intermediate: Option<usize>,
+    #[serde(default)]
+    pub vocab: Option<usize>,
+}
+
+impl SynthSpec {
+    pub fn new(preset: Preset, seed: u64) -> Self {
+        Self {
+            preset,
+            seed,
+            dtype: None,
+            shards: None,
+            layers: None,
+            hidden: None,
+            heads: None,
+            kv_heads: None,
+            intermediate: None,
+            vocab: None,
+        }
+    }
+
+    /// The spec of a grid config's `[models.synthetic]` table; the weights' dtype defaults to the run's.
+    pub fn from_config(w: &SyntheticWeights, run_dtype: Precision) -> Self {
+        Self {
+            dtype: Some(w.dtype.unwrap_or(run_dtype)),
+            shards: w.shards.map(|n| n as usize),
+            layers: w.layers.map(|n| n as usize),
+            hidden: w.hidden.map(|n| n as usize),
+            ..Self::new(w.preset, w.seed)
+        }
+    }
+
+    /// The spec with every default filled in for `kind`.
+    pub fn resolve(&self, kind: ModelKind) -> Resolved {
+        let llama = kind == ModelKind::Llama;
+        // (hidden, layers, heads, kv_heads, intermediate, vocab, max_positions)
+        let (h, l, nh, nkv, i, v, max) = match (self.preset, llama) {
+            (Preset::Tiny, true) => (64, 2, 4, 2, 224, 512, 1024),
+            (Preset::Tiny, false) => (64, 2, 4, 4, 192, 512, 1024),
+            (Preset::Small, true) => (256, 4, 8, 2, 896, 1024, 2048),
+            (Preset::Small, false) => (256, 4, 8, 8, 768, 1024, 2048),
+            (Preset::Real, true) => (4096, 32, 32, 8, 14336, 128_256, 8192),
+            (Preset::Real, false) => (4096, 32, 32, 32, 12288, 126_464, 4096),
+        };
+        let real = self.preset == Preset::Real;
+        let heads = self.heads.unwrap_or(nh);
+        Resolved {
+            kind,
+            preset: self.preset,
+            seed: self.seed,
+            dtype: self.dtype.unwrap_or(if real { Precision::Bf16 } else { Precision::F32 }),
+            shards: self.shards.unwrap_or(match (real, llama) {
+                (false, _) => 1,
+                (true, true) => 4,
+                (true, false) => 6,
+            }),
+            hidden: self.hidden.unwrap_or(h),
+            layers: self.layers.unwrap_or(l),
+            heads,
+            kv_heads: self.kv_heads.unwrap_or(if llama { nkv.min(heads) } else { heads }),
+            intermediate: self.intermediate.unwrap_or(i),
+            vocab: self.vocab.unwrap_or(v),
+            max_positions: max,
+        }
+    }
+
+    /// The model config the checkpoint will have, without writing anything (for plans: parameter counts etc.).
+    pub fn model_config(&self, kind: ModelKind) -> Result<ModelConfig, SynthError> {
+        let r = self.resolve(kind);
+        let ids = placeholder_special_ids(&r);
+        let text = config_json(&r, &ids).to_string();
+        Ok(ModelConfig::from_json_str(&text, Path::new("<synthetic config.json>"), kind)?)
+    }
+}
+
+/// A [`SynthSpec`] with its defaults applied.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Resolved {
+    pub kind: ModelKind,
+    pub preset: Preset,
+    pub seed: u64,
+    pub dtype: Precision,
+    pub shards: usize,
+    pub hidden: usize,
+    pub layers: usize,
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub intermediate: usize,
+    pub vocab: usize,
+    pub max_positions: usize,
+}
+
+/// Errors of writing a synthetic checkpoint.
+#[derive(Debug, thiserror::Error)]
+pub enum SynthError {
+    #[error("writing {}: {source}", path.display())]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("synthetic spec: {0}")]
+    Spec(String),
+    #[error("building the synthetic tokenizer: {0}")]
+    Tokenizer(String),
+    #[error(transparent)]
+    Config(#[from] ModelError),
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SynthError + '_ {
+    move |source| SynthError::Io { path: path.to_path_buf(), source }
+}
+
+/// Special tokens per layout, in the order they are added to the tokenizer: (name in config, token).
+fn special_tokens(kind: ModelKind) -> &'static [(&'static str, &'static str)] {
+    match kind {
+        ModelKind::Llama => {
+            &[("bos_token_id", "<|begin_of_text|>"), ("eos_token_id", "<|end_of_text|>"), ("eot", "<|eot_id|>")]
+        }
+        ModelKind::Llada => &[
+            ("bos_token_id", "<|startoftext|>"),
+            ("eos_token_id", "<|endoftext|>"),
+            ("mask_token_id", "<|mdm_mask|>"),
+            ("eot", "<|eot_id|>"),
+        ],
+    }
+}
+
+/// BPE tokens to train: the vocabulary minus the special tokens, capped (a small text cannot feed more merges).
+fn bpe_vocab(r: &Resolved) -> usize {
+    r.vocab.saturating_sub(special_tokens(r.kind).len()).min(4096)
+}
+
+/// Special ids by config field name, for plan-level configs (no tokenizer trained): the last ids of the vocab.
+fn placeholder_special_ids(r: &Resolved) -> BTreeMap<&'static str, u32> {
+    let sp = special_tokens(r.kind);
+    sp.iter().enumerate().map(|(i, (k, _))| (*k, (r.vocab - sp.len() + i) as u32)).collect()
+}
+
+/// `config.json` with the model's own field names.
+fn config_json(r: &Resolved, ids: &BTreeMap<&'static str, u32>) -> serde_json::Value {
+    let marker = json!({
+        "format": SYNTH_FORMAT,
+        "preset": r.preset,
+        "seed": r.seed,
+        "dtype": r.dtype,
+        "shards": r.shards,
+    });
+    let id = |k: &str| ids.get(k).copied();
+    match r.kind {
+        ModelKind::Llama => json!({
+            "architectures": ["LlamaForCausalLM"],
+            "model_type": "llama",
+            "attention_bias": false,
+            "attention_dropout": 0.0,
+            "bos_token_id": id("bos_token_id"),
+            "eos_token_id": id("eos_token_id"),
+            "hidden_act": "silu",
+            "hidden_size": r.hidden,
+            "initializer_range": 0.02,
+            "intermediate_size": r.intermediate,
+            "max_position_embeddings": r.max_positions,
+            "mlp_bias": false,
+            "num_attention_heads": r.heads,
+            "num_hidden_layers": r.layers,
+            "num_key_value_heads": r.kv_heads,
+            "pretraining_tp": 1,
+            "rms_norm_eps": 1e-5,
+            "rope_scaling": null,
+            "rope_theta": 500000.0,
+            "tie_word_embeddings": false,
+            "torch_dtype": torch_name(r.dtype),
+            "transformers_version": "4.40.0.dev0",
+            "use_cache": true,
+            "vocab_size": r.vocab,
+            "dllm_bench_synthetic": marker,
+        }),
+        ModelKind::Llada => json!({
+            "architectures": ["LLaDAModelLM"],
+            "model_type": "llada",
+            "activation_type": "silu",
+            "alibi": false,
+            "attention_dropout": 0.0,
+            "attention_layer_norm": false,
+            "block_type": "llama",
+            "bos_token_id": id("bos_token_id"),
+            "d_model": r.hidden,
+            "embedding_size": r.vocab,
+            "eos_token_id": id("eos_token_id"),
+            "include_bias": false,
+            "include_qkv_bias": false,
+            "init_std": 0.02,
+            "input_emb_norm": false,
+            "layer_norm_type": "rms",
+            "mask_token_id": id("mask_token_id"),
+            "max_sequence_length": r.max_positions,
+            "mlp_hidden_size": r.intermediate,
+            "mlp_ratio": 4,
+            "n_heads": r.heads,
+            "n_kv_heads": r.kv_heads,
+            "n_layers": r.layers,
+            "pad_token_id": id("eos_token_id"),
+            "rms_norm_eps": 1e-5,
+            "rope": true,
+            "rope_full_precision": true,
+            "rope_theta": 500000.0,
+            "scale_logits": false,
+            "torch_dtype": torch_name(r.dtype),
+            "use_cache": false,
+            "vocab_size": r.vocab,
+            "weight_tying": false,
+            "dllm_bench_synthetic": marker,
+        }),
+    }
+}
+
+/// The deterministic commit hash of a resolved spec (40 hex digits, like a git commit).
+fn commit_of(repo_id: &str, r: &Resolved) -> String {
+    let canon = json!({ "format": SYNTH_FORMAT, "repo_id": repo_id, "spec": r }).to_string();
+    let digest = Sha256::digest(canon.as_bytes());
+    digest.iter().take(20).map(|b| format!("{b:02x}")).collect()
+}
+
+fn hex(d: &[u8]) -> String {
+    d.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Writes a blob under `blobs/` by streaming through `write`, then links `snapshot/name` to it.
+fn write_file(
+    repo: &Path,
+    snapshot: &Path,
+    name: &str,
+    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<(), SynthError> {
+    let blobs = repo.join("blobs");
+    std::fs::create_dir_all(&blobs).map_err(io_err(&blobs))?;
+    let tmp = blobs.join(format!(".{name}.{}.partial", std::process::id()));
+    let file = std::fs::File::create(&tmp).map_err(io_err(&tmp))?;
+    let mut w = HashWriter { inner: BufWriter::with_capacity(1 << 20, file), hasher: Sha256::new() };
+    if let Err(e) = write(&mut w).and_then(|()| w.flush()) {
+        drop(w);
+        // Best effort: a failed write leaves no partial blob behind (the error that matters is `e`).
+        let _ = std::fs::remove_file(&tmp);
+        return Err(io_err(&tmp)(e));
+    }
+    let sha = hex(&w.hasher.finalize());
+    let blob = blobs.join(&sha);
+    std::fs::rename(&tmp, &blob).map_err(io_err(&blob))?;
+    let link = snapshot.join(name);
+    if link.symlink_metadata().is_ok() {
+        std::fs::remove_file(&link).map_err(io_err(&link))?;
+    }
+    link_or_copy(&blob, &format!("../../blobs/{sha}"), &link)
+}
+
+#[cfg(unix)]
+fn link_or_copy(_blob: &Path, relative: &str, link: &Path) -> Result<(), SynthError> {
+    std::os::unix::fs::symlink(relative, link).map_err(io_err(link))
+}
+
+#[cfg(not(unix))]
+fn link_or_copy(blob: &Path, _relative: &str, link: &Path) -> Result<(), SynthError> {
+    std::fs::copy(blob, link).map(|_| ()).map_err(io_err(link))
+}
+
+/// Splits tensors into `n` contiguous groups of about equal bytes.
+fn split_shards(tensors: Vec<TensorSpec>, n: usize) -> Vec<Vec<TensorSpec>> {
+    let total: usize = tensors.iter().map(TensorSpec::elems).sum();
+    let count = tensors.len();
+    let mut out: Vec<Vec<TensorSpec>> = vec![Vec::new()];
+    let mut acc = 0usize;
+    for (i, t) in tensors.into_iter().enumerate() {
+        let shard = out.len();
+        let left_tensors = count - i;
+        let left_shards = n - shard;
+        let current_full = acc >= total * shard / n;
+        let last = out.last().map_or(0, Vec::len);
+        if shard < n && last > 0 && (current_full || left_tensors <= left_shards) {
+            out.push(Vec::new());
+        }
+        acc += t.elems();
+        if let Some(last) = out.last_mut() {
+            last.push(t);
+        }
+    }
+    out
+}
+
+/// Whether `snapshot` already holds a complete checkpoint written from `marker`.
+fn complete(snapshot: &Path, marker: &serde_json::Value) -> bool {
+    let Ok(text) = std::fs::read_to_string(snapshot.join("config.json")) else {
+        return false;
+    };
+    let Ok(cfg) = serde_json::from_str::<serde_json::Value>(&text) else {
+        return false;
+    };
+    if cfg.get("dllm_bench_synthetic") != Some(marker) || !snapshot.join("tokenizer.json").is_file() {
+        return false;
+    }
+    if let Ok(index) = std::fs::read_to_string(snapshot.join("model.safetensors.index.json")) {
+        let Ok(index) = serde_json::from_str::<serde_json::Value>(&index) else {
+            return false;
+        };
+        let Some(map) = index.get("weight_map").and_then(|m| m.as_object()) else {
+            return false;
+        };
+        map.values().all(|f| f.as_str().is_some_and(|f| snapshot.join(f).is_file()))
+    } else {
+        snapshot.join("model.safetensors").is_file()
+    }
+}
+
+/// Writes (or reuses) a synthetic `kind` checkpoint for `repo_id` under the hf-hub cache root `cache_dir`, and
+/// points `refs/main` at it. Returns the snapshot directory.
+pub fn write_synthetic(
+    cache_dir: &Path,
+    repo_id: &str,
+    kind: ModelKind,
+    spec: &SynthSpec,
+) -> Result<PathBuf, SynthError> {
+    let r = spec.resolve(kind);
+    // Plan-level validation through the same config conversion the loader uses.
+    spec.model_config(kind)?;
+    if r.shards == 0 {
+        return Err(SynthError::Spec("shards must be at least 1".into()));
+    }
+    let names = WeightNames::for_kind(kind);
+    let repo = repo_dir(cache_dir, repo_id);
+    let commit = commit_of(repo_id, &r);
+    let snapshot = repo.join("snapshots").join(&commit);
+    let refs = repo.join("refs");
+    let ref_main = refs.join("main");
+
+    let tok = build_tokenizer(bpe_vocab(&r), &special_tokens(kind).iter().map(|(_, t)| *t).collect::<Vec<_>>())
+        .map_err(SynthError::Tokenizer)?;
+    let mut ids = BTreeMap::new();
+    for (field, token) in special_tokens(kind) {
+        let id =
+            tok.token_to_id(token).ok_or_else(|| SynthError::Tokenizer(format!("{token} missing after adding it")))?;
+        ids.insert(*field, id);
+    }
+    if tok.get_vocab_size(true) > r.vocab {
+        return Err(SynthError::Spec(format!(
+            "the synthetic tokenizer has {} tokens, more than vocab {}",
+            tok.get_vocab_size(true),
+            r.vocab
+        )));
+    }
+    let config = config_json(&r, &ids);
+    let marker = config.get("dllm_bench_synthetic").cloned().unwrap_or_default();
+    if complete(&snapshot, &marker) {
+        std::fs::create_dir_all(&refs).map_err(io_err(&refs))?;
+        std::fs::write(&ref_main, &commit).map_err(io_err(&ref_main))?;
+        return Ok(snapshot);
+    }
+    std::fs::create_dir_all(&snapshot).map_err(io_err(&snapshot))?;
+
+    let cfg_text = serde_json::to_string_pretty(&config).map_err(|e| SynthError::Spec(e.to_string()))?;
+    write_file(&repo, &snapshot, "config.json", |w| w.write_all(cfg_text.as_bytes()))?;
+    let tok_text = tok.to_string(true).map_err(|e| SynthError::Tokenizer(e.to_string()))?;
+    write_file(&repo, &snapshot, "tokenizer.json", |w| w.write_all(tok_text.as_bytes()))?;
+
+    let model_cfg = ModelConfig::from_json_str(&config.to_string(), &snapshot.join("config.json"), kind)?;
+    let std = (1.0 / (r.hidden as f32).sqrt()).max(0.02);
+    let tensors: Vec<TensorSpec> = names
+        .tensors(&model_cfg)
+        .into_iter()
+        .map(|(name, shape)| {
+            let init = if shape.len() == 1 { Init { mean: 1.0, std: 0.05 } } else { Init { mean: 0.0, std } };
+            TensorSpec { name, shape, init }
+        })
+        .collect();
+    if r.shards > tensors.len() {
+        return Err(SynthError::Spec(format!(
+            "{} shards for {} tensors: use at most {}",
+            r.shards,
+            tensors.len(),
+            tensors.len()
+        )));
+    }
+    if r.shards == 1 {
+        write_file(&repo, &snapshot, "model.safetensors", |w| write_safetensors(w, &tensors, r.dtype, r.seed))?;
+    } else {
+        let groups = split_shards(tensors, r.shards);
+        let n = groups.len();
+        let mut weight_map = BTreeMap::new();
+        let mut total = 0usize;
+        for (i, group) in groups.iter().enumerate() {
+            let file = format!("model-{:05}-of-{n:05}.safetensors", i + 1);
+            for t in group {
+                weight_map.insert(t.name.clone(), file.clone());
+                total += t.elems() * dtype_size(r.dtype);
+            }
+            write_file(&repo, &snapshot, &file, |w| write_safetensors(w, group, r.dtype, r.seed))?;
+        }
+        let index = json!({ "metadata": { "total_size": total }, "weight_map": weight_map });
+        let text = serde_json::to_string_pretty(&index).map_err(|e| SynthError::Spec(e.to_string()))?;
+        write_file(&repo, &snapshot, "model.safetensors.index.json", |w| w.write_all(text.as_bytes()))?;
+    }
+    std::fs::create_dir_all(&refs).map_err(io_err(&refs))?;
+    std::fs::write(&ref_main, &commit).map_err(io_err(&ref_main))?;
+    Ok(snapshot)
+}

@@ -1,0 +1,47 @@
+//! Facts about the machine for a bundle's provenance: host, CPU, memory, peak resident memory.
+//! Facts that cannot be read are `None`, never guessed.
+
+/// Host name, from the kernel.
+pub fn host() -> Option<String> {
+    read_trim("/proc/sys/kernel/hostname").or_else(|| std::env::var("HOSTNAME").ok()).filter(|h| !h.is_empty())
+}
+
+/// CPU model name.
+pub fn cpu_name() -> Option<String> {
+    let text = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    text.lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split_once(':'))
+        .map(|(_, v)| v.trim().to_string())
+}
+
+/// Total system memory in bytes.
+pub fn memory_bytes() -> Option<u64> {
+    proc_kib("/proc/meminfo", "MemTotal:")
+}
+
+/// The process's peak resident set size in bytes (VmHWM) since start or the last [`reset_peak_rss`].
+pub fn peak_rss_bytes() -> Option<u64> {
+    proc_kib("/proc/self/status", "VmHWM:")
+}
+
+/// Resets the peak resident set size to the current one (Linux >= 4.0). Returns false if unsupported.
+pub fn reset_peak_rss() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+fn read_trim(path: &str) -> Option<String> {
+    std::fs::read_to_string(path).ok().map(|s| s.trim().to_string())
+}
+
+fn proc_kib(path: &str, field: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let line = text.lines().find(|l| l.starts_with(field))?;
+    let kib: u64 = line[field.len()..].trim().trim_end_matches("kB").trim().parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// The git commit the binary was built from (set by build.rs), `-dirty` when the tree had changes.
+pub fn git_commit() -> Option<String> {
+    option_env!("DLLM_BENCH_GIT_COMMIT").filter(|s| !s.is_empty()).map(str::to_string)
+}

@@ -1,0 +1,187 @@
+//! The CLI as users meet it: the demo end to end, plan, validate, and bad input (exit 2, clear message).
+
+use std::path::PathBuf;
+
+use schema::{CellStatus, Sampler};
+
+use crate::assert_exit;
+use crate::util::{Sandbox, stderr, stdout};
+
+fn repo_file(rel: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").join(rel).display().to_string()
+}
+
+/// A smaller demo grid so the debug-build test stays quick; the same code path as the embedded default.
+const QUICK: &[&str] = &["--seq-len", "40", "--batch-size", "1,2", "--steps", "4,8", "--repetitions", "2"];
+
+#[test]
+fn demo_run_writes_a_valid_bundle_with_both_models() {
+    let sb = Sandbox::new();
+    let results = sb.results();
+    let mut args = vec!["run", "--output-dir", results.to_str().expect("utf8")];
+    args.extend_from_slice(QUICK);
+    let out = sb.cmd(&args);
+    assert_exit!(out, 0);
+    let err = stderr(&out);
+    assert!(err.contains("[1/6]") && err.contains("[6/6]"), "progress lines per cell: {err}");
+    assert!(err.contains("SYNTHETIC"), "says the weights are synthetic: {err}");
+    let path = PathBuf::from(stdout(&out).trim());
+    assert!(path.starts_with(&results), "bundle path printed on stdout: {path:?}");
+    let text = std::fs::read_to_string(&path).expect("bundle");
+    let b = schema::read_bundle(&text).expect("valid bundle");
+    assert!(b.provenance.synthetic_weights);
+    assert_eq!(
+        b.provenance.config_source,
+        "embedded:config/demo.toml --steps 4,8 --batch-size 1,2 --seq-len 40 --repetitions 2"
+    );
+    assert_eq!(b.models.len(), 2);
+    assert_eq!(b.cells.len(), 2 * (1 + 2));
+    for cell in &b.cells {
+        assert_eq!(cell.status, CellStatus::Ok, "{}", cell.key);
+        assert_eq!(cell.repetitions.len(), 2);
+        for r in &cell.repetitions {
+            assert!(r.e2e_ms > 0.0);
+            assert_eq!(r.output_tokens, u64::from(cell.key.batch_size * cell.key.output_tokens));
+            assert_eq!(r.prompt_indices.len(), cell.key.batch_size as usize);
+            match cell.key.sampler {
+                Sampler::ArGreedy => {
+                    let p = r.prefill_ms.expect("AR has a prefill time");
+                    assert!(p > 0.0 && p < r.e2e_ms);
+                    assert!(r.step_ms.is_none() && r.first_block_ms.is_none());
+                }
+                _ => {
+                    let steps = r.step_ms.as_ref().expect("diffusion step times");
+                    assert_eq!(steps.len() as u32, cell.key.steps.expect("K"));
+                    assert_eq!(r.forward_passes, cell.key.steps);
+                    assert!(r.prefill_ms.is_none(), "no prefill for diffusion: absent, not 0");
+                }
+            }
+            assert!(r.peak_allocated_bytes.is_none(), "no device memory on the CPU: absent, not 0");
+        }
+    }
+    // No temp file left behind.
+    let names: Vec<_> = std::fs::read_dir(&results).expect("results").flatten().map(|e| e.file_name()).collect();
+    assert_eq!(names.len(), 1, "{names:?}");
+
+    // The same synthetic checkpoints are reused (same commit) by a second run.
+    let again = sb.cmd(&args);
+    assert_exit!(again, 0);
+    let b2 = schema::read_bundle(&std::fs::read_to_string(stdout(&again).trim()).expect("bundle")).expect("valid");
+    assert_eq!(b.models[0].commit, b2.models[0].commit);
+
+    // validate accepts it.
+    let v = sb.cmd(&["validate", path.to_str().expect("utf8")]);
+    assert_exit!(v, 0);
+    assert!(stdout(&v).contains("ok, 6 cells (6 ok), 2 models"), "{}", stdout(&v));
+}
+
+#[test]
+fn plan_prints_the_cells_of_the_primary_grid() {
+    let sb = Sandbox::new();
+    let out = sb.cmd(&["plan", "--config", &repo_file("config/experiments.toml")]);
+    assert_exit!(out, 0);
+    let text = stdout(&out);
+    assert!(text.starts_with("# 16 cells from"), "{text}");
+    assert_eq!(text.lines().filter(|l| l.starts_with("GSAI-ML/LLaDA-8B-Base")).count(), 12);
+    assert_eq!(text.lines().filter(|l| l.starts_with("meta-llama/Meta-Llama-3-8B")).count(), 4);
+}
+
+#[test]
+fn overrides_apply_and_are_validated() {
+    let sb = Sandbox::new();
+    let out =
+        sb.cmd(&["plan", "--config", &repo_file("config/experiments.toml"), "--steps", "64", "--batch-size", "4"]);
+    assert_exit!(out, 0);
+    assert!(stdout(&out).starts_with("# 4 cells from"), "{}", stdout(&out));
+    let bad = sb.cmd(&["plan", "--batch-size", "0"]);
+    assert_exit!(bad, 2);
+    assert!(
+        stderr(&bad).contains("--batch-size 0") && stderr(&bad).contains("grid.batch_sizes[0]"),
+        "{}",
+        stderr(&bad)
+    );
+}
+
+#[test]
+fn bad_configs_exit_2_with_file_field_and_fix() {
+    let sb = Sandbox::new();
+    let demo = std::fs::read_to_string(repo_file("config/demo.toml")).expect("demo");
+    let cases = [
+        (demo.replace("steps = [4, 8, 16, 32]", "steps = [4, 0]"), "grid.steps[1]"),
+        (demo.replace("kind = \"llada\"", "kind = \"bert\""), "unknown variant `bert`"),
+        (demo.replace("batch_sizes = [1, 4, 8]", "batch_sizes = [0]"), "grid.batch_sizes[0]"),
+        ("this is not toml".to_string(), "line 1"),
+    ];
+    for (i, (text, expect)) in cases.iter().enumerate() {
+        let path = sb.write(&format!("bad{i}.toml"), text);
+        for cmd in ["plan", "run"] {
+            let out = sb.cmd(&[cmd, "--config", path.to_str().expect("utf8")]);
+            assert_exit!(out, 2);
+            let err = stderr(&out);
+            assert!(err.contains(&format!("bad{i}.toml")) && err.contains(expect), "{cmd} bad{i}: {err}");
+            assert!(err.contains("fix:"), "{cmd} bad{i} says the fix: {err}");
+            assert!(!err.contains("panicked"), "{err}");
+        }
+    }
+    let missing = sb.cmd(&["run", "--config", "nope.toml"]);
+    assert_exit!(missing, 2);
+    assert!(stderr(&missing).contains("nope.toml"));
+}
+
+#[test]
+fn missing_model_exits_2_naming_the_cache_path() {
+    let sb = Sandbox::new();
+    let out = sb.cmd(&["run", "--config", &repo_file("config/experiments_cpu_test.toml"), "--max-prompts", "1"]);
+    assert_exit!(out, 2);
+    let err = stderr(&out);
+    // Wikitext is refused before any model is touched; with a prompt file the model is what is missing.
+    assert!(err.contains("wikitext"), "{err}");
+    let prompts = sb.write("p.txt", "One prompt.\n\nAnother prompt.\n");
+    let cfg = std::fs::read_to_string(repo_file("config/experiments_cpu_test.toml"))
+        .expect("cfg")
+        .replace("source = \"wikitext\"", &format!("source = \"file\"\npath = {:?}", prompts.display().to_string()))
+        .replace("count = 8", "count = 2");
+    let path = sb.write("cpu.toml", &cfg);
+    let out = sb.cmd(&["run", "--config", path.to_str().expect("utf8")]);
+    assert_exit!(out, 2);
+    let err = stderr(&out);
+    assert!(err.contains("models--meta-llama--Meta-Llama-3-8B") && err.contains("fix:"), "{err}");
+    assert!(!sb.results().exists(), "no bundle is written when nothing ran");
+}
+
+#[test]
+fn cuda_without_the_feature_says_so() {
+    if cfg!(feature = "cuda") {
+        return;
+    }
+    let sb = Sandbox::new();
+    let out = sb.cmd(&["run", "--device", "cuda", "--seq-len", "40"]);
+    assert_exit!(out, 2);
+    assert!(stderr(&out).contains("built without CUDA"), "{}", stderr(&out));
+}
+
+#[test]
+fn validate_refuses_bad_bundles_with_exit_2() {
+    let sb = Sandbox::new();
+    let cases = [
+        ("notjson.json", "{ nope", "not a valid JSON file"),
+        ("newer.json", "{\"schema_version\": \"9.0\"}", "upgrade dllm-bench"),
+        ("partial.json", "{\"schema_version\": \"1.0\", \"models\": []}", "missing field"),
+    ];
+    for (name, text, expect) in cases {
+        let p = sb.write(name, text);
+        let out = sb.cmd(&["validate", p.to_str().expect("utf8")]);
+        assert_exit!(out, 2);
+        assert!(stderr(&out).contains(expect), "{name}: {}", stderr(&out));
+    }
+    let old = sb.cmd(&["validate", &repo_file("schema/tests/fixtures/v0.1/cpu-draft.json")]);
+    assert_exit!(old, 0);
+    assert!(stdout(&old).contains("schema 0.1 upgraded to 1.0"), "{}", stdout(&old));
+}
+
+#[test]
+fn unknown_flag_exits_2() {
+    let out = Sandbox::new().cmd(&["run", "--stepz", "3"]);
+    assert_exit!(out, 2);
+    assert!(stderr(&out).contains("--stepz"));
+}

@@ -1,0 +1,639 @@
+//! Model side: synthetic checkpoints, loading through the hf-hub cache layout, the shared transformer against
+//! candle-transformers' llama, AR decoding with its KV cache, and the LLaDA reference sampler's schedule.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use candle_core::{DType, Device, IndexOp, Tensor};
+use runner::generate::{
+    EosPolicy, LladaParams, Remasking, generate_ar, generate_llada, generate_llada_observed, select_positions,
+    transfer_schedule,
+};
+use runner::model::{LoadedModel, LogitsSpan, ModelConfig, ModelFiles, Positions};
+use runner::synth::{Preset, SynthSpec, write_synthetic};
+use schema::grid::{ModelKind, Precision};
+
+const LLAMA: &str = "test-org/tiny-llama";
+const LLADA: &str = "test-org/tiny-llada";
+
+fn repo_of(kind: ModelKind) -> &'static str {
+    match kind {
+        ModelKind::Llama => LLAMA,
+        ModelKind::Llada => LLADA,
+    }
+}
+
+fn spec(seed: u64, shards: Option<usize>) -> SynthSpec {
+    SynthSpec { shards, ..SynthSpec::new(Preset::Tiny, seed) }
+}
+
+/// Writes a tiny checkpoint into `cache` and resolves it through the cache layout.
+fn tiny_files(cache: &Path, kind: ModelKind, s: &SynthSpec) -> ModelFiles {
+    let snap = write_synthetic(cache, repo_of(kind), kind, s).expect("write synthetic");
+    let files = ModelFiles::from_hf_cache(cache, repo_of(kind), "main").expect("resolve");
+    assert_eq!(files.snapshot_dir, snap);
+    files
+}
+
+fn load(files: &ModelFiles, kind: ModelKind) -> LoadedModel {
+    LoadedModel::load(files, kind, &Device::Cpu, DType::F32).expect("load")
+}
+
+fn tiny_model(kind: ModelKind) -> (tempfile::TempDir, LoadedModel) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let files = tiny_files(dir.path(), kind, &spec(7, None));
+    let m = load(&files, kind);
+    (dir, m)
+}
+
+fn snapshot_bytes(snap: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out: Vec<(String, Vec<u8>)> = std::fs::read_dir(snap)
+        .expect("read snapshot")
+        .map(|e| {
+            let e = e.expect("entry");
+            let name = e.file_name().to_string_lossy().into_owned();
+            (name, std::fs::read(e.path()).expect("read file"))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn config_json(files: &ModelFiles) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(&files.config).expect("config")).expect("json")
+}
+
+// ---------------------------------------------------------------- synthetic checkpoints and loading
+
+#[test]
+fn synth_single_file_llada_loads_through_cache_layout() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let files = tiny_files(dir.path(), ModelKind::Llada, &spec(1, None));
+    assert!(files.is_synthetic());
+    assert_eq!(files.weights.len(), 1);
+    assert!(files.weights[0].ends_with("model.safetensors"));
+    assert!(files.index.is_none());
+    // The hf-hub layout: refs/main -> commit, snapshot files are relative symlinks into blobs/.
+    let repo = dir.path().join("models--test-org--tiny-llada");
+    let commit = std::fs::read_to_string(repo.join("refs/main")).expect("ref");
+    assert_eq!(commit, files.commit);
+    assert_eq!(commit.len(), 40);
+    let link = std::fs::read_link(&files.config).expect("config.json is a symlink");
+    assert!(link.starts_with("../../blobs"), "{link:?}");
+    // LLaDA's own (OLMo) field names.
+    let cfg = config_json(&files);
+    for key in ["d_model", "n_layers", "n_heads", "n_kv_heads", "mlp_hidden_size", "mask_token_id", "rope_theta"] {
+        assert!(cfg.get(key).is_some(), "config.json lacks {key}");
+    }
+    assert!(cfg.get("hidden_size").is_none());
+    assert_eq!(cfg["dllm_bench_synthetic"]["seed"], 1);
+    let m = load(&files, ModelKind::Llada);
+    // Special ids in config.json equal the tokenizer's.
+    let mask = m.special.mask.expect("mask id");
+    assert_eq!(cfg["mask_token_id"], mask);
+    assert_eq!(m.tokenizer.token_to_id("<|mdm_mask|>"), Some(mask));
+    assert_eq!(m.tokenizer.token_to_id("<|startoftext|>"), Some(m.special.bos));
+    assert_eq!(m.tokenizer.token_to_id("<|endoftext|>"), Some(m.special.eos));
+    assert_ne!(m.special.pad, mask);
+    assert_eq!(m.config.num_kv_heads, m.config.num_heads);
+    assert_eq!(m.parameter_count(), m.config.parameter_count());
+    // Byte-level BPE: any UTF-8 round-trips.
+    let text = "Grüße, naïve café — 東京 🚀 and plain words.";
+    let enc = m.tokenizer.encode(text, false).expect("encode");
+    assert_eq!(m.tokenizer.decode(enc.get_ids(), false).expect("decode"), text);
+}
+
+#[test]
+fn synth_sharded_llama_loads_with_index() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let files = tiny_files(dir.path(), ModelKind::Llama, &spec(1, Some(3)));
+    assert_eq!(files.weights.len(), 3);
+    assert!(files.index.is_some());
+    let names: Vec<String> =
+        files.weights.iter().map(|p| p.file_name().expect("name").to_string_lossy().into_owned()).collect();
+    assert_eq!(
+        names,
+        ["model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors", "model-00003-of-00003.safetensors"]
+    );
+    let cfg = config_json(&files);
+    for key in ["hidden_size", "num_hidden_layers", "num_key_value_heads", "rope_theta", "torch_dtype"] {
+        assert!(cfg.get(key).is_some(), "config.json lacks {key}");
+    }
+    let m = load(&files, ModelKind::Llama);
+    assert_eq!(m.config.num_kv_heads, 2);
+    assert_eq!(m.config.num_heads, 4);
+    assert_eq!(m.tokenizer.token_to_id("<|begin_of_text|>"), Some(m.special.bos));
+    assert_eq!(m.tokenizer.token_to_id("<|end_of_text|>"), Some(m.special.eos));
+    assert_eq!(cfg["bos_token_id"], m.special.bos);
+    // Sharded and single-file checkpoints of the same seed hold the same tensors.
+    let dir1 = tempfile::tempdir().expect("tempdir");
+    let single = load(&tiny_files(dir1.path(), ModelKind::Llama, &spec(1, None)), ModelKind::Llama);
+    let ids = Tensor::new(&[[3u32, 17, 99, 5]], &Device::Cpu).expect("ids");
+    let a = m.forward_full(&ids, None).expect("fwd");
+    let b = single.forward_full(&ids, None).expect("fwd");
+    assert_eq!(max_abs_diff(&a, &b), 0.0);
+}
+
+#[test]
+fn synth_is_deterministic_and_seeded() {
+    let (d1, d2, d3) =
+        (tempfile::tempdir().expect("t"), tempfile::tempdir().expect("t"), tempfile::tempdir().expect("t"));
+    let s1 = write_synthetic(d1.path(), LLADA, ModelKind::Llada, &spec(5, Some(2))).expect("w");
+    let s2 = write_synthetic(d2.path(), LLADA, ModelKind::Llada, &spec(5, Some(2))).expect("w");
+    let s3 = write_synthetic(d3.path(), LLADA, ModelKind::Llada, &spec(6, Some(2))).expect("w");
+    let (b1, b2, b3) = (snapshot_bytes(&s1), snapshot_bytes(&s2), snapshot_bytes(&s3));
+    assert_eq!(b1, b2, "same seed must give identical bytes");
+    assert_eq!(s1.file_name(), s2.file_name(), "same spec, same commit");
+    assert_ne!(s1.file_name(), s3.file_name(), "another seed, another commit");
+    let weights = |b: &[(String, Vec<u8>)]| {
+        b.iter().filter(|(n, _)| n.ends_with(".safetensors")).map(|(_, d)| d.clone()).collect::<Vec<_>>()
+    };
+    assert_ne!(weights(&b1), weights(&b3), "another seed must give other weights");
+    // Never all zeros; norms near 1, matrices small.
+    let tensors =
+        candle_core::safetensors::load(s1.join("model-00001-of-00002.safetensors"), &Device::Cpu).expect("safetensors");
+    let wte = &tensors["model.transformer.wte.weight"];
+    let std = wte.sqr().expect("sqr").mean_all().expect("mean").to_scalar::<f32>().expect("s").sqrt();
+    assert!(std > 0.05 && std < 0.5, "embedding std {std}");
+    let norm = &tensors["model.transformer.blocks.0.attn_norm.weight"];
+    let mean = norm.mean_all().expect("mean").to_scalar::<f32>().expect("s");
+    assert!((mean - 1.0).abs() < 0.05, "norm mean {mean}");
+}
+
+#[test]
+fn synth_reuses_a_complete_folder() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = spec(3, None);
+    let a = write_synthetic(dir.path(), LLAMA, ModelKind::Llama, &s).expect("w");
+    let weights = a.join("model.safetensors");
+    let before = std::fs::metadata(&weights).and_then(|m| m.modified()).expect("mtime");
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let b = write_synthetic(dir.path(), LLAMA, ModelKind::Llama, &s).expect("w");
+    assert_eq!(a, b);
+    let after = std::fs::metadata(&weights).and_then(|m| m.modified()).expect("mtime");
+    assert_eq!(before, after, "a complete folder must not be rewritten");
+    // Another spec in the same repo: a new snapshot, and refs/main follows it.
+    let c = write_synthetic(dir.path(), LLAMA, ModelKind::Llama, &spec(4, None)).expect("w");
+    assert_ne!(a, c);
+    let files = ModelFiles::from_hf_cache(dir.path(), LLAMA, "main").expect("resolve");
+    assert_eq!(files.snapshot_dir, c);
+    // The old snapshot stays reachable by its commit hash.
+    let old = a.file_name().expect("commit").to_string_lossy().into_owned();
+    assert_eq!(ModelFiles::from_hf_cache(dir.path(), LLAMA, &old).expect("by commit").snapshot_dir, a);
+}
+
+#[test]
+fn synth_bf16_and_f16_load_and_run() {
+    for dtype in [Precision::Bf16, Precision::F16] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let s = SynthSpec { dtype: Some(dtype), ..spec(2, None) };
+        let files = tiny_files(dir.path(), ModelKind::Llada, &s);
+        let m = LoadedModel::load(&files, ModelKind::Llada, &Device::Cpu, DType::BF16).expect("load bf16");
+        let out =
+            generate_llada(&m, &[vec![5, 6, 7]], 8, &LladaParams { steps: 8, block_length: 8, ..Default::default() })
+                .expect("generate");
+        assert_eq!(out.tokens[0].len(), 8);
+        assert!(!out.tokens[0].contains(&m.special.mask.expect("mask")));
+    }
+}
+
+#[test]
+fn real_preset_parameter_counts() {
+    let llama = SynthSpec::new(Preset::Real, 0).model_config(ModelKind::Llama).expect("cfg");
+    assert_eq!(llama.parameter_count(), 8_030_261_248);
+    assert_eq!(llama.parameters_per_layer(), 218_112_000);
+    assert_eq!(llama.kv_bytes_per_token(2), 128 * 1024);
+    let llada = SynthSpec::new(Preset::Real, 0).model_config(ModelKind::Llada).expect("cfg");
+    assert_eq!(llada.parameters_per_layer(), 218_112_000);
+    assert_eq!(llada.parameter_count(), 8_015_581_184);
+    assert_eq!(llada.kv_bytes_per_token(2), 512 * 1024);
+    assert_eq!((llada.vocab_size, llada.num_kv_heads, llada.intermediate_size), (126_464, 32, 12288));
+    assert_eq!(llada.rope_theta, 500_000.0);
+}
+
+// ---------------------------------------------------------------- config and file errors
+
+fn write_config(dir: &Path, json: &serde_json::Value) -> PathBuf {
+    let p = dir.join("config.json");
+    std::fs::write(&p, json.to_string()).expect("write");
+    p
+}
+
+fn llama_json() -> serde_json::Value {
+    serde_json::json!({
+        "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "rms_norm_eps": 1e-5, "rope_theta": 500000.0, "vocab_size": 512,
+        "max_position_embeddings": 1024, "bos_token_id": 1, "eos_token_id": 2, "tie_word_embeddings": false,
+        "torch_dtype": "bfloat16", "hidden_act": "silu"
+    })
+}
+
+#[test]
+fn config_without_rope_theta_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut j = llama_json();
+    j.as_object_mut().expect("obj").remove("rope_theta");
+    let p = write_config(dir.path(), &j);
+    let err = ModelConfig::from_file(&p, ModelKind::Llama).expect_err("must refuse").to_string();
+    assert!(err.contains("rope_theta"), "{err}");
+    assert!(err.contains(&p.display().to_string()), "{err}");
+    // transformers 5 spelling is accepted.
+    j["rope_parameters"] = serde_json::json!({"rope_theta": 250000.0, "rope_type": "default"});
+    j.as_object_mut().expect("obj").remove("torch_dtype");
+    j["dtype"] = "bfloat16".into();
+    let p = write_config(dir.path(), &j);
+    let cfg = ModelConfig::from_file(&p, ModelKind::Llama).expect("rope_parameters");
+    assert_eq!(cfg.rope_theta, 250000.0);
+    assert_eq!(cfg.checkpoint_dtype.as_deref(), Some("bfloat16"));
+}
+
+#[test]
+fn config_with_unsupported_features_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (field, value) in [
+        ("tie_word_embeddings", serde_json::json!(true)),
+        ("attention_bias", serde_json::json!(true)),
+        ("hidden_act", serde_json::json!("gelu")),
+        ("rope_scaling", serde_json::json!({"rope_type": "llama3", "factor": 8.0})),
+    ] {
+        let mut j = llama_json();
+        j[field] = value;
+        let p = write_config(dir.path(), &j);
+        let err = ModelConfig::from_file(&p, ModelKind::Llama).expect_err(field).to_string();
+        assert!(err.contains(field), "{err}");
+    }
+    let llada = serde_json::json!({
+        "d_model": 64, "n_layers": 2, "n_heads": 4, "n_kv_heads": 4, "mlp_hidden_size": 128, "rms_norm_eps": 1e-5,
+        "rope_theta": 500000.0, "vocab_size": 512, "max_sequence_length": 1024, "weight_tying": true
+    });
+    let p = write_config(dir.path(), &llada);
+    let err = ModelConfig::from_file(&p, ModelKind::Llada).expect_err("weight_tying").to_string();
+    assert!(err.contains("weight_tying"), "{err}");
+}
+
+#[test]
+fn missing_files_name_the_expected_path() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let err = ModelFiles::from_hf_cache(dir.path(), "nobody/nothing", "main").expect_err("no repo").to_string();
+    assert!(err.contains("models--nobody--nothing"), "{err}");
+    assert!(err.contains("dllm-bench synth"), "{err}");
+    let files = tiny_files(dir.path(), ModelKind::Llama, &spec(1, None));
+    std::fs::remove_file(&files.weights[0]).expect("rm");
+    let err = ModelFiles::from_hf_cache(dir.path(), LLAMA, "main").expect_err("no weights").to_string();
+    assert!(err.contains(&files.weights[0].display().to_string()), "{err}");
+    // A shard named by the index but absent.
+    let sharded = tiny_files(dir.path(), ModelKind::Llada, &spec(1, Some(2)));
+    std::fs::remove_file(&sharded.weights[1]).expect("rm");
+    let err = ModelFiles::from_hf_cache(dir.path(), LLADA, "main").expect_err("no shard").to_string();
+    assert!(err.contains("model-00002-of-00002.safetensors"), "{err}");
+    let err = ModelFiles::from_hf_cache(dir.path(), LLADA, "v9").expect_err("no ref").to_string();
+    assert!(err.contains("refs/v9"), "{err}");
+}
+
+#[test]
+fn pad_equal_to_mask_is_refused_at_load() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let files = tiny_files(dir.path(), ModelKind::Llada, &spec(1, None));
+    let mut cfg = config_json(&files);
+    cfg["pad_token_id"] = cfg["mask_token_id"].clone();
+    std::fs::remove_file(&files.config).expect("rm link");
+    std::fs::write(&files.config, cfg.to_string()).expect("write");
+    let err = LoadedModel::load(&files, ModelKind::Llada, &Device::Cpu, DType::F32).expect_err("pad == mask");
+    assert!(err.to_string().contains("pad"), "{err}");
+}
+
+// ---------------------------------------------------------------- the transformer against candle-transformers
+
+fn max_abs_diff(a: &Tensor, b: &Tensor) -> f32 {
+    (a - b)
+        .expect("sub")
+        .abs()
+        .expect("abs")
+        .flatten_all()
+        .expect("flat")
+        .max(0)
+        .expect("max")
+        .to_scalar::<f32>()
+        .expect("scalar")
+}
+
+#[test]
+fn llama_logits_match_candle_transformers() {
+    use candle_transformers::models::llama as ct;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let files = tiny_files(dir.path(), ModelKind::Llama, &spec(11, None));
+    let ours = load(&files, ModelKind::Llama);
+    let text = std::fs::read_to_string(&files.config).expect("config");
+    let cfg: ct::LlamaConfig = serde_json::from_str(&text).expect("candle config");
+    assert_eq!(cfg.rope_theta, 500000.0, "candle must see the same RoPE base");
+    let cfg = cfg.into_config(false);
+    let vb = candle_nn::VarBuilder::from_tensors(
+        candle_core::safetensors::load(&files.weights[0], &Device::Cpu).expect("load"),
+        DType::F32,
+        &Device::Cpu,
+    );
+    let theirs = ct::Llama::load(vb, &cfg).expect("candle llama");
+    let prompt: Vec<u32> = vec![11, 300, 42, 7, 99, 250, 3, 18, 64, 401, 5];
+    for len in [1, 4, prompt.len()] {
+        let ids = Tensor::new(&prompt[..len], &Device::Cpu).expect("ids").unsqueeze(0).expect("u");
+        let mut cache = ct::Cache::new(false, DType::F32, &cfg, &Device::Cpu).expect("cache");
+        let want = theirs.forward(&ids, 0, &mut cache).expect("candle fwd"); // (1, vocab), last position
+        let got = ours.forward_full(&ids, None).expect("fwd").i((.., len - 1, ..)).expect("last");
+        let d = max_abs_diff(&got, &want);
+        assert!(d < 1e-4, "len {len}: max |diff| {d}");
+    }
+    // With candle's own KV cache, token by token, the last logits still agree with our full pass.
+    let mut cache = ct::Cache::new(true, DType::F32, &cfg, &Device::Cpu).expect("cache");
+    let mut want = None;
+    for (i, &t) in prompt.iter().enumerate() {
+        let ids = Tensor::new(&[[t]], &Device::Cpu).expect("ids");
+        want = Some(theirs.forward(&ids, i, &mut cache).expect("candle step"));
+    }
+    let ids = Tensor::new(prompt.as_slice(), &Device::Cpu).expect("ids").unsqueeze(0).expect("u");
+    let got = ours.forward_full(&ids, None).expect("fwd").i((.., prompt.len() - 1, ..)).expect("last");
+    let d = max_abs_diff(&got, &want.expect("steps"));
+    assert!(d < 1e-4, "cached candle vs ours: {d}");
+}
+
+#[test]
+fn bidirectional_padding_is_exact_up_to_position_shift() {
+    // A left-padded LLaDA row equals the unpadded sequence run at positions shifted by the padding.
+    let (_d, m) = tiny_model(ModelKind::Llada);
+    let tf = &m.transformer;
+    let row: Vec<u32> = vec![9, 8, 7, 6, 5, 4];
+    let pad = 3;
+    let padded: Vec<u32> = std::iter::repeat_n(m.special.pad, pad).chain(row.iter().copied()).collect();
+    let valid = vec![padded.iter().enumerate().map(|(j, _)| j >= pad).collect::<Vec<bool>>()];
+    let ids = Tensor::new(padded.as_slice(), &Device::Cpu).expect("ids").unsqueeze(0).expect("u");
+    let got = m.forward_full(&ids, Some(&valid)).expect("fwd").narrow(1, pad, row.len()).expect("narrow");
+    let ids = Tensor::new(row.as_slice(), &Device::Cpu).expect("ids").unsqueeze(0).expect("u");
+    let rope = tf.rope(&Positions::Range { start: pad, len: row.len() }).expect("rope");
+    let want = tf.forward(&ids, &rope, None, None, LogitsSpan::All).expect("fwd");
+    let d = max_abs_diff(&got, &want);
+    assert!(d < 1e-5, "{d}");
+}
+
+// ---------------------------------------------------------------- autoregressive decoding
+
+fn argmax_last(m: &LoadedModel, seq: &[u32]) -> u32 {
+    let ids = Tensor::new(seq, &Device::Cpu).expect("ids").unsqueeze(0).expect("u");
+    let logits = m.forward_full(&ids, None).expect("fwd").i((0, seq.len() - 1)).expect("last");
+    logits.argmax(0).expect("argmax").to_scalar::<u32>().expect("id")
+}
+
+#[test]
+fn ar_cached_decode_equals_uncached_forward_with_left_padding() {
+    let (_d, m) = tiny_model(ModelKind::Llama);
+    let prompts = vec![vec![5u32, 9, 200], vec![17, 3, 88, 120, 61, 7, 400], vec![42]];
+    let n_out = 10;
+    let out = generate_ar(&m, &prompts, n_out, EosPolicy::Ignore).expect("generate");
+    assert_eq!(out.tokens.len(), 3);
+    assert_eq!(out.token_ms.len(), n_out);
+    assert!(out.e2e_ms >= out.prefill_ms && out.prefill_ms > 0.0);
+    for (p, generated) in prompts.iter().zip(&out.tokens) {
+        assert_eq!(generated.len(), n_out);
+        let mut seq = p.clone();
+        for &t in generated {
+            // Uncached, unpadded, batch of one: the greedy choice must be the same token.
+            assert_eq!(argmax_last(&m, &seq), t, "prompt {p:?}");
+            seq.push(t);
+        }
+    }
+    // A row's tokens do not depend on the padding the batch gives it (padding-aware positions).
+    let alone = generate_ar(&m, &prompts[2..], n_out, EosPolicy::Ignore).expect("generate");
+    assert_eq!(alone.tokens[0], out.tokens[2]);
+}
+
+/// Rewrites the tiny Llama so that EOS is the greedy choice everywhere (a large constant component in every
+/// embedding, read by the EOS row of the LM head).
+fn eos_loving_llama(dir: &Path) -> LoadedModel {
+    let files = tiny_files(dir, ModelKind::Llama, &spec(9, None));
+    let eos = config_json(&files)["eos_token_id"].as_u64().expect("eos") as usize;
+    let path = &files.weights[0];
+    let mut t: HashMap<String, Tensor> = candle_core::safetensors::load(path, &Device::Cpu).expect("load");
+    let emb = &t["model.embed_tokens.weight"];
+    let (v, h) = emb.dims2().expect("dims");
+    let mut bump = vec![0f32; v * h];
+    for r in 0..v {
+        bump[r * h] = 8.0;
+    }
+    let emb = (emb + Tensor::from_vec(bump, (v, h), &Device::Cpu).expect("t")).expect("add");
+    let mut head = t["lm_head.weight"].to_vec2::<f32>().expect("head");
+    head[eos][0] = 4.0;
+    t.insert("model.embed_tokens.weight".into(), emb);
+    t.insert("lm_head.weight".into(), Tensor::new(head, &Device::Cpu).expect("head"));
+    std::fs::remove_file(path).expect("rm link");
+    candle_core::safetensors::save(&t, path).expect("save");
+    load(&files, ModelKind::Llama)
+}
+
+#[test]
+fn ar_emits_exactly_n_out_when_eos_is_the_greedy_choice() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let m = eos_loving_llama(dir.path());
+    let prompts = vec![vec![5u32, 6, 7], vec![100, 101]];
+    assert_eq!(argmax_last(&m, &prompts[0]), m.special.eos, "precondition: EOS is the argmax");
+    let ignore = generate_ar(&m, &prompts, 6, EosPolicy::Ignore).expect("ignore");
+    for row in &ignore.tokens {
+        assert_eq!(row.len(), 6);
+        assert!(row.contains(&m.special.eos), "ignore keeps EOS as a token: {row:?}");
+    }
+    let suppress = generate_ar(&m, &prompts, 6, EosPolicy::Suppress).expect("suppress");
+    for row in &suppress.tokens {
+        assert_eq!(row.len(), 6);
+        assert!(!row.iter().any(|t| m.special.stop.contains(t)), "suppress never emits a stop id: {row:?}");
+    }
+}
+
+#[test]
+fn ar_rejects_bad_input() {
+    let (_d, m) = tiny_model(ModelKind::Llama);
+    assert!(generate_ar(&m, &[], 4, EosPolicy::Ignore).is_err());
+    assert!(generate_ar(&m, &[vec![]], 4, EosPolicy::Ignore).is_err());
+    assert!(generate_ar(&m, &[vec![1]], 0, EosPolicy::Ignore).is_err());
+    let (_d2, llada) = tiny_model(ModelKind::Llada);
+    assert!(generate_ar(&llada, &[vec![1]], 4, EosPolicy::Ignore).is_err());
+}
+
+// ---------------------------------------------------------------- the LLaDA sampler
+
+#[test]
+fn transfer_schedule_follows_the_reference_rule() {
+    assert_eq!(transfer_schedule(10, 4), [3, 3, 2, 2]);
+    assert_eq!(transfer_schedule(8, 8), [1; 8]);
+    assert_eq!(transfer_schedule(3, 5), [1, 1, 1, 0, 0]);
+    assert_eq!(transfer_schedule(32, 1), [32]);
+    for m in 0..40 {
+        for spb in 1..20 {
+            let s = transfer_schedule(m, spb);
+            assert_eq!(s.len(), spb);
+            assert_eq!(s.iter().sum::<usize>(), m);
+            assert!(s.windows(2).all(|w| w[0] >= w[1] && w[0] - w[1] <= 1));
+        }
+    }
+}
+
+#[test]
+fn top_k_ties_break_towards_the_lower_position() {
+    const M: u32 = 99;
+    let block = [M, 5, M, M, M, M];
+    // Equal confidences: the lowest masked positions win; committed position 1 is never chosen.
+    assert_eq!(select_positions(&block, M, &[0.5; 6], 3), [0, 2, 3]);
+    // Higher confidence first, then position; NaN ranks last; k beyond the masked count is capped.
+    let conf = [0.1, 1.0, 0.7, f64::NAN, 0.7, 0.9];
+    assert_eq!(select_positions(&block, M, &conf, 3), [5, 2, 4]);
+    assert_eq!(select_positions(&block, M, &conf, 10), [5, 2, 4, 0, 3]);
+    assert!(select_positions(&block, M, &conf, 0).is_empty());
+}
+
+#[test]
+fn attention_is_bidirectional_for_llada_and_causal_for_llama() {
+    for kind in [ModelKind::Llada, ModelKind::Llama] {
+        let (_d, m) = tiny_model(kind);
+        let a = Tensor::new(&[[5u32, 6, 7, 8]], &Device::Cpu).expect("ids");
+        let b = Tensor::new(&[[5u32, 6, 7, 300]], &Device::Cpu).expect("ids");
+        let la = m.forward_full(&a, None).expect("fwd").i((.., 0, ..)).expect("pos 0");
+        let lb = m.forward_full(&b, None).expect("fwd").i((.., 0, ..)).expect("pos 0");
+        let d = max_abs_diff(&la, &lb);
+        match kind {
+            ModelKind::Llada => assert!(d > 1e-4, "LLaDA's first position must see the last token ({d})"),
+            ModelKind::Llama => assert_eq!(d, 0.0, "Llama's first position must not see the future"),
+        }
+    }
+}
+
+#[test]
+fn llada_schedule_commits_and_nfe() {
+    let (_d, m) = tiny_model(ModelKind::Llada);
+    let mask = m.special.mask.expect("mask");
+    let prompts = vec![vec![11u32, 12, 13, 14], vec![21, 22]];
+    // (n_out, block_length, steps): one block; several blocks; spb > block_length; one step per block.
+    for (n_out, bl, steps) in [(16, 16, 16), (16, 8, 4), (16, 4, 8), (8, 4, 10), (12, 4, 3), (12, 12, 5)] {
+        let blocks = n_out / bl;
+        let spb = steps / blocks;
+        let p = 4;
+        // committed_at[row][j] = step at which generated position j stopped being a mask.
+        let mut committed_at = vec![vec![None::<usize>; n_out]; prompts.len()];
+        let mut prev: Option<Vec<Vec<u32>>> = None;
+        let params = LladaParams { steps, block_length: bl, ..Default::default() };
+        let out = generate_llada_observed(&m, &prompts, n_out, &params, &mut |step, x| {
+            for (r, row) in x.iter().enumerate() {
+                assert_eq!(row.len(), p + n_out);
+                for j in 0..n_out {
+                    let t = row[p + j];
+                    if let Some(prev) = &prev {
+                        let before = prev[r][p + j];
+                        if before != mask {
+                            assert_eq!(t, before, "a committed token changed (row {r}, pos {j}, step {step})");
+                        }
+                    }
+                    if t != mask && committed_at[r][j].is_none() {
+                        committed_at[r][j] = Some(step);
+                    }
+                }
+            }
+            prev = Some(x.to_vec());
+        })
+        .expect("generate");
+        let case = format!("n_out {n_out}, block {bl}, steps {steps}");
+        assert_eq!(out.nfe, steps, "{case}");
+        assert_eq!(out.step_ms.len(), steps, "{case}");
+        assert_eq!(out.transfers.len(), steps, "{case}");
+        let sched = transfer_schedule(bl, spb);
+        for (s, per_row) in out.transfers.iter().enumerate() {
+            for &k in per_row {
+                assert_eq!(k, sched[s % spb], "{case}, step {s}");
+            }
+        }
+        for (r, row) in out.tokens.iter().enumerate() {
+            assert_eq!(row.len(), n_out);
+            assert!(!row.contains(&mask), "{case}: mask left in row {r}");
+            for (j, at) in committed_at[r].iter().enumerate() {
+                let at = at.expect("every position committed");
+                assert_eq!(at / spb, j / bl, "{case}: position {j} committed at step {at}, outside its block");
+            }
+            // Tokens committed at each step = the transfer count of that step.
+            for s in 0..steps {
+                let n = committed_at[r].iter().filter(|a| **a == Some(s)).count();
+                assert_eq!(n, out.transfers[s][r], "{case}, row {r}, step {s}");
+            }
+        }
+        assert!(out.first_block_ms > 0.0 && out.first_block_ms <= out.e2e_ms);
+        // Deterministic: the same run twice gives the same tokens.
+        let again = generate_llada(&m, &prompts, n_out, &params).expect("again");
+        assert_eq!(again.tokens, out.tokens, "{case}");
+    }
+}
+
+#[test]
+fn llada_sampling_and_random_remasking_are_seeded() {
+    let (_d, m) = tiny_model(ModelKind::Llada);
+    let prompts = vec![vec![30u32, 31, 32]];
+    for (temperature, remasking) in
+        [(1.0, Remasking::LowConfidence), (0.0, Remasking::Random), (0.7, Remasking::Random)]
+    {
+        let params = |seed| LladaParams { steps: 16, block_length: 8, temperature, remasking, seed };
+        let a = generate_llada(&m, &prompts, 16, &params(1)).expect("a");
+        let b = generate_llada(&m, &prompts, 16, &params(1)).expect("b");
+        assert_eq!(a.tokens, b.tokens);
+        assert_eq!(a.transfers, b.transfers);
+        let others: Vec<_> = (2..6).map(|s| generate_llada(&m, &prompts, 16, &params(s)).expect("c").tokens).collect();
+        assert!(others.iter().any(|o| *o != a.tokens), "the seed must matter ({temperature}, {remasking:?})");
+    }
+}
+
+#[test]
+fn llada_row_does_not_depend_on_other_rows() {
+    let (_d, m) = tiny_model(ModelKind::Llada);
+    let params = LladaParams { steps: 8, block_length: 4, ..Default::default() };
+    let short = vec![40u32, 41];
+    let a = generate_llada(&m, &[short.clone(), vec![1, 2, 3, 4, 5]], 8, &params).expect("a");
+    let b = generate_llada(&m, &[short.clone(), vec![9, 9, 9, 9, 9]], 8, &params).expect("b");
+    assert_eq!(a.tokens[0], b.tokens[0], "padding is masked out: the other row cannot leak in");
+    // Unpadded, a batch of one is the same as the same row next to an equally long one.
+    let c = generate_llada(&m, &[short.clone(), vec![7, 8]], 8, &params).expect("c");
+    let d = generate_llada(&m, &[short], 8, &params).expect("d");
+    assert_eq!(c.tokens[0], d.tokens[0]);
+}
+
+#[test]
+fn llada_rejects_bad_parameters() {
+    let (_d, m) = tiny_model(ModelKind::Llada);
+    let mask = m.special.mask.expect("mask");
+    let ok = LladaParams { steps: 8, block_length: 4, ..Default::default() };
+    let p = vec![vec![1u32, 2]];
+    assert!(generate_llada(&m, &p, 8, &ok).is_ok());
+    let bad = |params: LladaParams, prompts: &[Vec<u32>], n_out: usize| {
+        generate_llada(&m, prompts, n_out, &params).expect_err("must refuse").to_string()
+    };
+    assert!(bad(ok, &p, 10).contains("block_length"));
+    assert!(bad(LladaParams { steps: 3, ..ok }, &p, 8).contains("steps"));
+    assert!(bad(LladaParams { steps: 0, ..ok }, &p, 8).contains("steps"));
+    assert!(bad(LladaParams { block_length: 0, ..ok }, &p, 8).contains("block_length"));
+    assert!(bad(LladaParams { temperature: -1.0, ..ok }, &p, 8).contains("temperature"));
+    assert!(bad(ok, &[vec![]], 8).contains("empty"));
+    assert!(bad(ok, &[], 8).contains("no prompts"));
+    assert!(bad(ok, &[vec![1, mask]], 8).contains("mask"));
+    let (_d2, llama) = tiny_model(ModelKind::Llama);
+    assert!(generate_llada(&llama, &p, 8, &ok).is_err());
+}
+
+/// CPU cost of the tiny models (run with `--ignored --nocapture`): ms per AR token, ms per LLaDA step.
+#[test]
+#[ignore]
+fn tiny_cpu_timing() {
+    let (_d, llama) = tiny_model(ModelKind::Llama);
+    let (_d2, llada) = tiny_model(ModelKind::Llada);
+    let prompt = vec![(1..=16).collect::<Vec<u32>>()];
+    let _ = generate_ar(&llama, &prompt, 32, EosPolicy::Ignore).expect("warm");
+    let ar = generate_ar(&llama, &prompt, 32, EosPolicy::Ignore).expect("ar");
+    let decode: f64 = ar.token_ms[1..].iter().sum::<f64>() / (ar.token_ms.len() - 1) as f64;
+    let params = LladaParams { steps: 32, block_length: 32, ..Default::default() };
+    let _ = generate_llada(&llada, &prompt, 32, &params).expect("warm");
+    let ll = generate_llada(&llada, &prompt, 32, &params).expect("llada");
+    let step = ll.step_ms.iter().sum::<f64>() / ll.step_ms.len() as f64;
+    println!(
+        "tiny CPU: AR prefill {:.3} ms, {decode:.3} ms/token; LLaDA N=48: {step:.3} ms/step, e2e {:.1} ms",
+        ar.prefill_ms, ll.e2e_ms
+    );
+}

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The whole test suite, on a fresh Debian machine with rustup: installs what it needs (idempotently), then
+# checks formatting, lints (native and wasm), docs, all native tests, and the explorer in headless Chromium.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "toolchain components"
+rustup component add rustfmt clippy >/dev/null
+step "install test dependencies (skips what is present)"
+scripts/install-deps.sh
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+step "clippy (native, all targets)"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+step "clippy (explorer, wasm32)"
+cargo clippy -p explorer --target wasm32-unknown-unknown --locked -- -D warnings
+step "docs"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
+step "tests (schema, runner, explorer charts)"
+cargo test --workspace --locked
+step "explorer in headless Chromium"
+scripts/e2e-browser.sh
+step "all checks passed"
