@@ -12,7 +12,7 @@ use schema::grid::{Precision, SynthPreset, SyntheticWeights};
 use crate::plan::{ConfigArgs, DtypeArg};
 use crate::{InputError, plan, serve, sweep, synth};
 
-/// Measure LLaDA (masked diffusion) against Llama-3 (autoregressive): latency, throughput, memory, quality.
+/// Measure LLaDA (masked diffusion) against Llama-3 (autoregressive): latency, throughput, memory.
 ///
 /// With no arguments, `dllm-bench run` runs the embedded demo (tiny synthetic models, CPU) and writes a
 /// bundle under results/; `dllm-bench serve` then shows it in the explorer.

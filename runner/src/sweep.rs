@@ -209,8 +209,8 @@ fn hex(bytes: &[u8]) -> String {
 struct TokenCache(HashMap<u32, Vec<u32>>);
 
 impl TokenCache {
-    /// BOS followed by the first `prompt_tokens - 1` tokens of the prompt (fewer when the text is short:
-    /// the generators left-pad shorter rows with an attention mask).
+    /// BOS followed by the first `prompt_tokens - 1` tokens of the prompt. A prompt too short to fill the
+    /// cell's prompt length is an error of the cell, never a silently shorter sequence: N must be real.
     fn prompt(&mut self, model: &LoadedModel, prompts: &PromptSet, index: u32, prompt_tokens: u32) -> Result<Vec<u32>> {
         let ids = match self.0.entry(index) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
@@ -221,7 +221,14 @@ impl TokenCache {
                 e.insert(enc.get_ids().to_vec())
             }
         };
-        let take = (prompt_tokens as usize).saturating_sub(1).min(ids.len());
+        let take = (prompt_tokens as usize).saturating_sub(1);
+        if ids.len() < take {
+            anyhow::bail!(
+                "prompt {index} has {} tokens but the cell needs {take} after BOS (prompt_tokens {prompt_tokens}); \
+                 fix: use longer prompts, or shorter sequence lengths",
+                ids.len()
+            );
+        }
         let mut row = Vec::with_capacity(take + 1);
         row.push(model.special.bos);
         row.extend_from_slice(&ids[..take]);

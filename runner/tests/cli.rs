@@ -185,3 +185,34 @@ fn unknown_flag_exits_2() {
     assert_exit!(out, 2);
     assert!(stderr(&out).contains("--stepz"));
 }
+
+#[test]
+fn failed_cells_are_recorded_and_the_run_exits_1() {
+    // N = 2000 needs longer prompts than the embedded set has: every cell fails, cleanly, and the grid goes on.
+    let sb = Sandbox::new();
+    let results = sb.results();
+    let out = sb.cmd(&[
+        "run",
+        "--output-dir",
+        results.to_str().expect("utf8"),
+        "--seq-len",
+        "2000",
+        "--batch-size",
+        "1",
+        "--steps",
+        "4",
+        "--warmup",
+        "0",
+    ]);
+    assert_exit!(out, 1);
+    assert!(stderr(&out).contains("2 of 2 cells failed"), "{}", stderr(&out));
+    let b = schema::read_bundle(&std::fs::read_to_string(stdout(&out).trim()).expect("bundle")).expect("valid");
+    assert_eq!(b.cells.len(), 2);
+    for c in &b.cells {
+        match &c.status {
+            CellStatus::Error { message } => assert!(message.contains("the cell needs 1967"), "{message}"),
+            other => panic!("{}: expected an error status, got {other:?}", c.key),
+        }
+        assert!(c.repetitions.is_empty());
+    }
+}
