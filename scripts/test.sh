@@ -23,6 +23,8 @@ step "docs"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
 step "tests (schema, runner, explorer charts)"
 cargo test --workspace --locked
-step "explorer in headless Chromium"
+step "explorer in headless Chromium (static server, site under a sub-path)"
 scripts/e2e-browser.sh
+step "explorer in headless Chromium (dllm-bench serve, as the demo serves it)"
+E2E_SKIP_BUILD=1 E2E_SERVER=dllm-bench scripts/e2e-browser.sh
 step "all checks passed"

@@ -3,7 +3,7 @@
 //! - [`bundle`]: the result bundle (what a run measured), format 1.x; [`version`] states the
 //!   versioning policy and [`read`] upgrades older files and refuses newer ones.
 //! - [`grid`]: the grid configs (`config/*.toml`) with validation.
-//! - [`derive`]: every derived number (statistics, throughput, Pareto front, S_parity, speedup).
+//! - [`derive`](mod@derive): every derived number (statistics, throughput, Pareto front, S_parity, speedup).
 //! - [`index`]: the list of bundles a site serves.
 //!
 //! This crate has no runner logic and no I/O beyond parsing strings, so it compiles to wasm.

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# End-to-end test of the explorer in headless Chromium (Debian's, driven by playwright-core).
+#
+#   scripts/install-deps.sh && scripts/e2e-browser.sh
+#
+# 1. builds the explorer with trunk (release, offline, wasm-opt from npm's binaryen);
+# 2. puts the site together: dist + bundles/ (the test bundle, broken bundles) + bundles/index.json,
+#    under a sub-path, to prove the site only uses relative URLs;
+# 3. serves it on 127.0.0.1 (free port) and runs explorer/e2e/chart.spec.mjs with plain node;
+# 4. stops the server by its PID. Exits non-zero on any failure.
+#
+# Environment:
+#   E2E_BUNDLES     space-separated bundle files to test with, each listed in the index and checked
+#                   (default: schema/tests/fixtures/v1.0/demo.json if present, and
+#                   explorer/e2e/fixtures/demo.json: CUDA provenance, an OOM cell)
+#   E2E_SCREENSHOT  where to save the screenshot (default: target/e2e/screenshot.png)
+#   E2E_SKIP_BUILD  set to 1 to reuse explorer/dist
+#   E2E_SERVER      `python` (default: python3 -m http.server on the assembled site, under a sub-path) or
+#                   `dllm-bench` (`target/debug/dllm-bench serve`, which generates bundles/index.json itself;
+#                   build it first: cargo build -p runner)
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+NODE_MODULES="$ROOT/.tools/node/node_modules"
+export PATH="$NODE_MODULES/.bin:$HOME/.cargo/bin:$PATH"
+export TRUNK_SKIP_VERSION_CHECK=true
+export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
+
+OUT="$ROOT/target/e2e"
+SCREENSHOT="${E2E_SCREENSHOT:-$OUT/screenshot.png}"
+if [ -z "${E2E_BUNDLES:-}" ]; then
+    E2E_BUNDLES="$ROOT/explorer/e2e/fixtures/demo.json"
+    LEAD_FIXTURE="$ROOT/schema/tests/fixtures/v1.0/demo.json"
+    [ -f "$LEAD_FIXTURE" ] && E2E_BUNDLES="$LEAD_FIXTURE $E2E_BUNDLES"
+fi
+read -r -a BUNDLES <<<"$E2E_BUNDLES"
+for b in "${BUNDLES[@]}"; do [ -f "$b" ] || { echo "e2e: no bundle at $b" >&2; exit 1; }; done
+[ -d "$NODE_MODULES/playwright-core" ] || { echo "e2e: run scripts/install-deps.sh first" >&2; exit 1; }
+[ -x /usr/bin/chromium ] || { echo "e2e: /usr/bin/chromium missing: run scripts/install-deps.sh" >&2; exit 1; }
+
+# --- 1. build ------------------------------------------------------------------------------------
+if [ "${E2E_SKIP_BUILD:-0}" != 1 ]; then
+    echo "e2e: building the explorer (trunk, release)"
+    start=$(date +%s)
+    # trunk 0.21: --offline takes a value, and the HTML file goes before --release (see shared/WEB.md).
+    (cd explorer && trunk build index.html --offline=true --release)
+    echo "e2e: built in $(($(date +%s) - start)) s"
+fi
+WASM="$(ls explorer/dist/*.wasm)"
+echo "e2e: wasm $(stat -c %s "$WASM") bytes, $(gzip -9c "$WASM" | wc -c) gzipped"
+
+# --- 2. site -------------------------------------------------------------------------------------
+SITE_ROOT="$OUT/site"
+SUB="sub/explorer"                       # served under a sub-path on purpose
+SITE="$SITE_ROOT/$SUB"
+RESULTS="$OUT/results"                   # what `dllm-bench serve --results` would get
+rm -rf "$SITE_ROOT" "$RESULTS"
+mkdir -p "$SITE" "$RESULTS" "$(dirname "$SCREENSHOT")"
+cp -r explorer/dist/. "$SITE/"
+# The test bundles as e2e-1.json, e2e-2.json, ...; the index lists them, first first.
+python3 - "$RESULTS" "${BUNDLES[@]}" >"$OUT/bundles.json" <<'PY'
+import json, shutil, sys
+out, listed = sys.argv[1], []
+for i, path in enumerate(sys.argv[2:], 1):
+    shutil.copy(path, f"{out}/e2e-{i}.json")
+    listed.append({"file": f"e2e-{i}.json", "path": path})
+print(json.dumps(listed))
+PY
+# Broken bundles the error paths are tested with (opened through ?bundle=, not listed in the index).
+printf '{"schema_version": "1.0", "provenance": ' >"$RESULTS/broken-not-json.json"
+python3 - "${BUNDLES[0]}" "$RESULTS" <<'PY'
+import json, sys
+b = json.load(open(sys.argv[1]))
+future = dict(b, schema_version="9.0")
+json.dump(future, open(f"{sys.argv[2]}/broken-future-version.json", "w"))
+missing = json.loads(json.dumps(b))
+del missing["cells"][0]["key"]["batch_size"]
+json.dump(missing, open(f"{sys.argv[2]}/broken-missing-field.json", "w"))
+PY
+mkdir -p "$SITE/bundles"
+cp "$RESULTS"/*.json "$SITE/bundles/"
+# What `dllm-bench serve` generates; written here while the python server stands in for it.
+python3 - "$OUT/bundles.json" >"$SITE/bundles/index.json" <<'PY'
+import json, sys
+entries = []
+for b in json.load(open(sys.argv[1])):
+    p = json.load(open(b["path"]))["provenance"]
+    title = f'{p["config"]["run"]["name"]} on {p["device"].get("name") or p["device"]["kind"]}'
+    entries.append({"file": b["file"], "title": title, "created_at": p["created_at"],
+                    "synthetic_weights": p["synthetic_weights"]})
+print(json.dumps({"bundles": entries}))
+PY
+
+# --- 3. serve and test -----------------------------------------------------------------------------
+PORT="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+case "${E2E_SERVER:-python}" in
+    python)
+        python3 -m http.server --bind 127.0.0.1 --directory "$SITE_ROOT" "$PORT" >"$OUT/server.log" 2>&1 &
+        SERVER_PID=$! ;;
+    dllm-bench)
+        SUB=""  # serves the explorer at /
+        "$ROOT/target/debug/dllm-bench" serve --results "$RESULTS" --explorer "$ROOT/explorer/dist" \
+            --addr "127.0.0.1:$PORT" >"$OUT/server.log" 2>&1 &
+        SERVER_PID=$! ;;
+    *) echo "e2e: E2E_SERVER must be python or dllm-bench" >&2; exit 2 ;;
+esac
+trap 'kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true' EXIT
+BASE_URL="http://127.0.0.1:$PORT/${SUB:+$SUB/}"
+for _ in $(seq 1 50); do
+    curl -fsS -o /dev/null "$BASE_URL" 2>/dev/null && break
+    kill -0 "$SERVER_PID" 2>/dev/null || { echo "e2e: server died:" >&2; cat "$OUT/server.log" >&2; exit 1; }
+    sleep 0.2
+done
+echo "e2e: serving $BASE_URL (pid $SERVER_PID)"
+
+# At devicePixelRatio 1 and 2: the canvas draws at device resolution, hit-testing scales back.
+for dpr in 1 2; do
+    E2E_BASE_URL="$BASE_URL" E2E_BUNDLES_JSON="$OUT/bundles.json" E2E_DPR="$dpr" \
+        E2E_SCREENSHOT="$SCREENSHOT" E2E_NODE_MODULES="$NODE_MODULES" \
+        node explorer/e2e/chart.spec.mjs
+done

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Installs what the explorer's builds and tests need, on a fresh Debian machine that has rustup.
+# Idempotent: prints one line per tool, "ok" when it is already there; re-running is quick.
+#
+#   scripts/install-deps.sh            # everything
+#   SKIP_APT=1 scripts/install-deps.sh # no apt (e.g. no root); the rest still installs
+#   SKIP_BROWSER=1 scripts/install-deps.sh  # only what building needs: no chromium, node >= 18 is enough
+#
+# Installs:
+#   apt:    chromium chromium-driver pkg-config libfontconfig1-dev fonts-dejavu-core (+ nodejs npm if missing)
+#   rustup: the wasm32-unknown-unknown target
+#   cargo:  trunk 0.21.14 (0.22 needs a newer rustc), wasm-bindgen-cli at the Cargo.lock version
+#   npm:    binaryen@132 (wasm-opt) and playwright-core into .tools/node (from explorer/e2e/package-lock.json)
+# Never downloads a browser: tests drive Debian's /usr/bin/chromium.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+TRUNK_VERSION=0.21.14
+NODE_DIR="$ROOT/.tools/node"
+export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
+export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
+
+say() { printf '%-22s %s\n' "$1" "$2"; }
+
+# --- apt ---------------------------------------------------------------------------------------
+APT_PKGS=(pkg-config libfontconfig1-dev fonts-dejavu-core)
+[ -n "${SKIP_BROWSER:-}" ] || APT_PKGS+=(chromium chromium-driver)
+command -v node >/dev/null 2>&1 || APT_PKGS+=(nodejs)
+command -v npm >/dev/null 2>&1 || APT_PKGS+=(npm)
+missing=()
+for p in "${APT_PKGS[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+    say apt "ok (${APT_PKGS[*]})"
+elif [ -n "${SKIP_APT:-}" ]; then
+    say apt "SKIPPED (SKIP_APT set), missing: ${missing[*]}"
+else
+    SUDO=""
+    if [ "$(id -u)" -ne 0 ]; then
+        command -v sudo >/dev/null 2>&1 || { echo "apt: need root or sudo to install ${missing[*]}" >&2; exit 1; }
+        SUDO=sudo
+    fi
+    say apt "installing ${missing[*]}"
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+NODE_MAJOR="$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)"
+# playwright-core 1.65 (explorer/e2e/package.json) needs node >= 20 (Debian 12's nodejs is 18); wasm-opt 18.
+NODE_MIN=20
+[ -z "${SKIP_BROWSER:-}" ] || NODE_MIN=18
+if [ "$NODE_MAJOR" -lt "$NODE_MIN" ]; then
+    echo "node: version $(node --version 2>/dev/null || echo none) is too old; need node >= $NODE_MIN" \
+        "(the browser test needs 20: Debian 13's nodejs, or NodeSource's nodejs 20)" >&2
+    exit 1
+fi
+say node "ok ($(node --version))"
+
+# --- rust target -------------------------------------------------------------------------------
+if rustup target list --installed | grep -qx wasm32-unknown-unknown; then
+    say wasm32-target ok
+else
+    say wasm32-target installing
+    rustup target add wasm32-unknown-unknown
+fi
+
+# --- trunk -------------------------------------------------------------------------------------
+if command -v trunk >/dev/null 2>&1 && trunk --version 2>/dev/null | grep -q " $TRUNK_VERSION\$"; then
+    say trunk "ok ($TRUNK_VERSION)"
+else
+    say trunk "installing $TRUNK_VERSION (about 11 minutes on 2 cores)"
+    cargo install --locked "trunk@$TRUNK_VERSION"
+fi
+
+# --- wasm-bindgen-cli at the Cargo.lock version ---------------------------------------------------
+WB_VERSION="$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/version = |"/, ""); print; exit }' "$ROOT/Cargo.lock")"
+if [ -z "$WB_VERSION" ]; then
+    echo "wasm-bindgen: not found in $ROOT/Cargo.lock (run \`cargo fetch\` in the workspace first)" >&2
+    exit 1
+fi
+if command -v wasm-bindgen >/dev/null 2>&1 && [ "$(wasm-bindgen --version | awk '{print $2}')" = "$WB_VERSION" ]; then
+    say wasm-bindgen-cli "ok ($WB_VERSION)"
+else
+    # Without --locked: the crate's own lockfile pins a dependency version the registry no longer has.
+    say wasm-bindgen-cli "installing $WB_VERSION (about 4 minutes)"
+    cargo install wasm-bindgen-cli --version "$WB_VERSION"
+fi
+
+# --- npm tools (wasm-opt from binaryen, playwright-core) ------------------------------------------
+LOCK="$ROOT/explorer/e2e/package-lock.json"
+STAMP="$NODE_DIR/.installed-lock.sha256"
+want="$(sha256sum "$LOCK" | awk '{print $1}')"
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ] && [ -x "$NODE_DIR/node_modules/.bin/wasm-opt" ]; then
+    say npm-tools "ok ($NODE_DIR)"
+else
+    say npm-tools "installing into $NODE_DIR"
+    mkdir -p "$NODE_DIR"
+    cp "$ROOT/explorer/e2e/package.json" "$LOCK" "$NODE_DIR/"
+    # --ignore-scripts: nothing may run an install hook (or fetch a browser).
+    npm ci --prefix "$NODE_DIR" --ignore-scripts --no-audit --no-fund --loglevel=error
+    echo "$want" >"$STAMP"
+fi
+say wasm-opt "$("$NODE_DIR/node_modules/.bin/wasm-opt" --version)"
+
+# --- crates, so that trunk's offline build finds them -------------------------------------------------
+(cd "$ROOT" && cargo fetch --quiet)
+say cargo-fetch ok
