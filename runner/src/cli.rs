@@ -40,6 +40,8 @@ pub enum Command {
     Synth(SynthArgs),
     /// Serve the explorer and the bundles of a results folder on a local address.
     Serve(ServeArgs),
+    /// Assemble the static site for reviewers: the explorer's release build, the bundles, their index.
+    Site(crate::site::SiteArgs),
     /// Print the JSON Schema of the bundle format (also committed as schema/bundle.schema.json).
     Schema,
 }
@@ -186,6 +188,11 @@ pub fn main() -> Result<ExitCode> {
         Command::Synth(args) => synth_cmd(args),
         Command::Serve(args) => {
             serve::serve(&args.results, &args.explorer, &args.addr)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Site(args) => {
+            let n = crate::site::assemble(&args)?;
+            println!("{}: {n} bundles; serve it from any static host (all paths are relative)", args.out.display());
             Ok(ExitCode::SUCCESS)
         }
         Command::Schema => {

@@ -11,6 +11,7 @@ pub mod output;
 pub mod plan;
 pub mod prompts;
 pub mod serve;
+pub mod site;
 pub mod sweep;
 pub mod synth;
 pub mod sysinfo;

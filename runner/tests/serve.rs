@@ -73,3 +73,34 @@ fn serves_index_bundles_and_explorer_without_traversal() {
     assert_eq!(get(&addr, "/../secret.txt").0, 404);
     assert_eq!(get(&addr, "/missing.js").0, 404);
 }
+
+#[test]
+fn site_holds_the_explorer_the_bundles_and_their_index() {
+    let sb = Sandbox::new();
+    let results = sb.results();
+    let explorer = sb.path().join("dist");
+    std::fs::create_dir_all(explorer.join("assets")).expect("dist");
+    std::fs::create_dir_all(&results).expect("results");
+    std::fs::write(explorer.join("index.html"), "<html></html>").expect("index");
+    std::fs::write(explorer.join("assets/app.wasm"), b"\0asm").expect("wasm");
+    let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../schema/tests/fixtures/v1.0/demo.json");
+    std::fs::copy(&fixture, results.join("run-a.json")).expect("copy");
+    std::fs::write(results.join("broken.json"), "[]").expect("broken");
+    let out = sb.path().join("site");
+    let o = sb.cmd(&[
+        "site",
+        "--results",
+        results.to_str().expect("utf8"),
+        "--explorer",
+        explorer.to_str().expect("utf8"),
+        "--out",
+        out.to_str().expect("utf8"),
+    ]);
+    crate::assert_exit!(o, 0);
+    assert!(out.join("index.html").is_file() && out.join("assets/app.wasm").is_file());
+    let index: schema::BundleIndex =
+        serde_json::from_str(&std::fs::read_to_string(out.join("bundles/index.json")).expect("index")).expect("json");
+    assert_eq!(index.bundles.iter().map(|b| b.file.as_str()).collect::<Vec<_>>(), ["run-a.json"]);
+    schema::read_bundle(&std::fs::read_to_string(out.join("bundles/run-a.json")).expect("bundle")).expect("valid");
+    assert!(!out.join("bundles/broken.json").exists(), "only readable bundles are published");
+}
