@@ -8,6 +8,8 @@
 #
 # Installs:
 #   apt:    chromium chromium-driver pkg-config libfontconfig1-dev fonts-dejavu-core (+ nodejs npm if missing)
+#   apt:    slurmctld slurmd slurm-client munge (the SLURM job tests; daemons are not started by the install:
+#           scripts/slurm-up.sh starts a private cluster; SKIP_SLURM=1 leaves SLURM out)
 #   rustup: the wasm32-unknown-unknown target
 #   cargo:  trunk 0.21.14 (0.22 needs a newer rustc), wasm-bindgen-cli at the Cargo.lock version
 #   npm:    binaryen@132 (wasm-opt) and playwright-core into .tools/node (from explorer/e2e/package-lock.json)
@@ -44,6 +46,37 @@ else
     say apt "installing ${missing[*]}"
     $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
     $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# --- SLURM for the job tests (runner/tests/slurm.rs) ----------------------------------------------
+SLURM_PKGS=(slurmctld slurmd slurm-client munge)
+slurm_missing=()
+for p in "${SLURM_PKGS[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || slurm_missing+=("$p")
+done
+if [ ${#slurm_missing[@]} -eq 0 ]; then
+    say slurm "ok (${SLURM_PKGS[*]})"
+elif [ -n "${SKIP_APT:-}${SKIP_SLURM:-}" ]; then
+    say slurm "SKIPPED, missing: ${slurm_missing[*]} (the SLURM job tests will not run)"
+else
+    SUDO=""
+    if [ "$(id -u)" -ne 0 ]; then
+        command -v sudo >/dev/null 2>&1 || { echo "apt: need root or sudo to install ${slurm_missing[*]}" >&2; exit 1; }
+        SUDO=sudo
+    fi
+    say slurm "installing ${slurm_missing[*]}"
+    # The packages' init scripts would start daemons with the stock config: a policy-rc.d that says no (101)
+    # keeps them stopped; an existing one is left as it is.
+    POLICY=/usr/sbin/policy-rc.d
+    made_policy=""
+    if [ ! -e "$POLICY" ]; then
+        printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$POLICY" >/dev/null
+        $SUDO chmod 755 "$POLICY"
+        made_policy=1
+    fi
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${slurm_missing[@]}" >/dev/null
+    [ -z "$made_policy" ] || $SUDO rm -f "$POLICY"
 fi
 
 NODE_MAJOR="$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)"

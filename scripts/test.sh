@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, on a fresh Debian machine with rustup: installs what it needs (idempotently), then
-# checks formatting, lints (native and wasm), docs, all native tests, and the explorer in headless Chromium.
+# checks formatting, lints (native and wasm), docs, all native tests (the job scripts of jobs/ included, on a
+# real one-node SLURM that the tests start on 127.0.0.1), and the explorer in headless Chromium.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
@@ -21,8 +22,9 @@ step "clippy (explorer, wasm32)"
 cargo clippy -p explorer --target wasm32-unknown-unknown --locked -- -D warnings
 step "docs"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
-step "tests (schema, runner, explorer charts)"
-cargo test --workspace --locked
+step "tests (schema, runner incl. the SLURM job tests on a private cluster, explorer charts)"
+# The SLURM job tests (runner/tests/slurm.rs) skip loudly without SLURM; here they must run.
+DLLM_BENCH_REQUIRE_SLURM=1 cargo test --workspace --locked
 step "explorer in headless Chromium (static server, site under a sub-path)"
 scripts/e2e-browser.sh
 step "explorer in headless Chromium (dllm-bench serve, as the demo serves it)"

@@ -1,5 +1,6 @@
 //! The command line: parse, turn arguments into a plan, dispatch. Exit status: 0 ok, 1 a failed run (a
-//! cell failed, an I/O error), 2 bad input (config, flags, bundle).
+//! cell failed, an I/O error), 2 bad input (config, flags, bundle), 75 a run stopped by a signal that
+//! `--resume` continues.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -16,6 +17,10 @@ use crate::{InputError, plan, serve, sweep, synth};
 ///
 /// With no arguments, `dllm-bench run` runs the embedded demo (tiny synthetic models, CPU) and writes a
 /// bundle under results/; `dllm-bench serve` then shows it in the explorer.
+///
+/// Exit status: 0 success; 1 a failed run (a cell failed: its status is in the bundle) or a failed check;
+/// 2 bad input (config, flags, bundle, a refused resume or merge); 75 a run stopped by SIGTERM, SIGINT or
+/// SIGUSR1 after writing its partial bundle: `dllm-bench run --resume DIR` (or the same `--run-dir`) continues it.
 #[derive(Debug, Parser)]
 #[command(name = "dllm-bench", version, about, long_about)]
 pub struct Cli {
@@ -44,6 +49,10 @@ pub enum Command {
     Site(crate::site::SiteArgs),
     /// Print the JSON Schema of the bundle format (also committed as schema/bundle.schema.json).
     Schema,
+    /// Merge the bundles of a grid's shards (`run --shard I/N`, a SLURM job array) into one bundle.
+    Merge(MergeArgs),
+    /// Download (or with --local-files-only, check) every model file a config needs into the HF cache.
+    Fetch(FetchArgs),
 }
 
 /// Where models live.
@@ -81,10 +90,69 @@ pub struct RunArgs {
     /// Where models are.
     #[command(flatten)]
     pub cache: CacheArgs,
-    /// Folder for the bundle.
+    /// Folder for the bundle. The run works in OUTPUT_DIR/NAME-STAMP.run/ (journal, partial bundle), writes
+    /// OUTPUT_DIR/NAME-STAMP.json at the end and removes the .run folder.
     #[arg(long, short = 'o', default_value = "results", value_name = "DIR")]
     pub output_dir: PathBuf,
+    /// Run in this folder: start a new run if it has no journal, resume the one it has otherwise (what a job
+    /// script wants: the same command after a requeue). The final bundle is DIR/bundle.json; the folder stays.
+    #[arg(long, value_name = "DIR", conflicts_with = "resume")]
+    pub run_dir: Option<PathBuf>,
+    /// Resume the interrupted run in this folder (NAME-STAMP.run, or a --run-dir): cells in its journal are kept,
+    /// the rest are measured. The config comes from the journal; a --config or override that changes it is
+    /// refused, naming the fields.
+    #[arg(long, value_name = "DIR")]
+    pub resume: Option<PathBuf>,
+    /// Run only shard I of N of the grid (0-based; cells split by estimated cost B x NFE x N). Default inside a
+    /// SLURM job array: from SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN and SLURM_ARRAY_TASK_COUNT.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<String>,
+    /// Accepted for job scripts: `run` never uses the network (env HF_HUB_OFFLINE=1 is the same). A file
+    /// missing from the cache fails the run before anything is measured, naming the file.
+    #[arg(long)]
+    pub offline: bool,
     /// No progress output.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+}
+
+/// `dllm-bench merge`.
+#[derive(Debug, clap::Args)]
+pub struct MergeArgs {
+    /// Shard bundles (each shard's bundle.json).
+    #[arg(required = true, value_name = "BUNDLE")]
+    pub bundles: Vec<PathBuf>,
+    /// The merged bundle to write.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: PathBuf,
+    /// Merge shards measured on different device models (the study keeps them apart).
+    #[arg(long)]
+    pub allow_mixed_devices: bool,
+    /// Write the merged bundle even if cells of the grid are in no shard (a partial bundle).
+    #[arg(long)]
+    pub allow_missing: bool,
+}
+
+/// `dllm-bench fetch`.
+#[derive(Debug, clap::Args)]
+pub struct FetchArgs {
+    /// The grid whose models to fetch, and its overrides.
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Where models go.
+    #[command(flatten)]
+    pub cache: CacheArgs,
+    /// Where datasets go (Wikitext prompts: not fetched yet).
+    #[arg(long, value_name = "DIR")]
+    pub dataset_cache_dir: Option<PathBuf>,
+    /// Another model to fetch as well (hub id, revision main); repeatable.
+    #[arg(long, value_name = "ORG/NAME")]
+    pub extra_model_id: Vec<String>,
+    /// Only check the cache and list what is missing, by path; download nothing. Exit 1 if anything is missing.
+    /// Implied by HF_HUB_OFFLINE=1.
+    #[arg(long)]
+    pub local_files_only: bool,
+    /// No progress bars.
     #[arg(long, short = 'q')]
     pub quiet: bool,
 }
@@ -199,6 +267,8 @@ pub fn main() -> Result<ExitCode> {
             print!("{}", schema::bundle_json_schema());
             Ok(ExitCode::SUCCESS)
         }
+        Command::Merge(args) => merge_cmd(args),
+        Command::Fetch(args) => fetch_cmd(args),
     }
 }
 
@@ -211,27 +281,166 @@ fn init_logging(filter: Option<&str>) {
 }
 
 fn run(args: RunArgs) -> Result<ExitCode> {
-    let resolved = plan::resolve(&args.config)?;
-    let cells = resolved.config.cells().len();
-    if !args.quiet {
-        eprintln!("dllm-bench: {} cells from {}", cells, resolved.source);
+    // Resuming: the journal's config is the base, and its shard the default.
+    let journal_header = match &args.resume {
+        Some(dir) => Some(crate::journal::read(&dir.join(crate::journal::JOURNAL))?.0),
+        None => None,
+    };
+    let base = journal_header.as_ref().map(|h| (h.config_toml.clone(), h.config_source.clone(), h.config_dir.clone()));
+    let mut resolved = plan::resolve_with_base(&args.config, base)?;
+    if let (Some(h), None) = (&journal_header, &args.config.config) {
+        // Keep the original source (path and overrides), so a resume's bundle says the same as the first run's.
+        if resolved.sha256() == h.config_sha256 {
+            resolved.source = h.config_source.clone();
+        }
     }
-    let opts =
-        sweep::SweepOptions { output_dir: args.output_dir, model_cache_dir: args.cache.dir(), progress: !args.quiet };
+    let shard = match &args.shard {
+        Some(s) => Some(crate::shard::parse(s)?),
+        None => match crate::shard::from_slurm_env(|k| std::env::var(k).ok())? {
+            Some(s) => Some(s),
+            None => journal_header.as_ref().and_then(|h| h.shard),
+        },
+    };
+    let planned = crate::shard::select(&resolved.config.cells(), shard).len();
+    if !args.quiet {
+        let of = shard.map_or(String::new(), |s| format!(" (shard {s} of {} cells)", resolved.config.cells().len()));
+        eprintln!("dllm-bench: {planned} cells{of} from {}", resolved.source);
+    }
+    let folder = match (&args.resume, &args.run_dir) {
+        (Some(dir), _) => sweep::RunFolder::Resume(dir.clone()),
+        (None, Some(dir)) => sweep::RunFolder::At(dir.clone()),
+        (None, None) => sweep::RunFolder::New { output_dir: args.output_dir.clone() },
+    };
+    let stop = crate::signals::Stop::install().context("cannot install the signal handlers")?;
+    let opts = sweep::SweepOptions { folder, model_cache_dir: args.cache.dir(), progress: !args.quiet, shard, stop };
     let outcome = sweep::run(&resolved, &opts)?;
+    println!("{}", outcome.path.display());
+    if let sweep::Ending::Interrupted(signal) = outcome.ending {
+        eprintln!(
+            "interrupted by {signal}: {} of {planned} cells done, partial bundle {}; continue with \
+             `dllm-bench run --resume {}` (exit status {})",
+            outcome.bundle.cells.len(),
+            outcome.path.display(),
+            outcome.run_dir.display(),
+            crate::EXIT_INTERRUPTED
+        );
+        return Ok(ExitCode::from(crate::EXIT_INTERRUPTED));
+    }
     let synthetic = if outcome.bundle.provenance.synthetic_weights {
         " (SYNTHETIC weights: timing is real, quality is meaningless)"
     } else {
         ""
     };
-    println!("{}", outcome.path.display());
     if !args.quiet {
         eprintln!("wrote {}{synthetic}", outcome.path.display());
     }
     if outcome.failed_cells > 0 {
-        eprintln!("error: {} of {cells} cells failed; see their status in the bundle", outcome.failed_cells);
+        eprintln!("error: {} of {planned} cells failed; see their status in the bundle", outcome.failed_cells);
         return Ok(ExitCode::from(1));
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn merge_cmd(args: MergeArgs) -> Result<ExitCode> {
+    let mut inputs = Vec::new();
+    for path in &args.bundles {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| InputError(format!("cannot read {}; fix: check the path", path.display())))?;
+        let b = schema::read_bundle(&text).with_context(|| format!("{}", path.display()))?;
+        inputs.push((path.clone(), b));
+    }
+    let opts =
+        crate::merge::MergeOptions { allow_mixed_devices: args.allow_mixed_devices, allow_missing: args.allow_missing };
+    let merged = crate::merge::merge(&inputs, opts)?;
+    crate::output::write_atomic(&args.output, schema::write_bundle(&merged.bundle).as_bytes())?;
+    println!("{}", args.output.display());
+    let b = &merged.bundle;
+    let failed = b.cells.iter().filter(|c| c.status != schema::CellStatus::Ok).count();
+    eprintln!(
+        "merged {} bundles: {} cells ({failed} failed), {} executions, on {}",
+        inputs.len(),
+        b.cells.len(),
+        b.provenance.executions.len(),
+        merged.devices.join(" + ")
+    );
+    if !merged.missing.is_empty() {
+        eprintln!(
+            "warning: {} cells of the grid are missing (--allow-missing): a partial bundle",
+            merged.missing.len()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn fetch_cmd(args: FetchArgs) -> Result<ExitCode> {
+    let resolved = plan::resolve(&args.config)?;
+    let cfg = &resolved.config;
+    let cache = args.cache.dir();
+    let offline_env = std::env::var("HF_HUB_OFFLINE").is_ok_and(|v| !matches!(v.trim(), "" | "0" | "false"));
+    let local_only = args.local_files_only || offline_env;
+    if offline_env && !args.local_files_only {
+        eprintln!("HF_HUB_OFFLINE is set: checking the cache only, downloading nothing");
+    }
+    let mut wanted: Vec<(String, String)> = Vec::new();
+    for m in &cfg.models {
+        if m.synthetic.is_some() {
+            eprintln!("{}: synthetic ([models.synthetic]): `dllm-bench run` writes it; nothing to fetch", m.id);
+        } else {
+            wanted.push((m.id.clone(), m.revision.clone()));
+        }
+    }
+    for id in &args.extra_model_id {
+        if !wanted.iter().any(|(w, _)| w == id) {
+            wanted.push((id.clone(), "main".into()));
+        }
+    }
+    match cfg.prompts.source {
+        schema::grid::PromptSource::Wikitext => eprintln!(
+            "prompts: wikitext: fetching datasets is not supported yet (the Wikitext loader is not written); \
+             nothing checked{}",
+            args.dataset_cache_dir.as_ref().map_or(String::new(), |d| format!(" in {}", d.display()))
+        ),
+        schema::grid::PromptSource::Embedded | schema::grid::PromptSource::File => {}
+    }
+    let mut missing = 0;
+    let mut failed = 0;
+    for (id, revision) in &wanted {
+        let files = if local_only {
+            crate::fetch::check_model(&cache, id, revision)
+        } else {
+            match crate::fetch::download_model(&cache, id, revision, !args.quiet) {
+                Ok(files) => files,
+                Err(e) => {
+                    failed += 1;
+                    eprintln!("error: {id}: {e:#}");
+                    continue;
+                }
+            }
+        };
+        for f in files {
+            let note = f.note.map_or(String::new(), |n| format!("  ({n})"));
+            if f.present {
+                println!("ok       {}", f.path.display());
+            } else {
+                missing += 1;
+                println!("missing  {}{note}", f.path.display());
+            }
+        }
+    }
+    if missing + failed > 0 {
+        eprintln!(
+            "{missing} files missing{} in {}{}",
+            if failed > 0 { format!(", {failed} models failed to download") } else { String::new() },
+            cache.display(),
+            if local_only {
+                "; fix: run `dllm-bench fetch` without --local-files-only where there is network"
+            } else {
+                ""
+            }
+        );
+        return Ok(ExitCode::from(1));
+    }
+    eprintln!("all files of {} models are in {}", wanted.len(), cache.display());
     Ok(ExitCode::SUCCESS)
 }
 

@@ -3,14 +3,24 @@
 //! The data flow is config -> [`plan`] (cells) -> [`sweep`] (measurements, through [`model`] and
 //! [`generate`]) -> bundle (the `schema` crate) -> [`serve`] (the explorer). [`synth`] writes synthetic
 //! checkpoints in the real on-disk layouts, so everything runs without downloads.
+//!
+//! At cluster scale: [`journal`] makes runs resumable, [`signals`] stops them cleanly, [`shard`] splits a grid
+//! across a SLURM job array, [`merge`] joins the shards' bundles, [`execution`] records where each cell ran, and
+//! [`fetch`] fills (or checks) the model cache for offline compute nodes.
 
 pub mod cli;
+pub mod execution;
+pub mod fetch;
 pub mod generate;
+pub mod journal;
+pub mod merge;
 pub mod model;
 pub mod output;
 pub mod plan;
 pub mod prompts;
 pub mod serve;
+pub mod shard;
+pub mod signals;
 pub mod site;
 pub mod sweep;
 pub mod synth;
@@ -21,6 +31,9 @@ pub mod timing;
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct InputError(pub String);
+
+/// Exit status of a run stopped early by a signal, resumable: see [`signals::EXIT_INTERRUPTED`] (75).
+pub use signals::EXIT_INTERRUPTED;
 
 /// Exit status for an error: 2 when the input was bad, 1 otherwise.
 pub fn exit_code(err: &anyhow::Error) -> i32 {

@@ -85,15 +85,22 @@ impl ResolvedConfig {
 
 /// Reads the config (or the embedded demo), applies the overrides, validates.
 pub fn resolve(args: &ConfigArgs) -> Result<ResolvedConfig> {
-    let (text, label, dir) = match &args.config {
-        Some(path) => {
+    resolve_with_base(args, None)
+}
+
+/// Like [`resolve`], but without `--config` the base is `base` (text, label, folder) instead of the demo: a
+/// resumed run's journal holds its resolved config.
+pub fn resolve_with_base(args: &ConfigArgs, base: Option<(String, String, PathBuf)>) -> Result<ResolvedConfig> {
+    let (text, label, dir) = match (&args.config, base) {
+        (None, Some(base)) => base,
+        (Some(path), _) => {
             let text = std::fs::read_to_string(path).with_context(|| {
                 InputError(format!("cannot read the config file {}; fix: check the path", path.display()))
             })?;
             let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
             (text, path.display().to_string(), dir)
         }
-        None => (DEMO_TOML.to_string(), "embedded:config/demo.toml".to_string(), PathBuf::from(".")),
+        (None, None) => (DEMO_TOML.to_string(), "embedded:config/demo.toml".to_string(), PathBuf::from(".")),
     };
     let mut config = GridConfig::from_toml(&text, &label)?;
     let mut overrides = Vec::new();
@@ -136,4 +143,43 @@ pub fn resolve(args: &ConfigArgs) -> Result<ResolvedConfig> {
     // Errors now name the overrides too, since they may be the cause.
     config.validate(&source)?;
     Ok(ResolvedConfig { config, source, dir })
+}
+
+impl ResolvedConfig {
+    /// The resolved config as TOML: what the hash covers and a journal stores.
+    pub fn toml(&self) -> String {
+        self.config.to_toml()
+    }
+
+    /// SHA-256 (hex) of [`ResolvedConfig::toml`]: equal for every shard and resume of the same grid.
+    pub fn sha256(&self) -> String {
+        config_sha256(&self.config)
+    }
+}
+
+/// SHA-256 (hex) of a config's resolved TOML.
+pub fn config_sha256(config: &GridConfig) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(config.to_toml().as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The lines that differ between two resolved configs, for messages: `- old` / `+ new` under their table.
+pub fn config_diff(old: &str, new: &str) -> String {
+    // Prefix each line with its [table] so that `steps = ...` says where it is.
+    fn keyed(text: &str) -> Vec<String> {
+        let mut table = String::new();
+        let mut out = Vec::new();
+        for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            if line.starts_with('[') {
+                table = line.to_string();
+            } else {
+                out.push(format!("{table} {line}"));
+            }
+        }
+        out
+    }
+    let (a, b) = (keyed(old), keyed(new));
+    let mut lines: Vec<String> = a.iter().filter(|l| !b.contains(l)).map(|l| format!("  - {l}")).collect();
+    lines.extend(b.iter().filter(|l| !a.contains(l)).map(|l| format!("  + {l}")));
+    if lines.is_empty() { "  (the same fields in a different order)".to_string() } else { lines.join("\n") }
 }

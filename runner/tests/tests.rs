@@ -1,6 +1,9 @@
 //! Integration tests of the runner: one binary, one module per area.
 
 mod cli;
+mod fetch;
 mod model;
+mod resume;
 mod serve;
+mod slurm;
 mod util;

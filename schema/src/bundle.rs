@@ -1,5 +1,9 @@
 //! The result bundle, format 1.x: what one run measured, where, and with what.
 //!
+//! Format 1.1 added the optional provenance of cluster runs: the config's hash, the shard a bundle holds, the
+//! cells a run planned (fewer cells: a partial bundle of an interrupted run), and one [`Execution`] per process
+//! that measured cells (first run, each resume, each shard of a merged bundle), which each cell points to.
+//!
 //! Field names carry their units (`_ms`, `_bytes`). A metric that was not measured is absent (`None`,
 //! omitted from the JSON), never 0. Raw per-repetition measurements are kept; summaries are derived in
 //! [`crate::derive`], never stored.
@@ -49,6 +53,76 @@ pub struct Provenance {
     pub config: GridConfig,
     /// Attention implementation used for both models (the study's fairness rule: identical for both).
     pub attention: String,
+    /// Since 1.1: SHA-256 (hex) of the resolved config as TOML, equal for every shard and resume of a grid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_sha256: Option<String>,
+    /// Since 1.1: the shard of the grid this bundle holds; absent for the whole grid and for merged bundles.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<ShardInfo>,
+    /// Since 1.1: the cells the run planned (its shard's share of the grid). A bundle with fewer `cells` is the
+    /// partial bundle of a run that was interrupted and can be resumed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planned_cells: Option<u32>,
+    /// Since 1.1: every process that measured cells of this bundle (the first run, each resume, each shard of a
+    /// merged bundle); [`Cell::execution`] points into this list.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub executions: Vec<Execution>,
+}
+
+/// A shard of a grid: cells assigned to shard `index` of `count` (see `dllm-bench run --shard`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ShardInfo {
+    /// 0-based shard index, below `count`.
+    pub index: u32,
+    /// Number of shards the grid was split into.
+    pub count: u32,
+}
+
+impl std::fmt::Display for ShardInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.index, self.count)
+    }
+}
+
+/// One process that measured cells: where it ran and under which SLURM job. Unknown facts are absent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Execution {
+    /// When the process started measuring, RFC 3339 UTC.
+    pub started_at: String,
+    /// Host name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// The device, with GPU name and driver when known.
+    pub device: DeviceInfo,
+    /// The shard it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<ShardInfo>,
+    /// The SLURM job, when it ran under SLURM.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm: Option<SlurmInfo>,
+}
+
+/// SLURM facts of an [`Execution`], from the job's environment.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SlurmInfo {
+    /// `SLURM_JOB_ID`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_id: Option<String>,
+    /// `SLURM_ARRAY_JOB_ID`: the array's job id (array tasks only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array_job_id: Option<String>,
+    /// `SLURM_ARRAY_TASK_ID` (array tasks only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array_task_id: Option<String>,
+    /// `SLURM_RESTART_COUNT`: how often the job was requeued before this run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_count: Option<u32>,
+    /// `SLURMD_NODENAME`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// `SLURM_CLUSTER_NAME`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
 }
 
 /// The device the cells ran on. Unknown facts are absent.
@@ -250,6 +324,9 @@ pub struct Cell {
     /// Raw measurements, one per measured run.
     #[serde(default)]
     pub repetitions: Vec<Repetition>,
+    /// Since 1.1: index into [`Provenance::executions`] of the process that measured this cell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execution: Option<u32>,
 }
 
 /// One measured run of a cell: a batch of B prompts generated once.

@@ -259,3 +259,242 @@ pub fn speedup(ar_e2e_ms: f64, diffusion_e2e_ms: f64) -> Option<f64> {
     (ar_e2e_ms.is_finite() && diffusion_e2e_ms.is_finite() && diffusion_e2e_ms > 0.0)
         .then(|| ar_e2e_ms / diffusion_e2e_ms)
 }
+
+// ---- The explorer's views ------------------------------------------------------------------------------
+//
+// Each view takes the cells the user's filters kept, as [`CellRef`]s (a cell, its index in the bundle and
+// its [`CellSummary`], computed once when the bundle is read), and returns the numbers it plots.
+
+/// A cell with its position in the bundle and its summary.
+#[derive(Debug, Clone, Copy)]
+pub struct CellRef<'a> {
+    /// Index into [`Bundle::cells`].
+    pub index: usize,
+    /// The cell.
+    pub cell: &'a Cell,
+    /// Its [`cell_summary`].
+    pub summary: &'a CellSummary,
+}
+
+/// [`cell_summary`] of every cell, in bundle order.
+pub fn summaries(bundle: &Bundle) -> Vec<CellSummary> {
+    bundle.cells.iter().map(cell_summary).collect()
+}
+
+/// Throughput of one successful cell: a bar with the spread of its repetitions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ThroughputBar {
+    /// Index of the cell in the bundle.
+    pub cell: usize,
+    /// Tokens per second over the batch (B x N_out / L_e2e), over the repetitions.
+    pub tokens_per_s: Summary,
+    /// Decoded UTF-8 bytes per second over the batch, over the repetitions.
+    pub bytes_per_s: Summary,
+}
+
+/// Throughput bars of the successful cells, in the order given.
+pub fn throughput_bars(cells: &[CellRef<'_>]) -> Vec<ThroughputBar> {
+    cells
+        .iter()
+        .filter(|c| c.cell.status == CellStatus::Ok)
+        .filter_map(|c| {
+            Some(ThroughputBar {
+                cell: c.index,
+                tokens_per_s: c.summary.tokens_per_s?,
+                bytes_per_s: c.summary.bytes_per_s?,
+            })
+        })
+        .collect()
+}
+
+/// Which memory figure a heatmap shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemoryMetric {
+    /// Peak bytes allocated by tensors on the device.
+    Allocated,
+    /// Peak bytes reserved by the device's memory pool.
+    Reserved,
+    /// Peak resident set size of the process (CPU runs).
+    Rss,
+}
+
+impl MemoryMetric {
+    /// The metric's value in a summary.
+    pub fn of(self, s: &CellSummary) -> Option<u64> {
+        match self {
+            MemoryMetric::Allocated => s.peak_allocated_bytes,
+            MemoryMetric::Reserved => s.peak_reserved_bytes,
+            MemoryMetric::Rss => s.peak_rss_bytes,
+        }
+    }
+}
+
+/// One cell of a memory heatmap: a model at one (N, B), over every cell given with that key (all K).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemoryCell {
+    /// Model id.
+    pub model: String,
+    /// Sequence length N (heatmap row).
+    pub seq_len: u32,
+    /// Batch size B (heatmap column).
+    pub batch_size: u32,
+    /// Largest peak over the successful cells (a device peak does not depend on K much, the largest is
+    /// what must fit); `None` when none measured it.
+    pub peak_bytes: Option<u64>,
+    /// True when any cell at this (model, N, B) ran out of memory.
+    pub oom: bool,
+    /// Indices of the cells merged here.
+    pub cells: Vec<usize>,
+}
+
+/// Memory heatmap cells, sorted by (model, N, B).
+pub fn memory_heatmap(cells: &[CellRef<'_>], metric: MemoryMetric) -> Vec<MemoryCell> {
+    let mut out: Vec<MemoryCell> = Vec::new();
+    for c in cells {
+        let k = &c.cell.key;
+        let value = (c.cell.status == CellStatus::Ok).then(|| metric.of(c.summary)).flatten();
+        let oom = matches!(c.cell.status, CellStatus::Oom { .. });
+        match out.iter_mut().find(|m| m.model == k.model && m.seq_len == k.seq_len && m.batch_size == k.batch_size) {
+            Some(m) => {
+                m.peak_bytes = m.peak_bytes.max(value);
+                m.oom |= oom;
+                m.cells.push(c.index);
+            }
+            None => out.push(MemoryCell {
+                model: k.model.clone(),
+                seq_len: k.seq_len,
+                batch_size: k.batch_size,
+                peak_bytes: value,
+                oom,
+                cells: vec![c.index],
+            }),
+        }
+    }
+    out.sort_by(|a, b| (&a.model, a.seq_len, a.batch_size).cmp(&(&b.model, b.seq_len, b.batch_size)));
+    out
+}
+
+/// Bytes to decimal gigabytes (10^9), the unit of the heatmap labels.
+pub fn gigabytes(bytes: u64) -> f64 {
+    bytes as f64 / 1e9
+}
+
+/// TTFT and ITL of one successful autoregressive cell.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ArTiming {
+    /// Index of the cell in the bundle.
+    pub cell: usize,
+    /// Time to first token (the prefill pass), ms.
+    pub ttft_ms: Summary,
+    /// Inter-token latency, ms: (L_e2e - prefill) / (N_out - 1).
+    pub itl_ms: Summary,
+}
+
+/// TTFT and ITL of the successful AR cells that recorded a prefill time.
+pub fn ar_timings(cells: &[CellRef<'_>]) -> Vec<ArTiming> {
+    cells
+        .iter()
+        .filter(|c| c.cell.status == CellStatus::Ok && c.cell.key.sampler == Sampler::ArGreedy)
+        .filter_map(|c| Some(ArTiming { cell: c.index, ttft_ms: c.summary.prefill_ms?, itl_ms: c.summary.itl_ms? }))
+        .collect()
+}
+
+/// Time per diffusion step of one successful diffusion cell.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepTiming {
+    /// Index of the cell in the bundle.
+    pub cell: usize,
+    /// Diffusion steps K.
+    pub steps: u32,
+    /// Statistics over every step of every repetition, ms.
+    pub step_ms: Summary,
+}
+
+/// Time per step of the successful diffusion cells that recorded step times.
+pub fn step_timings(cells: &[CellRef<'_>]) -> Vec<StepTiming> {
+    cells
+        .iter()
+        .filter(|c| c.cell.status == CellStatus::Ok)
+        .filter_map(|c| Some(StepTiming { cell: c.index, steps: c.cell.key.steps?, step_ms: c.summary.step_ms? }))
+        .collect()
+}
+
+// ---- Quality: Pareto frontier, quality vs steps, S_parity -----------------------------------------------
+//
+// Bundles do not carry quality yet (the runner does not measure it). These functions take plain inputs, one
+// [`QualityPoint`] per cell that has a value of the chosen metric, so they work from whatever a bundle holds.
+
+/// A cell's latency and its value of one quality metric.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct QualityPoint {
+    /// Index of the cell in the bundle.
+    pub cell: usize,
+    /// Diffusion steps K; `None` for the AR model.
+    pub steps: Option<u32>,
+    /// Median end-to-end latency, ms.
+    pub e2e_ms: f64,
+    /// The metric's value.
+    pub quality: f64,
+}
+
+/// The Pareto view of one (B, N): every point, and which are on the frontier.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ParetoView {
+    /// The points, as given.
+    pub points: Vec<QualityPoint>,
+    /// Indices into `points` of the frontier, sorted by latency.
+    pub front: Vec<usize>,
+}
+
+/// Pareto frontier of (latency, quality) over diffusion and AR points together.
+pub fn pareto_view(points: &[QualityPoint], direction: Direction) -> ParetoView {
+    let xy: Vec<(f64, f64)> = points.iter().map(|p| (p.e2e_ms, p.quality)).collect();
+    ParetoView { points: points.to_vec(), front: pareto_front(&xy, direction) }
+}
+
+/// The S_parity panel of one (B, N).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ParityPanel {
+    /// The S_parity search over the grid's K.
+    pub parity: Parity,
+    /// Where the true S_parity lies given the grid: (largest K tried below S_parity that missed, S_parity].
+    /// `None` as the lower end when S_parity is the smallest K tried.
+    pub interval: Option<(Option<u32>, u32)>,
+    /// The AR baseline cell.
+    pub ar: QualityPoint,
+    /// The diffusion cell at S_parity.
+    pub matched: Option<QualityPoint>,
+    /// L_e2e(AR) / L_e2e(diffusion at S_parity).
+    pub speedup: Option<f64>,
+    /// Speedup > 1: the diffusion model is faster at equal quality.
+    pub viable: Option<bool>,
+}
+
+/// S_parity, its interval, the speedup and the verdict, from the diffusion points and the AR baseline.
+pub fn parity_panel(diffusion: &[QualityPoint], ar: QualityPoint, direction: Direction) -> ParityPanel {
+    let kq: Vec<(u32, f64)> = diffusion.iter().filter_map(|p| Some((p.steps?, p.quality))).collect();
+    let parity = s_parity(&kq, ar.quality, direction);
+    let (interval, matched) = match parity {
+        Parity::Reached { steps } => {
+            let below = kq.iter().map(|p| p.0).filter(|&k| k < steps).max();
+            let matched = diffusion.iter().filter(|p| p.steps == Some(steps)).find(|p| p.quality.is_finite()).copied();
+            (Some((below, steps)), matched)
+        }
+        _ => (None, None),
+    };
+    let speedup = matched.and_then(|m| speedup(ar.e2e_ms, m.e2e_ms));
+    ParityPanel { parity, interval, ar, matched, speedup, viable: speedup.map(|s| s > 1.0) }
+}
+
+/// Below this fraction of the AR model's output entropy, the diffusion output is flagged as suspiciously
+/// repetitive: a low perplexity can then come from degenerate text rather than good text.
+pub const ENTROPY_WARNING_RATIO: f64 = 0.8;
+
+/// True when the diffusion output's entropy is far below the AR model's (see [`ENTROPY_WARNING_RATIO`]).
+pub fn entropy_warning(diffusion_entropy: f64, ar_entropy: f64) -> bool {
+    diffusion_entropy.is_finite()
+        && ar_entropy.is_finite()
+        && ar_entropy > 0.0
+        && diffusion_entropy < ENTROPY_WARNING_RATIO * ar_entropy
+}

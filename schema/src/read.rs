@@ -163,7 +163,9 @@ fn upgrade_step(from: SchemaVersion, value: &mut Value) -> Result<SchemaVersion,
             }
             Ok(SchemaVersion::V1_0)
         }
-        SchemaVersion::V1_0 => Ok(SchemaVersion::V1_0),
+        // 1.0 -> 1.1 only added optional fields: nothing to transform.
+        SchemaVersion::V1_0 => Ok(SchemaVersion::V1_1),
+        SchemaVersion::V1_1 => Ok(SchemaVersion::V1_1),
     }
 }
 
@@ -187,6 +189,14 @@ fn check(b: &Bundle) -> Result<(), BundleError> {
             return Err(BundleError::Inconsistent(format!(
                 "cells[{i}] repeats the key of an earlier cell ({})",
                 cell.key
+            )));
+        }
+        if let Some(e) = cell.execution
+            && e as usize >= b.provenance.executions.len()
+        {
+            return Err(BundleError::Inconsistent(format!(
+                "cells[{i}].execution is {e}, but provenance.executions has {} entries",
+                b.provenance.executions.len()
             )));
         }
         if cell.status == CellStatus::Ok && cell.repetitions.is_empty() {

@@ -23,6 +23,11 @@ pub enum SchemaVersion {
     /// `peak_allocated_bytes`), cells keyed by (model, sampler, K, B, N, prompt/output tokens, block length),
     /// cell status `ok`/`oom`/`error`/`skipped`, provenance with the resolved grid, prompt-set hash.
     V1_0,
+    /// `1.1`: optional provenance of cluster runs. `provenance` gained `config_sha256` (SHA-256 of the resolved
+    /// config as TOML), `shard` (`{index, count}`), `planned_cells` (fewer cells: a partial bundle of an
+    /// interrupted run) and `executions` (host, device, shard and SLURM ids of each process that measured cells);
+    /// each cell gained `execution`, its index into `executions`. A 1.0 file reads unchanged.
+    V1_1,
 }
 
 /// A version as written in a file: may be newer than any variant this build knows.
@@ -36,16 +41,17 @@ pub struct VersionNumber {
 
 impl SchemaVersion {
     /// The version this build writes.
-    pub const CURRENT: SchemaVersion = SchemaVersion::V1_0;
+    pub const CURRENT: SchemaVersion = SchemaVersion::V1_1;
 
     /// Every known version, oldest first.
-    pub const ALL: [SchemaVersion; 2] = [SchemaVersion::V0_1, SchemaVersion::V1_0];
+    pub const ALL: [SchemaVersion; 3] = [SchemaVersion::V0_1, SchemaVersion::V1_0, SchemaVersion::V1_1];
 
     /// The number written in files.
     pub fn number(self) -> VersionNumber {
         match self {
             SchemaVersion::V0_1 => VersionNumber { major: 0, minor: 1 },
             SchemaVersion::V1_0 => VersionNumber { major: 1, minor: 0 },
+            SchemaVersion::V1_1 => VersionNumber { major: 1, minor: 1 },
         }
     }
 

@@ -82,3 +82,145 @@ fn speedup_is_ar_over_diffusion() {
     assert_eq!(speedup(300.0, 150.0), Some(2.0));
     assert_eq!(speedup(300.0, 0.0), None);
 }
+
+// ---- the explorer's views --------------------------------------------------------------------------
+
+fn refs<'a>(b: &'a schema::Bundle, s: &'a [CellSummary]) -> Vec<CellRef<'a>> {
+    b.cells.iter().zip(s).enumerate().map(|(index, (cell, summary))| CellRef { index, cell, summary }).collect()
+}
+
+fn find(b: &schema::Bundle, steps: Option<u32>, batch: u32, seq: u32) -> usize {
+    b.cells
+        .iter()
+        .position(|c| c.key.steps == steps && c.key.batch_size == batch && c.key.seq_len == seq)
+        .expect("cell")
+}
+
+#[test]
+fn throughput_bars_are_per_cell_with_the_spread_of_repetitions() {
+    let mut b = sample_bundle();
+    let oom = find(&b, Some(8), 1, 48);
+    b.cells[oom].status = schema::CellStatus::Oom { message: "oom".into() };
+    let s = summaries(&b);
+    let bars = throughput_bars(&refs(&b, &s));
+    assert_eq!(bars.len(), b.cells.len() - 1, "the OOM cell has no bar");
+    // K=4 B=1 N=48: e2e {52, 54, 53} ms, 32 tokens and 100 bytes per repetition.
+    let i = find(&b, Some(4), 1, 48);
+    let bar = bars.iter().find(|x| x.cell == i).expect("bar");
+    assert!((bar.tokens_per_s.median - 32.0 / 0.053).abs() < 1e-9);
+    assert!((bar.tokens_per_s.min - 32.0 / 0.054).abs() < 1e-9);
+    assert!((bar.tokens_per_s.max - 32.0 / 0.052).abs() < 1e-9);
+    assert!((bar.bytes_per_s.median - 100.0 / 0.053).abs() < 1e-9);
+}
+
+#[test]
+fn memory_heatmap_takes_the_largest_peak_and_marks_oom() {
+    let mut b = sample_bundle();
+    for (i, c) in b.cells.iter_mut().enumerate() {
+        for (j, r) in c.repetitions.iter_mut().enumerate() {
+            r.peak_allocated_bytes = Some(1_000_000_000 * (i as u64 + 1) + j as u64);
+            r.peak_reserved_bytes = Some(2_000_000_000 * (i as u64 + 1));
+        }
+    }
+    let (k4, k8) = (find(&b, Some(4), 1, 48), find(&b, Some(8), 1, 48));
+    let oom = find(&b, Some(4), 8, 96);
+    b.cells[oom].status = schema::CellStatus::Oom { message: "out of memory".into() };
+    b.cells[oom].repetitions.clear();
+    let s = summaries(&b);
+    let heat = memory_heatmap(&refs(&b, &s), MemoryMetric::Allocated);
+    let llada = |n, bs| {
+        heat.iter().find(|m| m.model.contains("llada") && m.seq_len == n && m.batch_size == bs).expect("heat cell")
+    };
+    // demo: 2 models x N {48, 96} x B {1, 4, 8}
+    assert_eq!(heat.len(), 12);
+    let c = llada(48, 1);
+    assert_eq!(c.cells.len(), 4, "all K merged");
+    assert!(c.cells.contains(&k4) && c.cells.contains(&k8));
+    let largest = c.cells.iter().max().copied().expect("cells");
+    assert_eq!(c.peak_bytes, Some(1_000_000_000 * (largest as u64 + 1) + 2));
+    assert!(!c.oom);
+    assert!(llada(96, 8).oom);
+    let reserved = memory_heatmap(&refs(&b, &s), MemoryMetric::Reserved);
+    assert_eq!(reserved[0].peak_bytes.map(|v| v % 2_000_000_000), Some(0));
+    assert_eq!(memory_heatmap(&refs(&b, &s), MemoryMetric::Rss)[0].peak_bytes, None, "not measured is absent");
+    assert_eq!(gigabytes(1_500_000_000), 1.5);
+}
+
+#[test]
+fn ar_timings_give_ttft_and_itl() {
+    let b = sample_bundle();
+    let s = summaries(&b);
+    let t = ar_timings(&refs(&b, &s));
+    assert_eq!(t.len(), 6, "one per AR cell");
+    let ar = find(&b, None, 1, 48);
+    let x = t.iter().find(|x| x.cell == ar).expect("AR cell");
+    assert_eq!(x.ttft_ms.median, 2.0);
+    // e2e {58, 60, 59}, prefill 2, N_out 32: ITL = (e2e - 2) / 31
+    assert!((x.itl_ms.median - 57.0 / 31.0).abs() < 1e-12);
+    assert!((x.itl_ms.max - 58.0 / 31.0).abs() < 1e-12);
+}
+
+#[test]
+fn step_timings_summarize_every_step() {
+    let mut b = sample_bundle();
+    let i = find(&b, Some(4), 1, 48);
+    b.cells[i].repetitions[0].step_ms = Some(vec![1.0, 2.0, 3.0, 4.0]);
+    b.cells[i].repetitions[1].step_ms = Some(vec![5.0, 6.0, 7.0, 8.0]);
+    let s = summaries(&b);
+    let t = step_timings(&refs(&b, &s));
+    assert_eq!(t.len(), 1, "only cells with step times");
+    assert_eq!((t[0].cell, t[0].steps, t[0].step_ms.n, t[0].step_ms.median, t[0].step_ms.max), (i, 4, 8, 4.5, 8.0));
+}
+
+fn qp(cell: usize, steps: Option<u32>, e2e_ms: f64, quality: f64) -> QualityPoint {
+    QualityPoint { cell, steps, e2e_ms, quality }
+}
+
+#[test]
+fn pareto_view_spans_both_models() {
+    // Perplexity (lower is better): K=16 is fast but bad, K=64 matches, K=128 is slower and no better than AR.
+    let pts = [
+        qp(0, Some(16), 100.0, 30.0),
+        qp(1, Some(64), 400.0, 10.0),
+        qp(2, Some(128), 800.0, 10.0),
+        qp(3, None, 600.0, 9.0),
+    ];
+    let v = pareto_view(&pts, Direction::LowerIsBetter);
+    assert_eq!(v.front, [0, 1, 3]);
+    assert_eq!(v.points.len(), 4);
+}
+
+#[test]
+fn parity_panel_gives_interval_speedup_and_verdict() {
+    let ar = qp(9, None, 600.0, 10.47);
+    let diffusion = [
+        qp(1, Some(16), 100.0, 1e5),
+        qp(2, Some(32), 200.0, 40.0),
+        qp(3, Some(64), 400.0, 10.4),
+        qp(4, Some(128), 800.0, 9.0),
+    ];
+    let p = parity_panel(&diffusion, ar, Direction::LowerIsBetter);
+    assert_eq!(p.parity, Parity::Reached { steps: 64 });
+    assert_eq!(p.interval, Some((Some(32), 64)));
+    assert_eq!(p.matched.map(|m| m.cell), Some(3));
+    assert_eq!(p.speedup, Some(1.5));
+    assert_eq!(p.viable, Some(true));
+
+    let slow = parity_panel(&[qp(1, Some(8), 900.0, 10.0)], ar, Direction::LowerIsBetter);
+    assert_eq!((slow.interval, slow.viable), (Some((None, 8)), Some(false)), "parity at the smallest K");
+    assert!((slow.speedup.expect("speedup") - 600.0 / 900.0).abs() < 1e-12);
+
+    let never = parity_panel(&diffusion[..2], ar, Direction::LowerIsBetter);
+    assert_eq!(
+        (never.parity, never.interval, never.speedup, never.viable),
+        (Parity::NotReached { max_steps: 32 }, None, None, None)
+    );
+    assert_eq!(parity_panel(&[], ar, Direction::HigherIsBetter).parity, Parity::NoData);
+}
+
+#[test]
+fn entropy_warning_when_far_below_ar() {
+    assert!(entropy_warning(3.0, 5.0));
+    assert!(!entropy_warning(4.5, 5.0));
+    assert!(!entropy_warning(f64::NAN, 5.0));
+}

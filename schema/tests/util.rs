@@ -49,7 +49,7 @@ pub fn sample_bundle() -> Bundle {
                 Repetition { prefill_ms: key.steps.is_none().then_some(2.0), ..rep(base + 2.0) },
                 Repetition { prefill_ms: key.steps.is_none().then_some(2.0), ..rep(base + 1.0) },
             ];
-            Cell { key, status: CellStatus::Ok, warmup_runs: 1, repetitions: reps }
+            Cell { key, status: CellStatus::Ok, warmup_runs: 1, repetitions: reps, execution: None }
         })
         .collect();
     Bundle {
@@ -65,6 +65,10 @@ pub fn sample_bundle() -> Bundle {
             config_source: "embedded:config/demo.toml".into(),
             config: config.clone(),
             attention: "test".into(),
+            config_sha256: None,
+            shard: None,
+            planned_cells: None,
+            executions: Vec::new(),
         },
         models: vec![
             model("dllm-bench/synthetic-llama-tiny", ModelKind::Llama),

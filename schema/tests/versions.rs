@@ -8,7 +8,7 @@ use crate::util::{fixture, sample_bundle};
 fn bundle_round_trips_through_json() {
     let b = sample_bundle();
     let text = write_bundle(&b);
-    assert!(text.trim_start().starts_with("{\n  \"schema_version\": \"1.0\""), "schema_version must come first");
+    assert!(text.trim_start().starts_with("{\n  \"schema_version\": \"1.1\""), "schema_version must come first");
     assert_eq!(read_bundle(&text).expect("reads back"), b);
 }
 
@@ -20,18 +20,52 @@ fn absent_metrics_are_omitted_not_zero() {
 }
 
 #[test]
-fn every_v1_fixture_reads_without_upgrade() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/v1.0");
-    let mut n = 0;
-    for entry in std::fs::read_dir(dir).expect("fixtures/v1.0") {
-        let path = entry.expect("entry").path();
-        let text = std::fs::read_to_string(&path).expect("read");
-        let r = read_bundle_detailed(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        assert!(!r.upgraded(), "{}", path.display());
-        assert!(!r.bundle.cells.is_empty());
-        n += 1;
+fn every_v1_fixture_reads() {
+    for (minor, version) in [("v1.0", VersionNumber { major: 1, minor: 0 }), ("v1.1", SchemaVersion::V1_1.number())] {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(minor);
+        let mut n = 0;
+        for entry in std::fs::read_dir(dir).expect("fixtures") {
+            let path = entry.expect("entry").path();
+            let text = std::fs::read_to_string(&path).expect("read");
+            let r = read_bundle_detailed(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert_eq!(r.file_version, version, "{}", path.display());
+            assert_eq!(r.upgraded(), version < SchemaVersion::CURRENT.number(), "{}", path.display());
+            assert!(!r.bundle.cells.is_empty());
+            // Read, written in the current version, read again: nothing lost.
+            assert_eq!(read_bundle(&write_bundle(&r.bundle)).expect("round trip"), r.bundle, "{}", path.display());
+            n += 1;
+        }
+        assert!(n >= 1, "keep at least one {minor} fixture");
     }
-    assert!(n >= 1, "keep at least one v1.0 fixture");
+}
+
+#[test]
+fn v1_0_reads_as_1_1_with_the_cluster_provenance_absent() {
+    let r = read_bundle_detailed(&fixture("v1.0/demo.json")).expect("1.0 is readable");
+    assert_eq!(r.bundle.schema_version, SchemaVersion::V1_1);
+    let p = &r.bundle.provenance;
+    assert!(p.config_sha256.is_none() && p.shard.is_none() && p.planned_cells.is_none() && p.executions.is_empty());
+    assert!(r.bundle.cells.iter().all(|c| c.execution.is_none()));
+}
+
+#[test]
+fn v1_1_fixture_says_where_each_cell_ran() {
+    let b = read_bundle(&fixture("v1.1/demo-sharded.json")).expect("1.1 fixture");
+    let p = &b.provenance;
+    assert_eq!(p.config_sha256.as_deref().map(str::len), Some(64));
+    assert!(!p.executions.is_empty());
+    for c in &b.cells {
+        let e = c.execution.expect("each cell names its execution") as usize;
+        assert!(e < p.executions.len());
+    }
+}
+
+#[test]
+fn a_cell_pointing_past_the_executions_is_refused() {
+    let mut b = read_bundle(&fixture("v1.1/demo-sharded.json")).expect("1.1 fixture");
+    b.cells[0].execution = Some(99);
+    let err = read_bundle(&write_bundle(&b)).expect_err("dangling execution");
+    assert!(err.to_string().contains("cells[0].execution is 99"), "{err}");
 }
 
 #[test]
@@ -47,12 +81,12 @@ fn v0_1_draft_upgrades_seconds_to_milliseconds() {
     assert_eq!(b.cells[1].repetitions[0].prefill_ms, None, "absent stays absent");
     assert_eq!(b.provenance.attention, "unrecorded (schema 0.1)");
     // Upgraded bundles are written in the current version.
-    assert!(write_bundle(&b).contains("\"schema_version\": \"1.0\""));
+    assert!(write_bundle(&b).contains(&format!("\"schema_version\": \"{}\"", SchemaVersion::CURRENT)));
 }
 
 #[test]
 fn newer_major_is_refused_with_upgrade_advice() {
-    let text = write_bundle(&sample_bundle()).replacen("\"1.0\"", "\"2.0\"", 1);
+    let text = write_bundle(&sample_bundle()).replacen("\"1.1\"", "\"2.0\"", 1);
     let err = read_bundle(&text).expect_err("2.0 is newer");
     assert!(matches!(err, BundleError::NewerVersion { .. }));
     let msg = err.to_string();
@@ -61,7 +95,7 @@ fn newer_major_is_refused_with_upgrade_advice() {
 
 #[test]
 fn newer_minor_is_read_ignoring_unknown_fields() {
-    let text = write_bundle(&sample_bundle()).replacen("\"1.0\"", "\"1.7\"", 1).replacen(
+    let text = write_bundle(&sample_bundle()).replacen("\"1.1\"", "\"1.7\"", 1).replacen(
         "\"provenance\": {",
         "\"provenance\": {\n \"future_field\": [1, 2],",
         1,

@@ -11,7 +11,7 @@
 use candle_core::Tensor;
 use schema::grid::ModelKind;
 
-use super::{EosPolicy, GenerateError, left_pad, params_err};
+use super::{EosPolicy, GenerateError, check_finite, left_pad, params_err};
 use crate::model::transformer::argmax_rows;
 use crate::model::{LoadedModel, LogitsSpan, Positions};
 use crate::timing::Stopwatch;
@@ -74,7 +74,7 @@ pub fn generate_ar(
     let mut cache = tf.new_cache();
     let rope = tf.rope(&prefill_pos)?;
     let bias = tf.attention_bias(valid, b, 0, p, p)?;
-    let logits = tf.forward(&ids, &rope, bias.as_ref(), Some(&mut cache), LogitsSpan::Last)?;
+    let mut logits = tf.forward(&ids, &rope, bias.as_ref(), Some(&mut cache), LogitsSpan::Last)?;
     let mut next = argmax_rows(&logits.squeeze(1)?, banned)?;
     let prefill_ms = total.elapsed_ms()?;
     let mut token_ms = vec![lap.lap_ms()?];
@@ -91,7 +91,7 @@ pub fn generate_ar(
         };
         let rope = tf.rope(&positions)?;
         let bias = tf.attention_bias(valid, b, pos, 1, pos + 1)?;
-        let logits = tf.forward(&ids, &rope, bias.as_ref(), Some(&mut cache), LogitsSpan::Last)?;
+        logits = tf.forward(&ids, &rope, bias.as_ref(), Some(&mut cache), LogitsSpan::Last)?;
         next = argmax_rows(&logits.squeeze(1)?, banned)?;
         for (row, &t) in tokens.iter_mut().zip(&next) {
             row.push(t);
@@ -99,6 +99,8 @@ pub fn generate_ar(
         token_ms.push(lap.lap_ms()?);
     }
     let e2e_ms = total.elapsed_ms()?;
+    // After the timed region: NaN anywhere upstream reaches the last step's logits.
+    check_finite(&logits, "the logits of the last decode step")?;
     debug_assert!(tokens.iter().all(|r| r.len() == n_out));
     Ok(ArOutput { tokens, prefill_ms, e2e_ms, token_ms, prompt_len: p })
 }

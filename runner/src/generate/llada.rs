@@ -27,7 +27,7 @@ use candle_core::{D, DType, Tensor};
 use schema::grid::ModelKind;
 use serde::{Deserialize, Serialize};
 
-use super::{GenerateError, left_pad, params_err};
+use super::{GenerateError, check_finite, left_pad, params_err};
 use crate::model::{LoadedModel, LogitsSpan, Positions};
 use crate::synth::rng::SplitMix64;
 use crate::timing::Stopwatch;
@@ -180,6 +180,7 @@ pub fn generate_llada_observed(
     let mut transfers = Vec::with_capacity(params.steps);
     let mut first_block_ms = 0.0;
     let mut step = 0;
+    let mut last_logits = None;
     for block in 0..blocks {
         let start = p + block * bl;
         let schedules: Vec<Vec<usize>> = x
@@ -191,6 +192,7 @@ pub fn generate_llada_observed(
             let ids = Tensor::from_vec(flat, (b, len), device)?;
             let logits = tf.forward(&ids, &rope, bias.as_ref(), None, LogitsSpan::Range { start, len: bl })?;
             let (pred, conf) = predict(&logits, params, &mut rng)?;
+            last_logits = Some(logits);
             let mut applied = Vec::with_capacity(b);
             let rows = x.iter_mut().zip(&schedules).zip(conf.chunks(bl).zip(pred.chunks(bl)));
             for ((row, schedule), (conf, pred)) in rows {
@@ -211,6 +213,10 @@ pub fn generate_llada_observed(
         }
     }
     let e2e_ms = total.elapsed_ms()?;
+    // After the timed region: NaN anywhere upstream reaches the last step's logits.
+    if let Some(l) = &last_logits {
+        check_finite(l, "the logits of the last diffusion step")?;
+    }
     Ok(LladaOutput {
         tokens: x.iter().map(|r| r[p..].to_vec()).collect(),
         e2e_ms,

@@ -23,6 +23,17 @@ pub enum GenerateError {
     Params(String),
     #[error(transparent)]
     Candle(#[from] candle_core::Error),
+    /// NaN or infinity where numbers must be finite (broken weights, an overflow in f16).
+    #[error("non-finite values (NaN or inf) in {0}")]
+    NonFinite(String),
+}
+
+/// Fails when `t` holds a NaN or an infinity. `t - t` is 0 where `t` is finite and NaN elsewhere, so its sum
+/// is 0 exactly when every value is finite, without the overflow a plain sum could hit. Called once per
+/// generation on the last logits, after the timed region.
+pub fn check_finite(t: &candle_core::Tensor, what: &str) -> Result<(), GenerateError> {
+    let diff = t.broadcast_sub(t)?.to_dtype(candle_core::DType::F32)?.sum_all()?.to_scalar::<f32>()?;
+    if diff == 0.0 { Ok(()) } else { Err(GenerateError::NonFinite(what.to_string())) }
 }
 
 fn params_err<T>(msg: impl Into<String>) -> Result<T, GenerateError> {

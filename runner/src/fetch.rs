@@ -1,0 +1,113 @@
+//! `dllm-bench fetch`: every file a config needs in the HF hub cache, for compute nodes without internet.
+//!
+//! Per model: `config.json`, `tokenizer.json`, and the weights (`model.safetensors`, or
+//! `model.safetensors.index.json` and every shard it names), at the config's revision. With
+//! `--local-files-only` (or `HF_HUB_OFFLINE=1`) the cache is only checked and each missing file is reported by
+//! its exact path; otherwise missing files are downloaded with hf-hub's blocking client into the same layout
+//! `dllm-bench run` reads. The token comes from `HF_TOKEN` (or hf-hub's token file) and is only ever put in
+//! the request header: never printed, logged or written.
+//!
+//! Models with a `[models.synthetic]` table are written by `run` itself and need nothing. Datasets (Wikitext
+//! prompts) are not fetched yet: the prompt loaders of the Wikitext source come with their own issue.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use hf_hub::{Repo, RepoType};
+
+use crate::model::files::repo_dir;
+
+/// One file of the cache and whether it is there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheFile {
+    /// Its path in the cache (the snapshot's path; the blob behind a symlink must exist too).
+    pub path: PathBuf,
+    /// Present (a dangling symlink is not).
+    pub present: bool,
+    /// What the file is, when the path alone does not say (e.g. an unknown snapshot).
+    pub note: Option<String>,
+}
+
+fn file(path: PathBuf, note: Option<String>) -> CacheFile {
+    CacheFile { present: path.is_file(), path, note }
+}
+
+/// The files `repo_id` at `revision` needs in `cache`, each present or missing. When the revision's ref or the
+/// snapshot is missing, the rest cannot be named by path, and the ref (or snapshot folder) is what is reported.
+pub fn check_model(cache: &Path, repo_id: &str, revision: &str) -> Vec<CacheFile> {
+    let repo = repo_dir(cache, repo_id);
+    let is_commit = revision.len() == 40 && revision.chars().all(|c| c.is_ascii_hexdigit());
+    let ref_path = repo.join("refs").join(revision);
+    let commit = match std::fs::read_to_string(&ref_path) {
+        Ok(c) => c.trim().to_string(),
+        Err(_) if is_commit => revision.to_string(),
+        Err(_) => {
+            let note = "no snapshot of this revision: config.json, tokenizer.json and the weights are all missing";
+            return vec![CacheFile { path: ref_path, present: false, note: Some(note.into()) }];
+        }
+    };
+    let snap = repo.join("snapshots").join(&commit);
+    if !snap.is_dir() {
+        let note = "the snapshot folder is missing: config.json, tokenizer.json and the weights with it";
+        return vec![CacheFile { path: snap, present: false, note: Some(note.into()) }];
+    }
+    let mut out = vec![file(snap.join("config.json"), None), file(snap.join("tokenizer.json"), None)];
+    let index = snap.join("model.safetensors.index.json");
+    match shard_names(&index) {
+        Some(shards) => {
+            out.push(file(index, None));
+            out.extend(shards.into_iter().map(|s| file(snap.join(s), None)));
+        }
+        None if snap.join("model.safetensors").is_file() => out.push(file(snap.join("model.safetensors"), None)),
+        None => out.push(CacheFile {
+            path: snap.join("model.safetensors"),
+            present: false,
+            note: Some("or model.safetensors.index.json and the shards it names".into()),
+        }),
+    }
+    out
+}
+
+/// The shard files an index names; `None` when the index is missing or unreadable.
+fn shard_names(index: &Path) -> Option<BTreeSet<String>> {
+    let text = std::fs::read_to_string(index).ok()?;
+    let json: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let map = json.get("weight_map")?.as_object()?;
+    Some(map.values().filter_map(|v| v.as_str().map(str::to_string)).collect())
+}
+
+/// Downloads what `repo_id` at `revision` needs into `cache` (files already there are not fetched again), then
+/// checks the cache. Errors name the file that failed; the token never appears in them.
+pub fn download_model(cache: &Path, repo_id: &str, revision: &str, progress: bool) -> Result<Vec<CacheFile>> {
+    let mut builder =
+        hf_hub::api::sync::ApiBuilder::from_env().with_cache_dir(cache.to_path_buf()).with_progress(progress);
+    if let Some(token) = std::env::var("HF_TOKEN").ok().filter(|t| !t.trim().is_empty()) {
+        builder = builder.with_token(Some(token.trim().to_string()));
+    }
+    let api = builder.build().context("cannot set up the hub client")?;
+    let repo = api.repo(Repo::with_revision(repo_id.to_string(), RepoType::Model, revision.to_string()));
+    let get = |name: &str| {
+        repo.get(name).map_err(|e| {
+            anyhow::anyhow!(
+                "cannot download {name} of {repo_id} (revision {revision}): {e}; fix: check the network and, for \
+                 gated models such as meta-llama/Meta-Llama-3-8B, that HF_TOKEN is set and has been granted access"
+            )
+        })
+    };
+    get("config.json")?;
+    get("tokenizer.json")?;
+    match get("model.safetensors.index.json") {
+        Ok(index) => {
+            let shards =
+                shard_names(&index).with_context(|| format!("{} has no readable weight_map", index.display()))?;
+            for s in shards {
+                get(&s)?;
+            }
+        }
+        Err(index_err) => {
+            get("model.safetensors").map_err(|e| anyhow::anyhow!("{e}\n(and {index_err})"))?;
+        }
+    }
+    Ok(check_model(cache, repo_id, revision))
+}

@@ -1,0 +1,230 @@
+//! The run journal: `journal.jsonl` in the run folder, one JSON record per line, appended and synced (written,
+//! then `fsync`) before the next cell starts, so a killed run loses at most the cell it was measuring.
+//!
+//! Records: a [`Header`] first (the config, its hash, the shard, the prompt set: what a resume must match),
+//! then in order of events an [`Execution`] per process that measured cells, a [`ModelInfo`] per model loaded,
+//! and a [`Cell`] per finished cell (ok or failed). A last line cut short by a kill is ignored and cut off before
+//! the next append; a bad line anywhere else is an error. The process holds an exclusive lock on the journal
+//! while it runs, so two runs never write the same folder.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use schema::{Cell, Execution, ModelInfo, PromptSetInfo, ShardInfo};
+use serde::{Deserialize, Serialize};
+
+use crate::{InputError, output};
+
+/// File name of the journal in a run folder.
+pub const JOURNAL: &str = "journal.jsonl";
+/// Format of the journal's records.
+pub const JOURNAL_FORMAT: u32 = 1;
+
+/// What a run is: a resume must match all of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Header {
+    /// [`JOURNAL_FORMAT`].
+    pub journal_format: u32,
+    /// dllm-bench version that started the run.
+    pub tool_version: String,
+    /// When the run started (RFC 3339); the bundle's `created_at`.
+    pub created_at: String,
+    /// SHA-256 of `config_toml`.
+    pub config_sha256: String,
+    /// The resolved config as TOML (overrides applied).
+    pub config_toml: String,
+    /// Where the config came from (path and overrides).
+    pub config_source: String,
+    /// Folder that relative paths of the config resolve against.
+    pub config_dir: PathBuf,
+    /// The shard of the grid this run measures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<ShardInfo>,
+    /// The prompt set (its hash must not change between resumes).
+    pub prompt_set: PromptSetInfo,
+    /// The final bundle's path, relative to the run folder.
+    pub bundle: PathBuf,
+    /// Remove the run folder once the final bundle is written (runs started without `--run-dir`).
+    pub remove_when_done: bool,
+}
+
+/// One line of the journal.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Record {
+    /// First line.
+    Header(Header),
+    /// A process started measuring.
+    Execution(Execution),
+    /// A model was loaded.
+    Model(ModelInfo),
+    /// A cell finished (any status).
+    Cell(Cell),
+}
+
+/// What a journal holds.
+#[derive(Debug, Clone, Default)]
+pub struct State {
+    /// The executions, in order.
+    pub executions: Vec<Execution>,
+    /// The models, in order of first load.
+    pub models: Vec<ModelInfo>,
+    /// The finished cells, in order.
+    pub cells: Vec<Cell>,
+}
+
+/// An open journal, locked for this process.
+#[derive(Debug)]
+pub struct Journal {
+    path: PathBuf,
+    file: File,
+    /// The header.
+    pub header: Header,
+    /// Everything recorded so far, including this process's appends.
+    pub state: State,
+}
+
+/// Reads a journal without opening it for writing: the header, the state, and the byte length of the
+/// complete lines (a torn last line is left out).
+pub fn read(path: &Path) -> Result<(Header, State, u64)> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read the journal {}", path.display()))?;
+    let mut header = None;
+    let mut state = State::default();
+    let mut good = 0u64;
+    let mut start = 0usize;
+    let mut lineno = 0;
+    while start < bytes.len() {
+        lineno += 1;
+        let Some(nl) = bytes[start..].iter().position(|&b| b == b'\n') else {
+            tracing::warn!("{}: ignoring the unfinished last line {lineno} (the run was killed)", path.display());
+            break;
+        };
+        let line = &bytes[start..start + nl];
+        let next = start + nl + 1;
+        let record = match serde_json::from_slice::<Record>(line) {
+            Ok(r) => r,
+            Err(_) if next >= bytes.len() && header.is_some() => {
+                tracing::warn!("{}: ignoring the damaged last line {lineno} (the run was killed)", path.display());
+                break;
+            }
+            Err(e) => {
+                return Err(InputError(format!(
+                    "{}: line {lineno} is not a journal record ({e}); fix: start a new run folder",
+                    path.display()
+                ))
+                .into());
+            }
+        };
+        match (record, header.is_some()) {
+            (Record::Header(h), false) => header = Some(h),
+            (_, false) | (Record::Header(_), true) => {
+                return Err(InputError(format!(
+                    "{}: line {lineno}: the header must be the first line and only there; fix: start a new run folder",
+                    path.display()
+                ))
+                .into());
+            }
+            (Record::Execution(e), true) => state.executions.push(e),
+            (Record::Model(m), true) => state.models.push(m),
+            (Record::Cell(c), true) => state.cells.push(c),
+        }
+        start = next;
+        good = next as u64;
+    }
+    let header = header.ok_or_else(|| {
+        InputError(format!("{} has no header: not a dllm-bench journal; fix: start a new run folder", path.display()))
+    })?;
+    if header.journal_format != JOURNAL_FORMAT {
+        return Err(InputError(format!(
+            "{}: journal format {} is not the {JOURNAL_FORMAT} this dllm-bench writes; fix: finish the run with the \
+             dllm-bench version {} that started it, or start a new run folder",
+            path.display(),
+            header.journal_format,
+            header.tool_version
+        ))
+        .into());
+    }
+    Ok((header, state, good))
+}
+
+impl Journal {
+    /// Whether `dir` holds a journal.
+    pub fn exists(dir: &Path) -> bool {
+        dir.join(JOURNAL).is_file()
+    }
+
+    /// Starts a journal in `dir` (created if needed) with `header`, written atomically.
+    pub fn create(dir: &Path, header: Header) -> Result<Journal> {
+        let path = dir.join(JOURNAL);
+        if path.exists() {
+            return Err(InputError(format!("{} already exists; fix: resume it with --resume", path.display())).into());
+        }
+        let mut line = serde_json::to_vec(&Record::Header(header.clone()))?;
+        line.push(b'\n');
+        output::write_atomic(&path, &line)?;
+        let file = Self::open_locked(&path)?;
+        Ok(Journal { path, file, header, state: State::default() })
+    }
+
+    /// Opens the journal in `dir` to continue it: reads it, cuts off a torn last line, locks it.
+    pub fn open(dir: &Path) -> Result<Journal> {
+        let path = dir.join(JOURNAL);
+        if !path.is_file() {
+            return Err(InputError(format!(
+                "{} has no {JOURNAL}: not a run folder; fix: pass the folder a run printed (…/NAME-STAMP.run) or \
+                 the --run-dir of the job",
+                dir.display()
+            ))
+            .into());
+        }
+        let file = Self::open_locked(&path)?;
+        let (header, state, good) = read(&path)?;
+        if file.metadata()?.len() > good {
+            file.set_len(good).with_context(|| format!("cannot cut the torn last line of {}", path.display()))?;
+            file.sync_all()?;
+        }
+        Ok(Journal { path, file, header, state })
+    }
+
+    fn open_locked(path: &Path) -> Result<File> {
+        let file = OpenOptions::new()
+            .append(true)
+            .read(true)
+            .open(path)
+            .with_context(|| format!("cannot open the journal {}", path.display()))?;
+        match file.try_lock() {
+            Ok(()) => Ok(file),
+            Err(std::fs::TryLockError::WouldBlock) => Err(InputError(format!(
+                "{} is locked: another dllm-bench is running this run folder; fix: wait for it, or use another \
+                 folder",
+                path.display()
+            ))
+            .into()),
+            Err(std::fs::TryLockError::Error(e)) => {
+                Err(e).with_context(|| format!("cannot lock the journal {}", path.display()))
+            }
+        }
+    }
+
+    /// The journal's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends a record and syncs it to disk before returning.
+    pub fn append(&mut self, record: Record) -> Result<()> {
+        let mut line = serde_json::to_vec(&record)?;
+        line.push(b'\n');
+        self.file.write_all(&line).with_context(|| format!("cannot append to {}", self.path.display()))?;
+        self.file.sync_data().with_context(|| format!("cannot sync {}", self.path.display()))?;
+        match record {
+            Record::Header(_) => {}
+            Record::Execution(e) => self.state.executions.push(e),
+            Record::Model(m) => self.state.models.push(m),
+            Record::Cell(c) => self.state.cells.push(c),
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,179 @@
+//! Assets for offline nodes: `fetch --local-files-only` names exactly the missing files, an offline run with a
+//! missing file fails before any measurement naming it, and `HF_TOKEN` ends up in no output, file or log.
+//! No network here: downloads are only tested against a closed local port.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use crate::assert_exit;
+use crate::util::{Sandbox, stderr, stdout};
+
+const TOKEN: &str = "hf_dllmBenchSecretTokenNeverWritten0123";
+
+fn cmd_env(sb: &Sandbox, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_dllm-bench"));
+    c.args(args).current_dir(sb.path()).env("HF_HUB_CACHE", sb.cache()).env_remove("HF_HOME");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("run dllm-bench")
+}
+
+/// A config of two real-looking checkpoints (no synthetic tables) written by `synth`: a sharded LLaDA and a
+/// single-file Llama. Returns (config path, llada snapshot, llama snapshot).
+fn cached_models(sb: &Sandbox) -> (PathBuf, PathBuf, PathBuf) {
+    let llada = sb.cmd(&["synth", "--kind", "llada", "--repo-id", "org/llada", "--shards", "3"]);
+    assert_exit!(llada, 0);
+    let llama = sb.cmd(&["synth", "--kind", "llama", "--repo-id", "org/llama"]);
+    assert_exit!(llama, 0);
+    let demo =
+        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../config/demo.toml")).expect("demo");
+    let cfg = demo
+        .replacen(
+            "id = \"dllm-bench/synthetic-llama-tiny\"\n\n[models.synthetic]\npreset = \"tiny\"\nseed = 1\n",
+            "id = \"org/llama\"\n",
+            1,
+        )
+        .replacen(
+            "id = \"dllm-bench/synthetic-llada-tiny\"\n\n[models.synthetic]\npreset = \"tiny\"\nseed = 2\n",
+            "id = \"org/llada\"\n",
+            1,
+        );
+    assert!(!cfg.contains("[models.synthetic]"), "both models come from the cache");
+    let path = sb.write("cached.toml", &cfg);
+    (path, PathBuf::from(stdout(&llada).trim()), PathBuf::from(stdout(&llama).trim()))
+}
+
+fn missing_lines(out: &Output) -> Vec<String> {
+    stdout(out)
+        .lines()
+        .filter_map(|l| l.strip_prefix("missing  "))
+        .map(|l| l.split("  (").next().unwrap_or(l).to_string())
+        .collect()
+}
+
+#[test]
+fn local_files_only_reports_exactly_the_missing_files() {
+    let sb = Sandbox::new();
+    let (cfg, llada, llama) = cached_models(&sb);
+    let cfg_s = cfg.to_str().expect("utf8");
+    let out = sb.cmd(&["fetch", "--config", cfg_s, "--local-files-only"]);
+    assert_exit!(out, 0);
+    assert_eq!(stdout(&out).lines().filter(|l| l.starts_with("ok ")).count(), 2 + 1 + 3 + 2 + 1, "{}", stdout(&out));
+
+    // Break the cache: a shard, the tokenizer of the other model, and a blob behind a symlink.
+    std::fs::remove_file(llada.join("model-00002-of-00003.safetensors")).expect("rm shard");
+    std::fs::remove_file(llama.join("tokenizer.json")).expect("rm tokenizer");
+    let blob = std::fs::canonicalize(llada.join("config.json")).expect("blob");
+    std::fs::remove_file(&blob).expect("rm blob");
+    let out = sb.cmd(&["fetch", "--config", cfg_s, "--local-files-only", "--extra-model-id", "org/absent"]);
+    assert_exit!(out, 1);
+    let mut got = missing_lines(&out);
+    got.sort();
+    let absent_ref = sb.cache().join("models--org--absent/refs/main");
+    let mut want: Vec<String> = [
+        llada.join("config.json"),
+        llada.join("model-00002-of-00003.safetensors"),
+        llama.join("tokenizer.json"),
+        absent_ref,
+    ]
+    .iter()
+    .map(|p| p.display().to_string())
+    .collect();
+    want.sort();
+    assert_eq!(got, want, "{}", stdout(&out));
+    assert!(stderr(&out).contains("4 files missing"), "{}", stderr(&out));
+
+    // HF_HUB_OFFLINE=1 means the same as --local-files-only.
+    let out = cmd_env(&sb, &["fetch", "--config", cfg_s], &[("HF_HUB_OFFLINE", "1")]);
+    assert_exit!(out, 1);
+    assert!(stderr(&out).contains("HF_HUB_OFFLINE"), "{}", stderr(&out));
+    assert_eq!(missing_lines(&out).len(), 3);
+}
+
+#[test]
+fn offline_run_with_a_missing_file_fails_before_measuring_and_names_it() {
+    let sb = Sandbox::new();
+    let (cfg, llada, _) = cached_models(&sb);
+    // The second model's file: a run that measured the first model before loading the second would be wrong.
+    std::fs::remove_file(llada.join("model-00003-of-00003.safetensors")).expect("rm shard");
+    let results = sb.results();
+    let out = cmd_env(
+        &sb,
+        &["run", "--offline", "--config", cfg.to_str().expect("utf8"), "-o", results.to_str().expect("utf8")],
+        &[("HF_HUB_OFFLINE", "1")],
+    );
+    assert_exit!(out, 2);
+    let err = stderr(&out);
+    assert!(err.contains(&llada.join("model-00003-of-00003.safetensors").display().to_string()), "{err}");
+    assert!(err.contains("dllm-bench fetch"), "the fix names fetch: {err}");
+    assert!(!err.contains("[1/"), "nothing was measured: {err}");
+    assert!(!results.exists(), "no run folder, no bundle");
+}
+
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() && !p.is_symlink() {
+                stack.push(p);
+            } else if p.is_file() {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn hf_token_is_in_no_output_file_or_log() {
+    let sb = Sandbox::new();
+    let env = [("HF_TOKEN", TOKEN), ("DLLM_BENCH_LOG", "trace")];
+    let (cfg, _, _) = cached_models(&sb);
+    let results = sb.results();
+    let mut outputs = vec![
+        cmd_env(
+            &sb,
+            &[
+                "run",
+                "--config",
+                cfg.to_str().expect("utf8"),
+                "-o",
+                results.to_str().expect("utf8"),
+                "--seq-len",
+                "40",
+                "--batch-size",
+                "1",
+                "--steps",
+                "4",
+                "--repetitions",
+                "1",
+            ],
+            &env,
+        ),
+        cmd_env(&sb, &["fetch", "--config", cfg.to_str().expect("utf8"), "--local-files-only"], &env),
+        // The download path, against a closed local port: fails, naming the file, not the token.
+        cmd_env(
+            &sb,
+            &["fetch", "--config", cfg.to_str().expect("utf8"), "--extra-model-id", "org/absent", "-q"],
+            &[("HF_TOKEN", TOKEN), ("DLLM_BENCH_LOG", "trace"), ("HF_ENDPOINT", "http://127.0.0.1:9")],
+        ),
+    ];
+    assert_exit!(outputs[0], 0);
+    assert_exit!(outputs[1], 0);
+    let download = outputs.pop().expect("download");
+    assert_exit!(download, 1);
+    assert!(stderr(&download).contains("cannot download config.json of org/absent"), "{}", stderr(&download));
+    outputs.push(download);
+    for o in &outputs {
+        assert!(!stdout(o).contains(TOKEN) && !stderr(o).contains(TOKEN), "token printed");
+    }
+    let files = files_under(sb.path());
+    assert!(files.iter().any(|p| p.extension().is_some_and(|e| e == "json")), "a bundle was written");
+    for f in files {
+        let bytes = std::fs::read(&f).expect("read");
+        assert!(!bytes.windows(TOKEN.len()).any(|w| w == TOKEN.as_bytes()), "token written into {}", f.display());
+    }
+}

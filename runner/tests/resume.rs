@@ -1,0 +1,338 @@
+//! Runs that never lose work: the journal survives SIGKILL at random moments, SIGTERM writes a valid partial
+//! bundle and exits 75, a resume with a changed config is refused, a failing cell is recorded while the rest
+//! complete, and shards merge into the single run's cells (merge refusing what does not belong together).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use schema::{Bundle, CellKey, CellStatus};
+
+use crate::assert_exit;
+use crate::util::{Sandbox, stderr, stdout};
+
+/// 12 cells (4 AR, 8 LLaDA) of the demo models; about 5 s in a debug build.
+const GRID: &[&str] = &["--seq-len", "40,48", "--batch-size", "1,2", "--steps", "4,8", "--repetitions", "6", "-q"];
+
+fn spawn(sb: &Sandbox, args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_dllm-bench"))
+        .args(args)
+        .current_dir(sb.path())
+        .env("HF_HUB_CACHE", sb.cache())
+        .env_remove("HF_HOME")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn dllm-bench")
+}
+
+fn read_bundle(path: &Path) -> Bundle {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    schema::read_bundle(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The journal's finished cells, serialized, by key.
+fn journal_cells(dir: &Path) -> BTreeMap<CellKey, String> {
+    let (_, state, _) = runner::journal::read(&dir.join("journal.jsonl")).expect("journal reads");
+    state.cells.iter().map(|c| (c.key.clone(), serde_json::to_string(c).expect("json"))).collect()
+}
+
+/// A small deterministic generator (SplitMix64) for the kill moments; the seed is printed.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
+fn signal(child: &Child, sig: &str) {
+    let ok = Command::new("kill").args([sig, &child.id().to_string()]).status().expect("kill").success();
+    assert!(ok, "kill {sig}");
+}
+
+#[test]
+fn sigkill_at_random_moments_loses_no_finished_cell() {
+    let sb = Sandbox::new();
+    let dir = sb.path().join("run");
+    let dir_s = dir.to_str().expect("utf8");
+    let seed = std::env::var("DLLM_KILL_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
+    });
+    eprintln!("kill moments from seed {seed} (DLLM_KILL_SEED={seed} repeats them)");
+    let mut rng = Rng(seed);
+    // 27 cells: enough for 12 kills with work left between them.
+    let args = [
+        "run",
+        "--run-dir",
+        dir_s,
+        "--seq-len",
+        "40,48,56",
+        "--batch-size",
+        "1,2,4",
+        "--steps",
+        "4,8",
+        "--repetitions",
+        "4",
+        "-q",
+    ];
+    let mut before: BTreeMap<CellKey, String> = BTreeMap::new();
+    let mut kills = 0;
+    for attempt in 0..20 {
+        let mut child = spawn(&sb, &args);
+        let wait = Duration::from_millis(100 + rng.next() % 600);
+        let start = Instant::now();
+        let mut finished = None;
+        while start.elapsed() < wait {
+            if let Some(status) = child.try_wait().expect("try_wait") {
+                finished = Some(status);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if finished.is_none() {
+            child.kill().expect("SIGKILL");
+            kills += 1;
+        }
+        let _ = child.wait();
+        if !runner::journal::Journal::exists(&dir) {
+            continue;
+        }
+        let now = journal_cells(&dir);
+        for (key, cell) in &before {
+            assert_eq!(now.get(key), Some(cell), "attempt {attempt}: finished cell {key} lost or changed by a kill");
+        }
+        if dir.join("partial.json").exists() {
+            let partial = read_bundle(&dir.join("partial.json"));
+            assert!(partial.cells.len() <= now.len(), "the partial bundle never runs ahead of the journal");
+        }
+        let what = if finished.is_some() { "finished before" } else { "killed after" };
+        eprintln!("attempt {attempt}: {what} {wait:?}: {} cells in the journal", now.len());
+        before = now;
+        if finished.is_some() || kills == 12 {
+            break;
+        }
+    }
+    assert!(kills >= 10, "only {kills} kills landed: the grid is too quick for this test");
+    let out = sb.cmd(&["run", "--resume", dir_s, "-q"]);
+    assert_exit!(out, 0);
+    let b = read_bundle(&dir.join("bundle.json"));
+    assert_eq!(b.cells.len(), 27, "complete");
+    assert_eq!(b.provenance.planned_cells, Some(27));
+    assert!(b.cells.iter().all(|c| c.status == CellStatus::Ok));
+    let last = journal_cells(&dir);
+    for (key, cell) in &before {
+        assert_eq!(last.get(key), Some(cell), "cell {key} measured again on resume");
+    }
+    for c in &b.cells {
+        let e = c.execution.expect("each cell names its execution") as usize;
+        assert!(e < b.provenance.executions.len());
+    }
+    assert!(!dir.join("partial.json").exists(), "the partial bundle goes once the final one is written");
+}
+
+#[test]
+fn sigterm_writes_a_partial_bundle_and_exits_75_then_resume_completes() {
+    let sb = Sandbox::new();
+    let results = sb.results();
+    let mut args = vec!["run", "--output-dir", results.to_str().expect("utf8")];
+    args.extend_from_slice(GRID);
+    let child = spawn(&sb, &args);
+    // Wait for the first finished cell, then ask the run to stop.
+    let start = Instant::now();
+    let run_dir = loop {
+        assert!(start.elapsed() < Duration::from_secs(60), "no cell finished in 60 s");
+        let dirs: Vec<PathBuf> = std::fs::read_dir(&results)
+            .map(|r| r.flatten().map(|e| e.path()).filter(|p| p.join("partial.json").exists()).collect())
+            .unwrap_or_default();
+        if let Some(d) = dirs.into_iter().next() {
+            break d;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    signal(&child, "-TERM");
+    let out = child.wait_with_output().expect("wait");
+    assert_exit!(out, 75);
+    let err = stderr(&out);
+    assert!(err.contains("interrupted by SIGTERM") && err.contains("--resume"), "{err}");
+    assert!(run_dir.extension().is_some_and(|e| e == "run"), "{run_dir:?}");
+    let partial = read_bundle(&run_dir.join("partial.json"));
+    assert!(!partial.cells.is_empty() && partial.cells.len() < 12, "{} cells", partial.cells.len());
+    assert_eq!(partial.provenance.planned_cells, Some(12));
+
+    // A resume with a different grid is refused, naming the field.
+    let dir_s = run_dir.to_str().expect("utf8");
+    let refused = sb.cmd(&["run", "--resume", dir_s, "--steps", "4,16"]);
+    assert_exit!(refused, 2);
+    let err = stderr(&refused);
+    assert!(err.contains("config changed") && err.contains("[grid] steps = [4, 8]"), "{err}");
+    assert!(err.contains("[grid] steps = [4, 16]"), "{err}");
+
+    let out = sb.cmd(&["run", "--resume", dir_s]);
+    assert_exit!(out, 0);
+    let path = PathBuf::from(stdout(&out).trim());
+    assert_eq!(path.parent(), Some(results.as_path()), "the bundle goes beside the run folder");
+    let b = read_bundle(&path);
+    assert_eq!(b.cells.len(), 12);
+    assert_eq!(b.provenance.executions.len(), 2, "first run and resume");
+    assert_eq!(b.provenance.config_source, partial.provenance.config_source);
+    for c in &partial.cells {
+        let done = b.cells.iter().find(|x| x.key == c.key).expect("kept");
+        assert_eq!(done, c, "a cell of the first attempt is kept as it was");
+    }
+    assert!(!run_dir.exists(), "the .run folder is removed once the bundle is written");
+}
+
+/// Overwrites the values of one f32 tensor in a safetensors file with NaN.
+fn poison(file: &Path, tensor: &str) {
+    let mut bytes = std::fs::read(file).expect("weights");
+    let n = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")) as usize;
+    let header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + n]).expect("header");
+    let info = &header[tensor];
+    assert_eq!(info["dtype"], "F32", "{tensor}: {info}");
+    let (a, b) =
+        (info["data_offsets"][0].as_u64().expect("a") as usize, info["data_offsets"][1].as_u64().expect("b") as usize);
+    for chunk in bytes[8 + n + a..8 + n + b].chunks_mut(4) {
+        chunk.copy_from_slice(&f32::NAN.to_le_bytes());
+    }
+    std::fs::write(file, bytes).expect("write");
+}
+
+#[test]
+fn nan_weights_fail_their_cells_and_the_rest_complete() {
+    let sb = Sandbox::new();
+    let synth = sb.cmd(&["synth", "--kind", "llama", "--repo-id", "test/nan-llama", "--seed", "5"]);
+    assert_exit!(synth, 0);
+    let snapshot = PathBuf::from(stdout(&synth).trim());
+    poison(&snapshot.join("model.safetensors"), "model.norm.weight");
+    let demo =
+        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../config/demo.toml")).expect("demo");
+    // The llama entry becomes the poisoned checkpoint (no synthetic table: read from the cache as is).
+    let cfg = demo.replacen(
+        "id = \"dllm-bench/synthetic-llama-tiny\"\n\n[models.synthetic]\npreset = \"tiny\"\nseed = 1\n",
+        "id = \"test/nan-llama\"\n",
+        1,
+    );
+    assert!(cfg.contains("test/nan-llama"), "config edit applied");
+    let path = sb.write("nan.toml", &cfg);
+    let results = sb.results();
+    let out = sb.cmd(&[
+        "run",
+        "--config",
+        path.to_str().expect("utf8"),
+        "--output-dir",
+        results.to_str().expect("utf8"),
+        "--seq-len",
+        "40",
+        "--batch-size",
+        "1,2",
+        "--steps",
+        "4",
+        "--repetitions",
+        "1",
+    ]);
+    assert_exit!(out, 1);
+    assert!(stderr(&out).contains("2 of 4 cells failed"), "{}", stderr(&out));
+    let b = read_bundle(Path::new(stdout(&out).trim()));
+    assert_eq!(b.cells.len(), 4);
+    for c in &b.cells {
+        match (&c.status, c.key.model.as_str()) {
+            (CellStatus::Error { message }, "test/nan-llama") => {
+                assert!(message.contains("non-finite values (NaN or inf)"), "{message}");
+                assert!(c.repetitions.is_empty());
+            }
+            (CellStatus::Ok, "dllm-bench/synthetic-llada-tiny") => assert_eq!(c.repetitions.len(), 1),
+            (status, model) => panic!("{model}: unexpected {status:?}"),
+        }
+    }
+}
+
+fn run_to_bundle(sb: &Sandbox, extra: &[&str]) -> (std::process::Output, Bundle) {
+    let mut args = vec!["run", "--run-dir"];
+    let dir = sb.path().join(format!("run-{}", extra.join("_").replace('/', "of")));
+    args.push(dir.to_str().expect("utf8"));
+    args.extend_from_slice(&[
+        "--seq-len",
+        "40,48",
+        "--batch-size",
+        "1,2",
+        "--steps",
+        "4,8",
+        "--repetitions",
+        "1",
+        "-q",
+    ]);
+    args.extend_from_slice(extra);
+    let out = sb.cmd(&args);
+    let b = read_bundle(&dir.join("bundle.json"));
+    (out, b)
+}
+
+fn keys_and_statuses(b: &Bundle) -> Vec<(CellKey, String)> {
+    b.cells.iter().map(|c| (c.key.clone(), format!("{:?}", c.status))).collect()
+}
+
+#[test]
+fn shards_merge_into_the_single_runs_cells_and_mismatches_are_refused() {
+    let sb = Sandbox::new();
+    let (out, single) = run_to_bundle(&sb, &[]);
+    assert_exit!(out, 0);
+    let mut shard_paths = Vec::new();
+    for i in 0..3 {
+        let shard = format!("{i}/3");
+        let (out, b) = run_to_bundle(&sb, &["--shard", &shard]);
+        assert_exit!(out, 0);
+        assert_eq!(b.provenance.shard.map(|s| s.to_string()), Some(shard.clone()));
+        assert!(!b.cells.is_empty(), "12 cells over 3 shards: none is empty");
+        shard_paths.push(sb.path().join(format!("run---shard_{i}of3/bundle.json")));
+    }
+    let paths: Vec<&str> = shard_paths.iter().map(|p| p.to_str().expect("utf8")).collect();
+    let merged_path = sb.path().join("merged.json");
+    let mut args = vec!["merge", "-o", merged_path.to_str().expect("utf8")];
+    args.extend_from_slice(&paths);
+    let out = sb.cmd(&args);
+    assert_exit!(out, 0);
+    let merged = read_bundle(&merged_path);
+    assert_eq!(keys_and_statuses(&merged), keys_and_statuses(&single), "cell for cell, in grid order");
+    assert_eq!(merged.provenance.executions.len(), 3);
+    assert_eq!(merged.provenance.config_sha256, single.provenance.config_sha256);
+    assert!(merged.provenance.shard.is_none());
+
+    // Missing shard.
+    let out = sb.cmd(&["merge", "-o", "x.json", paths[0], paths[1]]);
+    assert_exit!(out, 2);
+    let err = stderr(&out);
+    assert!(err.contains("cells are in no bundle") && err.contains("shards not given: 2/3"), "{err}");
+    // Duplicate shard.
+    let out = sb.cmd(&["merge", "-o", "x.json", paths[0], paths[1], paths[2], paths[1]]);
+    assert_exit!(out, 2);
+    assert!(stderr(&out).contains("in more than one bundle"), "{}", stderr(&out));
+    // Another config.
+    let (out, other) = run_to_bundle(&sb, &["--shard", "2/3", "--warmup", "0"]);
+    assert_exit!(out, 0);
+    assert_ne!(other.provenance.config_sha256, single.provenance.config_sha256);
+    let other_path = sb.path().join("run---shard_2of3_--warmup_0/bundle.json");
+    let out = sb.cmd(&["merge", "-o", "x.json", paths[0], paths[1], other_path.to_str().expect("utf8")]);
+    assert_exit!(out, 2);
+    let err = stderr(&out);
+    assert!(err.contains("different configs") && err.contains("[run] warmup = 0"), "{err}");
+    // Another GPU model in one shard: refused unless allowed.
+    let mut odd = read_bundle(&shard_paths[2]);
+    for e in &mut odd.provenance.executions {
+        e.device.kind = "cuda".into();
+        e.device.name = Some("NVIDIA RTX A6000".into());
+    }
+    let odd_path = sb.write("odd.json", &schema::write_bundle(&odd));
+    let odd_s = odd_path.to_str().expect("utf8");
+    let out = sb.cmd(&["merge", "-o", "x.json", paths[0], paths[1], odd_s]);
+    assert_exit!(out, 2);
+    let err = stderr(&out);
+    assert!(err.contains("different device models") && err.contains("NVIDIA RTX A6000"), "{err}");
+    let out = sb.cmd(&["merge", "--allow-mixed-devices", "-o", "x.json", paths[0], paths[1], odd_s]);
+    assert_exit!(out, 0);
+    assert!(!sb.path().join("x.json.tmp").exists());
+}
