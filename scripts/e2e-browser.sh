@@ -6,13 +6,14 @@
 # 1. builds the explorer with trunk (release, offline, wasm-opt from npm's binaryen);
 # 2. puts the site together: dist + bundles/ (the test bundle, broken bundles) + bundles/index.json,
 #    under a sub-path, to prove the site only uses relative URLs;
-# 3. serves it on 127.0.0.1 (free port) and runs explorer/e2e/chart.spec.mjs with plain node;
+# 3. serves it on 127.0.0.1 (free port) and runs explorer/e2e/explorer.spec.mjs with plain node;
 # 4. stops the server by its PID. Exits non-zero on any failure.
 #
 # Environment:
 #   E2E_BUNDLES     space-separated bundle files to test with, each listed in the index and checked
-#                   (default: schema/tests/fixtures/v1.0/demo.json if present, and
-#                   explorer/e2e/fixtures/demo.json: CUDA provenance, an OOM cell)
+#                   (default: schema/tests/fixtures/v1.0/demo.json if present (CPU), and the hand-written
+#                   fixtures explorer/e2e/fixtures/{demo,study-h200,study-a100}.json: CUDA provenance, an OOM
+#                   cell, made-up memory, step times and quality). The study fixtures must be among them.
 #   E2E_SCREENSHOT  where to save the screenshot (default: target/e2e/screenshot.png)
 #   E2E_SKIP_BUILD  set to 1 to reuse explorer/dist
 #   E2E_SERVER      `python` (default: python3 -m http.server on the assembled site, under a sub-path) or
@@ -30,7 +31,8 @@ export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
 OUT="$ROOT/target/e2e"
 SCREENSHOT="${E2E_SCREENSHOT:-$OUT/screenshot.png}"
 if [ -z "${E2E_BUNDLES:-}" ]; then
-    E2E_BUNDLES="$ROOT/explorer/e2e/fixtures/demo.json"
+    F="$ROOT/explorer/e2e/fixtures"
+    E2E_BUNDLES="$F/demo.json $F/study-h200.json $F/study-a100.json"
     LEAD_FIXTURE="$ROOT/schema/tests/fixtures/v1.0/demo.json"
     [ -f "$LEAD_FIXTURE" ] && E2E_BUNDLES="$LEAD_FIXTURE $E2E_BUNDLES"
 fi
@@ -67,16 +69,37 @@ for i, path in enumerate(sys.argv[2:], 1):
     listed.append({"file": f"e2e-{i}.json", "path": path})
 print(json.dumps(listed))
 PY
-# Broken bundles the error paths are tested with (opened through ?bundle=, not listed in the index).
-printf '{"schema_version": "1.0", "provenance": ' >"$RESULTS/broken-not-json.json"
-python3 - "${BUNDLES[0]}" "$RESULTS" <<'PY'
-import json, sys
-b = json.load(open(sys.argv[1]))
-future = dict(b, schema_version="9.0")
-json.dump(future, open(f"{sys.argv[2]}/broken-future-version.json", "w"))
-missing = json.loads(json.dumps(b))
-del missing["cells"][0]["key"]["batch_size"]
-json.dump(missing, open(f"{sys.argv[2]}/broken-missing-field.json", "w"))
+# Malformed bundles the error paths are tested with (opened through ?bundle=, not listed in the index),
+# and the message each must give (a regular expression), in $OUT/broken.json.
+python3 - "$ROOT/explorer/e2e/fixtures/study-h200.json" "$RESULTS" >"$OUT/broken.json" <<'PY'
+import copy, json, sys
+good, out = json.load(open(sys.argv[1])), sys.argv[2]
+cases = {}
+def write(name, text, expect):
+    if text is not None:
+        open(f"{out}/{name}", "w").write(text)
+    cases[name] = expect
+def variant(name, change, expect):
+    b = copy.deepcopy(good)
+    change(b)
+    write(name, json.dumps(b), expect)
+write("broken-not-json.json", '{"schema_version": "1.0", "provenance": ', r"not a valid JSON file")
+write("broken-empty.json", "", r"not a valid JSON file")
+write("broken-array.json", "[1, 2]", r"not a dllm-bench bundle: the top level is not a JSON object")
+variant("broken-future-version.json", lambda b: b.update(schema_version="9.0"), r"schema version 9\.0.*upgrade")
+variant("broken-version-number.json", lambda b: b.update(schema_version=1.0), r"`schema_version` must be a string")
+variant("broken-version-text.json", lambda b: b.update(schema_version="one"), r"is not MAJOR\.MINOR")
+variant("broken-no-version.json", lambda b: b.pop("schema_version"), r"`schema_version` is missing")
+variant("broken-missing-field.json", lambda b: b["cells"][0]["key"].pop("batch_size"), r"field `cells\[0\]\.key.*batch_size")
+variant("broken-wrong-type.json", lambda b: b["cells"][0]["key"].update(batch_size="four"), r"cells\[0\]\.key\.batch_size")
+variant("broken-unknown-model.json", lambda b: b["cells"][0]["key"].update(model="nobody/none"), r"not in `models`")
+variant("broken-duplicate-cell.json", lambda b: b["cells"].__setitem__(1, b["cells"][0]), r"repeats the key")
+variant("broken-negative-time.json", lambda b: b["cells"][0]["repetitions"][0].update(e2e_ms=-5), r"times must be finite and >= 0")
+variant("broken-ok-without-reps.json", lambda b: b["cells"][0].update(repetitions=[]), r"is `ok` but has no repetitions")
+variant("broken-bad-quality.json", lambda b: b["cells"][0]["quality"][0].update(value="high"), r"quality")
+write("does-not-exist.json", None, r"could not fetch .*does-not-exist\.json.*404")
+write("../escape.json", None, r"is not a plain bundle file name")
+print(json.dumps(cases))
 PY
 mkdir -p "$SITE/bundles"
 cp "$RESULTS"/*.json "$SITE/bundles/"
@@ -116,7 +139,7 @@ echo "e2e: serving $BASE_URL (pid $SERVER_PID)"
 
 # At devicePixelRatio 1 and 2: the canvas draws at device resolution, hit-testing scales back.
 for dpr in 1 2; do
-    E2E_BASE_URL="$BASE_URL" E2E_BUNDLES_JSON="$OUT/bundles.json" E2E_DPR="$dpr" \
-        E2E_SCREENSHOT="$SCREENSHOT" E2E_NODE_MODULES="$NODE_MODULES" \
-        node explorer/e2e/chart.spec.mjs
+    E2E_BASE_URL="$BASE_URL" E2E_BUNDLES_JSON="$OUT/bundles.json" E2E_BROKEN_JSON="$OUT/broken.json" \
+        E2E_DPR="$dpr" E2E_SCREENSHOT="$SCREENSHOT" E2E_NODE_MODULES="$NODE_MODULES" \
+        node explorer/e2e/explorer.spec.mjs
 done

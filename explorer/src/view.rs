@@ -1,12 +1,10 @@
-//! What the page shows, computed from a bundle without any browser API (so it is tested natively).
-//!
-//! Parsing and every derived number come from the `schema` crate; this module only turns them into
-//! display rows and [`LatencyChart`]s, and validates what the page fetches (index entries, file names).
+//! Loading: a bundle's text -> a [`LoadedBundle`] (parsed, upgraded and checked by `schema`, every cell
+//! summarized by `schema::derive`), its provenance rows, and the validation of what the page fetches (index
+//! entries, file names). No browser API, so it is tested natively.
 
-use schema::derive::{LatencySeries, latency_vs_steps};
-use schema::{BundleIndex, IndexEntry};
-
-use crate::chart::{ArReference, DiffusionLine, LatencyChart, StepPoint};
+use schema::derive::{CellSummary, Direction, summaries};
+use schema::{Bundle, BundleIndex, IndexEntry};
+use serde::Deserialize;
 
 /// Text of an index entry in the bundle selector.
 pub fn option_label(e: &IndexEntry) -> String {
@@ -35,6 +33,19 @@ pub fn is_plain_file_name(name: &str) -> bool {
         && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '+'))
 }
 
+/// One quality value of a cell, as a hand-written fixture (or, later, the runner) records it in
+/// `cells[i].quality`: `[{"metric": "perplexity", "direction": "lower_is_better", "value": 10.4}]`.
+/// Bundles do not define this field yet (schema 1.0); the explorer reads it when present.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct QualityValue {
+    /// Metric name (`perplexity`, `bertscore_f1`, `entropy`, ...).
+    pub metric: String,
+    /// Which way is better.
+    pub direction: Direction,
+    /// The value.
+    pub value: f64,
+}
+
 /// A bundle ready to show.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LoadedBundle {
@@ -44,13 +55,42 @@ pub struct LoadedBundle {
     pub provenance: Vec<(&'static str, String)>,
     /// Timing is real, quality meaningless.
     pub synthetic_weights: bool,
-    /// One chart per (batch size, sequence length), sorted by B then N.
-    pub charts: Vec<LatencyChart>,
+    /// The bundle in the current format.
+    pub bundle: Bundle,
+    /// `schema::derive::cell_summary` of every cell, in bundle order.
+    pub summaries: Vec<CellSummary>,
+    /// Quality values per cell (empty when the bundle has none).
+    pub quality: Vec<Vec<QualityValue>>,
+}
+
+/// Reads `cells[i].quality` of every cell, when the text has any.
+fn read_quality(source: &str, json: &str, cells: usize) -> Result<Vec<Vec<QualityValue>>, String> {
+    if !json.contains("\"quality\"") {
+        return Ok(vec![Vec::new(); cells]);
+    }
+    #[derive(Deserialize)]
+    struct Q {
+        cells: Vec<C>,
+    }
+    #[derive(Deserialize)]
+    struct C {
+        #[serde(default)]
+        quality: Vec<QualityValue>,
+    }
+    let q: Q = serde_json::from_str(json).map_err(|e| format!("cannot read bundle {source}: quality values: {e}"))?;
+    let out: Vec<Vec<QualityValue>> = q.cells.into_iter().map(|c| c.quality).collect();
+    if let Some((i, v)) =
+        out.iter().enumerate().find_map(|(i, c)| c.iter().find(|v| !v.value.is_finite()).map(|v| (i, v)))
+    {
+        return Err(format!("cannot read bundle {source}: cells[{i}].quality: {} is not a finite number", v.metric));
+    }
+    Ok(out)
 }
 
 /// Parses a bundle and prepares everything the page shows; the error is a message for the user.
 pub fn load_bundle(source: &str, json: &str) -> Result<LoadedBundle, String> {
     let read = schema::read_bundle_detailed(json).map_err(|e| format!("cannot read bundle {source}: {e}"))?;
+    let quality = read_quality(source, json, read.bundle.cells.len())?;
     let b = &read.bundle;
     let p = &b.provenance;
     let d = &p.device;
@@ -78,52 +118,52 @@ pub fn load_bundle(source: &str, json: &str) -> Result<LoadedBundle, String> {
         ("Attention", p.attention.clone()),
         ("Config", p.config_source.clone()),
         ("Format", format),
+        ("Weights", weights_text(b)),
+        ("Prompts", format!("{} ({}, {} prompts)", b.prompt_set.source, b.prompt_set.selection, b.prompt_set.count)),
+        ("Cells", cells_text(b)),
     ];
+    let summaries = summaries(b);
     Ok(LoadedBundle {
         source: source.to_string(),
         provenance,
         synthetic_weights: p.synthetic_weights,
-        charts: group_by_shape(&latency_vs_steps(b)),
+        summaries,
+        quality,
+        bundle: read.bundle,
     })
 }
 
-/// Puts the series of `schema::derive::latency_vs_steps` of one (B, N) on one chart, keeping its
-/// order (N, then B). No number is computed here: medians and spreads are the schema's.
-pub fn group_by_shape(series: &[LatencySeries]) -> Vec<LatencyChart> {
-    let mut charts: Vec<LatencyChart> = Vec::new();
-    for s in series.iter().filter(|s| !s.points.is_empty()) {
-        let line = DiffusionLine {
-            label: format!("{} ({})", s.model, sampler_label(s.sampler)),
-            points: s
-                .points
-                .iter()
-                .map(|p| StepPoint {
-                    steps: p.steps,
-                    median_ms: p.e2e_ms.median,
-                    min_ms: p.e2e_ms.min,
-                    max_ms: p.e2e_ms.max,
-                })
-                .collect(),
-        };
-        let ar = s
-            .ar_reference
-            .as_ref()
-            .map(|a| ArReference { label: format!("{} (autoregressive)", a.model), median_ms: a.e2e_ms.median });
-        match charts.iter_mut().find(|c| (c.batch_size, c.seq_len) == (s.batch_size, s.seq_len)) {
-            Some(c) => {
-                c.lines.push(line);
-                c.ar = c.ar.take().or(ar);
-            }
-            None => charts.push(LatencyChart { batch_size: s.batch_size, seq_len: s.seq_len, lines: vec![line], ar }),
-        }
-    }
-    charts
+/// The models and whether their weights are real.
+fn weights_text(b: &Bundle) -> String {
+    let models: Vec<String> = b
+        .models
+        .iter()
+        .map(|m| {
+            let w = if m.synthetic { "SYNTHETIC weights" } else { "real weights" };
+            let commit = m.commit.as_deref().map(|c| format!(" @ {c}")).unwrap_or_default();
+            format!("{} {}{commit} ({}, {w})", m.id, m.revision, m.dtype)
+        })
+        .collect();
+    models.join("; ")
 }
 
-fn sampler_label(s: schema::Sampler) -> &'static str {
-    match s {
-        schema::Sampler::ArGreedy => "greedy",
-        schema::Sampler::LladaLowConfidence => "low-confidence remasking",
-        schema::Sampler::LladaRandom => "random remasking",
+/// Cells by status.
+fn cells_text(b: &Bundle) -> String {
+    let mut counts = [0usize; 4];
+    for c in &b.cells {
+        counts[match c.status {
+            schema::CellStatus::Ok => 0,
+            schema::CellStatus::Oom { .. } => 1,
+            schema::CellStatus::Error { .. } => 2,
+            schema::CellStatus::Skipped { .. } => 3,
+        }] += 1;
     }
+    format!(
+        "{} ({} ok, {} out of memory, {} failed, {} skipped)",
+        b.cells.len(),
+        counts[0],
+        counts[1],
+        counts[2],
+        counts[3]
+    )
 }

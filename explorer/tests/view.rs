@@ -1,79 +1,394 @@
-//! The explorer's native tests: bundle -> page data -> SVG, with the committed fixtures.
+//! Native tests of the explorer: fixture bundles -> views -> figures drawn into SVG, checked against
+//! hand-computed values; loading errors; filters, URL state and CSV.
 
-use explorer::chart::{ChartStyle, draw_latency_vs_steps};
-use explorer::view::{is_plain_file_name, load_bundle, option_label, parse_index};
+use explorer::figure::{self, ChartStyle, Drawn, Figure, Plot, Style};
+use explorer::view::{LoadedBundle, is_plain_file_name, load_bundle, option_label, parse_index};
+use explorer::views::{self, Filters, Options, PageState, ViewKind, chart_view, parity_rows, rows};
 use plotters::prelude::*;
+use schema::derive::MemoryMetric;
 
 const DEMO: &str = include_str!("../e2e/fixtures/demo.json");
+const H200: &str = include_str!("../e2e/fixtures/study-h200.json");
+const A100: &str = include_str!("../e2e/fixtures/study-a100.json");
+const CPU_V1_0: &str = include_str!("../../schema/tests/fixtures/v1.0/demo.json");
 const DRAFT_V0_1: &str = include_str!("../../schema/tests/fixtures/v0.1/cpu-draft.json");
 
-fn svg_of(chart: &explorer::chart::LatencyChart) -> String {
+fn svg(fig: &Figure) -> (String, Drawn) {
     let mut out = String::new();
-    {
-        let root = SVGBackend::with_string(&mut out, (900, 520)).into_drawing_area();
-        draw_latency_vs_steps(&root, chart, ChartStyle::default()).expect("chart draws");
+    let drawn = {
+        let root = SVGBackend::with_string(&mut out, (1000, 560)).into_drawing_area();
+        figure::draw(&root, fig, ChartStyle::default()).expect("chart draws")
+    };
+    (out, drawn)
+}
+
+fn fig(view: ViewKind, bundles: &[&LoadedBundle], f: &Filters, o: &Options) -> Figure {
+    chart_view(view, bundles, f, o).figure.unwrap_or_else(|e| panic!("{view:?}: {e}"))
+}
+
+fn h200() -> LoadedBundle {
+    load_bundle("study-h200.json", H200).expect("fixture loads")
+}
+
+fn shape(b: u32, n: u32) -> Filters {
+    Filters { batch: Some(b), seq: Some(n), ..Filters::default() }
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
+}
+
+fn xy(f: &Figure) -> (&Vec<figure::Series>, &Vec<figure::RefLine>) {
+    match &f.plot {
+        Plot::Xy { series, refs, .. } => (series, refs),
+        Plot::Heat { .. } => panic!("not an xy plot"),
     }
-    out
+}
+
+/// Every hoverable mark was drawn: one hit per mark, inside the plot.
+fn check_hits(f: &Figure, d: &Drawn) {
+    assert_eq!(d.hits.len(), f.mark_count(), "{}", f.title);
+    for h in &d.hits {
+        assert!((0..1000).contains(&h.x) && (0..560).contains(&h.y), "{h:?}");
+        assert_eq!(d.at(h.x, h.y, 3).map(|x| (x.series, x.mark)), Some((h.series, h.mark)));
+    }
 }
 
 #[test]
-fn demo_fixture_gives_one_chart_per_shape_with_ar_reference() {
-    let b = load_bundle("demo.json", DEMO).unwrap();
-    let shapes: Vec<(u32, u32)> = b.charts.iter().map(|c| (c.batch_size, c.seq_len)).collect();
-    assert_eq!(shapes, [(1, 128), (4, 128), (1, 256), (4, 256)]);
-    for c in &b.charts {
-        assert!(c.ar.is_some(), "no AR reference at {}", c.group_label());
-        assert_eq!(c.lines.len(), 1);
-        let steps: Vec<u32> = c.lines[0].points.iter().map(|p| p.steps).collect();
-        // B=4 N=256 K=64 ran out of memory in the fixture: not plotted.
-        let want: &[u32] = if (c.batch_size, c.seq_len) == (4, 256) { &[8, 16, 32] } else { &[8, 16, 32, 64] };
-        assert_eq!(steps, want, "{}", c.group_label());
-        for p in &c.lines[0].points {
-            assert!(p.min_ms <= p.median_ms && p.median_ms <= p.max_ms, "{p:?}");
-        }
-        let svg = svg_of(c);
-        assert_eq!(svg.matches("<circle").count(), c.point_count());
+fn latency_vs_steps_has_the_bundle_medians_and_the_ar_line() {
+    let b = h200();
+    let f = fig(ViewKind::Latency, &[&b], &shape(1, 128), &Options::default());
+    let (series, refs) = xy(&f);
+    assert_eq!(series.len(), 1);
+    let pts: Vec<(f64, f64)> = series[0].marks.iter().map(|m| (m.x, m.y)).collect();
+    // Medians of the fixture's repetitions, computed by hand.
+    let want = [(8.0, 140.95), (16.0, 283.152), (32.0, 591.854), (64.0, 1214.772)];
+    for ((x, y), (wx, wy)) in pts.iter().zip(want) {
+        assert!(*x == wx && close(*y, wy), "{pts:?}");
     }
+    assert_eq!(series[0].marks[0].lo, Some(140.558));
+    assert_eq!(refs.len(), 1);
+    assert!(close(refs[0].value, 1178.732));
+    let (out, d) = svg(&f);
+    check_hits(&f, &d);
+    assert_eq!(out.matches("<circle").count(), 4);
+    for t in ["diffusion steps K (log scale)", "median end-to-end latency L_e2e (ms)", "B = 1, N = 128"] {
+        assert!(out.contains(t), "missing {t:?}");
+    }
+    for k in ["8", "16", "32", "64"] {
+        assert!(out.contains(&format!(">\n{k}\n</text>")), "missing tick {k}");
+    }
+    assert!(out.contains(r##"stroke="#000000""##), "no black AR line");
+    // Hovering a point gives its exact values and key.
+    let h = d.hits[1];
+    let (tip, cell) = f.hit_info(&h).expect("hit");
+    assert!(tip.contains("K=16") && tip.contains("median 283.15 ms (min 282.35"), "{tip}");
+    assert_eq!(cell.map(|c| b.bundle.cells[c.cell].key.steps), Some(Some(16)));
+}
+
+#[test]
+fn shape_defaults_to_the_smallest_and_says_so() {
+    let b = h200();
+    let v = chart_view(ViewKind::Latency, &[&b], &Filters::default(), &Options::default());
+    assert!(v.notes.iter().any(|n| n.contains("B = 1, N = 128")), "{:?}", v.notes);
+    // The OOM cell (B=4 N=256 K=64) is not plotted.
+    let f = fig(ViewKind::Latency, &[&b], &shape(4, 256), &Options::default());
+    assert_eq!(xy(&f).0[0].marks.len(), 3);
+}
+
+#[test]
+fn throughput_bars_put_ar_beside_llada_with_error_bars() {
+    let b = h200();
+    let f = fig(ViewKind::Throughput, &[&b], &Filters { seq: Some(128), ..Filters::default() }, &Options::default());
+    let (series, _) = xy(&f);
+    // AR + LLaDA at K 8, 16, 32, 64; each with a bar at B=1 and B=4.
+    assert_eq!(series.len(), 5);
+    assert_eq!(series[0].colour, figure::AR, "AR first");
+    assert!(series.iter().all(|s| matches!(s.style, Style::Bars { .. }) && s.marks.len() == 2));
+    let k8 = series.iter().find(|s| s.label.ends_with("K=8")).expect("K=8 bars");
+    assert!(close(k8.marks[0].y, 454.0617240156084), "{}", k8.marks[0].y);
+    assert!(k8.marks[0].lo.expect("lo") <= k8.marks[0].y && k8.marks[0].y <= k8.marks[0].hi.expect("hi"));
+    // Category 0 (B=1): the AR bar left of the LLaDA bars.
+    assert!(series[0].marks[0].x < k8.marks[0].x && k8.marks[0].x < 0.5);
+    let (out, d) = svg(&f);
+    check_hits(&f, &d);
+    assert!(out.contains("B=1") && out.contains("B=4") && out.contains("generation throughput (tokens/s)"));
+    let o = Options { bytes: true, ..Options::default() };
+    let bytes = fig(ViewKind::Throughput, &[&b], &Filters { seq: Some(128), ..Filters::default() }, &o);
+    assert!(bytes.title.contains("bytes/s"));
+}
+
+#[test]
+fn memory_heatmaps_label_gb_and_mark_oom() {
+    let b = h200();
+    let f = fig(ViewKind::Memory, &[&b], &Filters::default(), &Options::default());
+    let Plot::Heat { panels, x, y } = &f.plot else { panic!("heatmap") };
+    assert_eq!(
+        (x.categories.clone(), y.categories.clone()),
+        (vec!["1".into(), "4".into()], vec!["128".into(), "256".into()])
+    );
+    assert_eq!(panels.len(), 2, "one per model");
+    let llada = panels.iter().find(|p| p.title.contains("llada")).expect("llada panel");
+    let oom = llada.cells.iter().find(|c| c.oom).expect("OOM cell");
+    assert_eq!((oom.row, oom.col, oom.text.as_str()), (1, 1, "OOM"));
+    // N=128 B=1: largest allocated peak over K is 17636000002 bytes.
+    let c = llada.cells.iter().find(|c| (c.row, c.col) == (0, 0)).expect("cell");
+    assert_eq!(c.text, "17.64 GB");
+    let (out, d) = svg(&f);
+    check_hits(&f, &d);
+    assert!(out.contains(">\nOOM\n</text>") && out.contains("17.64 GB") && out.contains("allocated"));
+    let reserved = fig(
+        ViewKind::Memory,
+        &[&b],
+        &Filters::default(),
+        &Options { memory: MemoryMetric::Reserved, ..Options::default() },
+    );
+    assert!(reserved.title.contains("reserved"));
+
+    // A CPU bundle has no device memory: the process RSS, said so.
+    let cpu = load_bundle("cpu.json", CPU_V1_0).expect("loads");
+    let f = fig(
+        ViewKind::Memory,
+        &[&cpu],
+        &Filters::default(),
+        &Options { memory: MemoryMetric::Reserved, ..Options::default() },
+    );
+    assert!(f.title.contains("resident set size") && f.title.contains("CPU run"), "{}", f.title);
+}
+
+#[test]
+fn ttft_itl_and_step_time() {
+    let b = h200();
+    let f = fig(ViewKind::ArTiming, &[&b], &Filters::default(), &Options::default());
+    let (series, _) = xy(&f);
+    assert_eq!(series.len(), 4, "TTFT and ITL per N");
+    let ttft = series.iter().find(|s| s.label.contains("TTFT, N=128")).expect("ttft");
+    assert_eq!(ttft.marks.iter().map(|m| m.x).collect::<Vec<_>>(), [1.0, 4.0]);
+    check_hits(&f, &svg(&f).1);
+
+    let f = fig(ViewKind::StepTime, &[&b], &Filters::default(), &Options::default());
+    let (series, _) = xy(&f);
+    assert_eq!(series.len(), 2, "one per B at N=128");
+    // K=8, B=1, N=128 (cells[1]): the median of all 24 step times of the fixture, computed here.
+    let v: serde_json::Value = serde_json::from_str(H200).expect("json");
+    let mut steps: Vec<f64> = v["cells"][1]["repetitions"]
+        .as_array()
+        .expect("reps")
+        .iter()
+        .flat_map(|r| r["step_ms"].as_array().expect("steps").iter().map(|x| x.as_f64().expect("f64")))
+        .collect();
+    steps.sort_by(f64::total_cmp);
+    assert_eq!(steps.len(), 24);
+    assert!(close(series[0].marks[0].y, (steps[11] + steps[12]) / 2.0), "{}", series[0].marks[0].y);
+    check_hits(&f, &svg(&f).1);
+}
+
+#[test]
+fn pareto_frontier_over_both_models() {
+    let b = h200();
+    let f = fig(ViewKind::Pareto, &[&b], &shape(1, 256), &Options::default());
+    let (series, _) = xy(&f);
+    let front = series.iter().find(|s| s.style == Style::Frontier).expect("frontier");
+    // N=256 B=1: LLaDA K=32 (829 ms, 10.2) dominates LLaMA (1425 ms, 10.5): the frontier is LLaDA's 4 points.
+    let fx: Vec<f64> = front.marks.iter().map(|m| m.y).collect();
+    assert_eq!(fx, [70.0, 25.0, 10.2, 9.5]);
+    let ar = series.iter().find(|s| s.colour == figure::AR).expect("AR point");
+    assert_eq!(ar.marks.len(), 1);
+    assert!(ar.marks[0].tip.contains("dominated"), "{}", ar.marks[0].tip);
+    let (out, d) = svg(&f);
+    check_hits(&f, &d);
+    assert!(out.contains("Pareto frontier (4 points)") && out.contains("perplexity (lower is better)"));
+    // At N=128 the AR point is on the frontier.
+    let f = fig(ViewKind::Pareto, &[&b], &shape(1, 128), &Options::default());
+    assert!(xy(&f).0.iter().any(|s| s.label.contains("Pareto frontier (5 points)")));
+}
+
+#[test]
+fn quality_vs_steps_marks_s_parity() {
+    let b = h200();
+    let f = fig(ViewKind::QualitySteps, &[&b], &shape(1, 256), &Options::default());
+    let (series, refs) = xy(&f);
+    assert_eq!(series[0].marks.iter().map(|m| m.y).collect::<Vec<_>>(), [70.0, 25.0, 10.2, 9.5]);
+    assert!(refs.iter().any(|r| !r.vertical && r.value == 10.5));
+    assert!(refs.iter().any(|r| r.vertical && r.value == 32.0 && r.label.contains("S_parity = 32")));
+    let (out, _) = svg(&f);
+    assert!(out.contains("S_parity = 32"));
+}
+
+#[test]
+fn s_parity_panel_per_batch_size() {
+    let b = h200();
+    let (metric, rows) = parity_rows(&[&b], &Filters::default(), &Options::default()).expect("rows");
+    assert!(metric.starts_with("perplexity"));
+    assert_eq!(rows.len(), 4, "(N, B) in {{128, 256}} x {{1, 4}}");
+    let r = |n, bs| rows.iter().find(|r| r.seq == n && r.batch == bs).expect("row");
+    let a = r(256, 1);
+    assert_eq!((a.s_parity_text(), a.interval_text()), ("32".into(), "(16, 32]".into()));
+    assert_eq!(a.speedup_text(), format!("{:.2}x", 1424.587 / 829.175));
+    assert_eq!(a.verdict(), "viable (speedup > 1)");
+    assert!(!a.entropy_warning);
+    let w = r(128, 1);
+    assert_eq!((w.s_parity_text(), w.verdict()), ("64".into(), "not viable (slower at parity)"));
+    assert!(w.entropy_warning, "LLaDA's entropy 3.5 vs LLaMA's 5.0");
+    assert!(w.matched_key.as_deref().is_some_and(|k| k.contains("K=64")));
+}
+
+#[test]
+fn bundles_without_quality_say_so() {
+    let b = load_bundle("demo.json", DEMO).expect("loads");
+    for v in [ViewKind::Pareto, ViewKind::QualitySteps] {
+        assert_eq!(
+            chart_view(v, &[&b], &Filters::default(), &Options::default()).figure,
+            Err(views::NO_QUALITY.into())
+        );
+    }
+    assert_eq!(parity_rows(&[&b], &Filters::default(), &Options::default()).map(|_| ()), Err(views::NO_QUALITY.into()));
+}
+
+#[test]
+fn compare_overlays_two_bundles_with_a_legend() {
+    let (a, b) = (h200(), load_bundle("study-a100.json", A100).expect("loads"));
+    let f = fig(ViewKind::Latency, &[&a, &b], &shape(1, 128), &Options::default());
+    let (series, refs) = xy(&f);
+    assert_eq!(series.len(), 2);
+    assert!(series[0].label.starts_with("[A] ") && series[1].label.starts_with("[B] ") && series[1].alt);
+    assert_eq!(series[0].colour, series[1].colour, "same model, same colour; the style tells bundles apart");
+    assert!(close(series[1].marks[0].y, 140.95 * 1.6) || series[1].marks[0].y > series[0].marks[0].y);
+    assert_eq!(refs.len(), 2);
+    let (out, d) = svg(&f);
+    check_hits(&f, &d);
+    assert!(out.contains("[A] synthetic-llada-tiny") && out.contains("[B] synthetic-llada-tiny"));
+    let mem = fig(ViewKind::Memory, &[&a, &b], &Filters::default(), &Options::default());
+    let Plot::Heat { panels, .. } = &mem.plot else { panic!() };
+    assert_eq!(panels.len(), 4);
+}
+
+#[test]
+fn filters_keep_the_ar_reference_and_change_the_chart() {
+    let b = h200();
+    let all = fig(ViewKind::Throughput, &[&b], &Filters::default(), &Options::default());
+    let k16 = Filters { steps: Some(16), ..Filters::default() };
+    let some = fig(ViewKind::Throughput, &[&b], &k16, &Options::default());
+    assert_eq!(xy(&all).0.len(), 5);
+    assert_eq!(xy(&some).0.len(), 2, "AR and K=16");
+    let llada = Filters { model: Some("dllm-bench/synthetic-llada-tiny".into()), ..Filters::default() };
+    assert_eq!(rows(&[&b], &llada).len(), 16);
+    let prec = Filters { precision: Some("bf16".into()), ..Filters::default() };
+    assert!(rows(&[&b], &prec).is_empty());
+    let sampler = Filters { sampler: Some("ar_greedy".into()), ..Filters::default() };
+    assert_eq!(rows(&[&b], &sampler).len(), 4);
+    let ch = views::filter_choices(&[&b]);
+    assert_eq!(
+        (ch.steps, ch.batches, ch.seqs, ch.precisions),
+        (vec![8, 16, 32, 64], vec![1, 4], vec![128, 256], vec!["f32".into()])
+    );
+    // A log y axis draws the same marks.
+    let log = fig(ViewKind::Throughput, &[&b], &Filters::default(), &Options { log_y: true, ..Options::default() });
+    check_hits(&log, &svg(&log).1);
+}
+
+#[test]
+fn table_rows_sort_and_export_as_csv() {
+    let b = h200();
+    let mut r = rows(&[&b], &Filters { seq: Some(256), batch: Some(4), ..Filters::default() });
+    assert_eq!(r.len(), 5);
+    views::sort_rows(&mut r, 7, true);
+    assert_eq!(r[0].text[7], "1931.141", "slowest first");
+    assert_eq!(r.last().map(|x| x.state), Some("oom"), "no latency sorts last");
+    let csv = views::csv(&r);
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 6);
+    assert_eq!(lines[0], views::COLUMNS.join(","));
+    assert!(
+        lines[1]
+            .starts_with("study-h200.json,dllm-bench/synthetic-llada-tiny,llada_low_confidence,32,4,256,ok,1931.141,")
+    );
+    assert!(lines[5].contains(",oom: "), "{}", lines[5]);
+    // Commas and quotes in bundle strings are quoted.
+    let mut v: serde_json::Value = serde_json::from_str(H200).expect("json");
+    v["cells"][0]["status"] = serde_json::json!({"state": "error", "message": "boom, \"bad\""});
+    v["cells"][0]["repetitions"] = serde_json::json!([]);
+    let e = load_bundle("e.json", &v.to_string()).expect("loads");
+    let csv = views::csv(&rows(&[&e], &Filters::default()));
+    assert!(csv.contains(r#","error: boom, ""bad""","#), "{csv}");
+}
+
+#[test]
+fn page_state_round_trips_through_the_url() {
+    let s = PageState {
+        bundle: Some("a b.json".into()),
+        compare: Some("c.json".into()),
+        view: ViewKind::Memory,
+        filters: Filters {
+            model: Some("GSAI-ML/LLaDA-8B".into()),
+            steps: Some(64),
+            batch: Some(4),
+            seq: Some(256),
+            sampler: Some("llada_random".into()),
+            precision: Some("bf16".into()),
+        },
+        options: Options {
+            log_x: true,
+            log_y: true,
+            memory: MemoryMetric::Reserved,
+            bytes: true,
+            metric: Some("perplexity".into()),
+        },
+    };
+    let q = s.to_query();
+    assert!(q.starts_with("?bundle=a%20b.json&compare=c.json&view=memory&model=GSAI-ML%2FLLaDA-8B"), "{q}");
+    let pairs: Vec<(String, String)> = q[1..]
+        .split('&')
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').expect("k=v");
+            (k.to_string(), v.replace("%20", " ").replace("%2F", "/"))
+        })
+        .collect();
+    assert_eq!(PageState::from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str()))), s);
+    assert_eq!(PageState::default().to_query(), "");
+    let junk = PageState::from_pairs([("view", "nope"), ("K", "x"), ("mem", "??")]);
+    assert_eq!(junk, PageState::default(), "a bad link never breaks the page");
+}
+
+#[test]
+fn cell_details_show_every_summary() {
+    let b = h200();
+    let d = views::cell_details(&b, 1);
+    let get = |k: &str| d.iter().find(|(l, _)| l == k).map(|(_, v)| v.clone()).unwrap_or_default();
+    assert!(get("cell").contains("K=8"));
+    assert!(get("L_e2e").starts_with("median 140.95 ms"));
+    assert!(get("peak allocated").starts_with("17.636 GB"));
+    assert_eq!(get("quality: perplexity"), "80 (lower is better)");
+}
+
+#[test]
+fn provenance_and_old_formats() {
+    let b = load_bundle("demo.json", DEMO).expect("loads");
     assert!(b.synthetic_weights);
-    let row = |k: &str| b.provenance.iter().find(|(l, _)| *l == k).map(|(_, v)| v.as_str());
-    assert_eq!(row("CUDA"), Some("12.8"));
-    assert_eq!(row("Git commit"), Some("0123abc4567def"));
-    assert!(row("Device").unwrap().contains("NVIDIA H200"));
-}
-
-#[test]
-fn old_format_is_upgraded_and_says_so() {
-    let b = load_bundle("cpu-draft.json", DRAFT_V0_1).unwrap();
-    let format = &b.provenance.iter().find(|(l, _)| *l == "Format").unwrap().1;
-    assert!(format.contains("upgraded from 0.1"), "{format}");
-    assert_eq!(b.charts.len(), 1);
+    let row = |b: &LoadedBundle, k: &str| b.provenance.iter().find(|(l, _)| *l == k).map(|(_, v)| v.clone());
+    assert_eq!(row(&b, "CUDA").as_deref(), Some("12.8"));
+    assert_eq!(row(&b, "Git commit").as_deref(), Some("0123abc4567def"));
+    assert!(row(&b, "Weights").is_some_and(|w| w.contains("SYNTHETIC weights")));
+    assert!(row(&b, "Cells").is_some_and(|w| w.contains("20 (19 ok, 1 out of memory")));
+    let old = load_bundle("cpu-draft.json", DRAFT_V0_1).expect("loads");
+    assert!(row(&old, "Format").is_some_and(|f| f.contains("upgraded from 0.1")));
+    assert!(chart_view(ViewKind::Latency, &[&old], &Filters::default(), &Options::default()).figure.is_ok());
 }
 
 #[test]
 fn broken_bundles_give_user_messages() {
     let not_json = load_bundle("x.json", "{\"schema_version\": ").unwrap_err();
     assert!(not_json.contains("x.json") && not_json.contains("not a valid JSON"), "{not_json}");
-
     let newer = DEMO.replacen("\"schema_version\": \"1.0\"", "\"schema_version\": \"7.2\"", 1);
     let newer = load_bundle("new.json", &newer).unwrap_err();
     assert!(newer.contains("7.2") && newer.contains("upgrade"), "{newer}");
-
-    let mut v: serde_json::Value = serde_json::from_str(DEMO).unwrap();
-    v["cells"][2]["key"].as_object_mut().unwrap().remove("seq_len");
+    let mut v: serde_json::Value = serde_json::from_str(DEMO).expect("json");
+    v["cells"][2]["key"].as_object_mut().expect("key").remove("seq_len");
     let missing = load_bundle("m.json", &v.to_string()).unwrap_err();
     assert!(missing.contains("cells[2].key") && missing.contains("seq_len"), "{missing}");
-}
-
-#[test]
-fn bundle_with_no_successful_diffusion_cell_has_no_chart() {
-    let mut v: serde_json::Value = serde_json::from_str(DEMO).unwrap();
-    for c in v["cells"].as_array_mut().unwrap() {
-        if c["key"]["steps"].is_number() {
-            c["status"] = serde_json::json!({"state": "error", "message": "boom"});
-            c["repetitions"] = serde_json::json!([]);
-        }
-    }
-    assert!(load_bundle("e.json", &v.to_string()).unwrap().charts.is_empty());
+    let bad_quality = H200.replacen("\"value\": 80.0", "\"value\": \"high\"", 1);
+    let e = load_bundle("q.json", &bad_quality).unwrap_err();
+    assert!(e.contains("quality"), "{e}");
 }
 
 #[test]
@@ -83,7 +398,7 @@ fn index_keeps_only_plain_file_names() {
         {"file": "../secret.json", "title": "x", "created_at": "", "synthetic_weights": false},
         {"file": "https://evil.example/a.json", "title": "x", "created_at": "", "synthetic_weights": false}
     ]}"#;
-    let entries = parse_index(idx).unwrap();
+    let entries = parse_index(idx).expect("index");
     assert_eq!(entries.len(), 1);
     assert_eq!(option_label(&entries[0]), "demo on H200 (2026-11-21T15:17:00Z) [synthetic weights]");
     assert!(parse_index("{}").unwrap_err().contains("index.json"));

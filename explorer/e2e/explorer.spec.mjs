@@ -1,0 +1,459 @@
+// End-to-end test of the explorer, run by scripts/e2e-browser.sh with plain `node` (no test runner).
+// Drives Debian's Chromium through playwright-core; never downloads a browser.
+//
+// Checks, against numbers this test computes itself from the bundle files:
+//  - every listed bundle loads; latency vs steps for EVERY (B, N) has the bundle's medians and the AR line,
+//    and the canvas shows the marks;
+//  - every view renders from the hand-written study fixture with the right numbers (throughput, memory GB
+//    and OOM, TTFT/ITL, step time, Pareto frontier, quality vs steps, S_parity panel, table of cells);
+//  - hover tooltips, click-to-cell, a filter changes the chart, a deep link restores the state, compare
+//    mode overlays two bundles, CSV export holds the filtered cells, PNG export, drag-and-drop;
+//  - 10+ malformed bundles each show their message, and the app keeps working;
+//  - bundle strings are shown as text, never HTML; no uncaught page error.
+import { createRequire } from 'node:module';
+import { readFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import assert from 'node:assert/strict';
+
+const env = (k) => {
+  const v = process.env[k];
+  if (!v) throw new Error(`${k} is not set (run scripts/e2e-browser.sh)`);
+  return v;
+};
+const BASE = env('E2E_BASE_URL');
+// [{file, path}]: the bundles listed in the index, in order, and where the test reads them from.
+const BUNDLES = JSON.parse(readFileSync(env('E2E_BUNDLES_JSON'), 'utf8'));
+// {file: expected message regexp source} of the malformed bundles served next to them.
+const BROKEN = JSON.parse(readFileSync(env('E2E_BROKEN_JSON'), 'utf8'));
+const DPR = Number(process.env.E2E_DPR || '1');
+const SCREENSHOT = DPR === 1 ? env('E2E_SCREENSHOT') : env('E2E_SCREENSHOT').replace(/\.png$/, `-dpr${DPR}.png`);
+const SHOTS = SCREENSHOT.replace(/\.png$/, '');
+const require = createRequire(join(env('E2E_NODE_MODULES'), 'noop.js'));
+const { chromium } = require('playwright-core');
+
+const CHART = '[data-testid="chart"]';
+const TIMEOUT = 30_000;
+const STUDY = BUNDLES.find((b) => b.path.endsWith('study-h200.json'));
+const STUDY_B = BUNDLES.find((b) => b.path.endsWith('study-a100.json'));
+const NO_QUALITY = BUNDLES.find((b) => !readFileSync(b.path, 'utf8').includes('"quality"'));
+
+// ---- expected values, computed here from the bundle file (independently of the Rust code) ----------
+function median(xs) {
+  const v = xs.filter(Number.isFinite).sort((a, b) => a - b);
+  const n = v.length;
+  return n % 2 ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+const ok = (c) => c.status.state === 'ok' && c.repetitions.length > 0;
+const close = (a, b) => Math.abs(a - b) <= 1e-9 * Math.max(1, Math.abs(a), Math.abs(b));
+const load = (b) => JSON.parse(readFileSync(b.path, 'utf8'));
+const shapes = (bundle) => [...new Set(bundle.cells.map((c) => `${c.key.batch_size},${c.key.seq_len}`))]
+  .map((s) => s.split(',').map(Number));
+
+const checks = [];
+function pass(msg) {
+  checks.push(msg);
+  console.log(`  ok  ${msg}`);
+}
+
+async function drawCount(page) {
+  return Number((await page.getAttribute(CHART, 'data-draw-count')) || 0);
+}
+/** Runs `act`, then waits for the canvas to be redrawn (or to report nothing to draw). */
+async function redraw(page, act) {
+  const before = await drawCount(page);
+  await act();
+  await page.waitForFunction(([sel, n]) => {
+    const c = document.querySelector(sel);
+    return c && Number(c.dataset.drawCount || 0) > n && c.dataset.drawn !== 'false';
+  }, [CHART, before], { timeout: TIMEOUT });
+}
+async function figure(page) {
+  return JSON.parse(await page.getAttribute(CHART, 'data-figure'));
+}
+async function waitLoaded(page, file) {
+  await page.waitForFunction(
+    ([sel, f]) => document.querySelector(sel)?.dataset.drawn === 'true' &&
+      document.querySelector('[data-testid="provenance"] .source')?.textContent === f,
+    [CHART, file], { timeout: TIMEOUT });
+}
+async function view(page, slug) {
+  await page.click(`[data-testid="tab-${slug}"]`);
+  await page.waitForSelector(`[data-testid="view-${slug}"]`, { timeout: TIMEOUT });
+}
+async function setFilter(page, name, value) {
+  await page.selectOption(`[data-testid="filter-${name}"]`, String(value));
+}
+/** The canvas pixel at each hit centre is not background white. */
+async function marksPainted(page) {
+  const hits = JSON.parse(await page.getAttribute(CHART, 'data-hits'));
+  const white = await page.$eval(CHART, (c, hs) => {
+    const ctx = c.getContext('2d');
+    return hs.filter((h) => {
+      const [r, g, b] = ctx.getImageData(h.x, h.y, 1, 1).data;
+      return r > 245 && g > 245 && b > 245;
+    });
+  }, hits);
+  assert.deepEqual(white, [], 'marks whose centre is not painted');
+  return hits;
+}
+async function hover(page, hit) {
+  const scale = await page.$eval(CHART, (c) => c.width / c.clientWidth);
+  await page.hover(CHART, { position: { x: hit.x / scale, y: hit.y / scale } });
+  const tip = await page.waitForSelector('[data-testid="chart-tooltip"]', { timeout: TIMEOUT });
+  return tip.textContent();
+}
+
+/** Latency vs steps for every (B, N) of a bundle. */
+async function checkLatency(page, b) {
+  const bundle = load(b);
+  const p = bundle.provenance;
+  const prov = await page.textContent('[data-testid="provenance"]');
+  for (const s of [p.tool_version, p.created_at, p.config_source, p.git_commit, p.host, p.device.name,
+    p.device.cuda_version].filter(Boolean)) {
+    assert.ok(prov.includes(s), `${b.file}: provenance does not show ${JSON.stringify(s)}`);
+  }
+  assert.equal(Boolean(await page.$('[data-testid="synthetic-badge"]')), Boolean(p.synthetic_weights));
+  pass(`${b.file}: provenance (tool, commit, created, host, device, CUDA, config, synthetic badge)`);
+  let n = 0;
+  for (const [B, N] of shapes(bundle)) {
+    await redraw(page, async () => { await setFilter(page, 'B', B); await setFilter(page, 'N', N); });
+    const cells = bundle.cells.filter((c) => ok(c) && c.key.batch_size === B && c.key.seq_len === N);
+    const want = cells.filter((c) => c.key.steps != null).map((c) => [c.key.steps, median(c.repetitions.map((r) => r.e2e_ms))]);
+    const ar = cells.filter((c) => c.key.steps == null).map((c) => median(c.repetitions.map((r) => r.e2e_ms)));
+    if (want.length === 0) continue;
+    const f = await figure(page);
+    assert.match(f.title, new RegExp(`B = ${B}, N = ${N}`));
+    const got = f.plot.series.flatMap((s) => s.marks.map((m) => [m.x, m.y])).sort((x, y) => x[0] - y[0]);
+    want.sort((x, y) => x[0] - y[0]);
+    assert.equal(got.length, want.length, `B=${B} N=${N}: points`);
+    got.forEach((g, i) => assert.ok(g[0] === want[i][0] && close(g[1], want[i][1]), `B=${B} N=${N}: ${g} != ${want[i]}`));
+    const refs = f.plot.refs.map((r) => r.value);
+    assert.equal(refs.length, ar.length, `B=${B} N=${N}: AR reference`);
+    ar.forEach((v, i) => assert.ok(close(refs[i], v)));
+    assert.equal((await marksPainted(page)).length, want.length);
+    n++;
+  }
+  pass(`${b.file}: latency vs steps matches the bundle's medians (and AR line) in all ${n} (B, N) shapes`);
+  await page.click('[data-testid="reset-filters"]');
+}
+
+async function checkViews(page) {
+  const bundle = load(STUDY);
+  await page.selectOption('[data-testid="bundle-select"]', STUDY.file);
+  await waitLoaded(page, STUDY.file);
+
+  // Hover and click on latency vs steps.
+  await redraw(page, async () => { await setFilter(page, 'B', 1); await setFilter(page, 'N', 128); });
+  const hits = await marksPainted(page);
+  const f = await figure(page);
+  const m = f.plot.series[hits[1].series].marks[hits[1].mark];
+  const tip = await hover(page, hits[1]);
+  assert.ok(tip.includes(`K=${m.x}`) && tip.includes(`median ${m.y.toFixed(2)} ms`), `tooltip: ${tip}`);
+  await page.screenshot({ path: `${SHOTS}-tooltip.png`, clip: await (await page.$('.chart-frame')).boundingBox() });
+  pass(`hover shows the exact value and key: "${tip.split('\n').slice(0, 2).join(' | ')}"`);
+  await page.click(CHART, { position: { x: hits[1].x / DPR, y: hits[1].y / DPR } });
+  const details = await (await page.waitForSelector('[data-testid="cell-details"]', { timeout: TIMEOUT })).textContent();
+  assert.ok(details.includes(`K=${m.x}`) && details.includes(`median ${m.y.toFixed(2)} ms`), details);
+  pass('clicking a point shows its cell');
+  await page.mouse.move(0, 0);
+  await page.click('[data-testid="reset-filters"]');
+
+  // Throughput at N = 128: each bar is the median tokens/s of its cell.
+  await redraw(page, () => view(page, 'throughput'));
+  await redraw(page, () => setFilter(page, 'N', 128));
+  let fig = await figure(page);
+  const tps = (c) => median(c.repetitions.map((r) => r.output_tokens / (r.e2e_ms / 1000)));
+  const cells128 = bundle.cells.filter((c) => ok(c) && c.key.seq_len === 128);
+  const bars = fig.plot.series.flatMap((s) => s.marks);
+  assert.equal(bars.length, cells128.length, 'one bar per successful cell');
+  for (const bar of bars) {
+    const c = bundle.cells[bar.cell.cell];
+    assert.ok(close(bar.y, tps(c)), `bar ${bar.y} != ${tps(c)}`);
+    assert.ok(bar.lo <= bar.y && bar.y <= bar.hi, 'error bar spans the median');
+  }
+  assert.equal(fig.plot.series[0].label.includes('autoregressive') || fig.plot.series[0].colour > 1e6, true, 'AR first');
+  await marksPainted(page);
+  await page.screenshot({ path: `${SHOTS}-throughput.png`, fullPage: true });
+  pass(`throughput: ${bars.length} bars = median tokens/s of each cell, with min..max error bars`);
+
+  // A filter changes the chart.
+  await redraw(page, () => setFilter(page, 'K', 16));
+  fig = await figure(page);
+  assert.equal(fig.plot.series.length, 2, 'K=16: AR + LLaDA K=16');
+  pass('the K filter redraws the chart with fewer series (AR kept as the reference)');
+  await redraw(page, () => page.click('[data-testid="reset-filters"]'));
+
+  // Memory: GB labels and OOM marks.
+  await redraw(page, () => view(page, 'memory'));
+  fig = await figure(page);
+  assert.equal(fig.plot.kind, 'heat');
+  for (const panel of fig.plot.panels) {
+    for (const cell of panel.cells) {
+      const N = Number(fig.plot.y.categories[cell.row]);
+      const B = Number(fig.plot.x.categories[cell.col]);
+      const model = bundle.cells[cell.cell.cell].key.model;
+      const same = bundle.cells.filter((c) => c.key.model === model && c.key.seq_len === N && c.key.batch_size === B);
+      const oom = same.some((c) => c.status.state === 'oom');
+      const peak = Math.max(...same.filter(ok).flatMap((c) => c.repetitions.map((r) => r.peak_allocated_bytes)));
+      assert.equal(cell.oom, oom);
+      assert.equal(cell.text, oom ? 'OOM' : `${(peak / 1e9).toFixed(2)} GB`);
+    }
+  }
+  await marksPainted(page);
+  await page.screenshot({ path: `${SHOTS}-memory.png`, fullPage: true });
+  const oomCells = fig.plot.panels.flatMap((p) => p.cells).filter((c) => c.oom).length;
+  pass(`memory: ${fig.plot.panels.length} heatmaps, GB labels = the largest peak allocated, ${oomCells} OOM cell marked`);
+  await redraw(page, () => page.selectOption('[data-testid="memory-metric"]', 'reserved'));
+  assert.match((await figure(page)).title, /reserved/);
+  pass('memory: the reserved toggle redraws');
+  await redraw(page, () => page.selectOption('[data-testid="memory-metric"]', 'allocated'));
+
+  // TTFT / ITL.
+  await redraw(page, () => view(page, 'ttft-itl'));
+  fig = await figure(page);
+  for (const s of fig.plot.series) {
+    for (const mk of s.marks) {
+      const c = bundle.cells[mk.cell.cell];
+      const ttft = median(c.repetitions.map((r) => r.prefill_ms));
+      const itl = median(c.repetitions.map((r) => (r.e2e_ms - r.prefill_ms) / (c.key.output_tokens - 1)));
+      assert.ok(close(mk.y, s.label.includes('TTFT') ? ttft : itl), `${s.label}: ${mk.y}`);
+    }
+  }
+  await page.screenshot({ path: `${SHOTS}-ttft-itl.png`, fullPage: true });
+  pass(`TTFT / ITL: ${fig.plot.series.length} series match prefill and (e2e - prefill) / (N_out - 1)`);
+
+  // Time per step.
+  await redraw(page, () => view(page, 'step-time'));
+  fig = await figure(page);
+  for (const mk of fig.plot.series.flatMap((s) => s.marks)) {
+    const c = bundle.cells[mk.cell.cell];
+    assert.ok(close(mk.y, median(c.repetitions.flatMap((r) => r.step_ms))), 'step time');
+  }
+  pass(`time per step: ${fig.plot.series.flatMap((s) => s.marks).length} points = median of every step`);
+
+  // Pareto frontier at B=1, N=256: LLaDA dominates LLaMA.
+  await redraw(page, () => view(page, 'pareto'));
+  await redraw(page, async () => { await setFilter(page, 'B', 1); await setFilter(page, 'N', 256); });
+  fig = await figure(page);
+  const front = fig.plot.series.find((s) => s.style.kind === 'frontier');
+  assert.deepEqual(front.marks.map((x) => x.y), [70, 25, 10.2, 9.5]);
+  const arPoint = fig.plot.series.find((s) => s.label.includes('autoregressive')).marks[0];
+  assert.ok(arPoint.tip.includes('dominated'));
+  const arHit = JSON.parse(await page.getAttribute(CHART, 'data-hits'))
+    .find((h) => fig.plot.series[h.series].label.includes('autoregressive'));
+  assert.match(await hover(page, arHit), /perplexity 10\.5000 \(lower is better\)/);
+  await page.mouse.move(0, 0);
+  await page.screenshot({ path: `${SHOTS}-pareto.png`, fullPage: true });
+  pass('Pareto: frontier = LLaDA K 8..64, LLaMA dominated (tooltip says so)');
+
+  // Quality vs steps with S_parity marked.
+  await redraw(page, () => view(page, 'quality'));
+  fig = await figure(page);
+  assert.ok(fig.plot.refs.some((r) => r.vertical && r.value === 32 && r.label.includes('S_parity = 32')));
+  await page.screenshot({ path: `${SHOTS}-quality.png`, fullPage: true });
+  pass('quality vs steps: LLaMA reference and S_parity = 32 marked');
+
+  // S_parity panel.
+  await page.click('[data-testid="reset-filters"]');
+  await view(page, 'parity');
+  await page.waitForSelector('[data-testid="parity-table"]', { timeout: TIMEOUT });
+  const rows = await page.$$eval('[data-testid="parity-row"]', (trs) => trs.map((tr) => Object.fromEntries(
+    ['B', 's', 'interval', 'speedup', 'verdict', 'warning'].map((k) => [k, tr.querySelector(`[data-testid="parity-${k}"]`).textContent]))));
+  assert.equal(rows.length, 4);
+  const ar256 = median(bundle.cells.find((c) => c.key.steps == null && c.key.batch_size === 1 && c.key.seq_len === 256).repetitions.map((r) => r.e2e_ms));
+  const k32 = median(bundle.cells.find((c) => c.key.steps === 32 && c.key.batch_size === 1 && c.key.seq_len === 256).repetitions.map((r) => r.e2e_ms));
+  const viable = rows.find((r) => r.verdict.startsWith('viable'));
+  assert.deepEqual([viable.B, viable.s, viable.interval, viable.speedup], ['1', '32', '(16, 32]', `${(ar256 / k32).toFixed(2)}x`]);
+  assert.ok(rows.some((r) => r.s === '64' && r.warning.includes('entropy')), 'low-entropy warning');
+  await page.screenshot({ path: `${SHOTS}-parity.png`, fullPage: true });
+  pass(`S_parity panel: 4 rows; B=1 N=256 viable at K=32 with speedup ${viable.speedup}; entropy warning shown`);
+
+  // Run details: every cell, sortable.
+  await view(page, 'details');
+  const count = await (await page.waitForSelector('[data-testid="table-count"]')).textContent();
+  assert.ok(count.startsWith(`${bundle.cells.length} cells match`), count);
+  await page.click('[data-testid="sort-e2e_ms_median"]');
+  await page.click('[data-testid="sort-e2e_ms_median"]');
+  const first = await page.$eval('[data-testid="cell-row"] td:nth-child(8)', (td) => td.textContent);
+  const slowest = Math.max(...bundle.cells.filter(ok).map((c) => median(c.repetitions.map((r) => r.e2e_ms))));
+  assert.equal(Number(first), Number(slowest.toFixed(3)));
+  assert.ok((await page.textContent('[data-testid="cell-table"]')).includes('oom: '));
+  await page.screenshot({ path: `${SHOTS}-details.png`, fullPage: true });
+  pass(`run details: ${bundle.cells.length} cells with status; sorted by latency (descending) the slowest is first`);
+
+  // CSV export of the filtered cells.
+  await setFilter(page, 'N', 256);
+  await setFilter(page, 'B', 4);
+  const [download] = await Promise.all([page.waitForEvent('download'), page.click('[data-testid="export-csv"]')]);
+  const csv = readFileSync(await download.path(), 'utf8').trim().split('\n');
+  const want = bundle.cells.filter((c) => c.key.seq_len === 256 && c.key.batch_size === 4);
+  assert.equal(csv.length, 1 + want.length, 'header + the filtered cells');
+  assert.match(csv[0], /^bundle,model,sampler,K,B,N,status,e2e_ms_median/);
+  for (const line of csv.slice(1)) assert.match(line, /,4,256,(ok|oom)/);
+  pass(`CSV export: ${want.length} filtered cells (N=256, B=4) + header`);
+  await page.click('[data-testid="reset-filters"]');
+
+  // PNG export.
+  await redraw(page, () => view(page, 'latency'));
+  const [png] = await Promise.all([page.waitForEvent('download'), page.click('[data-testid="export-png"]')]);
+  const bytes = readFileSync(await png.path());
+  assert.equal(bytes.subarray(1, 4).toString(), 'PNG');
+  pass(`PNG export: ${png.suggestedFilename()} (${bytes.length} bytes)`);
+}
+
+async function checkDeepLinkAndCompare(page) {
+  // Deep link: bundle, view, filters, options.
+  await page.goto(`${BASE}?bundle=${STUDY.file}&view=memory&N=256&mem=reserved`);
+  await page.waitForFunction((sel) => document.querySelector(sel)?.dataset.drawn === 'true', CHART, { timeout: TIMEOUT });
+  assert.equal(await page.getAttribute('[data-testid="tab-memory"]', 'aria-selected'), 'true');
+  assert.equal(await page.$eval('[data-testid="filter-N"]', (s) => s.value), '256');
+  assert.equal(await page.$eval('[data-testid="memory-metric"]', (s) => s.value), 'reserved');
+  const fig = await figure(page);
+  assert.match(fig.title, /reserved/);
+  assert.deepEqual(fig.plot.panels.flatMap((p) => p.cells.map((c) => fig.plot.y.categories[c.row])).filter((n) => n !== '256'), []);
+  pass('a deep link (?bundle&view=memory&N=256&mem=reserved) restores bundle, view, filter and toggle');
+  // The address follows the state.
+  await redraw(page, () => setFilter(page, 'B', 4));
+  assert.ok(page.url().includes('B=4') && page.url().includes('view=memory'), page.url());
+  pass(`the address holds the state: ${page.url().replace(BASE, '')}`);
+
+  // Compare two bundles.
+  await page.goto(`${BASE}?bundle=${STUDY.file}`);
+  await waitLoaded(page, STUDY.file);
+  // The workspace is rebuilt with both bundles: a new canvas.
+  await page.selectOption('[data-testid="compare-select"]', STUDY_B.file);
+  await page.waitForSelector('[data-testid="provenance-compare"]', { timeout: TIMEOUT });
+  await page.waitForFunction((sel) => document.querySelector(sel)?.dataset.drawn === 'true', CHART, { timeout: TIMEOUT });
+  const f = await figure(page);
+  const labels = f.plot.series.map((s) => s.label);
+  assert.ok(labels.some((l) => l.startsWith('[A] ')) && labels.some((l) => l.startsWith('[B] ')), labels.join());
+  assert.equal(f.plot.refs.length, 2, 'both AR reference lines');
+  assert.ok(page.url().includes(`compare=${STUDY_B.file}`));
+  await marksPainted(page);
+  await page.screenshot({ path: `${SHOTS}-compare.png`, fullPage: true });
+  pass(`compare mode overlays ${labels.join(' and ')} with a legend; the address names both`);
+  await redraw(page, () => view(page, 'throughput'));
+  assert.ok((await figure(page)).plot.series.some((s) => s.alt));
+  pass('compare mode: throughput shows both bundles');
+}
+
+async function checkBroken(page) {
+  for (const [file, re] of Object.entries(BROKEN)) {
+    await page.goto(`${BASE}?bundle=${encodeURIComponent(file)}`);
+    const err = await page.waitForSelector('[data-testid="error"]', { timeout: TIMEOUT });
+    const text = await err.textContent();
+    assert.match(text, new RegExp(re), `${file}: message`);
+    assert.equal(await page.$(`${CHART}[data-drawn="true"]`), null, `${file}: a chart is still shown`);
+    pass(`${file}: "${text.slice(0, 100)}${text.length > 100 ? '…' : ''}"`);
+  }
+  await page.screenshot({ path: `${SHOTS}-error.png`, fullPage: true });
+  // Recover by picking a good bundle from the list.
+  await page.selectOption('[data-testid="bundle-select"]', BUNDLES[0].file);
+  await waitLoaded(page, BUNDLES[0].file);
+  assert.equal(await page.$('[data-testid="error"]'), null);
+  pass(`after ${Object.keys(BROKEN).length} malformed bundles, picking one from the list draws again`);
+  // A broken compared bundle leaves the main one working.
+  await page.goto(`${BASE}?bundle=${STUDY.file}&compare=${Object.keys(BROKEN)[0]}`);
+  await page.waitForSelector('[data-testid="compare-error"]', { timeout: TIMEOUT });
+  await waitLoaded(page, STUDY.file);
+  pass('a broken compared bundle shows its message while the main bundle is drawn');
+}
+
+async function checkLocalFiles(page) {
+  await page.goto(`${BASE}?bundle=${STUDY.file}`);
+  await waitLoaded(page, STUDY.file);
+  const input = '[data-testid="file-input"]';
+  await page.setInputFiles(input, { name: 'mine.json', mimeType: 'application/json', buffer: Buffer.from('[1, 2') });
+  await page.waitForSelector('[data-testid="error"]', { timeout: TIMEOUT });
+  assert.match(await page.textContent('[data-testid="error"]'), /mine\.json.*not a valid JSON/);
+  pass('a broken local file gives an error message');
+  const evil = load(BUNDLES[0]);
+  evil.provenance.host = '<img id="xss" src="x" onerror="window.__xss=1">';
+  await page.setInputFiles(input, { name: 'evil.json', mimeType: 'application/json', buffer: Buffer.from(JSON.stringify(evil)) });
+  await waitLoaded(page, 'evil.json');
+  assert.equal(await page.$('#xss'), null, 'a bundle string was rendered as HTML');
+  assert.ok((await page.textContent('[data-testid="provenance"]')).includes(evil.provenance.host));
+  assert.equal(await page.evaluate(() => window.__xss), undefined);
+  pass('a local bundle loads through the picker; its strings are shown as text, not HTML');
+  // Drag and drop.
+  const text = readFileSync(STUDY_B.path, 'utf8');
+  const dt = await page.evaluateHandle((t) => {
+    const d = new DataTransfer();
+    d.items.add(new File([t], 'dropped.json', { type: 'application/json' }));
+    return d;
+  }, text);
+  await page.dispatchEvent('[data-testid="drop-zone"]', 'drop', { dataTransfer: dt });
+  await waitLoaded(page, 'dropped.json');
+  pass('dropping a bundle file on the page loads it');
+  // No quality in a bundle: the quality views say so.
+  await page.selectOption('[data-testid="bundle-select"]', NO_QUALITY.file);
+  await waitLoaded(page, NO_QUALITY.file);
+  await view(page, 'pareto');
+  const msg = await (await page.waitForSelector('[data-testid="no-quality"]', { timeout: TIMEOUT })).textContent();
+  assert.match(msg, /No quality measured in this bundle/);
+  await page.screenshot({ path: `${SHOTS}-no-quality.png`, fullPage: true });
+  await view(page, 'parity');
+  await page.waitForSelector('[data-testid="no-quality"]', { timeout: TIMEOUT });
+  pass(`${NO_QUALITY.file}: Pareto and S_parity say "No quality measured in this bundle"`);
+}
+
+// A fresh temporary profile: launchPersistentContext instead of launch() so the path is ours to remove.
+const profile = mkdtempSync(join(tmpdir(), 'dllm-e2e-chromium-'));
+const context = await chromium.launchPersistentContext(profile, {
+  executablePath: '/usr/bin/chromium',
+  headless: true,
+  viewport: { width: 1280, height: 1000 },
+  deviceScaleFactor: DPR,
+  acceptDownloads: true,
+  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+    '--disable-component-update', '--disable-sync'],
+});
+let failed = false;
+try {
+  const page = context.pages()[0] ?? (await context.newPage());
+  const pageErrors = [];
+  page.on('pageerror', (e) => pageErrors.push(String(e)));
+  page.on('console', (m) => m.type() === 'error' && console.log(`  [console.error] ${m.text()}`));
+  // Nothing but our server may be contacted (data: and blob: URLs are the downloads).
+  await page.route('**/*', (route) => {
+    const u = route.request().url();
+    return u.startsWith(BASE) || u.startsWith('data:') || u.startsWith('blob:') ? route.continue() : route.abort();
+  });
+
+  await page.goto(BASE);
+  await page.waitForFunction(
+    (files) => files.every((f) => document.querySelector(`[data-testid="bundle-select"] option[value="${f}"]`)),
+    BUNDLES.map((b) => b.file), { timeout: TIMEOUT });
+  await waitLoaded(page, BUNDLES[0].file);
+  pass(`the index lists ${BUNDLES.length} bundles; the first loads and draws without a click`);
+  for (const b of BUNDLES) {
+    await page.selectOption('[data-testid="bundle-select"]', b.file);
+    await waitLoaded(page, b.file);
+    await checkLatency(page, b);
+  }
+  await page.screenshot({ path: SCREENSHOT, fullPage: true });
+  await checkViews(page);
+  await checkDeepLinkAndCompare(page);
+  await checkBroken(page);
+  await checkLocalFiles(page);
+  // A narrow screen still works (responsive layout).
+  await page.setViewportSize({ width: 420, height: 900 });
+  await page.goto(`${BASE}?bundle=${STUDY.file}`);
+  await waitLoaded(page, STUDY.file);
+  const width = await page.$eval(CHART, (c) => c.clientWidth);
+  assert.ok(width <= 420, `canvas ${width}px wide on a 420px screen`);
+  await page.screenshot({ path: `${SHOTS}-narrow.png`, fullPage: true });
+  pass(`narrow screen: the chart fits (${width} px)`);
+
+  assert.deepEqual(pageErrors, [], 'uncaught errors in the page');
+  pass('no uncaught page errors');
+} catch (e) {
+  failed = true;
+  console.error(`FAIL: ${e.stack || e}`);
+} finally {
+  await context.close();
+  rmSync(profile, { recursive: true, force: true });
+}
+console.log(failed ? `e2e (devicePixelRatio ${DPR}): FAILED` : `e2e (devicePixelRatio ${DPR}): all ${checks.length} checks passed`);
+process.exit(failed ? 1 : 0);

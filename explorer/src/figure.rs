@@ -1,0 +1,739 @@
+//! Every chart of the explorer, drawn with plotters on any `DrawingBackend` from a [`Figure`].
+//!
+//! A [`Figure`] is plain data: axes, series of marks (points, lines, bars with error bars), reference
+//! lines, or heatmap panels. The numbers in it come ready-made from `schema::derive` (through
+//! `crate::views`); this module only places them, and reports where each mark landed ([`Drawn`]) for
+//! tooltips, clicks and tests. No wasm dependency: the browser draws on a canvas, the tests into SVG.
+
+use std::ops::Range;
+
+use plotters::coord::Shift;
+use plotters::coord::ranged1d::{KeyPointHint, NoDefaultFormatting, Ranged, ReversibleRanged, ValueFormatter};
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+use serde::Serialize;
+
+/// Okabe-Ito colour-blind-safe palette, without its black and yellow (too light on white).
+pub const OKABE_ITO: [RGBColor; 6] = [
+    RGBColor(0x00, 0x72, 0xB2), // blue
+    RGBColor(0xE6, 0x9F, 0x00), // orange
+    RGBColor(0x00, 0x9E, 0x73), // bluish green
+    RGBColor(0xCC, 0x79, 0xA7), // reddish purple
+    RGBColor(0x56, 0xB4, 0xE9), // sky blue
+    RGBColor(0xD5, 0x5E, 0x00), // vermillion
+];
+
+/// Colour index of the autoregressive model (Okabe-Ito black).
+pub const AR: usize = usize::MAX;
+/// Colour index of the Pareto frontier (grey).
+pub const FRONTIER: usize = usize::MAX - 1;
+
+/// The colour of a series' colour index.
+pub fn colour(i: usize) -> RGBColor {
+    match i {
+        AR => RGBColor(0, 0, 0),
+        FRONTIER => RGBColor(0x99, 0x99, 0x99),
+        i => OKABE_ITO[i % OKABE_ITO.len()],
+    }
+}
+
+/// An axis: linear, logarithmic, or categorical (`categories` non-empty: values 0..n are their indices).
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct Axis {
+    /// Title, with the unit.
+    pub label: String,
+    /// Logarithmic scale (non-positive values are not drawn).
+    pub log: bool,
+    /// Ticks at powers of two (diffusion steps), on a log axis.
+    pub pow2: bool,
+    /// Category names, for a categorical axis.
+    pub categories: Vec<String>,
+}
+
+impl Axis {
+    /// A linear or log axis.
+    pub fn numeric(label: impl Into<String>, log: bool) -> Self {
+        Self { label: label.into(), log, ..Self::default() }
+    }
+
+    /// A categorical axis.
+    pub fn categorical(label: impl Into<String>, categories: Vec<String>) -> Self {
+        Self { label: label.into(), categories, ..Self::default() }
+    }
+}
+
+/// Which cell of which loaded bundle a mark shows (bundle 0 is the main one, 1 the compared one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct CellId {
+    /// 0: main bundle, 1: compared bundle.
+    pub bundle: usize,
+    /// Index into the bundle's cells.
+    pub cell: usize,
+}
+
+/// One mark: a point, a line vertex or a bar, with an optional spread (error bar).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Mark {
+    /// x value (a category index on a categorical axis, plus the bar's offset).
+    pub x: f64,
+    /// y value.
+    pub y: f64,
+    /// Lower end of the spread (min over repetitions).
+    pub lo: Option<f64>,
+    /// Upper end of the spread (max over repetitions).
+    pub hi: Option<f64>,
+    /// Tooltip text: exact values and the cell's key.
+    pub tip: String,
+    /// The cell it shows.
+    pub cell: Option<CellId>,
+}
+
+/// How a series is drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Style {
+    /// Markers only.
+    Points,
+    /// Markers joined by a line, in the given order.
+    Line,
+    /// Bars of `width` x units centred on x, from the axis floor.
+    Bars {
+        /// Width in x units.
+        width: f64,
+    },
+    /// A thick grey band through the marks (the Pareto frontier); not hoverable.
+    Frontier,
+}
+
+/// A series of marks.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Series {
+    /// Legend text.
+    pub label: String,
+    /// Colour index ([`colour`]).
+    pub colour: usize,
+    /// How it is drawn.
+    pub style: Style,
+    /// The compared bundle's series: dashed lines, triangle markers, hatched-looking lighter bars.
+    pub alt: bool,
+    /// The marks.
+    pub marks: Vec<Mark>,
+}
+
+/// A horizontal reference line (the AR model's value) or a vertical marker (S_parity).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RefLine {
+    /// Legend text.
+    pub label: String,
+    /// The value, on the y axis (horizontal) or the x axis (vertical).
+    pub value: f64,
+    /// Vertical line at x = value.
+    pub vertical: bool,
+    /// Colour index.
+    pub colour: usize,
+    /// Dashed for the compared bundle.
+    pub alt: bool,
+}
+
+/// One cell of a heatmap.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HeatCell {
+    /// Row (y category index).
+    pub row: usize,
+    /// Column (x category index).
+    pub col: usize,
+    /// The value that sets the colour; `None`: not measured (grey).
+    pub value: Option<f64>,
+    /// Text written in the cell (e.g. `12.3 GB`, `OOM`).
+    pub text: String,
+    /// Ran out of memory: drawn dark with `OOM`.
+    pub oom: bool,
+    /// Tooltip text.
+    pub tip: String,
+    /// The first cell merged here.
+    pub cell: Option<CellId>,
+}
+
+/// One heatmap panel (e.g. one model).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Panel {
+    /// Panel title.
+    pub title: String,
+    /// Its cells.
+    pub cells: Vec<HeatCell>,
+}
+
+/// What a figure plots.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Plot {
+    /// Points, lines and bars on x/y axes.
+    Xy {
+        /// x axis.
+        x: Axis,
+        /// y axis.
+        y: Axis,
+        /// Series, drawn in order.
+        series: Vec<Series>,
+        /// Reference lines.
+        refs: Vec<RefLine>,
+    },
+    /// Heatmap panels sharing categorical axes and one colour scale.
+    Heat {
+        /// Columns.
+        x: Axis,
+        /// Rows.
+        y: Axis,
+        /// Panels, side by side.
+        panels: Vec<Panel>,
+    },
+}
+
+/// A chart: a title and what it plots. Serialized on the canvas (`data-figure`) so tests read the numbers.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Figure {
+    /// Caption.
+    pub title: String,
+    /// Content.
+    pub plot: Plot,
+}
+
+impl Figure {
+    /// Number of hoverable marks (points, bars, heat cells).
+    pub fn mark_count(&self) -> usize {
+        match &self.plot {
+            Plot::Xy { series, .. } => {
+                series.iter().filter(|s| s.style != Style::Frontier).map(|s| s.marks.len()).sum()
+            }
+            Plot::Heat { panels, .. } => panels.iter().map(|p| p.cells.len()).sum(),
+        }
+    }
+
+    /// Tooltip and cell of a hit.
+    pub fn hit_info(&self, h: &Hit) -> Option<(&str, Option<CellId>)> {
+        match &self.plot {
+            Plot::Xy { series, .. } => series.get(h.series)?.marks.get(h.mark).map(|m| (m.tip.as_str(), m.cell)),
+            Plot::Heat { panels, .. } => panels.get(h.series)?.cells.get(h.mark).map(|c| (c.tip.as_str(), c.cell)),
+        }
+    }
+}
+
+/// Where a mark landed, in backend pixels (device pixels on a canvas).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Hit {
+    /// Series (or heatmap panel) index.
+    pub series: usize,
+    /// Mark (or heat cell) index.
+    pub mark: usize,
+    /// Centre x.
+    pub x: i32,
+    /// Centre y.
+    pub y: i32,
+    /// Hit box, left.
+    pub x0: i32,
+    /// Hit box, top.
+    pub y0: i32,
+    /// Hit box, right.
+    pub x1: i32,
+    /// Hit box, bottom.
+    pub y1: i32,
+}
+
+/// What [`draw`] drew, for hit-testing and tests.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct Drawn {
+    /// One per hoverable mark.
+    pub hits: Vec<Hit>,
+}
+
+impl Drawn {
+    /// The mark under backend pixel `(x, y)`: inside its box, or the nearest centre within `radius`.
+    pub fn at(&self, x: i32, y: i32, radius: i32) -> Option<&Hit> {
+        let d2 = |h: &Hit| i64::from(h.x - x).pow(2) + i64::from(h.y - y).pow(2);
+        let inside = |h: &&Hit| h.x0 <= x && x <= h.x1 && h.y0 <= y && y <= h.y1;
+        let near = |h: &&Hit| d2(h) <= i64::from(radius).pow(2);
+        self.hits
+            .iter()
+            .filter(near)
+            .min_by_key(|h| d2(h))
+            .or_else(|| self.hits.iter().filter(inside).min_by_key(|h| d2(h)))
+    }
+}
+
+/// Sizes of text and marks; the browser scales them by devicePixelRatio.
+#[derive(Debug, Clone, Copy)]
+pub struct ChartStyle {
+    /// Multiplies every font size, line width and marker size.
+    pub scale: f64,
+}
+
+impl Default for ChartStyle {
+    fn default() -> Self {
+        Self { scale: 1.0 }
+    }
+}
+
+/// What can go wrong while drawing.
+#[derive(Debug)]
+pub enum ChartError {
+    /// Nothing to draw; the message says why (shown in the page).
+    Empty(String),
+    /// The backend failed.
+    Backend(String),
+}
+
+impl std::fmt::Display for ChartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Empty(why) => write!(f, "nothing to plot: {why}"),
+            Self::Backend(e) => write!(f, "drawing failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ChartError {}
+
+fn backend_err<E: std::error::Error + Send + Sync>(e: DrawingAreaErrorKind<E>) -> ChartError {
+    ChartError::Backend(e.to_string())
+}
+
+/// A numeric range in drawing space (log10 of the value on a log axis) with explicit ticks.
+#[derive(Debug, Clone)]
+struct Scaled {
+    range: Range<f64>,
+    ticks: Vec<f64>,
+}
+
+impl Ranged for Scaled {
+    type FormatOption = NoDefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
+        let span = self.range.end - self.range.start;
+        let t = if span > 0.0 { (value - self.range.start) / span } else { 0.5 };
+        limit.0 + (t * f64::from(limit.1 - limit.0)).round() as i32
+    }
+
+    fn key_points<Hint: KeyPointHint>(&self, hint: Hint) -> Vec<f64> {
+        let max = hint.max_num_points().max(1);
+        let stride = self.ticks.len().div_ceil(max).max(1);
+        self.ticks.iter().copied().step_by(stride).collect()
+    }
+
+    fn range(&self) -> Range<f64> {
+        self.range.clone()
+    }
+}
+
+impl ReversibleRanged for Scaled {
+    fn unmap(&self, input: i32, limit: (i32, i32)) -> Option<f64> {
+        if limit.0 == limit.1 {
+            return None;
+        }
+        let t = f64::from(input - limit.0) / f64::from(limit.1 - limit.0);
+        Some(self.range.start + t * (self.range.end - self.range.start))
+    }
+}
+
+impl ValueFormatter<f64> for Scaled {
+    fn format(value: &f64) -> String {
+        fmt_num(*value)
+    }
+}
+
+/// A number as an axis label: no trailing zeros, exponent form for very large or small values.
+pub fn fmt_num(v: f64) -> String {
+    if v == 0.0 {
+        return "0".into();
+    }
+    let a = v.abs();
+    if !(1e-3..1e6).contains(&a) {
+        return format!("{v:.0e}");
+    }
+    let s = if a >= 100.0 { format!("{v:.0}") } else { format!("{v:.3}") };
+    if s.contains('.') { s.trim_end_matches('0').trim_end_matches('.').to_string() } else { s }
+}
+
+/// A value in drawing space: log10 on a log axis; `None` when it cannot be drawn there.
+fn to_space(axis: &Axis, v: f64) -> Option<f64> {
+    if !v.is_finite() {
+        return None;
+    }
+    if axis.log { (v > 0.0).then(|| v.log10()) } else { Some(v) }
+}
+
+/// "Nice" linear ticks (1, 2, 5 x 10^k steps) covering `lo..hi`.
+fn nice_ticks(lo: f64, hi: f64, want: usize) -> Vec<f64> {
+    let span = (hi - lo).max(f64::MIN_POSITIVE);
+    let raw = span / want.max(1) as f64;
+    let mag = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0].iter().map(|m| m * mag).find(|s| *s >= raw).unwrap_or(10.0 * mag);
+    let first = (lo / step).ceil() as i64;
+    let last = (hi / step).floor() as i64;
+    (first..=last).map(|i| i as f64 * step).collect()
+}
+
+/// Drawing-space range and ticks of an axis over drawing-space values `vals`.
+fn scaled(axis: &Axis, vals: &[f64], from_zero: bool) -> Scaled {
+    if !axis.categories.is_empty() {
+        let n = axis.categories.len();
+        return Scaled { range: -0.5..n as f64 - 0.5, ticks: (0..n).map(|i| i as f64).collect() };
+    }
+    let (mut lo, mut hi) = vals.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| (a.min(*v), b.max(*v)));
+    if !lo.is_finite() {
+        (lo, hi) = (0.0, 1.0);
+    }
+    if from_zero && !axis.log {
+        lo = lo.min(0.0);
+    }
+    let pad = if hi > lo {
+        (hi - lo) * 0.08
+    } else if axis.log {
+        0.5
+    } else {
+        hi.abs().max(1.0) * 0.1
+    };
+    let (lo, hi) = (if from_zero && !axis.log && lo >= 0.0 { 0.0 } else { lo - pad }, hi + pad);
+    let ticks = if axis.log {
+        let (a, b) = (lo.ceil() as i32, hi.floor() as i32);
+        let mut t: Vec<f64> = Vec::new();
+        if axis.pow2 {
+            let (p, q) = ((lo / 2f64.log10()).ceil() as i32, (hi / 2f64.log10()).floor() as i32);
+            t.extend((p..=q).map(|e| f64::from(e) * 2f64.log10()));
+        } else if b - a >= 2 {
+            t.extend((a..=b).map(f64::from));
+        } else {
+            for d in (a - 1)..=b {
+                for m in [1.0f64, 2.0, 5.0] {
+                    let v = f64::from(d) + m.log10();
+                    if v >= lo && v <= hi {
+                        t.push(v);
+                    }
+                }
+            }
+        }
+        t
+    } else {
+        nice_ticks(lo, hi, 8)
+    };
+    Scaled { range: lo..hi, ticks }
+}
+
+/// Label of drawing-space tick `v` on `axis`.
+fn tick_label(axis: &Axis, v: f64) -> String {
+    if !axis.categories.is_empty() {
+        let i = v.round();
+        return if i >= 0.0 { axis.categories.get(i as usize).cloned().unwrap_or_default() } else { String::new() };
+    }
+    if axis.log {
+        let x = 10f64.powf(v);
+        // Snap float noise (10^log10(64) = 63.99999...).
+        let r = x.round();
+        return fmt_num(if (x - r).abs() < 1e-6 * x.max(1.0) { r } else { x });
+    }
+    fmt_num(v)
+}
+
+/// Draws `fig` into `root`.
+pub fn draw<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    fig: &Figure,
+    style: ChartStyle,
+) -> Result<Drawn, ChartError> {
+    root.fill(&WHITE).map_err(backend_err)?;
+    let drawn = match &fig.plot {
+        Plot::Xy { x, y, series, refs } => draw_xy(root, &fig.title, x, y, series, refs, style)?,
+        Plot::Heat { x, y, panels } => draw_heat(root, &fig.title, x, y, panels, style)?,
+    };
+    root.present().map_err(backend_err)?;
+    Ok(drawn)
+}
+
+fn draw_xy<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    title: &str,
+    xa: &Axis,
+    ya: &Axis,
+    series: &[Series],
+    refs: &[RefLine],
+    style: ChartStyle,
+) -> Result<Drawn, ChartError> {
+    let marks = || series.iter().flat_map(|s| s.marks.iter());
+    if marks().next().is_none() {
+        return Err(ChartError::Empty("no cell with these values matches the filters".into()));
+    }
+    let s = |v: f64| (v * style.scale).round().max(1.0);
+    let si = |v: f64| s(v) as u32;
+    let has_bars = series.iter().any(|x| matches!(x.style, Style::Bars { .. }));
+    let xs: Vec<f64> = marks()
+        .filter_map(|m| to_space(xa, m.x))
+        .chain(refs.iter().filter(|r| r.vertical).filter_map(|r| to_space(xa, r.value)))
+        .collect();
+    let ys: Vec<f64> = marks()
+        .flat_map(|m| [Some(m.y), m.lo, m.hi])
+        .flatten()
+        .chain(refs.iter().filter(|r| !r.vertical).map(|r| r.value))
+        .filter_map(|v| to_space(ya, v))
+        .collect();
+    if xs.is_empty() || ys.is_empty() {
+        return Err(ChartError::Empty("no value can be drawn on a log axis (all are zero or negative)".into()));
+    }
+    let (xr, yr) = (scaled(xa, &xs, false), scaled(ya, &ys, has_bars));
+    let (x_lo, x_hi, y_floor) = (xr.range.start, xr.range.end, yr.range.start);
+    let font = |size: f64| ("sans-serif", s(size)).into_font();
+    let mut cc = ChartBuilder::on(root)
+        .caption(title, font(18.0))
+        .margin(si(12.0))
+        .x_label_area_size(si(if xa.categories.is_empty() { 48.0 } else { 56.0 }))
+        .y_label_area_size(si(78.0))
+        .build_cartesian_2d(xr, yr)
+        .map_err(backend_err)?;
+    let xfmt = |v: &f64| tick_label(xa, *v);
+    let yfmt = |v: &f64| tick_label(ya, *v);
+    let log_note = |a: &Axis| if a.log { " (log scale)" } else { "" };
+    cc.configure_mesh()
+        .x_desc(format!("{}{}", xa.label, log_note(xa)))
+        .y_desc(format!("{}{}", ya.label, log_note(ya)))
+        .x_label_formatter(&xfmt)
+        .y_label_formatter(&yfmt)
+        .label_style(font(13.0))
+        .axis_desc_style(font(14.0))
+        .light_line_style(TRANSPARENT)
+        .bold_line_style(RGBColor(228, 228, 228))
+        .draw()
+        .map_err(backend_err)?;
+
+    let width = si(2.0);
+    let pt = |m: &Mark| Some((to_space(xa, m.x)?, to_space(ya, m.y)?));
+    for r in refs {
+        let st = colour(r.colour).stroke_width(width);
+        let Some(v) = to_space(if r.vertical { xa } else { ya }, r.value) else { continue };
+        let line = if r.vertical { [(v, cc.y_range().start), (v, cc.y_range().end)] } else { [(x_lo, v), (x_hi, v)] };
+        let (dash, gap) = if r.alt { (s(3.0), s(4.0)) } else { (s(8.0), s(5.0)) };
+        cc.draw_series(DashedLineSeries::new(line, dash, gap, st))
+            .map_err(backend_err)?
+            .label(r.label.clone())
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], st));
+    }
+    for se in series {
+        let c = colour(se.colour);
+        let st = c.stroke_width(width);
+        let pts: Vec<(f64, f64)> = se.marks.iter().filter_map(pt).collect();
+        match se.style {
+            Style::Frontier => {
+                let band = c.mix(0.45).stroke_width(si(9.0));
+                cc.draw_series(LineSeries::new(pts, band))
+                    .map_err(backend_err)?
+                    .label(se.label.clone())
+                    .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], band));
+                continue;
+            }
+            Style::Line if se.alt => {
+                cc.draw_series(DashedLineSeries::new(pts.clone(), s(6.0), s(4.0), st))
+                    .map_err(backend_err)?
+                    .label(se.label.clone())
+                    .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], st));
+            }
+            Style::Line => {
+                cc.draw_series(LineSeries::new(pts.clone(), st))
+                    .map_err(backend_err)?
+                    .label(se.label.clone())
+                    .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], st));
+            }
+            Style::Bars { width: w } => {
+                let fill = if se.alt { c.mix(0.55).filled() } else { c.filled() };
+                cc.draw_series(se.marks.iter().filter_map(|m| {
+                    let (Some(y), Some(_)) = (to_space(ya, m.y), to_space(xa, m.x)) else { return None };
+                    Some(Rectangle::new([(m.x - w / 2.0, y_floor), (m.x + w / 2.0, y)], fill))
+                }))
+                .map_err(backend_err)?
+                .label(se.label.clone())
+                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], fill));
+            }
+            Style::Points => {
+                let legend_c = c;
+                let alt = se.alt;
+                cc.draw_series(std::iter::empty::<Circle<(f64, f64), u32>>())
+                    .map_err(backend_err)?
+                    .label(se.label.clone())
+                    .legend(move |(x, y)| {
+                        if alt {
+                            EmptyElement::at((x + 8, y)) + TriangleMarker::new((0, 0), 6, legend_c.filled()).into_dyn()
+                        } else {
+                            EmptyElement::at((x + 8, y)) + Circle::new((0, 0), 5, legend_c.filled()).into_dyn()
+                        }
+                    });
+            }
+        }
+        // Spread over repetitions (min..max) as error bars.
+        let thin = RGBColor(0x33, 0x33, 0x33).stroke_width(si(1.0));
+        let cap = s(4.0) as i32;
+        for m in &se.marks {
+            let (Some(x), Some(lo), Some(hi)) =
+                (to_space(xa, m.x), m.lo.and_then(|v| to_space(ya, v)), m.hi.and_then(|v| to_space(ya, v)))
+            else {
+                continue;
+            };
+            cc.draw_series([PathElement::new([(x, lo), (x, hi)], thin)]).map_err(backend_err)?;
+            cc.draw_series([lo, hi].map(|v| EmptyElement::at((x, v)) + PathElement::new([(-cap, 0), (cap, 0)], thin)))
+                .map_err(backend_err)?;
+        }
+        if !matches!(se.style, Style::Bars { .. }) {
+            let r = si(4.5);
+            if se.alt {
+                cc.draw_series(pts.iter().map(|&p| TriangleMarker::new(p, r + 1, c.filled()))).map_err(backend_err)?;
+            } else {
+                cc.draw_series(pts.iter().map(|&p| Circle::new(p, r, c.filled()))).map_err(backend_err)?;
+            }
+        }
+    }
+    // The legend goes in the upper corner with fewer marks under it.
+    let (mid_x, mid_y) = ((x_lo + x_hi) / 2.0, (cc.y_range().start + cc.y_range().end) / 2.0);
+    let upper = |left: bool| {
+        series
+            .iter()
+            .flat_map(|s| s.marks.iter().filter_map(pt))
+            .filter(|p| p.1 > mid_y && (p.0 < mid_x) == left)
+            .count()
+    };
+    let corner =
+        if upper(true) > upper(false) { SeriesLabelPosition::UpperRight } else { SeriesLabelPosition::UpperLeft };
+    cc.configure_series_labels()
+        .position(corner)
+        .label_font(font(12.0))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.4))
+        .draw()
+        .map_err(backend_err)?;
+
+    let mut hits = Vec::new();
+    let r = s(7.0) as i32;
+    for (si_, se) in series.iter().enumerate() {
+        if se.style == Style::Frontier {
+            continue;
+        }
+        for (mi, m) in se.marks.iter().enumerate() {
+            let Some(p) = pt(m) else { continue };
+            let (x, y) = cc.backend_coord(&p);
+            let mut h = Hit { series: si_, mark: mi, x, y, x0: x - r, y0: y - r, x1: x + r, y1: y + r };
+            if let Style::Bars { width: w } = se.style {
+                let (a, top) = cc.backend_coord(&(m.x - w / 2.0, p.1));
+                let (b, bottom) = cc.backend_coord(&(m.x + w / 2.0, y_floor));
+                h = Hit { x0: a, y0: top, x1: b, y1: bottom, ..h };
+            }
+            hits.push(h);
+        }
+    }
+    Ok(Drawn { hits })
+}
+
+/// A sequential colour-blind-safe scale (viridis), `t` in 0..=1.
+pub fn viridis(t: f64) -> RGBColor {
+    const STOPS: [(u8, u8, u8); 5] = [(68, 1, 84), (59, 82, 139), (33, 145, 140), (94, 201, 98), (253, 231, 37)];
+    let t = if t.is_finite() { t.clamp(0.0, 1.0) } else { 0.0 } * (STOPS.len() - 1) as f64;
+    let i = (t.floor() as usize).min(STOPS.len() - 2);
+    let f = t - i as f64;
+    let lerp = |a: u8, b: u8| (f64::from(a) + (f64::from(b) - f64::from(a)) * f).round() as u8;
+    let (a, b) = (STOPS[i], STOPS[i + 1]);
+    RGBColor(lerp(a.0, b.0), lerp(a.1, b.1), lerp(a.2, b.2))
+}
+
+/// Fill of the OOM heat cells.
+pub const OOM_FILL: RGBColor = RGBColor(0x30, 0x30, 0x30);
+/// Fill of heat cells without a value.
+pub const NA_FILL: RGBColor = RGBColor(0xEE, 0xEE, 0xEE);
+
+fn draw_heat<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    title: &str,
+    xa: &Axis,
+    ya: &Axis,
+    panels: &[Panel],
+    style: ChartStyle,
+) -> Result<Drawn, ChartError> {
+    if panels.iter().all(|p| p.cells.is_empty()) {
+        return Err(ChartError::Empty("no cell matches the filters".into()));
+    }
+    let s = |v: f64| (v * style.scale).round().max(1.0);
+    let si = |v: f64| s(v) as u32;
+    let font = |size: f64| ("sans-serif", s(size)).into_font();
+    let values = panels.iter().flat_map(|p| p.cells.iter().filter_map(|c| c.value));
+    let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| (a.min(v), b.max(v)));
+    let t_of = |v: f64| if hi > lo { (v - lo) / (hi - lo) } else { 0.5 };
+    let root = root.titled(title, font(18.0)).map_err(backend_err)?;
+    let areas = root.split_evenly((1, panels.len().max(1)));
+    let mut hits = Vec::new();
+    for (pi, (panel, area)) in panels.iter().zip(&areas).enumerate() {
+        let mut cc = ChartBuilder::on(area)
+            .caption(&panel.title, font(14.0))
+            .margin(si(10.0))
+            .x_label_area_size(si(44.0))
+            .y_label_area_size(si(56.0))
+            .build_cartesian_2d(scaled(xa, &[], false), scaled(ya, &[], false))
+            .map_err(backend_err)?;
+        let xfmt = |v: &f64| tick_label(xa, *v);
+        let yfmt = |v: &f64| tick_label(ya, *v);
+        cc.configure_mesh()
+            .disable_mesh()
+            .x_desc(xa.label.as_str())
+            .y_desc(ya.label.as_str())
+            .x_label_formatter(&xfmt)
+            .y_label_formatter(&yfmt)
+            .label_style(font(13.0))
+            .axis_desc_style(font(14.0))
+            .draw()
+            .map_err(backend_err)?;
+        for (ci, c) in panel.cells.iter().enumerate() {
+            let (x, y) = (c.col as f64, c.row as f64);
+            let fill = match (c.oom, c.value) {
+                (true, _) => OOM_FILL,
+                (false, Some(v)) => viridis(t_of(v)),
+                (false, None) => NA_FILL,
+            };
+            cc.draw_series([Rectangle::new([(x - 0.48, y - 0.48), (x + 0.48, y + 0.48)], fill.filled())])
+                .map_err(backend_err)?;
+            let light = fill.0 as u32 * 299 + fill.1 as u32 * 587 + fill.2 as u32 * 114 > 128_000;
+            let ink = if light { BLACK } else { WHITE };
+            let text_style = font(13.0).color(&ink).pos(Pos::new(HPos::Center, VPos::Center));
+            cc.draw_series([Text::new(c.text.clone(), (x, y), text_style)]).map_err(backend_err)?;
+            let (cx, cy) = cc.backend_coord(&(x, y));
+            let (x0, y0) = cc.backend_coord(&(x - 0.48, y + 0.48));
+            let (x1, y1) = cc.backend_coord(&(x + 0.48, y - 0.48));
+            hits.push(Hit { series: pi, mark: ci, x: cx, y: cy, x0, y0, x1, y1 });
+        }
+    }
+    Ok(Drawn { hits })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_format_compactly() {
+        assert_eq!(fmt_num(1000.0), "1000");
+        assert_eq!(fmt_num(2.5), "2.5");
+        assert_eq!(fmt_num(0.125), "0.125");
+        assert_eq!(fmt_num(2e7), "2e7");
+        assert_eq!(nice_ticks(0.0, 10.0, 5), [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]);
+    }
+
+    #[test]
+    fn log_axes_tick_at_decades_or_powers_of_two() {
+        let ax = Axis { pow2: true, ..Axis::numeric("K", true) };
+        let sc = scaled(&ax, &[8f64.log10(), 64f64.log10()], false);
+        let labels: Vec<String> = sc.ticks.iter().map(|t| tick_label(&ax, *t)).collect();
+        assert_eq!(labels, ["8", "16", "32", "64"]);
+        let ax = Axis::numeric("ms", true);
+        let sc = scaled(&ax, &[0.0, 4.0], false);
+        let labels: Vec<String> = sc.ticks.iter().map(|t| tick_label(&ax, *t)).collect();
+        assert_eq!(labels, ["1", "10", "100", "1000", "10000"]);
+    }
+
+    #[test]
+    fn viridis_ends() {
+        assert_eq!(viridis(0.0), RGBColor(68, 1, 84));
+        assert_eq!(viridis(1.0), RGBColor(253, 231, 37));
+        assert_eq!(viridis(f64::NAN), RGBColor(68, 1, 84));
+    }
+}

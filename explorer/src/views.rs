@@ -1,0 +1,1170 @@
+//! The explorer's views, filters and page state, without any browser API (so it is tested natively).
+//!
+//! Every number comes from `schema::derive` (summaries, throughput, memory, TTFT/ITL, step time, Pareto
+//! frontier, S_parity); this module picks the cells the filters keep, lays the numbers out as
+//! [`Figure`]s, panels and table rows, writes the CSV, and maps the page state to and from the URL.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+use schema::derive::{
+    self, CellRef, Direction, MemoryMetric, Parity, ParityPanel, QualityPoint, Summary, ar_timings, gigabytes,
+    memory_heatmap, pareto_view, parity_panel, step_timings, throughput_bars,
+};
+use schema::grid::Precision;
+use schema::{Bundle, Cell, CellStatus, Sampler};
+
+use crate::figure::{self, Axis, CellId, Figure, HeatCell, Mark, Panel, Plot, RefLine, Series, Style};
+use crate::view::LoadedBundle;
+
+/// The views, in tab order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ViewKind {
+    /// Latency vs diffusion steps, AR as a reference line.
+    Latency,
+    /// Pareto frontier of latency and quality.
+    Pareto,
+    /// S_parity, speedup and verdict per batch size.
+    Parity,
+    /// Quality vs diffusion steps, AR as a reference line, S_parity marked.
+    QualitySteps,
+    /// Tokens/s (or bytes/s) per batch size.
+    Throughput,
+    /// Peak memory, N x B, one heatmap per model.
+    Memory,
+    /// TTFT and ITL of the AR model.
+    ArTiming,
+    /// Time per diffusion step.
+    StepTime,
+    /// Provenance and the table of all cells.
+    Details,
+}
+
+impl ViewKind {
+    /// All views in tab order.
+    pub const ALL: [ViewKind; 9] = [
+        ViewKind::Latency,
+        ViewKind::Pareto,
+        ViewKind::Parity,
+        ViewKind::QualitySteps,
+        ViewKind::Throughput,
+        ViewKind::Memory,
+        ViewKind::ArTiming,
+        ViewKind::StepTime,
+        ViewKind::Details,
+    ];
+
+    /// URL slug and test id.
+    pub fn slug(self) -> &'static str {
+        match self {
+            ViewKind::Latency => "latency",
+            ViewKind::Pareto => "pareto",
+            ViewKind::Parity => "parity",
+            ViewKind::QualitySteps => "quality",
+            ViewKind::Throughput => "throughput",
+            ViewKind::Memory => "memory",
+            ViewKind::ArTiming => "ttft-itl",
+            ViewKind::StepTime => "step-time",
+            ViewKind::Details => "details",
+        }
+    }
+
+    /// Tab text.
+    pub fn title(self) -> &'static str {
+        match self {
+            ViewKind::Latency => "Latency vs steps",
+            ViewKind::Pareto => "Pareto frontier",
+            ViewKind::Parity => "S_parity",
+            ViewKind::QualitySteps => "Quality vs steps",
+            ViewKind::Throughput => "Throughput",
+            ViewKind::Memory => "Memory",
+            ViewKind::ArTiming => "TTFT / ITL (AR)",
+            ViewKind::StepTime => "Time per step (LLaDA)",
+            ViewKind::Details => "Run details",
+        }
+    }
+
+    /// The view of a slug.
+    pub fn from_slug(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|v| v.slug() == s)
+    }
+
+    /// True when the view is a chart on the canvas.
+    pub fn is_chart(self) -> bool {
+        !matches!(self, ViewKind::Parity | ViewKind::Details)
+    }
+}
+
+/// What the filters keep. `None` keeps everything. The K filter applies to diffusion cells only, so the AR
+/// model stays as the reference.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Filters {
+    /// Model id.
+    pub model: Option<String>,
+    /// Sampler (serde name, e.g. `llada_low_confidence`).
+    pub sampler: Option<String>,
+    /// Diffusion steps K.
+    pub steps: Option<u32>,
+    /// Batch size B.
+    pub batch: Option<u32>,
+    /// Sequence length N.
+    pub seq: Option<u32>,
+    /// Precision (`bf16`, `f32`, ...).
+    pub precision: Option<String>,
+}
+
+/// The serde name of a sampler (`ar_greedy`, ...).
+pub fn sampler_name(s: Sampler) -> &'static str {
+    match s {
+        Sampler::ArGreedy => "ar_greedy",
+        Sampler::LladaLowConfidence => "llada_low_confidence",
+        Sampler::LladaRandom => "llada_random",
+    }
+}
+
+fn sampler_label(s: Sampler) -> &'static str {
+    match s {
+        Sampler::ArGreedy => "greedy",
+        Sampler::LladaLowConfidence => "low-confidence remasking",
+        Sampler::LladaRandom => "random remasking",
+    }
+}
+
+fn precision_of(b: &Bundle, c: &Cell) -> Option<Precision> {
+    b.model(&c.key.model).map(|m| m.dtype)
+}
+
+impl Filters {
+    /// True when the filters keep `c` of `b`.
+    pub fn keeps(&self, b: &Bundle, c: &Cell) -> bool {
+        let k = &c.key;
+        self.model.as_ref().is_none_or(|m| *m == k.model)
+            && self.sampler.as_deref().is_none_or(|s| s == sampler_name(k.sampler))
+            && self.steps.is_none_or(|s| k.steps.is_none_or(|ks| ks == s))
+            && self.batch.is_none_or(|v| v == k.batch_size)
+            && self.seq.is_none_or(|v| v == k.seq_len)
+            && self.precision.as_deref().is_none_or(|p| precision_of(b, c).is_some_and(|d| d.to_string() == p))
+    }
+}
+
+/// Chart options.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Options {
+    /// Logarithmic x axis (numeric axes only).
+    pub log_x: bool,
+    /// Logarithmic y axis.
+    pub log_y: bool,
+    /// Memory heatmap: allocated or reserved (CPU bundles always show RSS).
+    pub memory: MemoryMetric,
+    /// Throughput in bytes/s instead of tokens/s.
+    pub bytes: bool,
+    /// Quality metric name; `None`: the first the bundles have.
+    pub metric: Option<String>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self { log_x: false, log_y: false, memory: MemoryMetric::Allocated, bytes: false, metric: None }
+    }
+}
+
+/// Everything the URL holds: bundle(s), view, filters, options, selected cell.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PageState {
+    /// Main bundle file (in `bundles/`).
+    pub bundle: Option<String>,
+    /// Compared bundle file.
+    pub compare: Option<String>,
+    /// The view.
+    pub view: ViewKind,
+    /// Filters.
+    pub filters: Filters,
+    /// Options.
+    pub options: Options,
+}
+
+impl Default for PageState {
+    fn default() -> Self {
+        Self {
+            bundle: None,
+            compare: None,
+            view: ViewKind::Latency,
+            filters: Filters::default(),
+            options: Options::default(),
+        }
+    }
+}
+
+fn enc(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out
+}
+
+impl PageState {
+    /// The query string (`?bundle=...&view=...`) of this state; defaults are left out.
+    pub fn to_query(&self) -> String {
+        let mut q: Vec<(&str, String)> = Vec::new();
+        let f = &self.filters;
+        let o = &self.options;
+        q.extend(self.bundle.clone().map(|v| ("bundle", v)));
+        q.extend(self.compare.clone().map(|v| ("compare", v)));
+        if self.view != ViewKind::Latency {
+            q.push(("view", self.view.slug().into()));
+        }
+        q.extend(f.model.clone().map(|v| ("model", v)));
+        q.extend(f.sampler.clone().map(|v| ("sampler", v)));
+        q.extend(f.steps.map(|v| ("K", v.to_string())));
+        q.extend(f.batch.map(|v| ("B", v.to_string())));
+        q.extend(f.seq.map(|v| ("N", v.to_string())));
+        q.extend(f.precision.clone().map(|v| ("precision", v)));
+        if o.log_x {
+            q.push(("logx", "1".into()));
+        }
+        if o.log_y {
+            q.push(("logy", "1".into()));
+        }
+        if o.memory == MemoryMetric::Reserved {
+            q.push(("mem", "reserved".into()));
+        }
+        if o.bytes {
+            q.push(("unit", "bytes".into()));
+        }
+        q.extend(o.metric.clone().map(|v| ("metric", v)));
+        let parts: Vec<String> = q.iter().map(|(k, v)| format!("{k}={}", enc(v))).collect();
+        if parts.is_empty() { String::new() } else { format!("?{}", parts.join("&")) }
+    }
+
+    /// The state of decoded query pairs; unknown keys and bad values are ignored (a link never breaks).
+    pub fn from_pairs<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
+        let mut s = Self::default();
+        for (k, v) in pairs {
+            let v = v.to_string();
+            let num = || v.parse::<u32>().ok();
+            match k {
+                "bundle" if !v.is_empty() => s.bundle = Some(v),
+                "compare" if !v.is_empty() => s.compare = Some(v),
+                "view" => s.view = ViewKind::from_slug(&v).unwrap_or(s.view),
+                "model" => s.filters.model = Some(v),
+                "sampler" => s.filters.sampler = Some(v),
+                "K" => s.filters.steps = num(),
+                "B" => s.filters.batch = num(),
+                "N" => s.filters.seq = num(),
+                "precision" => s.filters.precision = Some(v),
+                "logx" => s.options.log_x = v == "1",
+                "logy" => s.options.log_y = v == "1",
+                "mem" if v == "reserved" => s.options.memory = MemoryMetric::Reserved,
+                "unit" => s.options.bytes = v == "bytes",
+                "metric" if !v.is_empty() => s.options.metric = Some(v),
+                _ => {}
+            }
+        }
+        s
+    }
+}
+
+/// The values each filter can take over the loaded bundles (sorted), for the filter selects.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct FilterChoices {
+    /// Model ids.
+    pub models: Vec<String>,
+    /// Sampler names.
+    pub samplers: Vec<String>,
+    /// K values.
+    pub steps: Vec<u32>,
+    /// B values.
+    pub batches: Vec<u32>,
+    /// N values.
+    pub seqs: Vec<u32>,
+    /// Precisions.
+    pub precisions: Vec<String>,
+}
+
+/// The filter choices of the loaded bundles.
+pub fn filter_choices(bundles: &[&LoadedBundle]) -> FilterChoices {
+    let (mut m, mut s, mut p) = (BTreeSet::<String>::new(), BTreeSet::<&str>::new(), BTreeSet::<String>::new());
+    let (mut k, mut b, mut n) = (BTreeSet::<u32>::new(), BTreeSet::<u32>::new(), BTreeSet::<u32>::new());
+    for lb in bundles {
+        for c in &lb.bundle.cells {
+            m.insert(c.key.model.clone());
+            s.insert(sampler_name(c.key.sampler));
+            k.extend(c.key.steps);
+            b.insert(c.key.batch_size);
+            n.insert(c.key.seq_len);
+        }
+        p.extend(lb.bundle.models.iter().map(|x| x.dtype.to_string()));
+    }
+    FilterChoices {
+        models: m.iter().cloned().collect(),
+        samplers: s.iter().map(|x| x.to_string()).collect(),
+        steps: k.iter().copied().collect(),
+        batches: b.iter().copied().collect(),
+        seqs: n.iter().copied().collect(),
+        precisions: p.iter().cloned().collect(),
+    }
+}
+
+/// The cells of `lb` the filters keep.
+pub fn kept<'a>(lb: &'a LoadedBundle, f: &Filters) -> Vec<CellRef<'a>> {
+    lb.bundle
+        .cells
+        .iter()
+        .zip(&lb.summaries)
+        .enumerate()
+        .filter(|(_, (c, _))| f.keeps(&lb.bundle, c))
+        .map(|(index, (cell, summary))| CellRef { index, cell, summary })
+        .collect()
+}
+
+/// Tag of a loaded bundle in legends: `A` and `B` when two are compared, nothing otherwise.
+fn tag(bi: usize, n: usize) -> String {
+    if n > 1 { format!("[{}] ", ["A", "B"].get(bi).copied().unwrap_or("?")) } else { String::new() }
+}
+
+/// A series' identity: model, sampler, block length (diffusion variants).
+fn series_label(c: &Cell) -> String {
+    let k = &c.key;
+    let mut s = format!("{} ({})", short_model(&k.model), sampler_label(k.sampler));
+    if let Some(b) = k.block_length {
+        let _ = write!(s, " block {b}");
+    }
+    s
+}
+
+/// The model id without its organisation (`GSAI-ML/LLaDA-8B-Instruct` -> `LLaDA-8B-Instruct`).
+pub fn short_model(id: &str) -> &str {
+    id.rsplit('/').next().unwrap_or(id)
+}
+
+/// Colour index per series identity, stable across bundles (compared bundles share colours).
+#[derive(Default)]
+struct Palette(Vec<String>);
+
+impl Palette {
+    fn of(&mut self, c: &Cell) -> usize {
+        if c.key.sampler == Sampler::ArGreedy {
+            return figure::AR;
+        }
+        let id = series_label(c);
+        match self.0.iter().position(|x| *x == id) {
+            Some(i) => i,
+            None => {
+                self.0.push(id);
+                self.0.len() - 1
+            }
+        }
+    }
+}
+
+/// The (B, N) a per-shape view shows: the filters', else the smallest the bundles have; and a note saying
+/// which was chosen.
+pub fn shape(bundles: &[&LoadedBundle], f: &Filters) -> Option<((u32, u32), Option<String>)> {
+    let ch = filter_choices(bundles);
+    let b = f.batch.or_else(|| ch.batches.first().copied())?;
+    let n = f.seq.or_else(|| ch.seqs.first().copied())?;
+    let note = (f.batch.is_none() || f.seq.is_none())
+        .then(|| format!("Showing B = {b}, N = {n} (the smallest; choose B and N in the filters for another shape)."));
+    Some(((b, n), note))
+}
+
+fn ms(s: &Summary) -> String {
+    format!("median {:.2} ms (min {:.2}, max {:.2}, n = {})", s.median, s.min, s.max, s.n)
+}
+
+fn key_text(tag: &str, c: &Cell) -> String {
+    format!("{tag}{}", c.key)
+}
+
+/// A view's content: a figure, or a message saying why there is none; plus notes shown above it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChartView {
+    /// The figure, or why there is none.
+    pub figure: Result<Figure, String>,
+    /// Notes (which shape is shown, what a metric means).
+    pub notes: Vec<String>,
+}
+
+/// The message of the quality views for bundles without quality values.
+pub const NO_QUALITY: &str = "No quality measured in this bundle: the runner does not measure quality yet \
+     (perplexity, BERTScore, ...), so the Pareto frontier, quality vs steps and S_parity cannot be shown.";
+
+/// Builds the figure of a chart view over the loaded bundles (the main one first).
+pub fn chart_view(view: ViewKind, bundles: &[&LoadedBundle], f: &Filters, o: &Options) -> ChartView {
+    let mut notes = Vec::new();
+    let figure = match view {
+        ViewKind::Latency => latency(bundles, f, o, &mut notes),
+        ViewKind::Throughput => throughput(bundles, f, o, &mut notes),
+        ViewKind::Memory => memory(bundles, f, o, &mut notes),
+        ViewKind::ArTiming => ar_timing(bundles, f, o),
+        ViewKind::StepTime => step_time(bundles, f, o, &mut notes),
+        ViewKind::Pareto => pareto(bundles, f, o, &mut notes),
+        ViewKind::QualitySteps => quality_steps(bundles, f, o, &mut notes),
+        ViewKind::Parity | ViewKind::Details => Err("this view is not a chart".into()),
+    };
+    ChartView { figure, notes }
+}
+
+fn latency(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec<String>) -> Result<Figure, String> {
+    let ((b, n), note) = shape(bundles, f).ok_or("no cells")?;
+    notes.extend(note);
+    let mut pal = Palette::default();
+    let (mut series, mut refs) = (Vec::new(), Vec::new());
+    for (bi, lb) in bundles.iter().enumerate() {
+        let t = tag(bi, bundles.len());
+        let at: Vec<CellRef> = kept(lb, f)
+            .into_iter()
+            .filter(|c| c.cell.key.batch_size == b && c.cell.key.seq_len == n && c.cell.status == CellStatus::Ok)
+            .collect();
+        for c in &at {
+            let Some(e) = c.summary.e2e_ms else { continue };
+            match c.cell.key.steps {
+                None => refs.push(RefLine {
+                    label: format!("{t}{} (autoregressive): {:.1} ms", short_model(&c.cell.key.model), e.median),
+                    value: e.median,
+                    vertical: false,
+                    colour: figure::AR,
+                    alt: bi > 0,
+                }),
+                Some(k) => {
+                    let label = format!("{t}{}", series_label(c.cell));
+                    let mark = Mark {
+                        x: f64::from(k),
+                        y: e.median,
+                        lo: Some(e.min),
+                        hi: Some(e.max),
+                        tip: format!("{}\nL_e2e {}", key_text(&t, c.cell), ms(&e)),
+                        cell: Some(CellId { bundle: bi, cell: c.index }),
+                    };
+                    push_mark(&mut series, label, pal.of(c.cell), Style::Line, bi > 0, mark);
+                }
+            }
+        }
+    }
+    sort_marks(&mut series);
+    Ok(Figure {
+        title: format!("Latency vs diffusion steps (B = {b}, N = {n})"),
+        plot: Plot::Xy {
+            x: Axis { pow2: true, ..Axis::numeric("diffusion steps K", true) },
+            y: Axis::numeric("median end-to-end latency L_e2e (ms)", o.log_y),
+            series,
+            refs,
+        },
+    })
+}
+
+fn push_mark(series: &mut Vec<Series>, label: String, colour: usize, style: Style, alt: bool, mark: Mark) {
+    match series.iter_mut().find(|s| s.label == label) {
+        Some(s) => s.marks.push(mark),
+        None => series.push(Series { label, colour, style, alt, marks: vec![mark] }),
+    }
+}
+
+fn sort_marks(series: &mut [Series]) {
+    for s in series {
+        s.marks.sort_by(|a, b| a.x.total_cmp(&b.x));
+    }
+}
+
+fn throughput(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec<String>) -> Result<Figure, String> {
+    let ch = filter_choices(bundles);
+    let n = f.seq.or_else(|| ch.seqs.first().copied()).ok_or("no cells")?;
+    if f.seq.is_none() {
+        notes.push(format!("Showing N = {n} (the smallest; choose N in the filters for another length)."));
+    }
+    // (bundle, cell index, cell, tokens/s, bytes/s)
+    let mut bars: Vec<(usize, usize, &Cell, Summary, Summary)> = Vec::new();
+    for (bi, lb) in bundles.iter().enumerate() {
+        let cells: Vec<CellRef> = kept(lb, f).into_iter().filter(|c| c.cell.key.seq_len == n).collect();
+        for t in throughput_bars(&cells) {
+            bars.push((bi, t.cell, &lb.bundle.cells[t.cell], t.tokens_per_s, t.bytes_per_s));
+        }
+    }
+    let batches: Vec<u32> = bars.iter().map(|b| b.2.key.batch_size).collect::<BTreeSet<_>>().into_iter().collect();
+    // One bar per (bundle, model, sampler, K) in each B; AR first, then by K.
+    let mut ids: Vec<(usize, bool, String, Option<u32>)> = bars
+        .iter()
+        .map(|(bi, _, c, ..)| (*bi, c.key.steps.is_some(), series_label(c), c.key.steps))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    ids.sort_by(|a, b| (a.1, &a.2, a.3, a.0).cmp(&(b.1, &b.2, b.3, b.0)));
+    let width = 0.84 / ids.len().max(1) as f64;
+    let mut pal = Palette::default();
+    let mut series: Vec<Series> = Vec::new();
+    let unit = if o.bytes { "bytes/s" } else { "tokens/s" };
+    for (j, id) in ids.iter().enumerate() {
+        let t = tag(id.0, bundles.len());
+        let mut marks = Vec::new();
+        let mut colour = 0;
+        let same = |b: &&(usize, usize, &Cell, Summary, Summary)| {
+            (b.0, b.2.key.steps.is_some(), series_label(b.2), b.2.key.steps) == *id
+        };
+        for (bi, ci, c, tok, byt) in bars.iter().filter(same) {
+            colour = pal.of(c);
+            let v = if o.bytes { byt } else { tok };
+            let cat = batches.iter().position(|x| *x == c.key.batch_size).unwrap_or(0);
+            marks.push(Mark {
+                x: cat as f64 - 0.42 + width * (j as f64 + 0.5),
+                y: v.median,
+                lo: Some(v.min),
+                hi: Some(v.max),
+                tip: format!(
+                    "{}\n{:.1} tokens/s (min {:.1}, max {:.1})\n{:.1} bytes/s (min {:.1}, max {:.1})",
+                    key_text(&t, c),
+                    tok.median,
+                    tok.min,
+                    tok.max,
+                    byt.median,
+                    byt.min,
+                    byt.max
+                ),
+                cell: Some(CellId { bundle: *bi, cell: *ci }),
+            });
+        }
+        let k = id.3.map(|k| format!(" K={k}")).unwrap_or_default();
+        // Different K of one model share its colour; the legend names each.
+        series.push(Series {
+            label: format!("{t}{}{k}", id.2),
+            colour: if id.1 { colour + id.3.map_or(0, |k| k.trailing_zeros() as usize) } else { figure::AR },
+            style: Style::Bars { width: width * 0.92 },
+            alt: id.0 > 0,
+            marks,
+        });
+    }
+    Ok(Figure {
+        title: format!("Throughput ({unit}, median with min..max over repetitions), N = {n}"),
+        plot: Plot::Xy {
+            x: Axis::categorical("batch size B", batches.iter().map(|b| format!("B={b}")).collect()),
+            y: Axis::numeric(format!("generation throughput ({unit})"), o.log_y),
+            series,
+            refs: Vec::new(),
+        },
+    })
+}
+
+fn memory(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec<String>) -> Result<Figure, String> {
+    let ch = filter_choices(bundles);
+    let (xs, ys) = (ch.batches.clone(), ch.seqs.clone());
+    let mut panels = Vec::new();
+    let mut metric_names = BTreeSet::new();
+    for (bi, lb) in bundles.iter().enumerate() {
+        let t = tag(bi, bundles.len());
+        let cells = kept(lb, f);
+        let cpu = lb.bundle.provenance.device.kind == "cpu"
+            || (cells.iter().all(|c| c.summary.peak_allocated_bytes.is_none())
+                && cells.iter().any(|c| c.summary.peak_rss_bytes.is_some()));
+        let metric = if cpu { MemoryMetric::Rss } else { o.memory };
+        metric_names.insert(match metric {
+            MemoryMetric::Allocated => "peak allocated device memory",
+            MemoryMetric::Reserved => "peak reserved device memory (memory pool)",
+            MemoryMetric::Rss => "peak resident set size of the process (CPU run: no device memory)",
+        });
+        if cpu && o.memory == MemoryMetric::Reserved {
+            notes.push(format!("{t}CPU bundle: it has no reserved device memory, so RSS is shown."));
+        }
+        let heat = memory_heatmap(&cells, metric);
+        let models: BTreeSet<&str> = heat.iter().map(|h| h.model.as_str()).collect();
+        for m in models {
+            let cells = heat
+                .iter()
+                .filter(|h| h.model == m)
+                .map(|h| {
+                    let gb = h.peak_bytes.map(gigabytes);
+                    let text =
+                        if h.oom { "OOM".to_string() } else { gb.map_or("n/a".into(), |g| format!("{g:.2} GB")) };
+                    let mut tip = format!("{t}{m} N={} B={} ({} cells)\n", h.seq_len, h.batch_size, h.cells.len());
+                    match (h.peak_bytes, h.oom) {
+                        (Some(v), oom) => {
+                            let _ = write!(tip, "{:.3} GB ({v} bytes)", gigabytes(v));
+                            if oom {
+                                tip.push_str("\nout of memory in at least one cell");
+                            }
+                        }
+                        (None, true) => tip.push_str("out of memory"),
+                        (None, false) => tip.push_str("not measured"),
+                    }
+                    HeatCell {
+                        row: ys.iter().position(|n| *n == h.seq_len).unwrap_or(0),
+                        col: xs.iter().position(|b| *b == h.batch_size).unwrap_or(0),
+                        value: gb,
+                        text,
+                        oom: h.oom,
+                        tip,
+                        cell: h.cells.first().map(|&cell| CellId { bundle: bi, cell }),
+                    }
+                })
+                .collect();
+            let what = match metric {
+                MemoryMetric::Allocated => "allocated",
+                MemoryMetric::Reserved => "reserved",
+                MemoryMetric::Rss => "RSS",
+            };
+            panels.push(Panel { title: format!("{t}{} ({what})", short_model(m)), cells });
+        }
+    }
+    if panels.is_empty() {
+        return Err("no cell matches the filters".into());
+    }
+    notes.push("Largest peak over the diffusion steps K at each (N, B) (filter K to see one); GB = 10^9 bytes.".into());
+    Ok(Figure {
+        title: format!("Memory: {}", metric_names.into_iter().collect::<Vec<_>>().join("; ")),
+        plot: Plot::Heat {
+            x: Axis::categorical("batch size B", xs.iter().map(|b| b.to_string()).collect()),
+            y: Axis::categorical("sequence length N", ys.iter().map(|n| n.to_string()).collect()),
+            panels,
+        },
+    })
+}
+
+fn ar_timing(bundles: &[&LoadedBundle], f: &Filters, o: &Options) -> Result<Figure, String> {
+    let mut series = Vec::new();
+    let mut seqs = BTreeSet::new();
+    for lb in bundles {
+        seqs.extend(kept(lb, f).iter().filter(|c| c.cell.key.steps.is_none()).map(|c| c.cell.key.seq_len));
+    }
+    let seqs: Vec<u32> = seqs.into_iter().collect();
+    for (bi, lb) in bundles.iter().enumerate() {
+        let t = tag(bi, bundles.len());
+        let cells = kept(lb, f);
+        for a in ar_timings(&cells) {
+            let c = &lb.bundle.cells[a.cell];
+            let j = seqs.iter().position(|n| *n == c.key.seq_len).unwrap_or(0);
+            let id = Some(CellId { bundle: bi, cell: a.cell });
+            let name = short_model(&c.key.model);
+            for (what, s, colour) in [("TTFT", a.ttft_ms, 2 * j), ("ITL", a.itl_ms, 2 * j + 1)] {
+                let mark = Mark {
+                    x: f64::from(c.key.batch_size),
+                    y: s.median,
+                    lo: Some(s.min),
+                    hi: Some(s.max),
+                    tip: format!("{}\nTTFT {}\nITL {}", key_text(&t, c), ms(&a.ttft_ms), ms(&a.itl_ms)),
+                    cell: id,
+                };
+                let label = format!("{t}{name} {what}, N={}", c.key.seq_len);
+                push_mark(&mut series, label, colour, Style::Line, bi > 0, mark);
+            }
+        }
+    }
+    if series.is_empty() {
+        return Err("no successful autoregressive cell with a prefill time matches the filters".into());
+    }
+    sort_marks(&mut series);
+    Ok(Figure {
+        title: "Autoregressive model: time to first token (TTFT) and inter-token latency (ITL)".into(),
+        plot: Plot::Xy {
+            x: Axis { pow2: o.log_x, ..Axis::numeric("batch size B", o.log_x) },
+            y: Axis::numeric("median time (ms)", o.log_y),
+            series,
+            refs: Vec::new(),
+        },
+    })
+}
+
+fn step_time(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec<String>) -> Result<Figure, String> {
+    let ch = filter_choices(bundles);
+    let n = f.seq.or_else(|| ch.seqs.first().copied()).ok_or("no cells")?;
+    if f.seq.is_none() {
+        notes.push(format!("Showing N = {n} (the smallest; choose N in the filters for another length)."));
+    }
+    let mut series = Vec::new();
+    let batches: Vec<u32> = ch.batches.clone();
+    for (bi, lb) in bundles.iter().enumerate() {
+        let t = tag(bi, bundles.len());
+        let cells: Vec<CellRef> = kept(lb, f).into_iter().filter(|c| c.cell.key.seq_len == n).collect();
+        for st in step_timings(&cells) {
+            let c = &lb.bundle.cells[st.cell];
+            let j = batches.iter().position(|b| *b == c.key.batch_size).unwrap_or(0);
+            let mark = Mark {
+                x: f64::from(st.steps),
+                y: st.step_ms.median,
+                lo: Some(st.step_ms.min),
+                hi: Some(st.step_ms.max),
+                tip: format!("{}\ntime per step {}", key_text(&t, c), ms(&st.step_ms)),
+                cell: Some(CellId { bundle: bi, cell: st.cell }),
+            };
+            let label = format!("{t}{} B={}", series_label(c), c.key.batch_size);
+            push_mark(&mut series, label, j, Style::Line, bi > 0, mark);
+        }
+    }
+    if series.is_empty() {
+        return Err("no successful diffusion cell with step times matches the filters".into());
+    }
+    sort_marks(&mut series);
+    Ok(Figure {
+        title: format!("Time per diffusion step (median over all steps and repetitions), N = {n}"),
+        plot: Plot::Xy {
+            x: Axis { pow2: true, ..Axis::numeric("diffusion steps K", true) },
+            y: Axis::numeric("time per step (ms)", o.log_y),
+            series,
+            refs: Vec::new(),
+        },
+    })
+}
+
+/// The quality metric shown: the chosen one if a bundle has it, else the first any bundle has.
+pub fn quality_metric(bundles: &[&LoadedBundle], o: &Options) -> Option<(String, Direction)> {
+    let all: Vec<&crate::view::QualityValue> = bundles.iter().flat_map(|b| b.quality.iter().flatten()).collect();
+    let pick = o.metric.as_ref().and_then(|m| all.iter().find(|q| q.metric == *m)).or_else(|| all.first())?;
+    Some((pick.metric.clone(), pick.direction))
+}
+
+/// Every quality metric name of the loaded bundles.
+pub fn quality_metrics(bundles: &[&LoadedBundle]) -> Vec<String> {
+    let set: BTreeSet<&str> =
+        bundles.iter().flat_map(|b| b.quality.iter().flatten()).map(|q| q.metric.as_str()).collect();
+    set.into_iter().map(str::to_string).collect()
+}
+
+fn quality_of(lb: &LoadedBundle, cell: usize, metric: &str) -> Option<f64> {
+    lb.quality.get(cell)?.iter().find(|q| q.metric == metric).map(|q| q.value)
+}
+
+/// Quality points (cells with the metric and a latency) of one bundle at (B, N), diffusion then AR.
+fn quality_points(lb: &LoadedBundle, f: &Filters, metric: &str, b: u32, n: u32) -> Vec<QualityPoint> {
+    kept(lb, f)
+        .into_iter()
+        .filter(|c| c.cell.key.batch_size == b && c.cell.key.seq_len == n && c.cell.status == CellStatus::Ok)
+        .filter_map(|c| {
+            Some(QualityPoint {
+                cell: c.index,
+                steps: c.cell.key.steps,
+                e2e_ms: c.summary.e2e_ms?.median,
+                quality: quality_of(lb, c.index, metric)?,
+            })
+        })
+        .collect()
+}
+
+fn direction_text(d: Direction) -> &'static str {
+    match d {
+        Direction::LowerIsBetter => "lower is better",
+        Direction::HigherIsBetter => "higher is better",
+    }
+}
+
+fn pareto(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec<String>) -> Result<Figure, String> {
+    let (metric, dir) = quality_metric(bundles, o).ok_or(NO_QUALITY)?;
+    let ((b, n), note) = shape(bundles, f).ok_or("no cells")?;
+    notes.extend(note);
+    let mut pal = Palette::default();
+    let mut series = Vec::new();
+    for (bi, lb) in bundles.iter().enumerate() {
+        let t = tag(bi, bundles.len());
+        let pts = quality_points(lb, f, &metric, b, n);
+        let view = pareto_view(&pts, dir);
+        let front: Vec<Mark> = view
+            .front
+            .iter()
+            .map(|&i| {
+                let p = &pts[i];
+                Mark { x: p.e2e_ms, y: p.quality, lo: None, hi: None, tip: String::new(), cell: None }
+            })
+            .collect();
+        if !front.is_empty() {
+            series.push(Series {
+                label: format!("{t}Pareto frontier ({} points)", front.len()),
+                colour: figure::FRONTIER,
+                style: Style::Frontier,
+                alt: bi > 0,
+                marks: front,
+            });
+        }
+        for (i, p) in pts.iter().enumerate() {
+            let c = &lb.bundle.cells[p.cell];
+            let on = view.front.contains(&i);
+            let mark = Mark {
+                x: p.e2e_ms,
+                y: p.quality,
+                lo: None,
+                hi: None,
+                tip: format!(
+                    "{}\nL_e2e median {:.2} ms\n{metric} {:.4} ({})\n{}",
+                    key_text(&t, c),
+                    p.e2e_ms,
+                    p.quality,
+                    direction_text(dir),
+                    if on { "on the Pareto frontier" } else { "dominated" }
+                ),
+                cell: Some(CellId { bundle: bi, cell: p.cell }),
+            };
+            let (label, style) = match p.steps {
+                Some(_) => (format!("{t}{} over K", series_label(c)), Style::Line),
+                None => (format!("{t}{} (autoregressive)", short_model(&c.key.model)), Style::Points),
+            };
+            push_mark(&mut series, label, pal.of(c), style, bi > 0, mark);
+        }
+    }
+    if series.is_empty() {
+        return Err(format!("no cell at B = {b}, N = {n} has a value of {metric}"));
+    }
+    // Diffusion curves follow K (which is also the latency order).
+    for s in series.iter_mut().filter(|s| s.style == Style::Line) {
+        s.marks.sort_by(|a, b| a.x.total_cmp(&b.x));
+    }
+    notes.push(format!("Quality metric: {metric} ({}).", direction_text(dir)));
+    Ok(Figure {
+        title: format!("Pareto frontier: latency vs {metric} (B = {b}, N = {n})"),
+        plot: Plot::Xy {
+            x: Axis::numeric("median end-to-end latency L_e2e (ms)", o.log_x),
+            y: Axis::numeric(format!("{metric} ({})", direction_text(dir)), o.log_y),
+            series,
+            refs: Vec::new(),
+        },
+    })
+}
+
+/// One row of the S_parity panel: a diffusion model/sampler against the AR model at one (B, N).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParityRow {
+    /// `[A] ` / `[B] ` or empty.
+    pub tag: String,
+    /// Diffusion series label.
+    pub diffusion: String,
+    /// AR model.
+    pub ar: String,
+    /// Batch size.
+    pub batch: u32,
+    /// Sequence length.
+    pub seq: u32,
+    /// The derived panel.
+    pub panel: ParityPanel,
+    /// Key of the matched diffusion cell.
+    pub matched_key: Option<String>,
+    /// Key of the AR cell.
+    pub ar_key: String,
+    /// Entropy far below the AR model's at S_parity (needs an `entropy` metric).
+    pub entropy_warning: bool,
+}
+
+/// The S_parity rows: per bundle, per (B, N) kept (N fixed by the filter or the smallest), per diffusion
+/// series; `Err` with the reason when there is no quality data.
+pub fn parity_rows(bundles: &[&LoadedBundle], f: &Filters, o: &Options) -> Result<(String, Vec<ParityRow>), String> {
+    let (metric, dir) = quality_metric(bundles, o).ok_or(NO_QUALITY)?;
+    let mut rows = Vec::new();
+    for (bi, lb) in bundles.iter().enumerate() {
+        let t = tag(bi, bundles.len());
+        let shapes: BTreeSet<(u32, u32)> =
+            kept(lb, f).iter().map(|c| (c.cell.key.seq_len, c.cell.key.batch_size)).collect();
+        for (n, b) in shapes {
+            let pts = quality_points(lb, f, &metric, b, n);
+            let Some(ar) = pts.iter().find(|p| p.steps.is_none()).copied() else { continue };
+            let mut labels: Vec<String> = Vec::new();
+            for p in pts.iter().filter(|p| p.steps.is_some()) {
+                let l = series_label(&lb.bundle.cells[p.cell]);
+                if !labels.contains(&l) {
+                    labels.push(l);
+                }
+            }
+            for l in labels {
+                let diff: Vec<QualityPoint> = pts
+                    .iter()
+                    .filter(|p| p.steps.is_some() && series_label(&lb.bundle.cells[p.cell]) == l)
+                    .copied()
+                    .collect();
+                let panel = parity_panel(&diff, ar, dir);
+                let entropy_warning = panel.matched.is_some_and(|m| {
+                    match (quality_of(lb, m.cell, "entropy"), quality_of(lb, ar.cell, "entropy")) {
+                        (Some(d), Some(a)) => derive::entropy_warning(d, a),
+                        _ => false,
+                    }
+                });
+                rows.push(ParityRow {
+                    tag: t.clone(),
+                    diffusion: l,
+                    ar: short_model(&lb.bundle.cells[ar.cell].key.model).to_string(),
+                    batch: b,
+                    seq: n,
+                    matched_key: panel.matched.map(|m| lb.bundle.cells[m.cell].key.to_string()),
+                    ar_key: lb.bundle.cells[ar.cell].key.to_string(),
+                    panel,
+                    entropy_warning,
+                });
+            }
+        }
+    }
+    if rows.is_empty() {
+        return Err(format!("no (B, N) with both an AR and a diffusion value of {metric} matches the filters"));
+    }
+    Ok((format!("{metric} ({})", direction_text(dir)), rows))
+}
+
+impl ParityRow {
+    /// S_parity as text.
+    pub fn s_parity_text(&self) -> String {
+        match self.panel.parity {
+            Parity::Reached { steps } => steps.to_string(),
+            Parity::NotReached { max_steps } => format!("not reached (K <= {max_steps})"),
+            Parity::NoData => "no data".into(),
+        }
+    }
+
+    /// The interval as text: `(32, 64]`.
+    pub fn interval_text(&self) -> String {
+        match self.panel.interval {
+            Some((Some(lo), hi)) => format!("({lo}, {hi}]"),
+            Some((None, hi)) => format!("<= {hi} (smallest K tried)"),
+            None => "-".into(),
+        }
+    }
+
+    /// Speedup as text.
+    pub fn speedup_text(&self) -> String {
+        self.panel.speedup.map_or("-".into(), |s| format!("{s:.2}x"))
+    }
+
+    /// The verdict.
+    pub fn verdict(&self) -> &'static str {
+        match self.panel.viable {
+            Some(true) => "viable (speedup > 1)",
+            Some(false) => "not viable (slower at parity)",
+            None => "not viable (parity not reached)",
+        }
+    }
+}
+
+fn quality_steps(
+    bundles: &[&LoadedBundle],
+    f: &Filters,
+    o: &Options,
+    notes: &mut Vec<String>,
+) -> Result<Figure, String> {
+    let (metric, dir) = quality_metric(bundles, o).ok_or(NO_QUALITY)?;
+    let ((b, n), note) = shape(bundles, f).ok_or("no cells")?;
+    notes.extend(note);
+    let mut pal = Palette::default();
+    let (mut series, mut refs) = (Vec::new(), Vec::new());
+    for (bi, lb) in bundles.iter().enumerate() {
+        let t = tag(bi, bundles.len());
+        let pts = quality_points(lb, f, &metric, b, n);
+        let ar = pts.iter().find(|p| p.steps.is_none()).copied();
+        if let Some(a) = ar {
+            let model = short_model(&lb.bundle.cells[a.cell].key.model);
+            refs.push(RefLine {
+                label: format!("{t}{model} (autoregressive): {:.4}", a.quality),
+                value: a.quality,
+                vertical: false,
+                colour: figure::AR,
+                alt: bi > 0,
+            });
+        }
+        for p in pts.iter().filter(|p| p.steps.is_some()) {
+            let c = &lb.bundle.cells[p.cell];
+            let mark = Mark {
+                x: f64::from(p.steps.unwrap_or(1)),
+                y: p.quality,
+                lo: None,
+                hi: None,
+                tip: format!(
+                    "{}\n{metric} {:.4} ({})\nL_e2e median {:.2} ms",
+                    key_text(&t, c),
+                    p.quality,
+                    direction_text(dir),
+                    p.e2e_ms
+                ),
+                cell: Some(CellId { bundle: bi, cell: p.cell }),
+            };
+            push_mark(&mut series, format!("{t}{}", series_label(c)), pal.of(c), Style::Line, bi > 0, mark);
+        }
+        if let Some(a) = ar {
+            let diff: Vec<QualityPoint> = pts.iter().filter(|p| p.steps.is_some()).copied().collect();
+            if let Parity::Reached { steps } = parity_panel(&diff, a, dir).parity {
+                refs.push(RefLine {
+                    label: format!("{t}S_parity = {steps}"),
+                    value: f64::from(steps),
+                    vertical: true,
+                    colour: 5,
+                    alt: bi > 0,
+                });
+            }
+        }
+    }
+    if series.is_empty() {
+        return Err(format!("no diffusion cell at B = {b}, N = {n} has a value of {metric}"));
+    }
+    sort_marks(&mut series);
+    Ok(Figure {
+        title: format!("{metric} vs diffusion steps (B = {b}, N = {n})"),
+        plot: Plot::Xy {
+            x: Axis { pow2: true, ..Axis::numeric("diffusion steps K", true) },
+            y: Axis::numeric(format!("{metric} ({})", direction_text(dir)), o.log_y),
+            series,
+            refs,
+        },
+    })
+}
+
+// ---- the table of cells and its CSV ---------------------------------------------------------------------
+
+/// Columns of the cell table and the CSV.
+pub const COLUMNS: [&str; 14] = [
+    "bundle",
+    "model",
+    "sampler",
+    "K",
+    "B",
+    "N",
+    "status",
+    "e2e_ms_median",
+    "tokens_per_s_median",
+    "bytes_per_s_median",
+    "ttft_ms_median",
+    "itl_ms_median",
+    "step_ms_median",
+    "peak_memory_gb",
+];
+
+/// One row of the cell table: display text per column and a sort key per column.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    /// Which cell.
+    pub id: CellId,
+    /// Text per column ([`COLUMNS`]).
+    pub text: Vec<String>,
+    /// Number per numeric column (NaN when absent), for sorting.
+    pub num: Vec<f64>,
+    /// Status state (`ok`, `oom`, ...), for styling.
+    pub state: &'static str,
+}
+
+fn status_text(s: &CellStatus) -> (&'static str, String) {
+    match s {
+        CellStatus::Ok => ("ok", "ok".into()),
+        CellStatus::Oom { message } => ("oom", format!("oom: {message}")),
+        CellStatus::Error { message } => ("error", format!("error: {message}")),
+        CellStatus::Skipped { reason } => ("skipped", format!("skipped: {reason}")),
+    }
+}
+
+/// The rows of the kept cells of every loaded bundle.
+pub fn rows(bundles: &[&LoadedBundle], f: &Filters) -> Vec<Row> {
+    let mut out = Vec::new();
+    for (bi, lb) in bundles.iter().enumerate() {
+        let name = lb.source.clone();
+        for c in kept(lb, f) {
+            let k = &c.cell.key;
+            let s = c.summary;
+            let med = |x: Option<Summary>| x.map_or(f64::NAN, |v| v.median);
+            let mem = s.peak_allocated_bytes.or(s.peak_rss_bytes).map_or(f64::NAN, gigabytes);
+            let nums = [
+                f64::NAN,
+                f64::NAN,
+                f64::NAN,
+                k.steps.map_or(f64::NAN, f64::from),
+                f64::from(k.batch_size),
+                f64::from(k.seq_len),
+                f64::NAN,
+                med(s.e2e_ms),
+                med(s.tokens_per_s),
+                med(s.bytes_per_s),
+                med(s.prefill_ms),
+                med(s.itl_ms),
+                med(s.step_ms),
+                mem,
+            ];
+            let (state, status) = status_text(&c.cell.status);
+            let num_text = |v: f64, digits: usize| if v.is_nan() { String::new() } else { format!("{v:.digits$}") };
+            let text = vec![
+                name.clone(),
+                k.model.clone(),
+                sampler_name(k.sampler).to_string(),
+                k.steps.map(|v| v.to_string()).unwrap_or_default(),
+                k.batch_size.to_string(),
+                k.seq_len.to_string(),
+                status,
+                num_text(nums[7], 3),
+                num_text(nums[8], 2),
+                num_text(nums[9], 2),
+                num_text(nums[10], 3),
+                num_text(nums[11], 4),
+                num_text(nums[12], 4),
+                num_text(nums[13], 3),
+            ];
+            out.push(Row { id: CellId { bundle: bi, cell: c.index }, text, num: nums.to_vec(), state });
+        }
+    }
+    out
+}
+
+/// Sorts rows by column `col` (numbers numerically, absent last; text lexically).
+pub fn sort_rows(rows: &mut [Row], col: usize, descending: bool) {
+    rows.sort_by(|a, b| {
+        let (x, y) = (a.num[col], b.num[col]);
+        let ord = if x.is_nan() && y.is_nan() {
+            a.text[col].cmp(&b.text[col])
+        } else if x.is_nan() {
+            return std::cmp::Ordering::Greater;
+        } else if y.is_nan() {
+            return std::cmp::Ordering::Less;
+        } else {
+            x.total_cmp(&y)
+        };
+        if descending { ord.reverse() } else { ord }
+    });
+}
+
+/// CSV (RFC 4180) of the rows, with a header line.
+pub fn csv(rows: &[Row]) -> String {
+    let field = |s: &str| {
+        if s.contains([',', '"', '\n', '\r']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_string() }
+    };
+    let mut out = COLUMNS.join(",");
+    out.push('\n');
+    for r in rows {
+        out.push_str(&r.text.iter().map(|t| field(t)).collect::<Vec<_>>().join(","));
+        out.push('\n');
+    }
+    out
+}
+
+/// The details of one cell (shown when a point or a row is clicked): label/value rows.
+pub fn cell_details(lb: &LoadedBundle, cell: usize) -> Vec<(String, String)> {
+    let Some(c) = lb.bundle.cells.get(cell) else { return Vec::new() };
+    let s = &lb.summaries[cell];
+    let k = &c.key;
+    let mut out = vec![
+        ("bundle".to_string(), lb.source.clone()),
+        ("cell".into(), format!("#{cell}: {k}")),
+        ("sampler".into(), sampler_name(k.sampler).into()),
+        ("prompt / output tokens".into(), format!("{} / {}", k.prompt_tokens, k.output_tokens)),
+        ("status".into(), status_text(&c.status).1),
+        ("repetitions (warm-up)".into(), format!("{} ({})", c.repetitions.len(), c.warmup_runs)),
+    ];
+    let mut sum = |name: &str, v: Option<Summary>| {
+        if let Some(v) = v {
+            out.push((name.to_string(), format!("{} (mean {:.3}, std {:.3})", ms(&v), v.mean, v.std)));
+        }
+    };
+    sum("L_e2e", s.e2e_ms);
+    sum("TTFT (prefill)", s.prefill_ms);
+    sum("ITL", s.itl_ms);
+    sum("first block", s.first_block_ms);
+    sum("time per step", s.step_ms);
+    if let Some(t) = s.tokens_per_s {
+        out.push(("tokens/s".into(), format!("median {:.2} (min {:.2}, max {:.2})", t.median, t.min, t.max)));
+    }
+    if let Some(t) = s.bytes_per_s {
+        out.push(("bytes/s".into(), format!("median {:.2} (min {:.2}, max {:.2})", t.median, t.min, t.max)));
+    }
+    if let Some(t) = s.tokens_per_forward {
+        out.push(("tokens per forward".into(), format!("{t:.3}")));
+    }
+    for (name, v) in [
+        ("peak allocated", s.peak_allocated_bytes),
+        ("peak reserved", s.peak_reserved_bytes),
+        ("peak RSS (process)", s.peak_rss_bytes),
+    ] {
+        if let Some(v) = v {
+            out.push((name.into(), format!("{:.3} GB ({v} bytes)", gigabytes(v))));
+        }
+    }
+    for q in lb.quality.get(cell).into_iter().flatten() {
+        out.push((format!("quality: {}", q.metric), format!("{} ({})", q.value, direction_text(q.direction))));
+    }
+    out
+}
