@@ -2,9 +2,8 @@
 //! summarized by `schema::derive`), its provenance rows, and the validation of what the page fetches (index
 //! entries, file names). No browser API, so it is tested natively.
 
-use schema::derive::{CellSummary, Direction, summaries};
+use schema::derive::{CellSummary, summaries};
 use schema::{Bundle, BundleIndex, IndexEntry};
-use serde::Deserialize;
 
 /// Text of an index entry in the bundle selector.
 pub fn option_label(e: &IndexEntry) -> String {
@@ -33,18 +32,7 @@ pub fn is_plain_file_name(name: &str) -> bool {
         && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '+'))
 }
 
-/// One quality value of a cell, as a hand-written fixture (or, later, the runner) records it in
-/// `cells[i].quality`: `[{"metric": "perplexity", "direction": "lower_is_better", "value": 10.4}]`.
-/// Bundles do not define this field yet (schema 1.0); the explorer reads it when present.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct QualityValue {
-    /// Metric name (`perplexity`, `bertscore_f1`, `entropy`, ...).
-    pub metric: String,
-    /// Which way is better.
-    pub direction: Direction,
-    /// The value.
-    pub value: f64,
-}
+pub use schema::bundle::QualityValue;
 
 /// A bundle ready to show.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,34 +51,10 @@ pub struct LoadedBundle {
     pub quality: Vec<Vec<QualityValue>>,
 }
 
-/// Reads `cells[i].quality` of every cell, when the text has any.
-fn read_quality(source: &str, json: &str, cells: usize) -> Result<Vec<Vec<QualityValue>>, String> {
-    if !json.contains("\"quality\"") {
-        return Ok(vec![Vec::new(); cells]);
-    }
-    #[derive(Deserialize)]
-    struct Q {
-        cells: Vec<C>,
-    }
-    #[derive(Deserialize)]
-    struct C {
-        #[serde(default)]
-        quality: Vec<QualityValue>,
-    }
-    let q: Q = serde_json::from_str(json).map_err(|e| format!("cannot read bundle {source}: quality values: {e}"))?;
-    let out: Vec<Vec<QualityValue>> = q.cells.into_iter().map(|c| c.quality).collect();
-    if let Some((i, v)) =
-        out.iter().enumerate().find_map(|(i, c)| c.iter().find(|v| !v.value.is_finite()).map(|v| (i, v)))
-    {
-        return Err(format!("cannot read bundle {source}: cells[{i}].quality: {} is not a finite number", v.metric));
-    }
-    Ok(out)
-}
-
 /// Parses a bundle and prepares everything the page shows; the error is a message for the user.
 pub fn load_bundle(source: &str, json: &str) -> Result<LoadedBundle, String> {
     let read = schema::read_bundle_detailed(json).map_err(|e| format!("cannot read bundle {source}: {e}"))?;
-    let quality = read_quality(source, json, read.bundle.cells.len())?;
+    let quality = read.bundle.cells.iter().map(|c| c.quality.clone()).collect();
     let b = &read.bundle;
     let p = &b.provenance;
     let d = &p.device;

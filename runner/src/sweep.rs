@@ -552,7 +552,7 @@ fn measure_cell(
             }
         }
     };
-    Some(Cell { key: key.clone(), status, warmup_runs: warmup, repetitions: reps, execution: None })
+    Some(Cell { key: key.clone(), status, warmup_runs: warmup, repetitions: reps, execution: None, quality: vec![] })
 }
 
 /// One generation of a batch with the cell's algorithm.

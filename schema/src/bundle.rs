@@ -327,6 +327,30 @@ pub struct Cell {
     /// Since 1.1: index into [`Provenance::executions`] of the process that measured this cell.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub execution: Option<u32>,
+    /// Since 1.1: quality of the cell's generations, one value per metric (absent when not measured).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub quality: Vec<QualityValue>,
+}
+
+/// Whether larger or smaller values of a quality metric are better.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    /// Perplexity and other losses.
+    LowerIsBetter,
+    /// BERTScore, ROUGE and other scores.
+    HigherIsBetter,
+}
+
+/// One quality value of a cell: `{"metric": "perplexity", "direction": "lower_is_better", "value": 10.4}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct QualityValue {
+    /// Metric name (`perplexity`, `bertscore_f1`, `entropy`, ...).
+    pub metric: String,
+    /// Which way is better.
+    pub direction: Direction,
+    /// The value (finite).
+    pub value: f64,
 }
 
 /// One measured run of a cell: a batch of B prompts generated once.

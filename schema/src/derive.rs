@@ -109,7 +109,10 @@ pub fn cell_summary(cell: &Cell) -> CellSummary {
 
 /// A cell's measured latency summary when it ran successfully.
 fn ok_latency(cell: &Cell) -> Option<Summary> {
-    (cell.status == CellStatus::Ok).then(|| cell_summary(cell).e2e_ms).flatten()
+    // Only the latencies: the full `cell_summary` would also summarize every diffusion step.
+    (cell.status == CellStatus::Ok)
+        .then(|| summarize(&cell.repetitions.iter().map(|r| r.e2e_ms).collect::<Vec<_>>()))
+        .flatten()
 }
 
 /// One point of a latency-vs-steps curve.
@@ -149,53 +152,45 @@ pub struct LatencySeries {
 
 /// Latency-vs-steps series of a bundle, sorted by (N, B, model, sampler).
 pub fn latency_vs_steps(bundle: &Bundle) -> Vec<LatencySeries> {
-    let mut series: Vec<LatencySeries> = Vec::new();
+    use std::collections::BTreeMap;
+    // Indexed by key, so a bundle of 10,000 cells costs one pass, not one scan per series.
+    let mut series: BTreeMap<(u32, u32, &str, Sampler), LatencySeries> = BTreeMap::new();
+    let mut ar: BTreeMap<(u32, u32), ArReference> = BTreeMap::new();
     for cell in &bundle.cells {
-        let (Some(k), Some(e2e)) = (cell.key.steps, ok_latency(cell)) else { continue };
         let key = &cell.key;
-        let point = StepPoint { steps: k, e2e_ms: e2e };
-        match series.iter_mut().find(|s| {
-            s.model == key.model
-                && s.sampler == key.sampler
-                && s.batch_size == key.batch_size
-                && s.seq_len == key.seq_len
-        }) {
-            Some(s) => s.points.push(point),
-            None => series.push(LatencySeries {
-                model: key.model.clone(),
-                sampler: key.sampler,
-                batch_size: key.batch_size,
-                seq_len: key.seq_len,
-                points: vec![point],
-                ar_reference: None,
-            }),
+        let Some(e2e) = ok_latency(cell) else { continue };
+        match key.steps {
+            None if key.sampler == Sampler::ArGreedy => {
+                // The first AR cell of a shape in file order is its reference.
+                ar.entry((key.seq_len, key.batch_size))
+                    .or_insert_with(|| ArReference { model: key.model.clone(), e2e_ms: e2e });
+            }
+            None => {}
+            Some(k) => series
+                .entry((key.seq_len, key.batch_size, key.model.as_str(), key.sampler))
+                .or_insert_with(|| LatencySeries {
+                    model: key.model.clone(),
+                    sampler: key.sampler,
+                    batch_size: key.batch_size,
+                    seq_len: key.seq_len,
+                    points: Vec::new(),
+                    ar_reference: None,
+                })
+                .points
+                .push(StepPoint { steps: k, e2e_ms: e2e }),
         }
     }
-    for s in &mut series {
-        s.points.sort_by_key(|p| p.steps);
-        s.ar_reference = bundle
-            .cells
-            .iter()
-            .filter(|c| {
-                c.key.sampler == Sampler::ArGreedy && c.key.batch_size == s.batch_size && c.key.seq_len == s.seq_len
-            })
-            .find_map(|c| ok_latency(c).map(|e2e_ms| ArReference { model: c.key.model.clone(), e2e_ms }));
-    }
-    series.sort_by(|a, b| {
-        (a.seq_len, a.batch_size, &a.model, a.sampler).cmp(&(b.seq_len, b.batch_size, &b.model, b.sampler))
-    });
     series
+        .into_values()
+        .map(|mut s| {
+            s.points.sort_by_key(|p| p.steps);
+            s.ar_reference = ar.get(&(s.seq_len, s.batch_size)).cloned();
+            s
+        })
+        .collect()
 }
 
-/// Whether larger or smaller values of a quality metric are better.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Direction {
-    /// Perplexity and other losses.
-    LowerIsBetter,
-    /// BERTScore, ROUGE and other scores.
-    HigherIsBetter,
-}
+pub use crate::bundle::Direction;
 
 impl Direction {
     /// True when `a` is at least as good as `b`.

@@ -79,16 +79,21 @@ pub fn read_bundle(json: &str) -> Result<Bundle, BundleError> {
 
 /// Like [`read_bundle`], also saying which version the file had.
 pub fn read_bundle_detailed(json: &str) -> Result<ReadBundle, BundleError> {
-    let mut value: Value = serde_json::from_str(json).map_err(|e| BundleError::NotJson {
-        message: e.to_string().split(" at line").next().unwrap_or_default().to_string(),
-        line: e.line(),
-        column: e.column(),
-    })?;
-    let Some(obj) = value.as_object() else {
-        return Err(BundleError::NotABundle("the top level is not a JSON object".into()));
-    };
-    let raw = match obj.get("schema_version") {
-        Some(Value::String(s)) => s.clone(),
+    // First pass: only `schema_version` (everything else is skipped without allocating).
+    #[derive(serde::Deserialize)]
+    struct Header {
+        #[serde(default)]
+        schema_version: Option<Value>,
+    }
+    if !json.trim_start().starts_with('{') {
+        return Err(match serde_json::from_str::<serde::de::IgnoredAny>(json) {
+            Ok(_) => BundleError::NotABundle("the top level is not a JSON object".into()),
+            Err(e) => not_json(&e),
+        });
+    }
+    let header: Header = serde_json::from_str(json).map_err(|e| not_json(&e))?;
+    let raw = match header.schema_version {
+        Some(Value::String(s)) => s,
         Some(other) => {
             return Err(BundleError::NotABundle(format!(
                 "`schema_version` must be a string like \"1.0\", found {other}"
@@ -102,21 +107,34 @@ pub fn read_bundle_detailed(json: &str) -> Result<ReadBundle, BundleError> {
     let Some(version) = SchemaVersion::latest_of_major(file_version.major) else {
         return Err(BundleError::NewerVersion { found: file_version, supported: SchemaVersion::CURRENT });
     };
-    let mut at = version;
-    while at != SchemaVersion::CURRENT {
-        at = upgrade_step(at, &mut value).map_err(|(path, message)| BundleError::Invalid {
-            version: file_version,
-            path,
-            message,
-        })?;
-    }
-    let bundle: Bundle = serde_path_to_error::deserialize(&value).map_err(|e| BundleError::Invalid {
-        version: file_version,
-        path: e.path().to_string(),
-        message: e.inner().to_string(),
-    })?;
+    let invalid = |path: String, message: String| BundleError::Invalid { version: file_version, path, message };
+    // Older majors are upgraded as JSON, one version step at a time, and written back to text, so the typed
+    // parse below exists once (from text, no intermediate tree: large bundles load fast, the wasm stays small).
+    let upgraded;
+    let text = if version == SchemaVersion::CURRENT {
+        json
+    } else {
+        let mut value: Value = serde_json::from_str(json).map_err(|e| not_json(&e))?;
+        let mut at = version;
+        while at != SchemaVersion::CURRENT {
+            at = upgrade_step(at, &mut value).map_err(|(path, message)| invalid(path, message))?;
+        }
+        upgraded = value.to_string();
+        upgraded.as_str()
+    };
+    let mut de = serde_json::Deserializer::from_str(text);
+    let bundle: Bundle =
+        serde_path_to_error::deserialize(&mut de).map_err(|e| invalid(e.path().to_string(), e.inner().to_string()))?;
     check(&bundle)?;
     Ok(ReadBundle { bundle, file_version })
+}
+
+fn not_json(e: &serde_json::Error) -> BundleError {
+    BundleError::NotJson {
+        message: e.to_string().split(" at line").next().unwrap_or_default().to_string(),
+        line: e.line(),
+        column: e.column(),
+    }
 }
 
 /// Writes a bundle as pretty JSON in the current version.
@@ -173,6 +191,13 @@ fn upgrade_step(from: SchemaVersion, value: &mut Value) -> Result<SchemaVersion,
 fn check(b: &Bundle) -> Result<(), BundleError> {
     let mut seen = std::collections::HashSet::new();
     for (i, cell) in b.cells.iter().enumerate() {
+        if let Some(q) = cell.quality.iter().find(|q| !q.value.is_finite()) {
+            return Err(BundleError::Inconsistent(format!(
+                "cells[{i}].quality: {} is {}: quality values must be finite (leave a metric out when it was \
+                 not measured)",
+                q.metric, q.value
+            )));
+        }
         let Some(model) = b.model(&cell.key.model) else {
             return Err(BundleError::Inconsistent(format!(
                 "cells[{i}] refers to model {:?}, which is not in `models`",

@@ -26,7 +26,8 @@ pub enum SchemaVersion {
     /// `1.1`: optional provenance of cluster runs. `provenance` gained `config_sha256` (SHA-256 of the resolved
     /// config as TOML), `shard` (`{index, count}`), `planned_cells` (fewer cells: a partial bundle of an
     /// interrupted run) and `executions` (host, device, shard and SLURM ids of each process that measured cells);
-    /// each cell gained `execution`, its index into `executions`. A 1.0 file reads unchanged.
+    /// each cell gained `execution`, its index into `executions`, and `quality` (`[{metric, direction, value}]`,
+    /// absent when quality was not measured). A 1.0 file reads unchanged.
     V1_1,
 }
 
