@@ -16,8 +16,9 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 /// A bundle format version `MAJOR.MINOR`. The variants document what changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum SchemaVersion {
-    /// `0.1`: the draft format of the first prototype. Cell repetitions carried `latency_s` (seconds) and
-    /// `prefill_s`; models had no `parameters`; the prompt set had no hash. Read and upgraded, never written.
+    /// `0.1`: a pre-release draft, defined together with 1.0 so that the upgrade path is exercised from the first
+    /// release (no released dllm-bench wrote it). Repetitions carried `latency_s` and `prefill_s` in seconds; the
+    /// provenance had no `attention`; the prompt set had no `selection` or hash. Read and upgraded, never written.
     V0_1,
     /// `1.0`: the first stable format. Unit-suffixed millisecond and byte fields (`e2e_ms`, `prefill_ms`,
     /// `peak_allocated_bytes`), cells keyed by (model, sampler, K, B, N, prompt/output tokens, block length),
