@@ -151,7 +151,7 @@ fn upgrade_step(from: SchemaVersion, value: &mut Value) -> Result<SchemaVersion,
     match from {
         SchemaVersion::V0_1 => {
             // 0.1 -> 1.0: seconds became milliseconds with unit-suffixed names; provenance gained
-            // `attention`; the prompt set gained `selection` and `sha256`; models gained shape facts.
+            // `attention`; the prompt set gained `selection` and `sha256`.
             let root = value.as_object_mut().ok_or(("".to_string(), "not an object".to_string()))?;
             root.insert("schema_version".into(), Value::String("1.0".into()));
             if let Some(Value::Object(p)) = root.get_mut("provenance") {
