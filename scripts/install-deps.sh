@@ -29,6 +29,9 @@ APT_PKGS=(pkg-config libfontconfig1-dev fonts-dejavu-core)
 [ -n "${SKIP_BROWSER:-}" ] || APT_PKGS+=(chromium chromium-driver)
 command -v node >/dev/null 2>&1 || APT_PKGS+=(nodejs)
 command -v npm >/dev/null 2>&1 || APT_PKGS+=(npm)
+# The e2e and benchmark scripts use python3 (free port, fixtures) and curl (waiting for the server).
+command -v python3 >/dev/null 2>&1 || APT_PKGS+=(python3)
+command -v curl >/dev/null 2>&1 || APT_PKGS+=(curl)
 missing=()
 for p in "${APT_PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
