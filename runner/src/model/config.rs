@@ -203,12 +203,7 @@ struct LlamaConfigFile {
 
 impl LlamaConfigFile {
     fn into_config(self, path: &Path) -> Result<ModelConfig, ModelError> {
-        let unsupported = |field: &str, value: String, fix: &str| ModelError::Unsupported {
-            path: path.to_path_buf(),
-            field: field.to_string(),
-            value,
-            fix: fix.to_string(),
-        };
+        let unsupported = unsupported_in(path);
         if self.tie_word_embeddings {
             return Err(unsupported(
                 "tie_word_embeddings",
@@ -320,12 +315,7 @@ fn yes() -> bool {
 
 impl LladaConfigFile {
     fn into_config(self, path: &Path) -> Result<ModelConfig, ModelError> {
-        let unsupported = |field: &str, value: String, fix: &str| ModelError::Unsupported {
-            path: path.to_path_buf(),
-            field: field.to_string(),
-            value,
-            fix: fix.to_string(),
-        };
+        let unsupported = unsupported_in(path);
         let checks: [(&str, bool, &str); 7] = [
             ("weight_tying", self.weight_tying, "only an untied LM head (ff_out) is implemented"),
             ("include_bias", self.include_bias, "only bias-free projections are implemented"),
@@ -389,5 +379,15 @@ impl LladaConfigFile {
         };
         cfg.check(path)?;
         Ok(cfg)
+    }
+}
+
+/// The "this config asks for something the code cannot do" error of one file, for both layouts.
+fn unsupported_in(path: &Path) -> impl Fn(&str, String, &str) -> ModelError + '_ {
+    move |field, value, fix| ModelError::Unsupported {
+        path: path.to_path_buf(),
+        field: field.to_string(),
+        value,
+        fix: fix.to_string(),
     }
 }
