@@ -183,7 +183,9 @@ fn upgrade_step(from: SchemaVersion, value: &mut Value) -> Result<SchemaVersion,
         }
         // 1.0 -> 1.1 only added optional fields: nothing to transform.
         SchemaVersion::V1_0 => Ok(SchemaVersion::V1_1),
-        SchemaVersion::V1_1 => Ok(SchemaVersion::V1_1),
+        // 1.1 -> 1.2 likewise.
+        SchemaVersion::V1_1 => Ok(SchemaVersion::V1_2),
+        SchemaVersion::V1_2 => Ok(SchemaVersion::V1_2),
     }
 }
 

@@ -30,6 +30,10 @@ pub enum SchemaVersion {
     /// each cell gained `execution`, its index into `executions`, and `quality` (`[{metric, direction, value}]`,
     /// absent when quality was not measured). A 1.0 file reads unchanged.
     V1_1,
+    /// `1.2`: optional measurement detail. Quality per prompt with the evaluator that produced it, and the
+    /// generated continuations a cell's quality was computed from; per-repetition memory split, device-wide
+    /// memory and roofline context (weights bytes read, FLOPs). A 1.0 or 1.1 file reads unchanged.
+    V1_2,
 }
 
 /// A version as written in a file: may be newer than any variant this build knows.
@@ -43,10 +47,11 @@ pub struct VersionNumber {
 
 impl SchemaVersion {
     /// The version this build writes.
-    pub const CURRENT: SchemaVersion = SchemaVersion::V1_1;
+    pub const CURRENT: SchemaVersion = SchemaVersion::V1_2;
 
     /// Every known version, oldest first.
-    pub const ALL: [SchemaVersion; 3] = [SchemaVersion::V0_1, SchemaVersion::V1_0, SchemaVersion::V1_1];
+    pub const ALL: [SchemaVersion; 4] =
+        [SchemaVersion::V0_1, SchemaVersion::V1_0, SchemaVersion::V1_1, SchemaVersion::V1_2];
 
     /// The number written in files.
     pub fn number(self) -> VersionNumber {
@@ -54,6 +59,7 @@ impl SchemaVersion {
             SchemaVersion::V0_1 => VersionNumber { major: 0, minor: 1 },
             SchemaVersion::V1_0 => VersionNumber { major: 1, minor: 0 },
             SchemaVersion::V1_1 => VersionNumber { major: 1, minor: 1 },
+            SchemaVersion::V1_2 => VersionNumber { major: 1, minor: 2 },
         }
     }
 

@@ -8,7 +8,7 @@ use crate::util::{fixture, sample_bundle};
 fn bundle_round_trips_through_json() {
     let b = sample_bundle();
     let text = write_bundle(&b);
-    assert!(text.trim_start().starts_with("{\n  \"schema_version\": \"1.1\""), "schema_version must come first");
+    assert!(text.trim_start().starts_with("{\n  \"schema_version\": \"1.2\""), "schema_version must come first");
     assert_eq!(read_bundle(&text).expect("reads back"), b);
 }
 
@@ -40,9 +40,9 @@ fn every_v1_fixture_reads() {
 }
 
 #[test]
-fn v1_0_reads_as_1_1_with_the_cluster_provenance_absent() {
+fn v1_0_reads_as_current_with_the_cluster_provenance_absent() {
     let r = read_bundle_detailed(&fixture("v1.0/demo.json")).expect("1.0 is readable");
-    assert_eq!(r.bundle.schema_version, SchemaVersion::V1_1);
+    assert_eq!(r.bundle.schema_version, SchemaVersion::CURRENT);
     let p = &r.bundle.provenance;
     assert!(p.config_sha256.is_none() && p.shard.is_none() && p.planned_cells.is_none() && p.executions.is_empty());
     assert!(r.bundle.cells.iter().all(|c| c.execution.is_none()));
@@ -86,7 +86,7 @@ fn v0_1_draft_upgrades_seconds_to_milliseconds() {
 
 #[test]
 fn newer_major_is_refused_with_upgrade_advice() {
-    let text = write_bundle(&sample_bundle()).replacen("\"1.1\"", "\"2.0\"", 1);
+    let text = write_bundle(&sample_bundle()).replacen("\"1.2\"", "\"2.0\"", 1);
     let err = read_bundle(&text).expect_err("2.0 is newer");
     assert!(matches!(err, BundleError::NewerVersion { .. }));
     let msg = err.to_string();
@@ -95,7 +95,7 @@ fn newer_major_is_refused_with_upgrade_advice() {
 
 #[test]
 fn newer_minor_is_read_ignoring_unknown_fields() {
-    let text = write_bundle(&sample_bundle()).replacen("\"1.1\"", "\"1.7\"", 1).replacen(
+    let text = write_bundle(&sample_bundle()).replacen("\"1.2\"", "\"1.7\"", 1).replacen(
         "\"provenance\": {",
         "\"provenance\": {\n \"future_field\": [1, 2],",
         1,
