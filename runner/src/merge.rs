@@ -237,12 +237,14 @@ pub fn merge(inputs: &[(PathBuf, Bundle)], opts: MergeOptions) -> Result<Merged,
     provenance.shard = None;
     provenance.planned_cells = Some(grid.len() as u32);
     provenance.executions = executions;
-    let bundle = Bundle {
+    let mut bundle = Bundle {
         schema_version: schema::SchemaVersion::CURRENT,
         provenance,
         models,
         prompt_set: first.prompt_set.clone(),
         cells,
+        parity: Vec::new(),
     };
+    bundle.recompute_parity();
     Ok(Merged { bundle, missing, devices: by_device.into_keys().collect() })
 }

@@ -391,7 +391,7 @@ fn assemble(resolved: &ResolvedConfig, journal: &Journal, planned: &[CellKey], s
         .filter_map(|m| journal.state.models.iter().find(|x| x.id == m.id && used.contains(x.id.as_str())))
         .cloned()
         .collect();
-    Bundle {
+    let mut bundle = Bundle {
         schema_version: SchemaVersion::CURRENT,
         provenance: Provenance {
             tool: "dllm-bench".into(),
@@ -412,7 +412,10 @@ fn assemble(resolved: &ResolvedConfig, journal: &Journal, planned: &[CellKey], s
         models,
         prompt_set: h.prompt_set.clone(),
         cells,
-    }
+        parity: Vec::new(),
+    };
+    bundle.recompute_parity();
+    bundle
 }
 
 /// Finds a model in the HF cache, first writing synthetic weights when the config asks for them.
@@ -552,7 +555,15 @@ fn measure_cell(
             }
         }
     };
-    Some(Cell { key: key.clone(), status, warmup_runs: warmup, repetitions: reps, execution: None, quality: vec![] })
+    Some(Cell {
+        key: key.clone(),
+        status,
+        warmup_runs: warmup,
+        repetitions: reps,
+        execution: None,
+        quality: vec![],
+        generations: vec![],
+    })
 }
 
 /// One generation of a batch with the cell's algorithm.

@@ -26,6 +26,10 @@ pub struct Bundle {
     pub prompt_set: PromptSetInfo,
     /// One entry per grid cell.
     pub cells: Vec<Cell>,
+    /// Since 1.2: S_parity and the speedup at parity as the writer computed them with
+    /// [`crate::parity::parity`] from the cells (readers may recompute them; the explorer does).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parity: Vec<crate::parity::ParityRecord>,
 }
 
 /// Where, when and with what a bundle was made.
@@ -330,27 +334,90 @@ pub struct Cell {
     /// Since 1.1: quality of the cell's generations, one value per metric (absent when not measured).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub quality: Vec<QualityValue>,
+    /// Since 1.2: the continuations the cell's quality was computed from, one per prompt of the set (only the
+    /// group's quality cell has them: see [`crate::derive::quality_cells`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub generations: Vec<Generation>,
+}
+
+/// Since 1.2: one generated continuation, kept so that quality can be recomputed and read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Generation {
+    /// Index into the prompt set.
+    pub prompt: u32,
+    /// Bytes of the prompt text the model was given (the cell's prompt cut, after BOS): the prompt is the first
+    /// `prompt_bytes` bytes of the prompt set's text `prompt`.
+    pub prompt_bytes: u32,
+    /// The continuation, decoded without special tokens.
+    pub text: String,
+    /// The true continuation of the prompt (the text after the cut, as many tokens as were generated), when the
+    /// prompt set has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<String>,
 }
 
 /// Whether larger or smaller values of a quality metric are better.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Direction {
     /// Perplexity and other losses.
+    #[default]
     LowerIsBetter,
     /// BERTScore, ROUGE and other scores.
     HigherIsBetter,
 }
 
 /// One quality value of a cell: `{"metric": "perplexity", "direction": "lower_is_better", "value": 10.4}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct QualityValue {
-    /// Metric name (`perplexity`, `bertscore_f1`, `entropy`, ...).
+    /// Metric name (`perplexity`, `unigram_entropy`, `rouge_l_f1`, ...; see the runner's README).
     pub metric: String,
     /// Which way is better.
     pub direction: Direction,
+    /// The value (finite): `per_prompt` pooled as `pooling` says.
+    pub value: f64,
+    /// Since 1.2: the model that scored the text (perplexity); absent for text statistics.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evaluator: Option<String>,
+    /// Since 1.2: how `value` pools the per-prompt values; absent: their mean.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pooling: Option<Pooling>,
+    /// Since 1.2: the value of each prompt (what bootstrap intervals resample).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub per_prompt: Vec<PromptValue>,
+}
+
+impl QualityValue {
+    /// A metric's name with its evaluator, e.g. `perplexity` or `perplexity [meta-llama/Meta-Llama-3-8B]`.
+    pub fn label(&self) -> String {
+        match &self.evaluator {
+            Some(e) => format!("{} [{e}]", self.metric),
+            None => self.metric.clone(),
+        }
+    }
+}
+
+/// Since 1.2: how per-prompt values pool into a cell's value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Pooling {
+    /// The plain mean over prompts.
+    Mean,
+    /// Perplexity over all tokens: `exp(sum(tokens_i * ln value_i) / sum(tokens_i))`, i.e. the exponential of
+    /// the mean negative log-likelihood per token over every prompt's tokens.
+    TokenPerplexity,
+}
+
+/// Since 1.2: the value of one prompt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PromptValue {
+    /// Index into the prompt set.
+    pub prompt: u32,
     /// The value (finite).
     pub value: f64,
+    /// Tokens the value is over (the weight of [`Pooling::TokenPerplexity`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<u64>,
 }
 
 /// One measured run of a cell: a batch of B prompts generated once.
@@ -388,6 +455,15 @@ pub struct Repetition {
 }
 
 impl Bundle {
+    /// Recomputes [`Bundle::parity`] from the cells with the options the config asks for (writers call this
+    /// last; no `[quality]` table: none).
+    pub fn recompute_parity(&mut self) {
+        self.parity = match crate::parity::ParityOptions::from_config(self) {
+            Some(o) => crate::parity::parity(self, &o),
+            None => Vec::new(),
+        };
+    }
+
     /// The model a cell refers to.
     pub fn model(&self, id: &str) -> Option<&ModelInfo> {
         self.models.iter().find(|m| m.id == id)

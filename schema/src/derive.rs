@@ -220,7 +220,7 @@ pub fn pareto_front(points: &[(f64, f64)], direction: Direction) -> Vec<usize> {
 }
 
 /// The outcome of the S_parity search.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum Parity {
     /// The fewest steps of the grid at which the diffusion model is at least as good as the AR baseline.

@@ -233,6 +233,77 @@ pub struct GridConfig {
     pub grid: GridAxes,
     /// The models compared.
     pub models: Vec<ModelSpec>,
+    /// Quality measurement; absent: quality is not measured (timing only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quality: Option<QualityConfig>,
+}
+
+/// How the quality of the generations is measured (the `[quality]` table).
+///
+/// In each group of cells that differ only in the batch size (same model, sampler, N and K), the cell with the
+/// largest B generates one continuation per prompt of the set (its timed repetitions, then unmeasured batches for
+/// the prompts they did not cover). Text statistics (unigram entropy, distinct-n, overlap with the reference) are
+/// computed at once; after every model's cells, each evaluator is loaded and scores the continuations'
+/// perplexity. S_parity and the speedup come from these values (see `schema::derive::parity`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QualityConfig {
+    /// Models that score the generative perplexity (Llama-layout checkpoints); the first is the primary. An entry
+    /// with only the `id` of a llama model of `[[models]]` reuses that model.
+    #[serde(default)]
+    pub evaluators: Vec<EvaluatorSpec>,
+    /// Metric that defines S_parity: `perplexity` (of the primary evaluator) or a text metric such as
+    /// `rouge_l_f1`.
+    #[serde(default = "default_parity_metric")]
+    pub parity_metric: String,
+    /// Bootstrap resamples over prompts for the 95% intervals (seeded with `run.seed`).
+    #[serde(default = "default_resamples")]
+    pub bootstrap_resamples: u32,
+    /// Refine S_parity by bisection: run extra K values between the grid's last miss and S_parity, recorded like
+    /// any other cells (`dllm-bench run --parity-search`).
+    #[serde(default)]
+    pub parity_search: bool,
+}
+
+fn default_parity_metric() -> String {
+    "perplexity".to_string()
+}
+
+fn default_resamples() -> u32 {
+    1000
+}
+
+/// A model that scores generations.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EvaluatorSpec {
+    /// Hub repository id, e.g. `meta-llama/Meta-Llama-3-8B`.
+    pub id: String,
+    /// Hub revision; default: the revision of the `[[models]]` entry with this id, else `main`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
+    /// Synthetic weights of these shapes under `id` (as for models).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub synthetic: Option<SyntheticWeights>,
+}
+
+impl GridConfig {
+    /// The evaluators as model specs (Llama layout), in config order; none without a `[quality]` table.
+    pub fn evaluators(&self) -> Vec<ModelSpec> {
+        let Some(q) = &self.quality else { return Vec::new() };
+        q.evaluators
+            .iter()
+            .map(|e| match self.models.iter().find(|m| m.id == e.id) {
+                Some(m) if e.revision.is_none() && e.synthetic.is_none() => m.clone(),
+                _ => ModelSpec {
+                    kind: ModelKind::Llama,
+                    id: e.id.clone(),
+                    revision: e.revision.clone().unwrap_or_else(default_revision),
+                    synthetic: e.synthetic.clone(),
+                },
+            })
+            .collect()
+    }
 }
 
 /// A config that cannot be used, with the file, the field and the fix.
@@ -399,6 +470,55 @@ impl GridConfig {
                         "remove the field to use the preset's value",
                     ));
                 }
+            }
+        }
+        if let Some(q) = &self.quality {
+            for (i, e) in q.evaluators.iter().enumerate() {
+                let field = format!("quality.evaluators[{i}]");
+                match self.models.iter().find(|m| m.id == e.id) {
+                    Some(m) if m.kind != ModelKind::Llama => {
+                        return Err(bad(
+                            &format!("{field}.id"),
+                            format!("{} is a {:?} model; an evaluator scores text left to right", e.id, m.kind),
+                            "name a Llama-layout checkpoint, e.g. id = \"meta-llama/Meta-Llama-3-8B\"",
+                        ));
+                    }
+                    Some(m) if e.synthetic.is_some() || e.revision.as_ref().is_some_and(|r| *r != m.revision) => {
+                        return Err(bad(
+                            &field,
+                            format!("{} is also a measured model; it cannot have its own revision or weights", e.id),
+                            "give only the id to reuse the measured model, or use another id",
+                        ));
+                    }
+                    _ => {}
+                }
+                if q.evaluators[..i].iter().any(|o| o.id == e.id) {
+                    return Err(bad(&format!("{field}.id"), format!("{} is listed twice", e.id), "list it once"));
+                }
+            }
+            let text_metrics = ["unigram_entropy", "distinct_1", "distinct_2", "rouge_l_f1", "token_f1"];
+            let m = q.parity_metric.as_str();
+            if m == "perplexity" && q.evaluators.is_empty() {
+                return Err(bad(
+                    "quality.parity_metric",
+                    "perplexity needs an evaluator, and quality.evaluators is empty".into(),
+                    "add [[quality.evaluators]] id = \"meta-llama/Meta-Llama-3-8B\", or use parity_metric = \
+                     \"rouge_l_f1\"",
+                ));
+            }
+            if m != "perplexity" && !text_metrics.contains(&m) {
+                return Err(bad(
+                    "quality.parity_metric",
+                    format!("unknown metric {m:?}"),
+                    &format!("use \"perplexity\" or one of {}", text_metrics.join(", ")),
+                ));
+            }
+            if q.bootstrap_resamples == 0 {
+                return Err(bad(
+                    "quality.bootstrap_resamples",
+                    "0 resamples give no interval".into(),
+                    "use 1000 (the default), or more",
+                ));
             }
         }
         let has_llada = self.models.iter().any(|m| m.kind == ModelKind::Llada);

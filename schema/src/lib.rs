@@ -4,6 +4,7 @@
 //!   versioning policy and [`read`] upgrades older files and refuses newer ones.
 //! - [`grid`]: the grid configs (`config/*.toml`) with validation.
 //! - [`derive`](mod@derive): every derived number (statistics, throughput, Pareto front, S_parity, speedup).
+//! - [`parity`]: quality per cell group, S_parity and the speedup at parity with bootstrap intervals.
 //! - [`index`]: the list of bundles a site serves.
 //!
 //! This crate has no runner logic and no I/O beyond parsing strings, so it compiles to wasm.
@@ -13,6 +14,7 @@ pub mod bundle;
 pub mod derive;
 pub mod grid;
 pub mod index;
+pub mod parity;
 pub mod read;
 pub mod version;
 

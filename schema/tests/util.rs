@@ -49,7 +49,15 @@ pub fn sample_bundle() -> Bundle {
                 Repetition { prefill_ms: key.steps.is_none().then_some(2.0), ..rep(base + 2.0) },
                 Repetition { prefill_ms: key.steps.is_none().then_some(2.0), ..rep(base + 1.0) },
             ];
-            Cell { key, status: CellStatus::Ok, warmup_runs: 1, repetitions: reps, execution: None, quality: vec![] }
+            Cell {
+                key,
+                status: CellStatus::Ok,
+                warmup_runs: 1,
+                repetitions: reps,
+                execution: None,
+                quality: vec![],
+                generations: vec![],
+            }
         })
         .collect();
     Bundle {
@@ -81,5 +89,6 @@ pub fn sample_bundle() -> Bundle {
             sha256: "00".into(),
         },
         cells,
+        parity: Vec::new(),
     }
 }

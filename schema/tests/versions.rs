@@ -109,7 +109,12 @@ fn newer_minor_is_read_ignoring_unknown_fields() {
 fn quality_values_round_trip_and_absent_quality_is_omitted() {
     use schema::bundle::{Direction, QualityValue};
     let mut b = sample_bundle();
-    let q = QualityValue { metric: "perplexity".into(), direction: Direction::LowerIsBetter, value: 10.47 };
+    let q = QualityValue {
+        metric: "perplexity".into(),
+        direction: Direction::LowerIsBetter,
+        value: 10.47,
+        ..QualityValue::default()
+    };
     b.cells[0].quality = vec![q.clone()];
     let text = write_bundle(&b);
     assert_eq!(text.matches("\"quality\"").count(), 1, "cells without quality carry no quality field");
