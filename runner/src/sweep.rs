@@ -574,8 +574,25 @@ fn generate_once(
     batch: &[Vec<u32>],
     run: u64,
 ) -> Result<Repetition> {
+    let (rows, mut rep) = generate_rows(model, key, cfg, batch, run)?;
+    rep.output_tokens = rows.iter().map(|r| r.len() as u64).sum();
+    for row in &rows {
+        let text = model.tokenizer.decode(row, true).map_err(|e| anyhow::anyhow!("tokenizer: {e}"))?;
+        rep.output_bytes += text.len() as u64;
+    }
+    Ok(rep)
+}
+
+/// One generation of a batch with the cell's algorithm: the generated ids of each row, and the timings.
+pub(crate) fn generate_rows(
+    model: &LoadedModel,
+    key: &CellKey,
+    cfg: &GridConfig,
+    batch: &[Vec<u32>],
+    run: u64,
+) -> Result<(Vec<Vec<u32>>, Repetition)> {
     let n_out = key.output_tokens as usize;
-    let (rows, mut rep) = match key.sampler {
+    let (rows, rep) = match key.sampler {
         Sampler::ArGreedy => {
             let out = generate::generate_ar(model, batch, n_out, cfg.grid.eos)?;
             let rep = Repetition {
@@ -608,12 +625,7 @@ fn generate_once(
             (out.tokens, rep)
         }
     };
-    rep.output_tokens = rows.iter().map(|r| r.len() as u64).sum();
-    for row in &rows {
-        let text = model.tokenizer.decode(row, true).map_err(|e| anyhow::anyhow!("tokenizer: {e}"))?;
-        rep.output_bytes += text.len() as u64;
-    }
-    Ok(rep)
+    Ok((rows, rep))
 }
 
 /// Progress: a bar on a terminal, one line per cell otherwise (logs, SLURM output files).
