@@ -120,7 +120,11 @@ pub fn resolve_with_base(args: &ConfigArgs, base: Option<(String, String, PathBu
     }
     if let Some(p) = args.max_prompts {
         note("max-prompts", p.to_string());
-        config.prompts.count = config.prompts.count.min(p);
+        if p < config.prompts.prompt_count() {
+            // A smaller set than the preset's: the count now says the size (the preset no longer applies).
+            config.prompts.count = p;
+            config.prompts.preset = None;
+        }
     }
     if let Some(d) = &args.device {
         note("device", d.clone());

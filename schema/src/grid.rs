@@ -142,20 +142,162 @@ pub enum PromptSource {
     File,
 }
 
+/// Named sizes of a prompt set (the study's section 4.3.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum PromptPreset {
+    /// 8 prompts: quick validation.
+    Small,
+    /// 32 prompts: the primary configuration.
+    Medium,
+    /// 128 prompts: the comprehensive evaluation.
+    Large,
+}
+
+impl PromptPreset {
+    /// The number of prompts of the preset.
+    pub fn count(self) -> u32 {
+        match self {
+            PromptPreset::Small => 8,
+            PromptPreset::Medium => 32,
+            PromptPreset::Large => 128,
+        }
+    }
+}
+
 /// The prompt set.
+///
+/// Its size is `count` or `preset`, exactly one of them in a hand-written file; a resolved config (what bundles
+/// and journals store) carries `count` always, beside the `preset` it came from, and the two agree.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PromptConfig {
     /// Source of the prompts.
     pub source: PromptSource,
-    /// Number of prompts (Wikitext presets: small 8, medium 32, large 128).
+    /// Number of prompts; 0 or absent when `preset` gives it.
+    #[serde(default)]
     pub count: u32,
+    /// Named size instead of `count`: small 8, medium 32, large 128.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preset: Option<PromptPreset>,
     /// File of prompts when `source = "file"`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
-    /// Seed of the deterministic selection.
+    /// Seed of the deterministic selection (Wikitext: which documents; files keep their order).
     #[serde(default)]
     pub seed: u64,
+    /// Wikitext: the hub dataset repository (default `Salesforce/wikitext`, formerly `wikitext`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dataset: Option<String>,
+    /// Wikitext: the dataset's revision (branch, tag or commit; default `main`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
+    /// Wikitext: the shortest document (characters) a prompt may come from (default 6000: room for the prompt
+    /// and the true continuation at N = 1024 with Llama-3's tokenizer, about 4 characters per token).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_chars: Option<u32>,
+}
+
+impl PromptConfig {
+    /// Default of `dataset`.
+    pub const DEFAULT_DATASET: &str = "Salesforce/wikitext";
+    /// Default of `revision`.
+    pub const DEFAULT_REVISION: &str = "main";
+    /// Default of `min_chars`.
+    pub const DEFAULT_MIN_CHARS: u32 = 6000;
+
+    /// The number of prompts: `count`, else the preset's.
+    pub fn prompt_count(&self) -> u32 {
+        match (self.count, self.preset) {
+            (0, Some(p)) => p.count(),
+            (n, _) => n,
+        }
+    }
+
+    /// The Wikitext dataset's hub id.
+    pub fn dataset(&self) -> &str {
+        self.dataset.as_deref().unwrap_or(Self::DEFAULT_DATASET)
+    }
+
+    /// The Wikitext dataset's revision.
+    pub fn revision(&self) -> &str {
+        self.revision.as_deref().unwrap_or(Self::DEFAULT_REVISION)
+    }
+
+    /// The shortest Wikitext document, in characters.
+    pub fn min_chars(&self) -> u32 {
+        self.min_chars.unwrap_or(Self::DEFAULT_MIN_CHARS)
+    }
+
+    /// The rules of the `[prompts]` table; `bad(field, problem, fix)` builds the error.
+    fn validate(&self, bad: impl Fn(&str, String, &str) -> ConfigError) -> Result<(), ConfigError> {
+        match (self.count, self.preset) {
+            (0, None) => {
+                return Err(bad(
+                    "prompts.count",
+                    "no prompts: neither count (1 or more) nor preset is set".into(),
+                    "set preset = \"small\", \"medium\" or \"large\" (8, 32 or 128 prompts), or count = N",
+                ));
+            }
+            (n, Some(p)) if n != 0 && n != p.count() => {
+                return Err(bad(
+                    "prompts.preset",
+                    format!("count = {n} and preset = {p:?} ({} prompts) are both set", p.count()),
+                    "keep one of them: preset for the study's sizes, count for any other",
+                ));
+            }
+            _ => {}
+        }
+        let source = self.source;
+        if source == PromptSource::File && self.path.is_none() {
+            return Err(bad(
+                "prompts.path",
+                "source = \"file\" needs a path".into(),
+                "set path = \"prompts.jsonl\" (JSONL with a \"prompt\" and an optional \"reference\" field, or \
+                 plain text)",
+            ));
+        }
+        if source != PromptSource::File && self.path.is_some() {
+            return Err(bad(
+                "prompts.path",
+                format!("a path is only read with source = \"file\" (source is {source:?})"),
+                "remove path, or set source = \"file\"",
+            ));
+        }
+        let wikitext_only = [
+            ("prompts.dataset", self.dataset.is_some()),
+            ("prompts.revision", self.revision.is_some()),
+            ("prompts.min_chars", self.min_chars.is_some()),
+        ];
+        if source != PromptSource::Wikitext
+            && let Some((field, _)) = wikitext_only.iter().find(|(_, set)| *set)
+        {
+            return Err(bad(
+                field,
+                format!("only used with source = \"wikitext\" (source is {source:?})"),
+                "remove it, or set source = \"wikitext\"",
+            ));
+        }
+        let id = self.dataset();
+        if id.split('/').count() > 2 || id.split('/').any(str::is_empty) || id.contains(char::is_whitespace) {
+            return Err(bad(
+                "prompts.dataset",
+                format!("{id:?} is not a hub dataset id"),
+                "use ORG/NAME, e.g. dataset = \"Salesforce/wikitext\"",
+            ));
+        }
+        if self.revision().trim().is_empty() {
+            return Err(bad("prompts.revision", "empty revision".into(), "use a branch, tag or commit, e.g. \"main\""));
+        }
+        if self.min_chars == Some(0) {
+            return Err(bad(
+                "prompts.min_chars",
+                "0 would admit empty documents".into(),
+                "use e.g. 6000 (the default), or more for N above 1024",
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// How a sequence length N splits into prompt and output tokens.
@@ -354,9 +496,11 @@ impl DeviceSpec {
 impl GridConfig {
     /// Parses and validates a TOML config. `file` names it in errors.
     pub fn from_toml(text: &str, file: &str) -> Result<GridConfig, ConfigError> {
-        let config: GridConfig = toml::from_str(text)
+        let mut config: GridConfig = toml::from_str(text)
             .map_err(|e| ConfigError::Parse { file: file.to_string(), message: parse_message(text, &e) })?;
         config.validate(file)?;
+        // A preset is recorded as the count it stands for, so that every reader sees the number.
+        config.prompts.count = config.prompts.prompt_count();
         Ok(config)
     }
 
@@ -395,16 +539,7 @@ impl GridConfig {
                 "set repetitions to 1 or more (the study uses 5 or more on GPUs)",
             ));
         }
-        if self.prompts.count == 0 {
-            return Err(bad("prompts.count", "0 prompts".into(), "set count to 1 or more (presets: 8, 32, 128)"));
-        }
-        if self.prompts.source == PromptSource::File && self.prompts.path.is_none() {
-            return Err(bad(
-                "prompts.path",
-                "source = \"file\" needs a path".into(),
-                "set path = \"prompts.jsonl\" (JSONL with a \"prompt\" field, or plain text)",
-            ));
-        }
+        self.prompts.validate(bad)?;
         let g = &self.grid;
         for (field, values) in [("grid.seq_lengths", &g.seq_lengths), ("grid.batch_sizes", &g.batch_sizes)] {
             if values.is_empty() {
