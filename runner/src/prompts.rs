@@ -1,7 +1,13 @@
-//! Prompt sets: the embedded demo set and prompt files, selected deterministically and hashed.
+//! Prompt sets: the study's Wikitext-103 validation documents, the embedded demo set and prompt files, selected
+//! deterministically and hashed.
 //!
-//! Wikitext-103 (the study's prompts) arrives with the quality work (issue #4); until then a config that asks
-//! for it is refused with a message naming the alternatives.
+//! A cell's prompt is BOS and the first P - 1 tokens of a prompt text (P = the cell's prompt tokens), so the texts
+//! are long: a Wikitext prompt is a whole document (a paragraph to the end of its article, see [`wikitext`]).
+//! **The reference of a cell** (the true continuation its generations are compared with) is the rest of the
+//! prompt text after the cell's cut, followed by `references[i]` when present; a JSONL prompt file may give that
+//! explicit continuation per prompt, the other sources never do.
+
+pub mod wikitext;
 
 use std::path::Path;
 
@@ -15,21 +21,34 @@ use crate::InputError;
 const DEMO_PROMPTS: &str = include_str!("../assets/demo_prompts.txt");
 
 /// A prompt set ready to tokenize.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct PromptSet {
     /// The prompt texts, in order.
     pub texts: Vec<String>,
-    /// `embedded:demo` or `file:PATH`.
+    /// Parallel to `texts`: an explicit continuation of each prompt text (from a JSONL file's `reference`).
+    pub references: Vec<Option<String>>,
+    /// `embedded:demo`, `file:PATH` or `wikitext:DATASET:CONFIG:SPLIT@COMMIT`.
     pub source: String,
     /// How the prompts were picked.
     pub selection: String,
 }
 
 impl PromptSet {
-    /// Loads the prompt set a config names. `config_dir` resolves relative paths.
-    pub fn load(cfg: &PromptConfig, config_dir: &Path) -> Result<PromptSet> {
+    /// A set without references.
+    pub fn new(texts: Vec<String>, source: String, selection: String) -> PromptSet {
+        let references = vec![None; texts.len()];
+        PromptSet { texts, references, source, selection }
+    }
+
+    /// Loads the prompt set a config names. `config_dir` resolves relative paths; `hub_cache` is the hub cache
+    /// (the models' one: `--model-cache-dir`) that holds the Wikitext dataset.
+    pub fn load(cfg: &PromptConfig, config_dir: &Path, hub_cache: &Path) -> Result<PromptSet> {
+        let n = cfg.prompt_count() as usize;
         let (all, source) = match cfg.source {
-            PromptSource::Embedded => (split_paragraphs(DEMO_PROMPTS), "embedded:demo".to_string()),
+            PromptSource::Embedded => {
+                let all = split_paragraphs(DEMO_PROMPTS).into_iter().map(|t| (t, None)).collect();
+                (all, "embedded:demo".to_string())
+            }
             PromptSource::File => {
                 let rel = cfg.path.as_deref().unwrap_or_default();
                 let path = config_dir.join(rel);
@@ -39,16 +58,12 @@ impl PromptSet {
                 (parse_prompt_file(&text, &path)?, format!("file:{rel}"))
             }
             PromptSource::Wikitext => {
-                return Err(InputError(
-                    "prompts.source = \"wikitext\": this build cannot read the Wikitext-103 parquet files yet \
-                     (tracked for the quality work); fix: use source = \"embedded\", or source = \"file\" with \
-                     path = a JSONL or text file of prompts"
-                        .into(),
-                )
-                .into());
+                let (texts, source, selection) =
+                    wikitext::load(hub_cache, cfg.dataset(), cfg.revision(), n, cfg.min_chars() as usize, cfg.seed)
+                        .map_err(|e| InputError(format!("prompts: {e}")))?;
+                return Ok(PromptSet::new(texts, source, selection));
             }
         };
-        let n = cfg.count as usize;
         if all.len() < n {
             return Err(InputError(format!(
                 "prompts.count = {n} but {source} has only {} prompts; fix: lower prompts.count (or --max-prompts)",
@@ -56,15 +71,32 @@ impl PromptSet {
             ))
             .into());
         }
-        Ok(PromptSet { texts: all[..n].to_vec(), source, selection: format!("first {n} in file order") })
+        let (texts, references) = all.into_iter().take(n).unzip();
+        Ok(PromptSet { texts, references, source, selection: format!("first {n} in file order") })
     }
 
-    /// SHA-256 over the texts, each followed by a 0 byte.
+    /// SHA-256 over the texts, each followed by a 0 byte; then, only when some prompt has a reference, a 0xFF byte
+    /// (never in UTF-8, so it cannot be part of a text) and per prompt `0x00` (no reference) or `0x01`, the
+    /// reference's byte length (u64, little-endian) and its bytes. A set without references hashes as it did
+    /// before references existed.
     pub fn sha256(&self) -> String {
         let mut h = Sha256::new();
         for t in &self.texts {
             h.update(t.as_bytes());
             h.update([0u8]);
+        }
+        if self.references.iter().any(Option::is_some) {
+            h.update([0xffu8]);
+            for r in &self.references {
+                match r {
+                    None => h.update([0u8]),
+                    Some(r) => {
+                        h.update([1u8]);
+                        h.update((r.len() as u64).to_le_bytes());
+                        h.update(r.as_bytes());
+                    }
+                }
+            }
         }
         h.finalize().iter().map(|b| format!("{b:02x}")).collect()
     }
@@ -80,12 +112,12 @@ fn split_paragraphs(text: &str) -> Vec<String> {
     text.split("\n\n").map(|p| p.split_whitespace().collect::<Vec<_>>().join(" ")).filter(|p| !p.is_empty()).collect()
 }
 
-/// JSONL (one object per line with a `prompt` string) when the first non-empty line is an object; otherwise
-/// plain text with prompts separated by blank lines.
-fn parse_prompt_file(text: &str, path: &Path) -> Result<Vec<String>> {
+/// JSONL (one object per line with a `prompt` string and an optional `reference` string) when the first non-empty
+/// line is an object; otherwise plain text with prompts separated by blank lines (no references).
+fn parse_prompt_file(text: &str, path: &Path) -> Result<Vec<(String, Option<String>)>> {
     let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
     if !first.trim_start().starts_with('{') {
-        return Ok(split_paragraphs(text));
+        return Ok(split_paragraphs(text).into_iter().map(|t| (t, None)).collect());
     }
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
@@ -99,7 +131,20 @@ fn parse_prompt_file(text: &str, path: &Path) -> Result<Vec<String>> {
                 i + 1
             ))
         })?;
-        out.push(prompt.to_string());
+        let reference = match v.get("reference") {
+            None | Some(serde_json::Value::Null) => None,
+            Some(serde_json::Value::String(r)) => Some(r.clone()),
+            Some(other) => {
+                return Err(InputError(format!(
+                    "{}: line {}: \"reference\" is {other}, not a string; fix: write {{\"prompt\": \"...\", \
+                     \"reference\": \"the true continuation\"}} or leave the field out",
+                    path.display(),
+                    i + 1
+                ))
+                .into());
+            }
+        };
+        out.push((prompt.to_string(), reference));
     }
     Ok(out)
 }
@@ -117,11 +162,7 @@ mod tests {
 
     #[test]
     fn batches_wrap_around_the_set() {
-        let set = PromptSet {
-            texts: vec!["a".into(), "b".into(), "c".into()],
-            source: String::new(),
-            selection: String::new(),
-        };
+        let set = PromptSet::new(vec!["a".into(), "b".into(), "c".into()], String::new(), String::new());
         assert_eq!(set.batch_indices(0, 2), vec![0, 1]);
         assert_eq!(set.batch_indices(1, 2), vec![2, 0]);
         assert_eq!(set.batch_indices(0, 4), vec![0, 1, 2, 0]);

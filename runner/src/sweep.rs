@@ -277,7 +277,7 @@ pub fn run(resolved: &ResolvedConfig, opts: &SweepOptions) -> Result<SweepOutcom
     let spec = resolved.device();
     let device = open_device(spec)?;
     let dtype = dtype_of(cfg.run.dtype);
-    let prompts = PromptSet::load(&cfg.prompts, &resolved.dir)?;
+    let prompts = PromptSet::load(&cfg.prompts, &resolved.dir, &opts.model_cache_dir)?;
     let prompt_info = PromptSetInfo {
         source: prompts.source.clone(),
         selection: prompts.selection.clone(),
