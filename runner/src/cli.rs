@@ -51,7 +51,8 @@ pub enum Command {
     Schema,
     /// Merge the bundles of a grid's shards (`run --shard I/N`, a SLURM job array) into one bundle.
     Merge(MergeArgs),
-    /// Download (or with --local-files-only, check) every model file a config needs into the HF cache.
+    /// Download (or with --local-files-only, check) every model file a config needs, and its Wikitext prompts'
+    /// dataset, into the HF cache.
     Fetch(FetchArgs),
 }
 
@@ -136,15 +137,12 @@ pub struct MergeArgs {
 /// `dllm-bench fetch`.
 #[derive(Debug, clap::Args)]
 pub struct FetchArgs {
-    /// The grid whose models to fetch, and its overrides.
+    /// The grid whose models (and Wikitext dataset) to fetch, and its overrides.
     #[command(flatten)]
     pub config: ConfigArgs,
-    /// Where models go.
+    /// Where models and datasets go (the cache `run` reads).
     #[command(flatten)]
     pub cache: CacheArgs,
-    /// Where datasets go (Wikitext prompts: not fetched yet).
-    #[arg(long, value_name = "DIR")]
-    pub dataset_cache_dir: Option<PathBuf>,
     /// Another model to fetch as well (hub id, revision main); repeatable.
     #[arg(long, value_name = "ORG/NAME")]
     pub extra_model_id: Vec<String>,
@@ -373,6 +371,7 @@ fn merge_cmd(args: MergeArgs) -> Result<ExitCode> {
 }
 
 fn fetch_cmd(args: FetchArgs) -> Result<ExitCode> {
+    use crate::fetch::Asset;
     let resolved = plan::resolve(&args.config)?;
     let cfg = &resolved.config;
     let cache = args.cache.dir();
@@ -381,38 +380,34 @@ fn fetch_cmd(args: FetchArgs) -> Result<ExitCode> {
     if offline_env && !args.local_files_only {
         eprintln!("HF_HUB_OFFLINE is set: checking the cache only, downloading nothing");
     }
-    let mut wanted: Vec<(String, String)> = Vec::new();
+    let mut wanted: Vec<Asset> = Vec::new();
     for m in &cfg.models {
         if m.synthetic.is_some() {
             eprintln!("{}: synthetic ([models.synthetic]): `dllm-bench run` writes it; nothing to fetch", m.id);
         } else {
-            wanted.push((m.id.clone(), m.revision.clone()));
+            wanted.push(Asset::Model { id: m.id.clone(), revision: m.revision.clone() });
         }
     }
     for id in &args.extra_model_id {
-        if !wanted.iter().any(|(w, _)| w == id) {
-            wanted.push((id.clone(), "main".into()));
+        if !wanted.iter().any(|w| w.id() == id) {
+            wanted.push(Asset::Model { id: id.clone(), revision: "main".into() });
         }
     }
-    match cfg.prompts.source {
-        schema::grid::PromptSource::Wikitext => eprintln!(
-            "prompts: wikitext: fetching datasets is not supported yet (the Wikitext loader is not written); \
-             nothing checked{}",
-            args.dataset_cache_dir.as_ref().map_or(String::new(), |d| format!(" in {}", d.display()))
-        ),
-        schema::grid::PromptSource::Embedded | schema::grid::PromptSource::File => {}
+    if cfg.prompts.source == schema::grid::PromptSource::Wikitext {
+        let (id, revision) = (cfg.prompts.dataset().to_string(), cfg.prompts.revision().to_string());
+        wanted.push(Asset::Dataset { id, revision });
     }
     let mut missing = 0;
     let mut failed = 0;
-    for (id, revision) in &wanted {
+    for asset in &wanted {
         let files = if local_only {
-            crate::fetch::check_model(&cache, id, revision)
+            asset.check(&cache)
         } else {
-            match crate::fetch::download_model(&cache, id, revision, !args.quiet) {
+            match asset.download(&cache, !args.quiet) {
                 Ok(files) => files,
                 Err(e) => {
                     failed += 1;
-                    eprintln!("error: {id}: {e:#}");
+                    eprintln!("error: {}: {e:#}", asset.id());
                     continue;
                 }
             }
@@ -430,7 +425,7 @@ fn fetch_cmd(args: FetchArgs) -> Result<ExitCode> {
     if missing + failed > 0 {
         eprintln!(
             "{missing} files missing{} in {}{}",
-            if failed > 0 { format!(", {failed} models failed to download") } else { String::new() },
+            if failed > 0 { format!(", {failed} models or datasets failed to download") } else { String::new() },
             cache.display(),
             if local_only {
                 "; fix: run `dllm-bench fetch` without --local-files-only where there is network"
@@ -440,7 +435,9 @@ fn fetch_cmd(args: FetchArgs) -> Result<ExitCode> {
         );
         return Ok(ExitCode::from(1));
     }
-    eprintln!("all files of {} models are in {}", wanted.len(), cache.display());
+    let datasets = wanted.iter().filter(|a| matches!(a, Asset::Dataset { .. })).count();
+    let with = if datasets > 0 { format!(" and {datasets} dataset") } else { String::new() };
+    eprintln!("all files of {} models{with} are in {}", wanted.len() - datasets, cache.display());
     Ok(ExitCode::SUCCESS)
 }
 

@@ -7,8 +7,10 @@
 //! `dllm-bench run` reads. The token comes from `HF_TOKEN` (or hf-hub's token file) and is only ever put in
 //! the request header: never printed, logged or written.
 //!
-//! Models with a `[models.synthetic]` table are written by `run` itself and need nothing. Datasets (Wikitext
-//! prompts) are not fetched yet: the prompt loaders of the Wikitext source come with their own issue.
+//! Models with a `[models.synthetic]` table are written by `run` itself and need nothing. A config with
+//! `prompts.source = "wikitext"` also needs the dataset's validation shards (`wikitext-103-v1/validation-*.parquet`
+//! of `prompts.dataset` at `prompts.revision`), fetched the same way into the same cache (`datasets--ORG--NAME`),
+//! where [`crate::prompts::wikitext`] reads them.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -17,6 +19,51 @@ use anyhow::{Context, Result};
 use hf_hub::{Repo, RepoType};
 
 use crate::model::files::repo_dir;
+use crate::prompts::wikitext::{self, DatasetError};
+
+/// Something a config needs from the hub.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Asset {
+    /// A checkpoint: config, tokenizer, weights.
+    Model {
+        /// Hub id.
+        id: String,
+        /// Branch, tag or commit.
+        revision: String,
+    },
+    /// The Wikitext dataset's validation shards.
+    Dataset {
+        /// Hub id (e.g. `Salesforce/wikitext`).
+        id: String,
+        /// Branch, tag or commit.
+        revision: String,
+    },
+}
+
+impl Asset {
+    /// Its hub id, for messages.
+    pub fn id(&self) -> &str {
+        match self {
+            Asset::Model { id, .. } | Asset::Dataset { id, .. } => id,
+        }
+    }
+
+    /// Its files in `cache`, each present or missing.
+    pub fn check(&self, cache: &Path) -> Vec<CacheFile> {
+        match self {
+            Asset::Model { id, revision } => check_model(cache, id, revision),
+            Asset::Dataset { id, revision } => check_dataset(cache, id, revision),
+        }
+    }
+
+    /// Downloads what is missing, then checks.
+    pub fn download(&self, cache: &Path, progress: bool) -> Result<Vec<CacheFile>> {
+        match self {
+            Asset::Model { id, revision } => download_model(cache, id, revision, progress),
+            Asset::Dataset { id, revision } => download_dataset(cache, id, revision, progress),
+        }
+    }
+}
 
 /// One file of the cache and whether it is there.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,15 +124,65 @@ fn shard_names(index: &Path) -> Option<BTreeSet<String>> {
     Some(map.values().filter_map(|v| v.as_str().map(str::to_string)).collect())
 }
 
-/// Downloads what `repo_id` at `revision` needs into `cache` (files already there are not fetched again), then
-/// checks the cache. Errors name the file that failed; the token never appears in them.
-pub fn download_model(cache: &Path, repo_id: &str, revision: &str, progress: bool) -> Result<Vec<CacheFile>> {
+/// The files of the Wikitext validation split of `dataset` at `revision` in `cache`: its shards, or the first
+/// missing piece of the layout when they cannot be named.
+pub fn check_dataset(cache: &Path, dataset: &str, revision: &str) -> Vec<CacheFile> {
+    match wikitext::locate(cache, dataset, revision) {
+        Ok(files) => files.shards.into_iter().map(|p| file(p, None)).collect(),
+        Err(DatasetError::Missing { path, what, .. }) => vec![CacheFile { path, present: false, note: Some(what) }],
+        Err(DatasetError::Unreadable { path, problem, .. }) => {
+            vec![CacheFile { path, present: false, note: Some(problem) }]
+        }
+    }
+}
+
+/// hf-hub's blocking client on `cache`, with `HF_TOKEN` when set.
+fn client(cache: &Path, progress: bool) -> Result<hf_hub::api::sync::Api> {
     let mut builder =
         hf_hub::api::sync::ApiBuilder::from_env().with_cache_dir(cache.to_path_buf()).with_progress(progress);
     if let Some(token) = std::env::var("HF_TOKEN").ok().filter(|t| !t.trim().is_empty()) {
         builder = builder.with_token(Some(token.trim().to_string()));
     }
-    let api = builder.build().context("cannot set up the hub client")?;
+    builder.build().context("cannot set up the hub client")
+}
+
+/// Downloads the Wikitext validation shards of `dataset` at `revision` into `cache` (listed through the hub's
+/// repository info, so that every shard comes), then checks the cache.
+pub fn download_dataset(cache: &Path, dataset: &str, revision: &str, progress: bool) -> Result<Vec<CacheFile>> {
+    let api = client(cache, progress)?;
+    let repo = api.repo(Repo::with_revision(dataset.to_string(), RepoType::Dataset, revision.to_string()));
+    let info = repo.info().map_err(|e| {
+        anyhow::anyhow!(
+            "cannot list the files of the dataset {dataset} (revision {revision}): {e}; fix: check the network, and \
+             prompts.dataset (the study's is {}) and prompts.revision",
+            schema::grid::PromptConfig::DEFAULT_DATASET
+        )
+    })?;
+    let shards: Vec<String> =
+        info.siblings.into_iter().map(|s| s.rfilename).filter(|name| wikitext::is_shard(name)).collect();
+    if shards.is_empty() {
+        anyhow::bail!(
+            "the dataset {dataset} (revision {revision}) has no {}/{}-*.parquet files; fix: check prompts.dataset (the \
+             study's is {}) and prompts.revision",
+            wikitext::CONFIG,
+            wikitext::SPLIT,
+            schema::grid::PromptConfig::DEFAULT_DATASET
+        );
+    }
+    for name in &shards {
+        repo.get(name).map_err(|e| {
+            anyhow::anyhow!(
+                "cannot download {name} of the dataset {dataset} (revision {revision}): {e}; fix: check the network"
+            )
+        })?;
+    }
+    Ok(check_dataset(cache, dataset, revision))
+}
+
+/// Downloads what `repo_id` at `revision` needs into `cache` (files already there are not fetched again), then
+/// checks the cache. Errors name the file that failed; the token never appears in them.
+pub fn download_model(cache: &Path, repo_id: &str, revision: &str, progress: bool) -> Result<Vec<CacheFile>> {
+    let api = client(cache, progress)?;
     let repo = api.repo(Repo::with_revision(repo_id.to_string(), RepoType::Model, revision.to_string()));
     let get = |name: &str| {
         repo.get(name).map_err(|e| {
