@@ -3,6 +3,7 @@
 mod cli;
 mod fetch;
 mod model;
+mod prompts;
 mod resume;
 mod serve;
 mod slurm;
