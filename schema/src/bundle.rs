@@ -452,6 +452,23 @@ pub struct Repetition {
     /// CPU runs: peak resident set size of the process (a high-water mark over the process's life).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak_rss_bytes: Option<u64>,
+    /// Since 1.2: CUDA runs: device-wide used memory (total - free, from the driver) right after the run, every
+    /// process, the CUDA context and the cuBLAS workspaces included: a cross-check of `peak_reserved_bytes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_used_bytes: Option<u64>,
+    /// Since 1.2: AR: bytes of the KV cache at the last decode step (K and V of every layer for the padded prompt
+    /// and the N_out - 1 tokens fed back), analytic from the model's shape. Activations at the peak are derived:
+    /// `schema::roofline::activation_bytes` (peak allocated - weights - KV cache).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_cache_bytes: Option<u64>,
+    /// Since 1.2: bytes of weights the run's forward passes read, analytic (see `schema::roofline`): with
+    /// `e2e_ms`, the achieved bandwidth.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weights_read_bytes: Option<u64>,
+    /// Since 1.2: floating-point operations of the run's forward passes (a count, not a rate), analytic (see
+    /// `schema::roofline`): with `e2e_ms`, the achieved FLOP rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flop_count: Option<u64>,
 }
 
 impl Bundle {

@@ -6,6 +6,7 @@
 //! - [`derive`](mod@derive): every derived number (statistics, throughput, Pareto front, S_parity, speedup).
 //! - [`parity`]: quality per cell group, S_parity and the speedup at parity with bootstrap intervals.
 //! - [`index`]: the list of bundles a site serves.
+//! - [`roofline`]: the analytic work of a generation (weights read, FLOPs, KV cache) from the model's shape.
 //!
 //! This crate has no runner logic and no I/O beyond parsing strings, so it compiles to wasm.
 #![warn(missing_docs)]
@@ -16,6 +17,7 @@ pub mod grid;
 pub mod index;
 pub mod parity;
 pub mod read;
+pub mod roofline;
 pub mod version;
 
 pub use bundle::{

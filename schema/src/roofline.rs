@@ -1,0 +1,208 @@
+//! Roofline context: the work a generation does, analytic from the model's shape, in one place.
+//!
+//! The runner stores these counts per repetition ([`Repetition::weights_read_bytes`],
+//! [`Repetition::flop_count`], [`Repetition::kv_cache_bytes`]); the explorer divides them by the measured time
+//! ([`achieved_bytes_per_s`], [`achieved_flops_per_s`]) to show how close a run came to the device's memory
+//! bandwidth and matrix rate. `dllm-bench bench-kernels` uses the same functions.
+//!
+//! The counts follow what the runner's transformer computes (one decoder for both architectures: pre-norm
+//! blocks with q/k/v/o projections, GQA attention, a SwiGLU MLP, an untied LM head):
+//! - Weights read by one forward: every weight matrix and norm vector once (whatever the batch), plus the
+//!   embedding rows gathered for the input tokens (the embedding table itself is not streamed).
+//! - FLOPs of one forward over `tokens` new tokens per row attending to `context` keys, with logits for
+//!   `logits` positions per row: 2 per multiply-add of the projections and the MLP over `B x tokens`, 4 x
+//!   `tokens x context x hidden` per layer and row for the two attention products (QK^T and AV, computed in
+//!   full: the causal mask is applied to a full score matrix), and 2 x `B x logits x hidden x vocab` for the
+//!   LM head. Norms, RoPE, softmax and activations are left out (a few per cent at most).
+//! - AR: a prefill over the prompt (logits for its last position), then one single-token step per further
+//!   token, each attending to the cache; every step reads all weights once.
+//! - LLaDA: each of the K steps is a full bidirectional forward over the whole sequence (no cache), with logits
+//!   for the current block only (as the runner's sampler).
+//!
+//! Activation memory is derived, not stored: peak allocated - weights - KV cache ([`activation_bytes`]).
+
+use crate::bundle::{ModelShape, Repetition};
+use crate::grid::Precision;
+
+/// Bytes per element of a precision.
+pub fn precision_bytes(p: Precision) -> u64 {
+    match p {
+        Precision::F32 => 4,
+        Precision::Bf16 | Precision::F16 => 2,
+    }
+}
+
+/// Head dimension (`hidden / heads`).
+pub fn head_dim(s: &ModelShape) -> u64 {
+    u64::from(s.hidden) / u64::from(s.heads.max(1))
+}
+
+/// Elements of one block's weight matrices: q, k, v, o and the three MLP matrices.
+pub fn matrix_params_per_layer(s: &ModelShape) -> u64 {
+    let h = u64::from(s.hidden);
+    let q = u64::from(s.heads) * head_dim(s);
+    let kv = u64::from(s.kv_heads) * head_dim(s);
+    h * q + 2 * h * kv + q * h + 3 * h * u64::from(s.intermediate)
+}
+
+/// Every parameter: embedding, blocks (matrices and two norms each), final norm, untied LM head.
+pub fn parameters(s: &ModelShape) -> u64 {
+    let h = u64::from(s.hidden);
+    let v = u64::from(s.vocab);
+    2 * v * h + u64::from(s.layers) * (matrix_params_per_layer(s) + 2 * h) + h
+}
+
+/// Parameters one forward streams whatever the batch: every block, the final norm and the LM head (not the
+/// embedding table).
+pub fn streamed_parameters(s: &ModelShape) -> u64 {
+    parameters(s) - u64::from(s.vocab) * u64::from(s.hidden)
+}
+
+/// One forward pass of a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Forward {
+    /// Rows (B).
+    pub batch: u64,
+    /// New tokens per row fed through the blocks.
+    pub tokens: u64,
+    /// Keys each query attends to (cached + new).
+    pub context: u64,
+    /// Positions per row that get logits.
+    pub logits: u64,
+}
+
+/// Bytes of weights one forward reads: the streamed parameters and the gathered embedding rows.
+pub fn forward_weight_bytes(s: &ModelShape, f: Forward, dtype_bytes: u64) -> u64 {
+    (streamed_parameters(s) + f.batch * f.tokens * u64::from(s.hidden)) * dtype_bytes
+}
+
+/// FLOPs of one forward (see the module doc for what is counted).
+pub fn forward_flops(s: &ModelShape, f: Forward) -> u64 {
+    let h = u64::from(s.hidden);
+    let rows = f.batch * f.tokens;
+    let layers = u64::from(s.layers);
+    let projections = 2 * rows * matrix_params_per_layer(s) * layers;
+    let attention = 4 * f.batch * f.tokens * f.context * h * layers;
+    let head = 2 * f.batch * f.logits * h * u64::from(s.vocab);
+    projections + attention + head
+}
+
+/// Bytes of K and V for `tokens` tokens of `batch` rows over all layers.
+pub fn kv_cache_bytes(s: &ModelShape, batch: u64, tokens: u64, dtype_bytes: u64) -> u64 {
+    2 * u64::from(s.layers) * batch * tokens * u64::from(s.kv_heads) * head_dim(s) * dtype_bytes
+}
+
+/// The work of one generation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Work {
+    /// Forward passes.
+    pub forwards: u64,
+    /// Bytes of weights read over all forwards.
+    pub weights_read_bytes: u64,
+    /// FLOPs over all forwards.
+    pub flops: u64,
+    /// AR: the KV cache at the last step (`prompt + n_out - 1` tokens per row); `None` for diffusion.
+    pub kv_cache_bytes: Option<u64>,
+}
+
+impl Work {
+    fn add(&mut self, s: &ModelShape, f: Forward, dtype_bytes: u64) {
+        self.forwards += 1;
+        self.weights_read_bytes += forward_weight_bytes(s, f, dtype_bytes);
+        self.flops += forward_flops(s, f);
+    }
+}
+
+/// Greedy AR decoding of `n_out` tokens after a (padded) prompt of `prompt` tokens, `batch` rows.
+pub fn autoregressive(s: &ModelShape, batch: u64, prompt: u64, n_out: u64, dtype_bytes: u64) -> Work {
+    let mut w = Work::default();
+    if n_out == 0 {
+        return w;
+    }
+    w.add(s, Forward { batch, tokens: prompt, context: prompt, logits: 1 }, dtype_bytes);
+    for step in 1..n_out {
+        // The token chosen at step - 1 is fed; it attends to the prompt and every token fed before it.
+        w.add(s, Forward { batch, tokens: 1, context: prompt + step, logits: 1 }, dtype_bytes);
+    }
+    w.kv_cache_bytes = Some(kv_cache_bytes(s, batch, prompt + n_out - 1, dtype_bytes));
+    w
+}
+
+/// One AR decode step of `batch` rows attending to `context` keys (the new token included).
+pub fn decode_step(s: &ModelShape, batch: u64, context: u64, dtype_bytes: u64) -> Work {
+    let mut w = Work::default();
+    w.add(s, Forward { batch, tokens: 1, context, logits: 1 }, dtype_bytes);
+    w
+}
+
+/// The LLaDA sampler: `steps` full forwards over `seq_len` = prompt + n_out tokens, logits for one block.
+pub fn diffusion(s: &ModelShape, batch: u64, seq_len: u64, block_length: u64, steps: u64, dtype_bytes: u64) -> Work {
+    let f = Forward { batch, tokens: seq_len, context: seq_len, logits: block_length };
+    Work {
+        forwards: steps,
+        weights_read_bytes: steps * forward_weight_bytes(s, f, dtype_bytes),
+        flops: steps * forward_flops(s, f),
+        kv_cache_bytes: None,
+    }
+}
+
+/// Weights read per second over the repetition's end-to-end time.
+pub fn achieved_bytes_per_s(rep: &Repetition) -> Option<f64> {
+    let bytes = rep.weights_read_bytes?;
+    (rep.e2e_ms > 0.0).then(|| bytes as f64 / (rep.e2e_ms / 1e3))
+}
+
+/// FLOPs per second over the repetition's end-to-end time.
+pub fn achieved_flops_per_s(rep: &Repetition) -> Option<f64> {
+    let flops = rep.flop_count?;
+    (rep.e2e_ms > 0.0).then(|| flops as f64 / (rep.e2e_ms / 1e3))
+}
+
+/// Activation memory at the peak: peak allocated - weights - KV cache (AR), when the device reported a peak.
+pub fn activation_bytes(rep: &Repetition, weights_bytes: Option<u64>) -> Option<u64> {
+    let peak = rep.peak_allocated_bytes?;
+    Some(peak.saturating_sub(weights_bytes?).saturating_sub(rep.kv_cache_bytes.unwrap_or(0)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Meta-Llama-3-8B.
+    fn llama3_8b() -> ModelShape {
+        ModelShape { layers: 32, hidden: 4096, heads: 32, kv_heads: 8, intermediate: 14336, vocab: 128_256 }
+    }
+
+    #[test]
+    fn llama3_8b_parameters_and_kv() {
+        let s = llama3_8b();
+        assert_eq!(parameters(&s), 8_030_261_248);
+        // 128 KiB of KV per token in bf16 (the model card's figure).
+        assert_eq!(kv_cache_bytes(&s, 1, 1, 2), 128 * 1024);
+    }
+
+    #[test]
+    fn ar_counts_a_prefill_and_n_out_minus_one_steps() {
+        let s = llama3_8b();
+        let w = autoregressive(&s, 1, 10, 4, 2);
+        assert_eq!(w.forwards, 4);
+        let streamed = streamed_parameters(&s) * 2;
+        assert_eq!(w.weights_read_bytes, 4 * streamed + (10 + 3) * 4096 * 2);
+        assert_eq!(w.kv_cache_bytes, Some(13 * 128 * 1024));
+        // A decode step is about 2 FLOPs per parameter.
+        let step = decode_step(&s, 1, 11, 2).flops as f64;
+        let ratio = step / (2.0 * streamed_parameters(&s) as f64);
+        assert!((1.0..1.01).contains(&ratio), "{ratio}");
+    }
+
+    #[test]
+    fn diffusion_step_is_2_params_tokens_plus_attention() {
+        let s = ModelShape { vocab: 126_464, kv_heads: 32, intermediate: 12288, ..llama3_8b() };
+        let (b, n) = (8u64, 1024u64);
+        let w = diffusion(&s, b, n, 32, 1, 2);
+        let blocks = 2 * b * n * matrix_params_per_layer(&s) * 32;
+        let attention = 4 * n * n * 4096 * 32 * b;
+        let head = 2 * b * 32 * 4096 * 126_464;
+        assert_eq!(w.flops, blocks + attention + head);
+    }
+}
