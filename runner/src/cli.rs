@@ -54,6 +54,9 @@ pub enum Command {
     /// Download (or with --local-files-only, check) every model file a config needs, and its Wikitext prompts'
     /// dataset, into the HF cache.
     Fetch(FetchArgs),
+    /// Time the runner's kernels on synthetic weights of given shapes: an AR decode token, a LLaDA step, the
+    /// device's copy bandwidth and matmul rate, and how close the first two come to the last two.
+    BenchKernels(crate::bench::BenchArgs),
 }
 
 /// Where models live.
@@ -267,6 +270,7 @@ pub fn main() -> Result<ExitCode> {
         }
         Command::Merge(args) => merge_cmd(args),
         Command::Fetch(args) => fetch_cmd(args),
+        Command::BenchKernels(args) => crate::bench::main(&args),
     }
 }
 

@@ -8,7 +8,9 @@
 //! across a SLURM job array, [`merge`] joins the shards' bundles, [`execution`] records where each cell ran, and
 //! [`fetch`] fills (or checks) the model cache for offline compute nodes.
 
+pub mod bench;
 pub mod cli;
+pub mod device;
 pub mod execution;
 pub mod fetch;
 pub mod generate;

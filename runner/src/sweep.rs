@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
 
 use anyhow::{Context, Result};
-use candle_core::{DType, Device};
+use candle_core::DType;
 use schema::bundle::{
     Bundle, Cell, CellKey, CellStatus, ModelInfo, ModelShape, PromptSetInfo, Provenance, Repetition, Sampler,
     TokenizerInfo,
@@ -30,7 +30,7 @@ use crate::model::{LoadedModel, ModelFiles};
 use crate::plan::{ResolvedConfig, config_diff};
 use crate::prompts::PromptSet;
 use crate::signals::Stop;
-use crate::{InputError, execution, output, shard, synth, sysinfo};
+use crate::{InputError, device, execution, output, shard, synth, sysinfo};
 
 /// The attention both models use (the study's fairness rule), recorded in every bundle.
 pub const ATTENTION: &str = "candle matmul-softmax-matmul attention in the run's precision, identical for both \
@@ -105,22 +105,8 @@ pub fn dtype_of(p: Precision) -> DType {
     }
 }
 
-/// Opens the device a config asks for; a CPU-only build says so instead of failing obscurely.
-pub fn open_device(spec: DeviceSpec) -> Result<Device> {
-    match spec {
-        DeviceSpec::Cpu => Ok(Device::Cpu),
-        DeviceSpec::Cuda(i) => {
-            if !candle_core::utils::cuda_is_available() {
-                return Err(InputError(format!(
-                    "--device cuda:{i}: this dllm-bench was built without CUDA; fix: rebuild with \
-                     `cargo build --release -p runner --features cuda`, or run with --device cpu"
-                ))
-                .into());
-            }
-            Device::new_cuda(i).with_context(|| format!("cannot open CUDA device {i}"))
-        }
-    }
-}
+/// Opens the device a config asks for (moved to [`crate::device::open`], the one module with CUDA code).
+pub use crate::device::open as open_device;
 
 /// A run folder opened for this process.
 struct Opened {
@@ -522,12 +508,19 @@ fn measure_cell(
         let batch =
             indices.iter().map(|&p| tokens.prompt(model, prompts, p, key.prompt_tokens)).collect::<Result<Vec<_>>>()?;
         if measured {
-            sysinfo::reset_peak_rss();
+            if let Some(fault) = device::injected_oom(&key.to_string()) {
+                return Err(fault);
+            }
+            device::reset_peaks(&model.device);
         }
         let mut rep = generate_once(model, key, cfg, &batch, i as u64)?;
         if measured {
+            let peaks = device::read_peaks(&model.device);
             rep.prompt_indices = indices;
-            rep.peak_rss_bytes = if model.device.is_cpu() { sysinfo::peak_rss_bytes() } else { None };
+            rep.peak_allocated_bytes = peaks.allocated;
+            rep.peak_reserved_bytes = peaks.reserved;
+            rep.device_used_bytes = peaks.device_used;
+            rep.peak_rss_bytes = peaks.rss;
             reps.push(rep);
         }
         Ok(())
@@ -546,12 +539,13 @@ fn measure_cell(
     let status = match outcome {
         Ok(()) => CellStatus::Ok,
         Err(e) => {
-            let message = format!("{e:#}");
-            tracing::warn!(cell = %key, "cell failed: {message}");
-            if message.to_lowercase().contains("out of memory") {
-                CellStatus::Oom { message }
+            // The failed run's tensors are dropped by now: give their memory back before the next cell.
+            device::release(&model.device);
+            tracing::warn!(cell = %key, "cell failed: {e:#}");
+            if device::is_out_of_memory(&e) {
+                CellStatus::Oom { message: oom_message(key, &e) }
             } else {
-                CellStatus::Error { message }
+                CellStatus::Error { message: format!("{e:#}") }
             }
         }
     };
@@ -566,6 +560,16 @@ fn measure_cell(
     })
 }
 
+/// An out-of-memory status names what the cell asked for, so the grid's limit can be read from the bundle.
+fn oom_message(key: &CellKey, e: &anyhow::Error) -> String {
+    let steps = key.steps.map_or(String::new(), |k| format!(", K={k}"));
+    format!(
+        "out of memory at B={}, N={} ({} prompt + {} output tokens){steps}: {e:#}; fix: a smaller batch size or \
+         sequence length, or a device with more memory",
+        key.batch_size, key.seq_len, key.prompt_tokens, key.output_tokens
+    )
+}
+
 /// One generation of a batch with the cell's algorithm.
 fn generate_once(
     model: &LoadedModel,
@@ -575,12 +579,32 @@ fn generate_once(
     run: u64,
 ) -> Result<Repetition> {
     let (rows, mut rep) = generate_rows(model, key, cfg, batch, run)?;
+    let work = roofline_work(model, key, batch);
+    rep.weights_read_bytes = Some(work.weights_read_bytes);
+    rep.flop_count = Some(work.flops);
+    rep.kv_cache_bytes = work.kv_cache_bytes;
     rep.output_tokens = rows.iter().map(|r| r.len() as u64).sum();
     for row in &rows {
         let text = model.tokenizer.decode(row, true).map_err(|e| anyhow::anyhow!("tokenizer: {e}"))?;
         rep.output_bytes += text.len() as u64;
     }
     Ok(rep)
+}
+
+/// The analytic work of one generation of `batch` (left-padded to its longest prompt) for the roofline context.
+fn roofline_work(model: &LoadedModel, key: &CellKey, batch: &[Vec<u32>]) -> schema::roofline::Work {
+    let shape = model.config.shape();
+    let dtype_bytes = model.dtype.size_in_bytes() as u64;
+    let (b, prompt) = (batch.len() as u64, batch.iter().map(Vec::len).max().unwrap_or(0) as u64);
+    let n_out = u64::from(key.output_tokens);
+    match key.sampler {
+        Sampler::ArGreedy => schema::roofline::autoregressive(&shape, b, prompt, n_out, dtype_bytes),
+        Sampler::LladaLowConfidence | Sampler::LladaRandom => {
+            let steps = u64::from(key.steps.unwrap_or(key.output_tokens));
+            let block = u64::from(key.block_length.unwrap_or(key.output_tokens));
+            schema::roofline::diffusion(&shape, b, prompt + n_out, block, steps, dtype_bytes)
+        }
+    }
 }
 
 /// One generation of a batch with the cell's algorithm: the generated ids of each row, and the timings.

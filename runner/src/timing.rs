@@ -1,39 +1,71 @@
-//! Wall-clock timing that is right on asynchronous devices.
+//! Timing that is right on asynchronous devices, behind one type for every device.
 //!
-//! [`Stopwatch`] synchronises the device before it starts and before every reading, so queued CUDA work is
-//! counted where it was issued. CUDA events (more precise, no host round trip in the timed region) are meant to
-//! come behind this same type.
+//! [`Stopwatch`] on CUDA records CUDA events on candle's stream (the stream the work is queued on): the start
+//! event follows the work queued before it, a reading records an end event and waits for it, so the time is
+//! the device's, with no host synchronisation inside the timed region. On the CPU it is the monotonic clock
+//! (`Instant`); candle's CPU ops are synchronous. Readings are in milliseconds.
 
 use std::time::Instant;
 
 use candle_core::Device;
 
-/// A stopwatch over `Instant` that synchronises `device` before each reading.
-#[derive(Debug, Clone)]
+use crate::device::EventClock;
+
+/// A stopwatch over CUDA events (CUDA) or the monotonic clock (CPU).
+#[derive(Debug)]
 pub struct Stopwatch {
-    device: Device,
-    start: Instant,
+    clock: Clock,
+}
+
+#[derive(Debug)]
+enum Clock {
+    Host { device: Device, start: Instant },
+    Events(EventClock),
 }
 
 impl Stopwatch {
-    /// Synchronises the device, then starts.
+    /// Starts after the work queued on `device` so far.
     pub fn start(device: &Device) -> candle_core::Result<Self> {
-        device.synchronize()?;
-        Ok(Self { device: device.clone(), start: Instant::now() })
+        let clock = match device {
+            Device::Cuda(_) => Clock::Events(EventClock::start(device)?),
+            _ => {
+                device.synchronize()?;
+                Clock::Host { device: device.clone(), start: Instant::now() }
+            }
+        };
+        Ok(Self { clock })
     }
 
-    /// Milliseconds since start, after the device has finished the work queued so far.
+    /// Which clock this is: `cuda-events` or `monotonic`.
+    pub fn kind(&self) -> &'static str {
+        match self.clock {
+            Clock::Host { .. } => "monotonic",
+            Clock::Events(_) => "cuda-events",
+        }
+    }
+
+    /// Milliseconds since start, once the device has finished the work queued so far.
     pub fn elapsed_ms(&self) -> candle_core::Result<f64> {
-        self.device.synchronize()?;
-        Ok(self.start.elapsed().as_secs_f64() * 1e3)
+        match &self.clock {
+            Clock::Host { device, start } => {
+                device.synchronize()?;
+                Ok(start.elapsed().as_secs_f64() * 1e3)
+            }
+            Clock::Events(e) => e.elapsed_ms(),
+        }
     }
 
-    /// Milliseconds since start, then restarts (for per-step times).
+    /// Milliseconds since start, then restarts at that moment (per-step times with no gap between steps).
     pub fn lap_ms(&mut self) -> candle_core::Result<f64> {
-        self.device.synchronize()?;
-        let now = Instant::now();
-        let ms = (now - self.start).as_secs_f64() * 1e3;
-        self.start = now;
-        Ok(ms)
+        match &mut self.clock {
+            Clock::Host { device, start } => {
+                device.synchronize()?;
+                let now = Instant::now();
+                let ms = (now - *start).as_secs_f64() * 1e3;
+                *start = now;
+                Ok(ms)
+            }
+            Clock::Events(e) => e.lap_ms(),
+        }
     }
 }

@@ -2,6 +2,7 @@
 
 mod cli;
 mod fetch;
+mod measure;
 mod model;
 mod prompts;
 mod resume;

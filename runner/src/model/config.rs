@@ -49,6 +49,7 @@ impl ModelConfig {
     /// Converts the JSON text of `config.json`; `path` is only used in error messages.
     pub fn from_json_str(text: &str, path: &Path, kind: ModelKind) -> Result<Self, ModelError> {
         let json_err = |source| ModelError::Json { path: path.to_path_buf(), source };
+        check_architecture(&serde_json::from_str(text).map_err(json_err)?, path, kind)?;
         match kind {
             ModelKind::Llama => serde_json::from_str::<LlamaConfigFile>(text).map_err(json_err)?.into_config(path),
             ModelKind::Llada => serde_json::from_str::<LladaConfigFile>(text).map_err(json_err)?.into_config(path),
@@ -70,6 +71,18 @@ impl ModelConfig {
         let h = self.hidden_size as u64;
         let v = self.vocab_size as u64;
         2 * v * h + self.num_layers as u64 * self.parameters_per_layer() + h
+    }
+
+    /// The shape summary a bundle records (and `schema::roofline` computes from).
+    pub fn shape(&self) -> schema::ModelShape {
+        schema::ModelShape {
+            layers: self.num_layers as u32,
+            hidden: self.hidden_size as u32,
+            heads: self.num_heads as u32,
+            kv_heads: self.num_kv_heads as u32,
+            intermediate: self.intermediate_size as u32,
+            vocab: self.vocab_size as u32,
+        }
     }
 
     /// Whether attention is causal (autoregressive) for this architecture.
@@ -113,6 +126,48 @@ impl ModelConfig {
         }
         Ok(())
     }
+}
+
+/// The `architectures` and `model_type` each layout is written with (HF llama; LLaDA's remote code).
+fn architecture_names(kind: ModelKind) -> (&'static str, &'static str) {
+    match kind {
+        ModelKind::Llama => ("LlamaForCausalLM", "llama"),
+        ModelKind::Llada => ("LLaDAModelLM", "llada"),
+    }
+}
+
+/// Refuses a `config.json` whose `architectures` or `model_type` names another architecture than `kind`'s (a
+/// file with neither is taken as `kind`). Naming the other supported kind when the file is one.
+fn check_architecture(json: &serde_json::Value, path: &Path, kind: ModelKind) -> Result<(), ModelError> {
+    let (arch, model_type) = architecture_names(kind);
+    let archs: Vec<&str> = json
+        .get("architectures")
+        .and_then(|a| a.as_array())
+        .map_or(vec![], |a| a.iter().filter_map(|v| v.as_str()).collect());
+    let mt = json.get("model_type").and_then(|v| v.as_str());
+    let (field, value) = if !archs.is_empty() && !archs.contains(&arch) {
+        ("architectures", format!("{archs:?}"))
+    } else if mt.is_some_and(|m| m != model_type) {
+        ("model_type", format!("{:?}", mt.unwrap_or_default()))
+    } else {
+        return Ok(());
+    };
+    let other = [ModelKind::Llama, ModelKind::Llada].into_iter().find(|&k| {
+        let (a, m) = architecture_names(k);
+        k != kind && (archs.contains(&a) || mt == Some(m))
+    });
+    let fix = match other {
+        Some(k) => format!(
+            "this is a {} checkpoint, not {}: give the model kind = \"{}\" in the config",
+            architecture_names(k).0,
+            arch,
+            format!("{k:?}").to_lowercase()
+        ),
+        None => "unknown architecture: the runner implements LlamaForCausalLM (kind \"llama\") and LLaDAModelLM \
+                 (kind \"llada\") only"
+            .to_string(),
+    };
+    Err(ModelError::Unsupported { path: path.to_path_buf(), field: field.into(), value, fix })
 }
 
 /// `rope_theta` at the top level (transformers 4) or under `rope_parameters` (transformers 5).

@@ -2,6 +2,7 @@
 //!
 //! Generation algorithms live in [`crate::generate`]; synthetic checkpoints in [`crate::synth`].
 
+pub mod check;
 pub mod config;
 pub mod files;
 pub mod transformer;
@@ -35,6 +36,19 @@ pub enum ModelError {
     Special { path: PathBuf, what: &'static str, message: String },
     #[error("loading weights from {}: {source}", path.display())]
     Weights { path: PathBuf, source: candle_core::Error },
+    #[error("{}: tensor `{tensor}` is missing: {fix}", path.display())]
+    MissingTensor { path: PathBuf, tensor: String, fix: String },
+    /// `message` says the shape found and the shape `config.json` implies.
+    #[error("{}: tensor `{tensor}` {message}", path.display())]
+    TensorShape { path: PathBuf, tensor: String, message: String },
+    #[error(
+        "{}: tensor `{tensor}` is stored as {dtype}; fix: only float checkpoints (F32, BF16, F16) can be loaded: \
+         use the original (unquantized) checkpoint",
+        path.display()
+    )]
+    TensorDtype { path: PathBuf, tensor: String, dtype: String },
+    #[error("{}: {message}", path.display())]
+    Corrupt { path: PathBuf, message: String },
     #[error("unsupported dtype {dtype:?}: use f32, bf16 or f16")]
     Dtype { dtype: DType },
     #[error(transparent)]
@@ -96,13 +110,22 @@ fn resolve(
     }
 }
 
-fn special_ids(cfg: &ModelConfig, tok: &tokenizers::Tokenizer, path: &Path) -> Result<SpecialIds, ModelError> {
+fn special_ids(
+    cfg: &ModelConfig,
+    tok: &tokenizers::Tokenizer,
+    path: &Path,
+    tokenizer_path: &Path,
+) -> Result<SpecialIds, ModelError> {
     let (bos_t, eos_t, mask_t, eot_t) = special_tokens(cfg.kind);
     let need = |what: &'static str, v: Option<u32>, t: &str| {
         v.ok_or_else(|| ModelError::Special {
             path: path.to_path_buf(),
             what,
-            message: format!("neither config.json nor the tokenizer defines it ({t})"),
+            message: format!(
+                "neither config.json nor the tokenizer {} defines it (no token {t}); fix: use the model's own \
+                 tokenizer.json, or set the id in config.json",
+                tokenizer_path.display()
+            ),
         })
     };
     let bos = need("bos", resolve(path, "bos", cfg.bos_token_id, Some(bos_t), tok)?, bos_t)?;
@@ -166,7 +189,8 @@ impl LoadedModel {
         let config = ModelConfig::from_file(&files.config, kind)?;
         let tokenizer = tokenizers::Tokenizer::from_file(&files.tokenizer)
             .map_err(|e| ModelError::Tokenizer { path: files.tokenizer.clone(), message: e.to_string() })?;
-        let special = special_ids(&config, &tokenizer, &files.config)?;
+        let special = special_ids(&config, &tokenizer, &files.config, &files.tokenizer)?;
+        check::check_weights(files, &config)?;
         let weights_err = |source| ModelError::Weights { path: files.snapshot_dir.clone(), source };
         let vb = mmap_weights(&files.weights, dtype, device).map_err(weights_err)?;
         let transformer = Transformer::load(vb, &config, opts).map_err(weights_err)?;

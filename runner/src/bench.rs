@@ -1,0 +1,483 @@
+//! `dllm-bench bench-kernels`: how fast the runner's forward passes are against what the device can do.
+//!
+//! For given shapes, with synthetic weights made in memory (normal, never all zeros; nothing is written to
+//! disk), it times on the chosen device, with the runner's own [`Transformer`] and [`Stopwatch`]:
+//! - the device's copy bandwidth (a device-to-device copy into an existing buffer: bytes read + written per
+//!   second) and its matmul rate (a square matmul in the run's dtype);
+//! - an AR decode token: one single-token forward with the KV cache, then the greedy choice on the host, as
+//!   `generate_ar` does per token, over the last `decode_tokens` positions of an N-token sequence;
+//! - a LLaDA step: one full bidirectional forward over B x N tokens with logits for one block, as
+//!   `generate_llada` does per step (the forward only; the confidence ranking on the host is left out).
+//!
+//! From the work per forward ([`schema::roofline`]) it prints the achieved bandwidth and FLOP rate and the
+//! ratio to the floors of issue 3: decode time / (weights bytes / copy bandwidth), and step FLOP rate / matmul
+//! rate. Figures are medians over the repetitions. `runner/PERF.md` records what it measured.
+
+use std::collections::HashMap;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use schema::ModelShape;
+use schema::grid::{DeviceSpec, ModelKind, Precision};
+use schema::roofline::{self, Forward};
+use serde::Serialize;
+
+use crate::InputError;
+use crate::model::transformer::argmax_rows;
+use crate::model::{LogitsSpan, ModelConfig, Positions, Transformer, TransformerOptions, WeightNames};
+use crate::plan::DtypeArg;
+use crate::synth::rng::SplitMix64;
+use crate::synth::{Preset, SynthSpec};
+use crate::timing::Stopwatch;
+
+/// Shape presets of `--shape`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ShapeArg {
+    /// The demo's tiny models (hidden 64, 2 layers).
+    Tiny,
+    /// A few million parameters (hidden 256, 4 layers).
+    Small,
+    /// The real shapes: Meta-Llama-3-8B for decoding, LLaDA-8B-Base for the diffusion step.
+    #[value(name = "8b")]
+    EightB,
+}
+
+/// `dllm-bench bench-kernels`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BenchArgs {
+    /// Device: cpu, cuda or cuda:N.
+    #[arg(long, default_value = "cpu", value_name = "DEVICE")]
+    pub device: String,
+    /// Precision (default: bf16 on CUDA, f32 on the CPU).
+    #[arg(long, value_enum)]
+    pub dtype: Option<DtypeArg>,
+    /// Shapes: the Llama-layout model for decoding, the LLaDA-layout one for the diffusion step.
+    #[arg(long, value_enum, default_value = "tiny")]
+    pub shape: ShapeArg,
+    /// Override the number of layers of both shapes.
+    #[arg(long)]
+    pub layers: Option<usize>,
+    /// Override the hidden size of both shapes.
+    #[arg(long)]
+    pub hidden: Option<usize>,
+    /// Override the attention heads of both shapes.
+    #[arg(long)]
+    pub heads: Option<usize>,
+    /// Override the KV heads (Llama shape; LLaDA has as many as heads).
+    #[arg(long)]
+    pub kv_heads: Option<usize>,
+    /// Override the FFN size of both shapes.
+    #[arg(long)]
+    pub intermediate: Option<usize>,
+    /// Override the vocabulary of both shapes.
+    #[arg(long)]
+    pub vocab: Option<usize>,
+    /// Batch of the LLaDA step (B).
+    #[arg(long, default_value_t = 8)]
+    pub batch: usize,
+    /// Batch of the AR decode.
+    #[arg(long, default_value_t = 1)]
+    pub decode_batch: usize,
+    /// Sequence length N: the LLaDA step's tokens per row, and the AR context at the last decoded token.
+    #[arg(long, default_value_t = 1024)]
+    pub seq_len: usize,
+    /// AR tokens decoded (and timed) per repetition, at the end of the N positions.
+    #[arg(long, default_value_t = 32)]
+    pub decode_tokens: usize,
+    /// Positions of the LLaDA step that get logits (the sampler's block).
+    #[arg(long, default_value_t = 32)]
+    pub block_length: usize,
+    /// Side of the square matmul that measures the matmul rate (default: 8192 on CUDA, 1024 on the CPU).
+    #[arg(long)]
+    pub matmul_size: Option<usize>,
+    /// MiB copied to measure the copy bandwidth (default: 1024 on CUDA, 256 on the CPU).
+    #[arg(long)]
+    pub copy_mib: Option<usize>,
+    /// Unmeasured runs of each benchmark first.
+    #[arg(long, default_value_t = 1)]
+    pub warmup: usize,
+    /// Measured runs of each benchmark (the median is reported).
+    #[arg(long, default_value_t = 5)]
+    pub repetitions: usize,
+    /// Seed of the synthetic weights and token ids.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Print one JSON object instead of the text report.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What `bench-kernels` measured (the `--json` output; runner/bench/torch_reference.py prints the same keys).
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// `candle` (this runner).
+    pub framework: String,
+    /// `cpu` or `cuda:N`, with the device's name when known.
+    pub device: String,
+    /// CPU threads (CPU runs).
+    pub threads: Option<usize>,
+    /// Precision.
+    pub dtype: String,
+    /// Timer: `cuda-events` or `monotonic`.
+    pub clock: String,
+    /// Measured device copy bandwidth, bytes read + written per second.
+    pub copy_bytes_per_s: f64,
+    /// Measured matmul rate, FLOP/s.
+    pub matmul_flops_per_s: f64,
+    /// Side of the square matmul.
+    pub matmul_size: usize,
+    /// AR decode.
+    pub decode: Phase,
+    /// LLaDA step.
+    pub llada_step: Phase,
+}
+
+/// One timed phase: its shape, time, work and rates.
+#[derive(Debug, Clone, Serialize)]
+pub struct Phase {
+    /// Model shape.
+    pub shape: ModelShape,
+    /// Batch.
+    pub batch: usize,
+    /// Tokens per row (decode: the context at the last token).
+    pub seq_len: usize,
+    /// Median milliseconds per decode token / per step.
+    pub ms: f64,
+    /// Weights read per token / step (bytes).
+    pub weights_bytes: u64,
+    /// FLOPs per token / step.
+    pub flops: u64,
+    /// Achieved weights bandwidth, bytes/s.
+    pub bytes_per_s: f64,
+    /// Achieved FLOP rate.
+    pub flops_per_s: f64,
+    /// Decode: time / (weights bytes / copy bandwidth) (target <= 1.5). Step: FLOP rate / matmul rate
+    /// (target >= 0.6).
+    pub ratio_to_floor: f64,
+}
+
+/// Runs the benchmark and prints the report.
+pub fn main(args: &BenchArgs) -> Result<ExitCode> {
+    let report = run(args)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", text(&report));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn check(args: &BenchArgs) -> Result<()> {
+    let bad = |what: String| -> Result<()> { Err(InputError(format!("bench-kernels: {what}")).into()) };
+    if args.repetitions == 0 {
+        return bad("--repetitions must be at least 1".into());
+    }
+    if args.decode_tokens == 0 || args.decode_tokens >= args.seq_len {
+        return bad(format!(
+            "--decode-tokens ({}) must be at least 1 and below --seq-len ({}): the prompt is the rest",
+            args.decode_tokens, args.seq_len
+        ));
+    }
+    if args.block_length == 0 || args.block_length > args.seq_len {
+        return bad(format!("--block-length ({}) must be in 1..=--seq-len ({})", args.block_length, args.seq_len));
+    }
+    if args.batch == 0 || args.decode_batch == 0 {
+        return bad("--batch and --decode-batch must be at least 1".into());
+    }
+    Ok(())
+}
+
+/// Measures everything [`Report`] holds.
+pub fn run(args: &BenchArgs) -> Result<Report> {
+    check(args)?;
+    let spec = DeviceSpec::parse(&args.device)
+        .ok_or_else(|| InputError(format!("--device {:?} is not a device; fix: cpu, cuda or cuda:N", args.device)))?;
+    let device = crate::device::open(spec)?;
+    let cuda = device.is_cuda();
+    let precision = args.dtype.map(Precision::from).unwrap_or(if cuda { Precision::Bf16 } else { Precision::F32 });
+    let dtype = crate::sweep::dtype_of(precision);
+    let reps = Reps { warmup: args.warmup, measured: args.repetitions };
+
+    let copy_bytes = args.copy_mib.unwrap_or(if cuda { 1024 } else { 256 }) << 20;
+    let copy_bytes_per_s = copy_bandwidth(&device, copy_bytes, reps).context("copy bandwidth")?;
+    let matmul_size = args.matmul_size.unwrap_or(if cuda { 8192 } else { 1024 });
+    let matmul_flops_per_s = matmul_rate(&device, dtype, matmul_size, args.seed, reps).context("matmul rate")?;
+
+    let llama = bench_config(args, ModelKind::Llama)?;
+    let decode = decode_bench(args, &llama, &device, dtype, reps, copy_bytes_per_s).context("AR decode")?;
+    let llada = bench_config(args, ModelKind::Llada)?;
+    let llada_step = step_bench(args, &llada, &device, dtype, reps, matmul_flops_per_s).context("LLaDA step")?;
+
+    let clock = Stopwatch::start(&device)?.kind().to_string();
+    let info = crate::execution::device_info(spec);
+    let device_name = match (&info.name, spec) {
+        (Some(n), DeviceSpec::Cuda(i)) => format!("cuda:{i} ({n})"),
+        (None, DeviceSpec::Cuda(i)) => format!("cuda:{i}"),
+        (Some(n), DeviceSpec::Cpu) => format!("cpu ({n})"),
+        (None, DeviceSpec::Cpu) => "cpu".into(),
+    };
+    Ok(Report {
+        framework: format!("candle {}", candle_version()),
+        device: device_name,
+        threads: (!cuda).then(candle_core::utils::get_num_threads),
+        dtype: precision.to_string(),
+        clock,
+        copy_bytes_per_s,
+        matmul_flops_per_s,
+        matmul_size,
+        decode,
+        llada_step,
+    })
+}
+
+fn candle_version() -> &'static str {
+    // The workspace pins candle-core 0.11.1 (Cargo.toml); candle exposes no version constant.
+    "0.11.1"
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Reps {
+    warmup: usize,
+    measured: usize,
+}
+
+/// Median of `reps.measured` timings of `f` (each returns milliseconds) after `reps.warmup` unmeasured ones.
+fn median_ms(reps: Reps, mut f: impl FnMut() -> Result<f64>) -> Result<f64> {
+    for _ in 0..reps.warmup {
+        f()?;
+    }
+    let mut v = (0..reps.measured).map(|_| f()).collect::<Result<Vec<f64>>>()?;
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Ok(if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
+}
+
+/// Bytes read + written per second by a device-to-device copy into an existing buffer.
+fn copy_bandwidth(device: &Device, bytes: usize, reps: Reps) -> Result<f64> {
+    let n = (bytes / 4).max(1);
+    let src = Tensor::arange(0u32, n as u32, device)?.to_dtype(DType::F32)?;
+    let dst = Tensor::zeros(n, DType::F32, device)?;
+    let ms = median_ms(reps, || {
+        let sw = Stopwatch::start(device)?;
+        dst.slice_set(&src, 0, 0)?;
+        Ok(sw.elapsed_ms()?)
+    })?;
+    Ok(2.0 * (n * 4) as f64 / (ms / 1e3))
+}
+
+/// FLOP/s of a square `size` matmul in `dtype`.
+fn matmul_rate(device: &Device, dtype: DType, size: usize, seed: u64, reps: Reps) -> Result<f64> {
+    let a = random(device, &[size, size], 0.0, 1.0, seed)?.to_dtype(dtype)?;
+    let b = random(device, &[size, size], 0.0, 1.0, seed.wrapping_add(1))?.to_dtype(dtype)?;
+    let ms = median_ms(reps, || {
+        let sw = Stopwatch::start(device)?;
+        let c = a.matmul(&b)?;
+        let ms = sw.elapsed_ms()?;
+        drop(c);
+        Ok(ms)
+    })?;
+    Ok(2.0 * (size as f64).powi(3) / (ms / 1e3))
+}
+
+/// Normal values with `mean` and `std` on `device`: seeded on the host for the CPU, curand on CUDA (fast at
+/// the 8B shapes).
+fn random(device: &Device, shape: &[usize], mean: f32, std: f32, seed: u64) -> Result<Tensor> {
+    if device.is_cuda() {
+        return Ok(Tensor::randn(mean, std, shape, device)?);
+    }
+    let mut v = vec![0f32; shape.iter().product()];
+    SplitMix64::new(seed).fill_normal(&mut v, mean, std);
+    Ok(Tensor::from_vec(v, shape, device)?)
+}
+
+/// The config of `kind` at the chosen preset with the overrides.
+fn bench_config(args: &BenchArgs, kind: ModelKind) -> Result<ModelConfig> {
+    let preset = match args.shape {
+        ShapeArg::Tiny => Preset::Tiny,
+        ShapeArg::Small => Preset::Small,
+        ShapeArg::EightB => Preset::Real,
+    };
+    let spec = SynthSpec {
+        layers: args.layers,
+        hidden: args.hidden,
+        heads: args.heads,
+        kv_heads: args.kv_heads,
+        intermediate: args.intermediate,
+        vocab: args.vocab,
+        ..SynthSpec::new(preset, args.seed)
+    };
+    spec.model_config(kind).map_err(|e| InputError(format!("bench-kernels: shape: {e}")).into())
+}
+
+/// A transformer of `cfg` with synthetic weights made on `device`: N(0, std) matrices with std = max(0.02,
+/// 1/sqrt(hidden)) and norm weights 1 + N(0, 0.05), as `dllm-bench synth` writes them.
+pub fn synthetic_transformer(cfg: &ModelConfig, device: &Device, dtype: DType, seed: u64) -> Result<Transformer> {
+    if device.is_cuda() {
+        device.set_seed(seed)?;
+    }
+    let std = (1.0 / (cfg.hidden_size as f64).sqrt()).max(0.02) as f32;
+    let mut tensors = HashMap::new();
+    for (i, (name, shape)) in WeightNames::for_kind(cfg.kind).tensors(cfg).into_iter().enumerate() {
+        let stream = crate::synth::rng::stream_seed(seed, &name).wrapping_add(i as u64);
+        let t = if shape.len() == 1 {
+            random(device, &shape, 1.0, 0.05, stream)?
+        } else {
+            random(device, &shape, 0.0, std, stream)?
+        };
+        tensors.insert(name, t.to_dtype(dtype)?);
+    }
+    let vb = VarBuilder::from_tensors(tensors, dtype, device);
+    Ok(Transformer::load(vb, cfg, TransformerOptions::default())?)
+}
+
+fn random_ids(rows: usize, len: usize, vocab: usize, rng: &mut SplitMix64) -> Vec<u32> {
+    (0..rows * len).map(|_| (rng.next_u64() % vocab as u64) as u32).collect()
+}
+
+fn decode_bench(
+    args: &BenchArgs,
+    cfg: &ModelConfig,
+    device: &Device,
+    dtype: DType,
+    reps: Reps,
+    copy_bytes_per_s: f64,
+) -> Result<Phase> {
+    let tf = synthetic_transformer(cfg, device, dtype, args.seed)?;
+    let (b, n, steps) = (args.decode_batch, args.seq_len, args.decode_tokens);
+    let prompt = n - steps;
+    let mut rng = SplitMix64::new(args.seed ^ 0xDEC0DE);
+    let ids = Tensor::from_vec(random_ids(b, prompt, cfg.vocab_size, &mut rng), (b, prompt), device)?;
+    let ms = median_ms(reps, || {
+        let mut cache = tf.new_cache();
+        let rope = tf.rope(&Positions::Range { start: 0, len: prompt })?;
+        let bias = tf.attention_bias(None, b, 0, prompt, prompt)?;
+        let logits = tf.forward(&ids, &rope, bias.as_ref(), Some(&mut cache), LogitsSpan::Last)?;
+        let mut next = argmax_rows(&logits.squeeze(1)?, &[])?;
+        let sw = Stopwatch::start(device)?;
+        for s in 0..steps {
+            let pos = prompt + s;
+            let ids = Tensor::from_vec(next.clone(), (b, 1), device)?;
+            let rope = tf.rope(&Positions::Range { start: pos, len: 1 })?;
+            let bias = tf.attention_bias(None, b, pos, 1, pos + 1)?;
+            let logits = tf.forward(&ids, &rope, bias.as_ref(), Some(&mut cache), LogitsSpan::Last)?;
+            next = argmax_rows(&logits.squeeze(1)?, &[])?;
+        }
+        Ok(sw.elapsed_ms()? / steps as f64)
+    })?;
+    let shape = cfg.shape();
+    let bytes_el = dtype.size_in_bytes() as u64;
+    // Work per token, averaged over the timed positions (the attention part grows with the context).
+    let work: Vec<roofline::Work> =
+        (0..steps).map(|s| roofline::decode_step(&shape, b as u64, (prompt + s + 1) as u64, bytes_el)).collect();
+    let weights_bytes = work.iter().map(|w| w.weights_read_bytes).sum::<u64>() / steps as u64;
+    let flops = work.iter().map(|w| w.flops).sum::<u64>() / steps as u64;
+    let floor_ms = weights_bytes as f64 / copy_bytes_per_s * 1e3;
+    Ok(Phase {
+        shape,
+        batch: b,
+        seq_len: n,
+        ms,
+        weights_bytes,
+        flops,
+        bytes_per_s: weights_bytes as f64 / (ms / 1e3),
+        flops_per_s: flops as f64 / (ms / 1e3),
+        ratio_to_floor: ms / floor_ms,
+    })
+}
+
+fn step_bench(
+    args: &BenchArgs,
+    cfg: &ModelConfig,
+    device: &Device,
+    dtype: DType,
+    reps: Reps,
+    matmul_flops_per_s: f64,
+) -> Result<Phase> {
+    let tf = synthetic_transformer(cfg, device, dtype, args.seed.wrapping_add(1))?;
+    let (b, n, bl) = (args.batch, args.seq_len, args.block_length);
+    let mut rng = SplitMix64::new(args.seed ^ 0x11ADA);
+    let ids = Tensor::from_vec(random_ids(b, n, cfg.vocab_size, &mut rng), (b, n), device)?;
+    let rope = tf.rope(&Positions::Range { start: 0, len: n })?;
+    let ms = median_ms(reps, || {
+        let sw = Stopwatch::start(device)?;
+        let logits = tf.forward(&ids, &rope, None, None, LogitsSpan::Range { start: n - bl, len: bl })?;
+        let ms = sw.elapsed_ms()?;
+        drop(logits);
+        Ok(ms)
+    })?;
+    let shape = cfg.shape();
+    let f = Forward { batch: b as u64, tokens: n as u64, context: n as u64, logits: bl as u64 };
+    let weights_bytes = roofline::forward_weight_bytes(&shape, f, dtype.size_in_bytes() as u64);
+    let flops = roofline::forward_flops(&shape, f);
+    let flops_per_s = flops as f64 / (ms / 1e3);
+    Ok(Phase {
+        shape,
+        batch: b,
+        seq_len: n,
+        ms,
+        weights_bytes,
+        flops,
+        bytes_per_s: weights_bytes as f64 / (ms / 1e3),
+        flops_per_s,
+        ratio_to_floor: flops_per_s / matmul_flops_per_s,
+    })
+}
+
+fn shape_line(s: &ModelShape) -> String {
+    format!(
+        "layers {} hidden {} heads {}/{} kv ffn {} vocab {} ({:.3} B params)",
+        s.layers,
+        s.hidden,
+        s.heads,
+        s.kv_heads,
+        s.intermediate,
+        s.vocab,
+        roofline::parameters(s) as f64 / 1e9
+    )
+}
+
+/// The text report.
+pub fn text(r: &Report) -> String {
+    let threads = r.threads.map_or(String::new(), |t| format!(", {t} threads"));
+    let d = &r.decode;
+    let s = &r.llada_step;
+    format!(
+        "bench-kernels: {} on {}{threads}, {}, timed with {} (medians)\n\
+         device copy bandwidth   {:>10.2} GB/s (read + write)\n\
+         matmul rate             {:>10.2} GFLOP/s ({n}x{n}x{n}, {})\n\
+         AR decode token         {:>10.3} ms  llama shape: {}\n\
+         \x20                       B={} at context {}; reads {:.2} MB of weights and does {:.3} GFLOP per token\n\
+         \x20                       {:.2} GB/s, {:.2} GFLOP/s; {:.2}x the bandwidth floor ({:.3} ms; target <= 1.5x)\n\
+         LLaDA step              {:>10.3} ms  llada shape: {}\n\
+         \x20                       B={} N={}; {:.3} GFLOP and {:.2} MB of weights per step\n\
+         \x20                       {:.2} GFLOP/s = {:.0}% of the matmul rate (target >= 60%)\n",
+        r.framework,
+        r.device,
+        r.dtype,
+        r.clock,
+        r.copy_bytes_per_s / 1e9,
+        r.matmul_flops_per_s / 1e9,
+        r.dtype,
+        d.ms,
+        shape_line(&d.shape),
+        d.batch,
+        d.seq_len,
+        d.weights_bytes as f64 / 1e6,
+        d.flops as f64 / 1e9,
+        d.bytes_per_s / 1e9,
+        d.flops_per_s / 1e9,
+        d.ratio_to_floor,
+        d.ms / d.ratio_to_floor,
+        s.ms,
+        shape_line(&s.shape),
+        s.batch,
+        s.seq_len,
+        s.flops as f64 / 1e9,
+        s.weights_bytes as f64 / 1e6,
+        s.flops_per_s / 1e9,
+        100.0 * s.ratio_to_floor,
+        n = r.matmul_size,
+    )
+}

@@ -1,0 +1,127 @@
+//! The CUDA side of [`crate::device`]: CUDA events on candle's stream, and the memory pool's high-water marks.
+//! cudarc is reached through `candle_core::cuda::cudarc` (candle-core links it dynamically; adding cudarc as
+//! our own dependency with other features would break its build script).
+//!
+//! candle allocates with `cuMemAllocAsync` from the device's current memory pool, so the pool's
+//! `USED_MEM_HIGH` and `RESERVED_MEM_HIGH` attributes are the run's peaks (what `torch.cuda.max_memory_allocated`
+//! and `max_memory_reserved` report under PyTorch's caching allocator). Writing 0 resets them to the current use.
+//! cuBLAS workspaces and the context live outside the pool: `cuMemGetInfo` gives the device-wide figure.
+#![allow(unsafe_code)]
+
+use std::sync::Arc;
+
+use candle_core::Device;
+use candle_core::cuda::cudarc::driver::{CudaContext, CudaEvent, CudaStream, DriverError, result, sys};
+
+use super::MemoryPeaks;
+
+fn wrap(e: DriverError) -> candle_core::Error {
+    candle_core::Error::wrap(e)
+}
+
+fn stream(device: &Device) -> candle_core::Result<Arc<CudaStream>> {
+    Ok(device.as_cuda_device()?.cuda_stream())
+}
+
+/// Elapsed time between CUDA events recorded on candle's stream (the per-thread default stream of the thread
+/// that launches the work): no host synchronisation inside the timed region, only when a reading is taken.
+#[derive(Debug)]
+pub struct EventClock {
+    stream: Arc<CudaStream>,
+    start: CudaEvent,
+}
+
+impl EventClock {
+    fn mark(stream: &Arc<CudaStream>) -> candle_core::Result<CudaEvent> {
+        // `CU_EVENT_DEFAULT`: timing enabled (`None` would create an event with timing disabled).
+        stream.record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT)).map_err(wrap)
+    }
+
+    /// Records the start event after the work queued so far.
+    pub fn start(device: &Device) -> candle_core::Result<Self> {
+        let stream = stream(device)?;
+        let start = Self::mark(&stream)?;
+        Ok(Self { stream, start })
+    }
+
+    /// Milliseconds from the start event to an event recorded now (waits for the work queued so far).
+    pub fn elapsed_ms(&self) -> candle_core::Result<f64> {
+        let end = Self::mark(&self.stream)?;
+        Ok(f64::from(self.start.elapsed_ms(&end).map_err(wrap)?))
+    }
+
+    /// [`Self::elapsed_ms`], then the end event becomes the new start (per-step times without gaps).
+    pub fn lap_ms(&mut self) -> candle_core::Result<f64> {
+        let end = Self::mark(&self.stream)?;
+        let ms = f64::from(self.start.elapsed_ms(&end).map_err(wrap)?);
+        self.start = end;
+        Ok(ms)
+    }
+}
+
+fn context(device: &Device) -> candle_core::Result<Arc<CudaContext>> {
+    let stream = stream(device)?;
+    let ctx = stream.context().clone();
+    ctx.bind_to_thread().map_err(wrap)?;
+    Ok(ctx)
+}
+
+/// The memory pool `cuMemAllocAsync` draws from on this device.
+fn pool(ctx: &CudaContext) -> candle_core::Result<sys::CUmemoryPool> {
+    // SAFETY: `cu_device` is the device of a live context, as `get_mem_pool` requires.
+    unsafe { result::device::get_mem_pool(ctx.cu_device()) }.map_err(wrap)
+}
+
+fn set_u64(pool: sys::CUmemoryPool, attr: sys::CUmemPool_attribute, mut value: u64) -> candle_core::Result<()> {
+    // SAFETY: the pool is the device's live pool; the attributes used here are all `cuuint64_t`, and `value`
+    // is a u64 that outlives the call.
+    unsafe { result::mem_pool::set_attribute(pool, attr, (&raw mut value).cast()) }.map_err(wrap)
+}
+
+fn get_u64(pool: sys::CUmemoryPool, attr: sys::CUmemPool_attribute) -> candle_core::Result<u64> {
+    let mut value = 0u64;
+    // SAFETY: as in `set_u64`; the driver writes one `cuuint64_t` into `value`.
+    unsafe { result::mem_pool::get_attribute(pool, attr, (&raw mut value).cast()) }.map_err(wrap)?;
+    Ok(value)
+}
+
+/// Keep reserved memory in the pool (release threshold u64::MAX): otherwise the pool returns its free memory to
+/// the driver at every synchronisation and each run pays the driver's allocation again.
+pub fn prepare(device: &Device) -> candle_core::Result<()> {
+    let ctx = context(device)?;
+    set_u64(pool(&ctx)?, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, u64::MAX)
+}
+
+/// Waits for queued work (pending frees included), then resets both high-water marks to the current use.
+pub fn reset_peaks(device: &Device) -> candle_core::Result<()> {
+    device.synchronize()?;
+    let ctx = context(device)?;
+    let pool = pool(&ctx)?;
+    set_u64(pool, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_HIGH, 0)?;
+    set_u64(pool, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, 0)
+}
+
+/// The high-water marks since the last reset and the device-wide used memory now.
+pub fn read_peaks(device: &Device) -> candle_core::Result<MemoryPeaks> {
+    device.synchronize()?;
+    let ctx = context(device)?;
+    let pool = pool(&ctx)?;
+    let allocated = get_u64(pool, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_HIGH)?;
+    let reserved = get_u64(pool, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH)?;
+    let (free, total) = ctx.mem_get_info().map_err(wrap)?;
+    Ok(MemoryPeaks {
+        allocated: Some(allocated),
+        reserved: Some(reserved),
+        device_used: Some(total.saturating_sub(free) as u64),
+        rss: None,
+    })
+}
+
+/// Waits for the device (the failed run's frees complete), then trims the pool to what is still allocated.
+pub fn release(device: &Device) -> candle_core::Result<()> {
+    device.synchronize()?;
+    let ctx = context(device)?;
+    let pool = pool(&ctx)?;
+    // SAFETY: the device's live pool; trimming only returns unused reserved memory to the driver.
+    unsafe { result::mem_pool::trim_to(pool, 0) }.map_err(wrap)
+}

@@ -1,0 +1,117 @@
+//! The device: choosing and opening it, timing on it, its memory peaks, and what an out-of-memory failure
+//! looks like. Every line of CUDA code of the runner sits behind this module (in `cuda.rs`, compiled with the
+//! `cuda` feature); a build without CUDA compiles `no_cuda.rs` instead, whose functions are never reached
+//! because candle cannot create a CUDA device there, and [`open`] says "built without CUDA".
+//!
+//! What the rest of the runner sees is device-neutral: [`open`], [`crate::timing::Stopwatch`] (CUDA events on
+//! candle's stream, or the monotonic clock on the CPU), [`reset_peaks`] / [`read_peaks`] (the CUDA memory
+//! pool's high-water marks, or the process's peak resident set on the CPU), [`release`] after a failure, and
+//! [`is_out_of_memory`]. The measurement method is described in `runner/PERF.md`.
+
+use anyhow::{Context, Result};
+use candle_core::Device;
+use schema::grid::DeviceSpec;
+
+use crate::{InputError, sysinfo};
+
+#[cfg_attr(feature = "cuda", path = "cuda.rs")]
+#[cfg_attr(not(feature = "cuda"), path = "no_cuda.rs")]
+mod imp;
+
+pub(crate) use imp::EventClock;
+
+/// Test-only fault injection: a cell whose description (`CellKey`'s Display, e.g.
+/// `org/model N=48 B=2 K=8`) contains this variable's value fails its first measured run with a CUDA
+/// out-of-memory error, so that tests without a GPU can check that the cell is recorded as `oom` and the grid
+/// goes on. Not for users; unset or empty: no effect.
+pub const INJECT_OOM_ENV: &str = "DLLM_BENCH_INJECT_OOM";
+
+/// Opens the device a config asks for, saying which and why on the log. A CPU-only build refuses CUDA with the
+/// rebuild command instead of failing obscurely. On CUDA the memory pool is set to keep what it reserved
+/// (release threshold u64::MAX), so its reserved peak is the run's and not the driver's trimming policy.
+pub fn open(spec: DeviceSpec) -> Result<Device> {
+    match spec {
+        DeviceSpec::Cpu => {
+            tracing::info!(threads = candle_core::utils::get_num_threads(), "device: cpu (asked for)");
+            Ok(Device::Cpu)
+        }
+        DeviceSpec::Cuda(i) => {
+            if !candle_core::utils::cuda_is_available() {
+                return Err(InputError(format!(
+                    "--device cuda:{i}: this dllm-bench was built without CUDA; fix: rebuild with \
+                     `cargo build --release -p runner --features cuda` (CUDA 12 or 13 toolkit; see the README), \
+                     or run with --device cpu"
+                ))
+                .into());
+            }
+            let device = Device::new_cuda(i).with_context(|| format!("cannot open CUDA device {i}"))?;
+            imp::prepare(&device).with_context(|| format!("cannot configure the memory pool of CUDA device {i}"))?;
+            tracing::info!(ordinal = i, "device: cuda (asked for); timing with CUDA events, memory from the pool");
+            Ok(device)
+        }
+    }
+}
+
+/// Memory high-water marks of one measured run; what the device cannot tell is `None`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MemoryPeaks {
+    /// CUDA: peak bytes in use by allocations of the memory pool (like `torch.cuda.max_memory_allocated`).
+    pub allocated: Option<u64>,
+    /// CUDA: peak bytes the pool reserved from the driver (like `torch.cuda.max_memory_reserved`).
+    pub reserved: Option<u64>,
+    /// CUDA: device-wide used memory (total - free) when read: context, cuBLAS workspaces and other processes
+    /// included.
+    pub device_used: Option<u64>,
+    /// CPU: the process's peak resident set since the last reset.
+    pub rss: Option<u64>,
+}
+
+/// Starts a measured run's memory window: the pool's high-water marks (CUDA) or the process's peak RSS (CPU)
+/// are reset to the current use. Failing to reset is logged; the peaks read afterwards are then absent.
+pub fn reset_peaks(device: &Device) -> bool {
+    let ok = match device {
+        Device::Cuda(_) => imp::reset_peaks(device).map_err(|e| tracing::warn!("cannot reset the memory peaks: {e}")),
+        _ => Ok(()),
+    }
+    .is_ok();
+    // The CPU side is reset on every device: host memory of a CUDA run is not reported, but costs nothing.
+    sysinfo::reset_peak_rss() && ok
+}
+
+/// The peaks since [`reset_peaks`], after the device has finished the queued work.
+pub fn read_peaks(device: &Device) -> MemoryPeaks {
+    match device {
+        Device::Cuda(_) => imp::read_peaks(device).unwrap_or_else(|e| {
+            tracing::warn!("cannot read the memory peaks: {e}");
+            MemoryPeaks::default()
+        }),
+        _ => MemoryPeaks { rss: sysinfo::peak_rss_bytes(), ..MemoryPeaks::default() },
+    }
+}
+
+/// After a failed run (the run's tensors already dropped): waits for the device and returns the memory pool's
+/// free memory to the driver, so the next cell starts from the weights alone. A no-op on the CPU.
+pub fn release(device: &Device) {
+    if let Device::Cuda(_) = device
+        && let Err(e) = imp::release(device)
+    {
+        tracing::warn!("cannot release device memory after a failure: {e}");
+    }
+}
+
+/// True when an error chain says the device ran out of memory (CUDA's driver or cuBLAS). On the CPU an
+/// allocation failure aborts the process instead (Rust's default), so it never reaches a cell's status.
+pub fn is_out_of_memory(err: &anyhow::Error) -> bool {
+    let text = format!("{err:#} {err:?}").to_lowercase();
+    ["out of memory", "cuda_error_out_of_memory", "cublas_status_alloc_failed"].iter().any(|p| text.contains(p))
+}
+
+/// The injected fault for a cell (see [`INJECT_OOM_ENV`]), if the variable names it.
+pub fn injected_oom(cell: &str) -> Option<anyhow::Error> {
+    let want = std::env::var(INJECT_OOM_ENV).ok().filter(|v| !v.is_empty())?;
+    cell.contains(&want).then(|| {
+        anyhow::anyhow!(
+            "DriverError(CUDA_ERROR_OUT_OF_MEMORY, \"out of memory\") (injected by {INJECT_OOM_ENV}, a test hook)"
+        )
+    })
+}

@@ -1,0 +1,124 @@
+//! Checks a checkpoint's tensors against its `config.json` before anything is loaded, so that a broken
+//! checkpoint fails with the file and the tensor named instead of somewhere inside candle's loader.
+//!
+//! Reads only the safetensors headers (an 8-byte length and a JSON table of name -> dtype, shape, offsets), so
+//! it costs milliseconds even for the 16 GB checkpoints. Checked: every tensor the transformer needs is in the
+//! file the index names (or in one of the files), with the shape `config.json` implies and a float dtype.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::{ModelConfig, ModelError, ModelFiles, WeightNames};
+
+/// Float dtypes candle converts from (safetensors names).
+const FLOAT_DTYPES: [&str; 4] = ["F32", "BF16", "F16", "F64"];
+
+/// Headers larger than this are refused (the 8B checkpoints' headers are well under 1 MB).
+const MAX_HEADER: u64 = 100 << 20;
+
+#[derive(Debug, Deserialize)]
+struct Entry {
+    dtype: String,
+    shape: Vec<usize>,
+}
+
+/// Tensor name -> (dtype, shape) of one safetensors file, from its header.
+fn read_header(path: &Path) -> Result<HashMap<String, Entry>, ModelError> {
+    let io = |source| ModelError::Io { path: path.to_path_buf(), source };
+    let mut f = std::fs::File::open(path).map_err(io)?;
+    let mut len = [0u8; 8];
+    f.read_exact(&mut len).map_err(io)?;
+    let len = u64::from_le_bytes(len);
+    let file_len = f.metadata().map_err(io)?.len();
+    if len > MAX_HEADER || len + 8 > file_len {
+        return Err(ModelError::Corrupt {
+            path: path.to_path_buf(),
+            message: format!(
+                "not a safetensors file: its header length {len} does not fit the file ({file_len} bytes); fix: \
+                 the file is truncated or not safetensors, download it again"
+            ),
+        });
+    }
+    let mut text = vec![0u8; len as usize];
+    f.read_exact(&mut text).map_err(io)?;
+    let value: serde_json::Value =
+        serde_json::from_slice(&text).map_err(|source| ModelError::Json { path: path.to_path_buf(), source })?;
+    let mut out = HashMap::new();
+    if let serde_json::Value::Object(map) = value {
+        for (name, v) in map {
+            if name == "__metadata__" {
+                continue;
+            }
+            let entry: Entry =
+                serde_json::from_value(v).map_err(|source| ModelError::Json { path: path.to_path_buf(), source })?;
+            out.insert(name, entry);
+        }
+    }
+    Ok(out)
+}
+
+/// The shard the index assigns to each tensor (sharded checkpoints).
+fn index_map(index: &Path) -> Result<HashMap<String, String>, ModelError> {
+    let text = std::fs::read_to_string(index).map_err(|source| ModelError::Io { path: index.to_path_buf(), source })?;
+    let json: serde_json::Value =
+        serde_json::from_str(&text).map_err(|source| ModelError::Json { path: index.to_path_buf(), source })?;
+    Ok(json
+        .get("weight_map")
+        .and_then(|m| m.as_object())
+        .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect())
+        .unwrap_or_default())
+}
+
+/// Checks every tensor of `cfg`'s layout in `files` (see the module doc).
+pub fn check_weights(files: &ModelFiles, cfg: &ModelConfig) -> Result<(), ModelError> {
+    let headers: Vec<(PathBuf, HashMap<String, Entry>)> =
+        files.weights.iter().map(|p| Ok((p.clone(), read_header(p)?))).collect::<Result<_, ModelError>>()?;
+    let index = match &files.index {
+        Some(i) => Some((i.clone(), index_map(i)?)),
+        None => None,
+    };
+    for (name, shape) in WeightNames::for_kind(cfg.kind).tensors(cfg) {
+        let found = headers.iter().find_map(|(p, h)| h.get(&name).map(|e| (p, e)));
+        let Some((path, entry)) = found else {
+            // Name the file that should hold it: the index's shard, or the single file.
+            let (path, fix) = match &index {
+                Some((ipath, map)) => match map.get(&name) {
+                    Some(shard) => (
+                        files.snapshot_dir.join(shard),
+                        format!("{} assigns it to this shard but the shard lacks it", ipath.display()),
+                    ),
+                    None => (ipath.clone(), "the index does not list it".to_string()),
+                },
+                None => (files.weights[0].clone(), "the file does not hold it".to_string()),
+            };
+            return Err(ModelError::MissingTensor {
+                path,
+                tensor: name,
+                fix: format!(
+                    "{fix}; the {:?} layout needs it (config.json: {} layers): the checkpoint is incomplete or of \
+                     another architecture, download it again",
+                    cfg.kind, cfg.num_layers
+                ),
+            });
+        };
+        if !FLOAT_DTYPES.contains(&entry.dtype.as_str()) {
+            return Err(ModelError::TensorDtype { path: path.clone(), tensor: name, dtype: entry.dtype.clone() });
+        }
+        if entry.shape != shape {
+            return Err(ModelError::TensorShape {
+                path: path.clone(),
+                tensor: name,
+                message: format!(
+                    "has shape {:?} but {} implies {shape:?}; fix: the weights and config.json are of different \
+                     models (or sizes): download the checkpoint again",
+                    entry.shape,
+                    files.config.display()
+                ),
+            });
+        }
+    }
+    Ok(())
+}
