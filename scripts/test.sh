@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, on a fresh Debian machine with rustup: installs what it needs (idempotently), then
-# checks formatting, lints (native and wasm), docs, all native tests (the job scripts of jobs/ included, on a
-# real one-node SLURM that the tests start on 127.0.0.1), and the explorer in headless Chromium.
+# checks formatting, lints (native, CUDA and wasm), that the CUDA build compiles (no GPU needed), docs, all
+# native tests (the job scripts of jobs/ included, on a real one-node SLURM that the tests start on 127.0.0.1),
+# and the explorer in headless Chromium.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
@@ -18,6 +19,16 @@ step "cargo fmt --check"
 cargo fmt --all -- --check
 step "clippy (native, all targets)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+step "CUDA build check: CUDA 13.0 compiler from PyPI wheels, cargo check/clippy --features cuda (no GPU needed)"
+# A separate target dir: the first build compiles candle's CUDA kernels (about 10 minutes on 2 cores) and must
+# not invalidate the CPU build's artifacts. CUDA_COMPUTE_CAP (90, Hopper) comes from env.sh: no nvidia-smi here.
+scripts/install-cuda-toolchain.sh
+(
+    . .tools/cuda/env.sh
+    export CARGO_TARGET_DIR="${CUDA_CHECK_TARGET_DIR:-target/cuda-check}"
+    cargo check -p runner --features cuda --locked
+    cargo clippy -p runner --features cuda --all-targets --locked -- -D warnings
+)
 step "clippy (explorer, wasm32)"
 cargo clippy -p explorer --target wasm32-unknown-unknown --locked -- -D warnings
 step "docs"
