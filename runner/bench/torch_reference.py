@@ -1,0 +1,256 @@
+#!/usr/bin/env python3
+"""PyTorch reference for `dllm-bench bench-kernels`: the same shapes, the same work, timed the same way.
+
+Builds the runner's transformer in plain PyTorch (RMSNorm in f32, rotate-half RoPE in f32, GQA by repeating
+KV heads, matmul-softmax-matmul attention in the model dtype or SDPA, SwiGLU MLP, untied LM head) with random
+weights (N(0, max(0.02, 1/sqrt(hidden))), norms 1 + N(0, 0.05)) and times, as bench-kernels does:
+- the copy bandwidth (copy into an existing buffer; bytes read + written per second),
+- the matmul rate (square matmul in the run's dtype),
+- an AR decode token (single-token forward with a torch.cat KV cache, greedy choice on the host) over the last
+  --decode-tokens positions of an N-token sequence,
+- a LLaDA step (full bidirectional forward over B x N tokens, logits for one block).
+Prints one JSON object with the keys of `dllm-bench bench-kernels --json` (medians over the repetitions).
+
+    python runner/bench/torch_reference.py --shape small --seq-len 512 --batch 4
+"""
+import argparse
+import json
+import math
+import os
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+
+# (hidden, layers, heads, kv_heads, intermediate, vocab) per preset, as runner/src/synth/mod.rs resolves them.
+PRESETS = {
+    "tiny": {"llama": (64, 2, 4, 2, 224, 512), "llada": (64, 2, 4, 4, 192, 512)},
+    "small": {"llama": (256, 4, 8, 2, 896, 1024), "llada": (256, 4, 8, 8, 768, 1024)},
+    "8b": {"llama": (4096, 32, 32, 8, 14336, 128256), "llada": (4096, 32, 32, 32, 12288, 126464)},
+}
+DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
+ROPE_THETA = 500000.0
+EPS = 1e-5
+
+
+def shape_of(args, kind):
+    h, l, nh, nkv, i, v = PRESETS[args.shape][kind]
+    h = args.hidden or h
+    l = args.layers or l
+    nh = args.heads or nh
+    if kind == "llama":
+        nkv = min(args.kv_heads or nkv, nh)
+    else:
+        nkv = nh
+    return {"layers": l, "hidden": h, "heads": nh, "kv_heads": nkv,
+            "intermediate": args.intermediate or i, "vocab": args.vocab or v}
+
+
+def params(s):
+    h, v, hd = s["hidden"], s["vocab"], s["hidden"] // s["heads"]
+    q, kv = s["heads"] * hd, s["kv_heads"] * hd
+    matrices = h * q + 2 * h * kv + q * h + 3 * h * s["intermediate"]
+    return 2 * v * h + s["layers"] * (matrices + 2 * h) + h, matrices
+
+
+def forward_work(s, batch, tokens, context, logits, nbytes):
+    total, matrices = params(s)
+    h, layers = s["hidden"], s["layers"]
+    weights = (total - s["vocab"] * h + batch * tokens * h) * nbytes
+    flops = 2 * batch * tokens * matrices * layers + 4 * batch * tokens * context * h * layers \
+        + 2 * batch * logits * h * s["vocab"]
+    return weights, flops
+
+
+class Model:
+    def __init__(self, s, dtype, device, seed, attention):
+        g = torch.Generator(device="cpu").manual_seed(seed)
+        h, hd = s["hidden"], s["hidden"] // s["heads"]
+        std = max(0.02, 1.0 / math.sqrt(h))
+
+        def mat(o, i):
+            return (torch.randn(o, i, generator=g) * std).to(device=device, dtype=dtype)
+
+        def norm():
+            return (1.0 + 0.05 * torch.randn(h, generator=g)).to(device=device, dtype=dtype)
+
+        self.s, self.hd, self.dtype, self.attention = s, hd, dtype, attention
+        q, kv = s["heads"] * hd, s["kv_heads"] * hd
+        self.embed = mat(s["vocab"], h)
+        self.layers = [dict(attn_norm=norm(), q=mat(q, h), k=mat(kv, h), v=mat(kv, h), o=mat(h, q),
+                            mlp_norm=norm(), gate=mat(s["intermediate"], h), up=mat(s["intermediate"], h),
+                            down=mat(h, s["intermediate"])) for _ in range(s["layers"])]
+        self.norm = norm()
+        self.head = mat(s["vocab"], h)
+        half = hd // 2
+        self.inv_freq = torch.tensor([1.0 / ROPE_THETA ** (2 * i / hd) for i in range(half)],
+                                     dtype=torch.float64).float().to(device)
+
+    def rms(self, x, w):
+        xf = x.float()
+        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + EPS)
+        return xf.to(x.dtype) * w
+
+    def rope(self, x, cos, sin):
+        xf = x.float()
+        x1, x2 = xf.chunk(2, dim=-1)
+        return (xf * cos + torch.cat([-x2, x1], dim=-1) * sin).to(x.dtype)
+
+    def forward(self, ids, start, cache, causal, span):
+        b, t = ids.shape
+        nh, nkv, hd = self.s["heads"], self.s["kv_heads"], self.hd
+        pos = torch.arange(start, start + t, device=ids.device, dtype=torch.float32)
+        ang = pos[:, None] * self.inv_freq[None, :]
+        cos = torch.cat([ang.cos(), ang.cos()], -1)
+        sin = torch.cat([ang.sin(), ang.sin()], -1)
+        x = self.embed[ids]
+        for li, L in enumerate(self.layers):
+            hdn = self.rms(x, L["attn_norm"])
+            q = F.linear(hdn, L["q"]).view(b, t, nh, hd).transpose(1, 2)
+            k = F.linear(hdn, L["k"]).view(b, t, nkv, hd).transpose(1, 2)
+            v = F.linear(hdn, L["v"]).view(b, t, nkv, hd).transpose(1, 2)
+            q, k = self.rope(q, cos, sin), self.rope(k, cos, sin)
+            if cache is not None:
+                if cache[li] is not None:
+                    k = torch.cat([cache[li][0], k], 2)
+                    v = torch.cat([cache[li][1], v], 2)
+                cache[li] = (k, v)
+            rep = nh // nkv
+            if rep > 1:
+                k = k.repeat_interleave(rep, dim=1)
+                v = v.repeat_interleave(rep, dim=1)
+            c = k.shape[2]
+            is_causal = causal and t > 1
+            if self.attention == "sdpa":
+                y = F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
+            else:
+                att = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(hd))
+                if is_causal:
+                    mask = torch.ones(t, c, dtype=torch.bool, device=ids.device).tril(c - t)
+                    att = att.masked_fill(~mask, float("-inf"))
+                y = torch.softmax(att, dim=-1) @ v
+            y = y.transpose(1, 2).reshape(b, t, nh * hd)
+            x = x + F.linear(y, L["o"])
+            hdn = self.rms(x, L["mlp_norm"])
+            x = x + F.linear(F.silu(F.linear(hdn, L["gate"])) * F.linear(hdn, L["up"]), L["down"])
+        x = x[:, span[0]:span[0] + span[1]]
+        return F.linear(self.rms(x, self.norm), self.head)
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def median_ms(device, warmup, reps, fn):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(reps):
+        times.append(fn())
+    return statistics.median(times)
+
+
+def timed(device, fn):
+    sync(device)
+    t0 = time.perf_counter()
+    fn()
+    sync(device)
+    return (time.perf_counter() - t0) * 1e3
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--dtype", choices=DTYPES)
+    p.add_argument("--shape", choices=PRESETS, default="tiny")
+    for name in ("layers", "hidden", "heads", "kv-heads", "intermediate", "vocab"):
+        p.add_argument(f"--{name}", type=int)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--decode-batch", type=int, default=1)
+    p.add_argument("--seq-len", type=int, default=1024)
+    p.add_argument("--decode-tokens", type=int, default=32)
+    p.add_argument("--block-length", type=int, default=32)
+    p.add_argument("--matmul-size", type=int)
+    p.add_argument("--copy-mib", type=int)
+    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--repetitions", type=int, default=5)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, help="CPU threads (default: as many as cores)")
+    p.add_argument("--attention", choices=("eager", "sdpa"), default="eager")
+    args = p.parse_args()
+
+    device = torch.device(args.device)
+    cuda = device.type == "cuda"
+    if not cuda:
+        torch.set_num_threads(args.threads or os.cpu_count())
+    dtype_name = args.dtype or ("bf16" if cuda else "f32")
+    dtype = DTYPES[dtype_name]
+    nbytes = torch.tensor([], dtype=dtype).element_size()
+    torch.manual_seed(args.seed)
+
+    with torch.inference_mode():
+        n = ((args.copy_mib or (1024 if cuda else 256)) << 20) // 4
+        src = torch.arange(n, device=device, dtype=torch.float32)
+        dst = torch.zeros(n, device=device, dtype=torch.float32)
+        copy_ms = median_ms(device, args.warmup, args.repetitions, lambda: timed(device, lambda: dst.copy_(src)))
+        copy_bps = 2 * n * 4 / (copy_ms / 1e3)
+
+        m = args.matmul_size or (8192 if cuda else 1024)
+        a = torch.randn(m, m, device=device).to(dtype)
+        bm = torch.randn(m, m, device=device).to(dtype)
+        mm_ms = median_ms(device, args.warmup, args.repetitions, lambda: timed(device, lambda: a @ bm))
+        mm_rate = 2 * m ** 3 / (mm_ms / 1e3)
+
+        # AR decode.
+        s = shape_of(args, "llama")
+        model = Model(s, dtype, device, args.seed, args.attention)
+        b, N, steps = args.decode_batch, args.seq_len, args.decode_tokens
+        prompt = N - steps
+        ids = torch.randint(0, s["vocab"], (b, prompt), device=device)
+
+        def decode():
+            cache = [None] * s["layers"]
+            logits = model.forward(ids, 0, cache, True, (prompt - 1, 1))
+            nxt = logits[:, -1].float().argmax(-1).tolist()
+            sync(device)
+            t0 = time.perf_counter()
+            for i in range(steps):
+                step_ids = torch.tensor(nxt, device=device).view(b, 1)
+                logits = model.forward(step_ids, prompt + i, cache, True, (0, 1))
+                nxt = logits[:, -1].float().argmax(-1).tolist()
+            sync(device)
+            return (time.perf_counter() - t0) * 1e3 / steps
+
+        dec_ms = median_ms(device, args.warmup, args.repetitions, decode)
+        works = [forward_work(s, b, 1, prompt + i + 1, 1, nbytes) for i in range(steps)]
+        wb = sum(w for w, _ in works) // steps
+        fl = sum(f for _, f in works) // steps
+        floor_ms = wb / copy_bps * 1e3
+        decode_phase = dict(shape=s, batch=b, seq_len=N, ms=dec_ms, weights_bytes=wb, flops=fl,
+                            bytes_per_s=wb / (dec_ms / 1e3), flops_per_s=fl / (dec_ms / 1e3),
+                            ratio_to_floor=dec_ms / floor_ms)
+        del model
+
+        # LLaDA step.
+        s = shape_of(args, "llada")
+        model = Model(s, dtype, device, args.seed + 1, args.attention)
+        b, bl = args.batch, args.block_length
+        ids = torch.randint(0, s["vocab"], (b, N), device=device)
+        step_ms = median_ms(device, args.warmup, args.repetitions,
+                            lambda: timed(device, lambda: model.forward(ids, 0, None, False, (N - bl, bl))))
+        wb, fl = forward_work(s, b, N, N, bl, nbytes)
+        step_phase = dict(shape=s, batch=b, seq_len=N, ms=step_ms, weights_bytes=wb, flops=fl,
+                          bytes_per_s=wb / (step_ms / 1e3), flops_per_s=fl / (step_ms / 1e3),
+                          ratio_to_floor=fl / (step_ms / 1e3) / mm_rate)
+
+    report = dict(framework=f"torch {torch.__version__} ({args.attention} attention)", device=str(device),
+                  threads=None if cuda else torch.get_num_threads(), dtype=dtype_name, clock="perf_counter",
+                  copy_bytes_per_s=copy_bps, matmul_flops_per_s=mm_rate, matmul_size=m,
+                  decode=decode_phase, llada_step=step_phase)
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
