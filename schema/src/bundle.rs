@@ -335,7 +335,7 @@ pub struct Cell {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub quality: Vec<QualityValue>,
     /// Since 1.2: the continuations the cell's quality was computed from, one per prompt of the set (only the
-    /// group's quality cell has them: see [`crate::derive::quality_cells`]).
+    /// group's quality cell has them: see [`crate::parity::quality_cells`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub generations: Vec<Generation>,
 }

@@ -4,5 +4,6 @@ mod config;
 mod derived;
 mod json_schema;
 mod malformed;
+mod parity;
 mod util;
 mod versions;
