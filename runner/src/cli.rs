@@ -57,6 +57,8 @@ pub enum Command {
     /// Time the runner's kernels on synthetic weights of given shapes: an AR decode token, a LLaDA step, the
     /// device's copy bandwidth and matmul rate, and how close the first two come to the last two.
     BenchKernels(crate::bench::BenchArgs),
+    /// S_parity, the speedup at parity and the verdict per batch size of a bundle, as Markdown.
+    Report(crate::report::ReportArgs),
 }
 
 /// Where models live.
@@ -271,6 +273,7 @@ pub fn main() -> Result<ExitCode> {
         Command::Merge(args) => merge_cmd(args),
         Command::Fetch(args) => fetch_cmd(args),
         Command::BenchKernels(args) => crate::bench::main(&args),
+        Command::Report(args) => crate::report::main(&args),
     }
 }
 
@@ -385,10 +388,11 @@ fn fetch_cmd(args: FetchArgs) -> Result<ExitCode> {
         eprintln!("HF_HUB_OFFLINE is set: checking the cache only, downloading nothing");
     }
     let mut wanted: Vec<Asset> = Vec::new();
-    for m in &cfg.models {
+    // The measured models, then the evaluators of [quality] that are not measured models.
+    for m in cfg.models.iter().chain(cfg.evaluators().iter().filter(|e| !cfg.models.contains(e))) {
         if m.synthetic.is_some() {
-            eprintln!("{}: synthetic ([models.synthetic]): `dllm-bench run` writes it; nothing to fetch", m.id);
-        } else {
+            eprintln!("{}: synthetic (a synthetic table): `dllm-bench run` writes it; nothing to fetch", m.id);
+        } else if !wanted.iter().any(|w| w.id() == m.id) {
             wanted.push(Asset::Model { id: m.id.clone(), revision: m.revision.clone() });
         }
     }

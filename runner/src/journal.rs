@@ -12,7 +12,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use schema::{Cell, Execution, ModelInfo, PromptSetInfo, ShardInfo};
+use schema::bundle::QualityValue;
+use schema::{Cell, CellKey, Execution, ModelInfo, PromptSetInfo, ShardInfo};
 use serde::{Deserialize, Serialize};
 
 use crate::{InputError, output};
@@ -62,6 +63,13 @@ pub enum Record {
     Model(ModelInfo),
     /// A cell finished (any status).
     Cell(Cell),
+    /// An evaluator scored a finished cell's generations.
+    Quality {
+        /// The cell.
+        key: CellKey,
+        /// The value (replaces one of the same metric and evaluator).
+        value: QualityValue,
+    },
 }
 
 /// What a journal holds.
@@ -73,6 +81,16 @@ pub struct State {
     pub models: Vec<ModelInfo>,
     /// The finished cells, in order.
     pub cells: Vec<Cell>,
+}
+
+impl State {
+    /// Adds (or replaces) a quality value of a finished cell; a value for an unknown cell is ignored.
+    fn add_quality(&mut self, key: &CellKey, value: QualityValue) {
+        if let Some(c) = self.cells.iter_mut().rev().find(|c| c.key == *key) {
+            c.quality.retain(|q| !(q.metric == value.metric && q.evaluator == value.evaluator));
+            c.quality.push(value);
+        }
+    }
 }
 
 /// An open journal, locked for this process.
@@ -129,6 +147,7 @@ pub fn read(path: &Path) -> Result<(Header, State, u64)> {
             (Record::Execution(e), true) => state.executions.push(e),
             (Record::Model(m), true) => state.models.push(m),
             (Record::Cell(c), true) => state.cells.push(c),
+            (Record::Quality { key, value }, true) => state.add_quality(&key, value),
         }
         start = next;
         good = next as u64;
@@ -224,6 +243,7 @@ impl Journal {
             Record::Execution(e) => self.state.executions.push(e),
             Record::Model(m) => self.state.models.push(m),
             Record::Cell(c) => self.state.cells.push(c),
+            Record::Quality { key, value } => self.state.add_quality(&key, value),
         }
         Ok(())
     }

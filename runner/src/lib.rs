@@ -20,6 +20,8 @@ pub mod model;
 pub mod output;
 pub mod plan;
 pub mod prompts;
+pub mod quality;
+pub mod report;
 pub mod serve;
 pub mod shard;
 pub mod signals;

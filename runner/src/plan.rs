@@ -41,6 +41,10 @@ pub struct ConfigArgs {
     /// Override the number of measured runs per cell.
     #[arg(long, value_name = "R")]
     pub repetitions: Option<u32>,
+    /// Refine S_parity by bisection between the grid's K values (needs a `[quality]` table; sets
+    /// quality.parity_search).
+    #[arg(long)]
+    pub parity_search: bool,
 }
 
 /// Precision on the command line.
@@ -142,6 +146,19 @@ pub fn resolve_with_base(args: &ConfigArgs, base: Option<(String, String, PathBu
     if let Some(r) = args.repetitions {
         note("repetitions", r.to_string());
         config.run.repetitions = r;
+    }
+    if args.parity_search {
+        overrides.push("--parity-search".into());
+        match config.quality.as_mut() {
+            Some(q) => q.parity_search = true,
+            None => {
+                return Err(InputError(format!(
+                    "--parity-search: {label} has no [quality] table, so there is no S_parity to refine; fix: add \
+                     [quality] with an evaluator (see config/demo.toml), or drop --parity-search"
+                ))
+                .into());
+            }
+        }
     }
     let source = if overrides.is_empty() { label } else { format!("{label} {}", overrides.join(" ")) };
     // Errors now name the overrides too, since they may be the cause.

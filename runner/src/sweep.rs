@@ -9,18 +9,18 @@
 //! sweep goes on; the exit status says whether any cell failed. A stop request ([`Stop`]) abandons the current
 //! cell between two runs of it and ends the sweep with a valid partial bundle. Bundles are written atomically.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
 
 use anyhow::{Context, Result};
-use candle_core::DType;
+use candle_core::{DType, Device};
 use schema::bundle::{
-    Bundle, Cell, CellKey, CellStatus, ModelInfo, ModelShape, PromptSetInfo, Provenance, Repetition, Sampler,
-    TokenizerInfo,
+    Bundle, Cell, CellKey, CellStatus, Generation, ModelInfo, ModelShape, PromptSetInfo, Provenance, Repetition,
+    Sampler, TokenizerInfo,
 };
-use schema::grid::{DeviceSpec, GridConfig, ModelSpec, Precision};
+use schema::grid::{DeviceSpec, GridConfig, ModelKind, ModelSpec, Precision};
 use schema::{SchemaVersion, ShardInfo, derive};
 use sha2::{Digest, Sha256};
 
@@ -30,7 +30,7 @@ use crate::model::{LoadedModel, ModelFiles};
 use crate::plan::{ResolvedConfig, config_diff};
 use crate::prompts::PromptSet;
 use crate::signals::Stop;
-use crate::{InputError, device, execution, output, shard, synth, sysinfo};
+use crate::{InputError, device, execution, output, quality, shard, synth, sysinfo};
 
 /// The attention both models use (the study's fairness rule), recorded in every bundle.
 pub const ATTENTION: &str = "candle matmul-softmax-matmul attention in the run's precision, identical for both \
@@ -270,18 +270,41 @@ pub fn run(resolved: &ResolvedConfig, opts: &SweepOptions) -> Result<SweepOutcom
         count: prompts.texts.len() as u32,
         sha256: prompts.sha256(),
     };
-    let planned = shard::select(&cfg.cells(), opts.shard);
+    let search = cfg.quality.as_ref().is_some_and(|q| q.parity_search);
+    if search && opts.shard.is_some() {
+        return Err(InputError(
+            "quality.parity_search needs the whole grid's quality, and this run is one shard; fix: run the parity \
+             search after merging, as one run without --shard (or turn parity_search off for the shards)"
+                .into(),
+        )
+        .into());
+    }
+    let mut planned = shard::select(&cfg.cells(), opts.shard);
     let opened = open_folder(resolved, opts, &prompt_info)?;
     let done: HashSet<CellKey> =
         opened.journal.iter().flat_map(|j| j.state.cells.iter().map(|c| c.key.clone())).collect();
+    if search {
+        // A resumed parity search: the cells it added are part of the run.
+        let grid: HashSet<CellKey> = planned.iter().cloned().collect();
+        let extra = opened.journal.iter().flat_map(|j| &j.state.cells).filter(|c| !grid.contains(&c.key));
+        planned.extend(extra.map(|c| c.key.clone()).collect::<Vec<_>>());
+    }
     let resumed_cells = planned.iter().filter(|k| done.contains(k)).count();
-    let todo: Vec<&CellKey> = planned.iter().filter(|k| !done.contains(k)).collect();
+    let todo: Vec<CellKey> = planned.iter().filter(|k| !done.contains(k)).cloned().collect();
 
-    // Every model with cells to run is found (or written) before anything is measured or created.
+    // Every model with cells to run, and every evaluator, is found (or written) before anything is measured or
+    // created.
     let mut to_load = Vec::new();
     for m in &cfg.models {
         if todo.iter().any(|k| k.model == m.id) {
             to_load.push((m, model_files(m, &opts.model_cache_dir, cfg.run.dtype)?));
+        }
+    }
+    let evaluators = cfg.evaluators();
+    let mut evaluator_files = Vec::new();
+    if cfg.quality.is_some() {
+        for e in &evaluators {
+            evaluator_files.push((e, model_files(e, &opts.model_cache_dir, cfg.run.dtype)?));
         }
     }
     let (run_dir, mut journal) = match opened.journal {
@@ -295,55 +318,46 @@ pub fn run(resolved: &ResolvedConfig, opts: &SweepOptions) -> Result<SweepOutcom
         eprintln!("resuming {}: {resumed_cells} of {} cells already done", run_dir.display(), planned.len());
     }
     let mut progress = Progress::new(planned.len(), resumed_cells, opts.progress);
+    let env = Env { resolved, opts, spec, device: &device, dtype, prompts: &prompts, run_dir: &run_dir };
     let mut stopped = opts.stop.requested();
+    let mut exec = None;
     if !todo.is_empty() && stopped.is_none() {
-        journal.append(Record::Execution(execution::current(spec, opts.shard)))?;
-        let exec = (journal.state.executions.len() - 1) as u32;
-        'models: for (m, files) in &to_load {
-            tracing::info!(model = %m.id, commit = %files.commit, "loading");
-            let model = LoadedModel::load(files, m.kind, &device, dtype)
-                .with_context(|| format!("cannot load model {} from {}", m.id, files.snapshot_dir.display()))?;
-            let info = model_info(m, &model, files, cfg.run.dtype);
-            match journal.state.models.iter().find(|x| x.id == info.id) {
-                Some(old) if old.commit != info.commit => {
-                    return Err(InputError(format!(
-                        "cannot resume {}: model {} changed since the run started (snapshot {} then, {} now); \
-                         fix: restore that snapshot (refs/{}), or start a new run folder",
-                        run_dir.display(),
-                        m.id,
-                        old.commit.as_deref().unwrap_or("?"),
-                        info.commit.as_deref().unwrap_or("?"),
-                        m.revision
-                    ))
-                    .into());
-                }
-                Some(_) => {}
-                None => journal.append(Record::Model(info))?,
-            }
-            let mut tokens = TokenCache::default();
-            for key in todo.iter().filter(|k| k.model == m.id) {
-                if let Some(sig) = opts.stop.requested() {
-                    stopped = Some(sig);
-                    break 'models;
-                }
-                progress.start(key);
-                let Some(mut cell) = measure_cell(&model, key, cfg, &prompts, &mut tokens, &opts.stop) else {
-                    stopped = opts.stop.requested();
-                    break 'models;
-                };
-                cell.execution = Some(exec);
-                journal.append(Record::Cell(cell.clone()))?;
-                progress.finish(&cell);
-                let partial = assemble(resolved, &journal, &planned, spec);
-                output::write_atomic(&run_dir.join(PARTIAL), schema::write_bundle(&partial).as_bytes())?;
-            }
-        }
+        let keys: Vec<&CellKey> = todo.iter().collect();
+        stopped = measure_keys(&env, &keys, &to_load, &mut journal, &mut progress, &planned, &mut exec)?;
     }
     progress.done();
+    if stopped.is_none() {
+        stopped = score_all(&env, &evaluator_files, &mut journal, &planned)?;
+    }
+    // --parity-search: bisect K between each S_parity and the K below it, measuring the new cells like any other.
+    while search && stopped.is_none() {
+        let extra = parity_search_cells(cfg, &assemble(resolved, &journal, &planned, spec), &planned);
+        if extra.is_empty() {
+            break;
+        }
+        if opts.progress {
+            let ks: BTreeSet<String> =
+                extra.iter().map(|k| format!("N={} K={}", k.seq_len, k.steps.unwrap_or(0))).collect();
+            eprintln!("parity search: {} more cells ({})", extra.len(), ks.into_iter().collect::<Vec<_>>().join(", "));
+        }
+        planned.extend(extra.iter().cloned());
+        let keys: Vec<&CellKey> = extra.iter().collect();
+        let mut files = Vec::new();
+        for m in cfg.models.iter().filter(|m| extra.iter().any(|k| k.model == m.id)) {
+            files.push((m, model_files(m, &opts.model_cache_dir, cfg.run.dtype)?));
+        }
+        let mut p = Progress::new(extra.len(), 0, opts.progress);
+        stopped = measure_keys(&env, &keys, &files, &mut journal, &mut p, &planned, &mut exec)?;
+        p.done();
+        if stopped.is_none() {
+            stopped = score_all(&env, &evaluator_files, &mut journal, &planned)?;
+        }
+    }
 
     let bundle = assemble(resolved, &journal, &planned, spec);
     let failed_cells = bundle.cells.iter().filter(|c| c.status != CellStatus::Ok).count();
-    let complete = bundle.cells.len() == planned.len();
+    // A stop while evaluators score leaves every cell measured but some unscored: still partial (resumable).
+    let complete = bundle.cells.len() == planned.len() && stopped.is_none();
     let text = schema::write_bundle(&bundle);
     if !complete {
         let path = run_dir.join(PARTIAL);
@@ -368,15 +382,18 @@ fn assemble(resolved: &ResolvedConfig, journal: &Journal, planned: &[CellKey], s
     let h = &journal.header;
     let by_key: HashMap<&CellKey, &Cell> = journal.state.cells.iter().map(|c| (&c.key, c)).collect();
     let cells: Vec<Cell> = planned.iter().filter_map(|k| by_key.get(k).map(|c| (*c).clone())).collect();
-    let used: HashSet<&str> = cells.iter().map(|c| c.key.model.as_str()).collect();
-    // Config order, and only models with cells (a model loaded just before a stop has none).
-    let models: Vec<ModelInfo> = resolved
-        .config
-        .models
-        .iter()
-        .filter_map(|m| journal.state.models.iter().find(|x| x.id == m.id && used.contains(x.id.as_str())))
-        .cloned()
-        .collect();
+    let mut used: HashSet<&str> = cells.iter().map(|c| c.key.model.as_str()).collect();
+    used.extend(cells.iter().flat_map(|c| c.quality.iter().filter_map(|q| q.evaluator.as_deref())));
+    // Config order (measured models, then evaluators), and only models with cells or quality values (a model
+    // loaded just before a stop has none).
+    let mut models: Vec<ModelInfo> = Vec::new();
+    for m in resolved.config.models.iter().chain(&resolved.config.evaluators()) {
+        if let Some(x) = journal.state.models.iter().find(|x| x.id == m.id && used.contains(x.id.as_str()))
+            && !models.iter().any(|y| y.id == x.id)
+        {
+            models.push(x.clone());
+        }
+    }
     let mut bundle = Bundle {
         schema_version: SchemaVersion::CURRENT,
         provenance: Provenance {
@@ -402,6 +419,290 @@ fn assemble(resolved: &ResolvedConfig, journal: &Journal, planned: &[CellKey], s
     };
     bundle.recompute_parity();
     bundle
+}
+
+/// What every step of a sweep reads.
+struct Env<'a> {
+    resolved: &'a ResolvedConfig,
+    opts: &'a SweepOptions,
+    spec: DeviceSpec,
+    device: &'a Device,
+    dtype: DType,
+    prompts: &'a PromptSet,
+    run_dir: &'a Path,
+}
+
+impl Env<'_> {
+    /// Rewrites the partial bundle from the journal.
+    fn write_partial(&self, journal: &Journal, planned: &[CellKey]) -> Result<()> {
+        let partial = assemble(self.resolved, journal, planned, self.spec);
+        output::write_atomic(&self.run_dir.join(PARTIAL), schema::write_bundle(&partial).as_bytes())
+    }
+}
+
+/// Measures `keys`, model by model (each loaded once, in config order), journaling each cell and rewriting the
+/// partial bundle after it. The first call records this process's execution. Returns the signal of a stop.
+fn measure_keys(
+    env: &Env<'_>,
+    keys: &[&CellKey],
+    models: &[(&ModelSpec, ModelFiles)],
+    journal: &mut Journal,
+    progress: &mut Progress,
+    planned: &[CellKey],
+    exec: &mut Option<u32>,
+) -> Result<Option<&'static str>> {
+    let cfg = &env.resolved.config;
+    let exec = match *exec {
+        Some(e) => e,
+        None => {
+            journal.append(Record::Execution(execution::current(env.spec, env.opts.shard)))?;
+            let e = (journal.state.executions.len() - 1) as u32;
+            *exec = Some(e);
+            e
+        }
+    };
+    let max_b = cfg.grid.batch_sizes.iter().copied().max().unwrap_or(1);
+    let quality = cfg.quality.is_some();
+    for (m, files) in models {
+        tracing::info!(model = %m.id, commit = %files.commit, "loading");
+        let model = LoadedModel::load(files, m.kind, env.device, env.dtype)
+            .with_context(|| format!("cannot load model {} from {}", m.id, files.snapshot_dir.display()))?;
+        let info = model_info(m, &model, files, cfg.run.dtype);
+        match journal.state.models.iter().find(|x| x.id == info.id) {
+            Some(old) if old.commit != info.commit => {
+                return Err(InputError(format!(
+                    "cannot resume {}: model {} changed since the run started (snapshot {} then, {} now); \
+                     fix: restore that snapshot (refs/{}), or start a new run folder",
+                    env.run_dir.display(),
+                    m.id,
+                    old.commit.as_deref().unwrap_or("?"),
+                    info.commit.as_deref().unwrap_or("?"),
+                    m.revision
+                ))
+                .into());
+            }
+            Some(_) => {}
+            None => journal.append(Record::Model(info))?,
+        }
+        let mut tokens = TokenCache::default();
+        for key in keys.iter().filter(|k| k.model == m.id) {
+            if let Some(sig) = env.opts.stop.requested() {
+                return Ok(Some(sig));
+            }
+            progress.start(key);
+            let Some(mut cell) = measure_cell(&model, key, cfg, env.prompts, &mut tokens, &env.opts.stop) else {
+                return Ok(env.opts.stop.requested().or(Some("a stop request")));
+            };
+            // Quality once per group: in its cell of the largest batch size.
+            if quality && cell.status == CellStatus::Ok && key.batch_size == max_b {
+                add_generations(&mut cell, &model, cfg, env.prompts, &mut tokens);
+            }
+            cell.execution = Some(exec);
+            journal.append(Record::Cell(cell.clone()))?;
+            progress.finish(&cell);
+            env.write_partial(journal, planned)?;
+        }
+    }
+    Ok(None)
+}
+
+/// Every evaluator scores what it has not scored yet; returns the signal of a stop.
+fn score_all(
+    env: &Env<'_>,
+    evaluators: &[(&ModelSpec, ModelFiles)],
+    journal: &mut Journal,
+    planned: &[CellKey],
+) -> Result<Option<&'static str>> {
+    for (e, files) in evaluators {
+        let stopped = score_perplexity(e, files, env.device, env.dtype, env.prompts, journal, env.opts)?;
+        env.write_partial(journal, planned)?;
+        if stopped.is_some() {
+            return Ok(stopped);
+        }
+    }
+    Ok(None)
+}
+
+/// The next cells of the parity search: for each S_parity reached with a gap to the K below it (or to 0), the
+/// valid K (a multiple of the blocks) nearest the middle of the gap, at every batch size of the grid. Empty when
+/// every gap is closed.
+fn parity_search_cells(cfg: &GridConfig, bundle: &Bundle, planned: &[CellKey]) -> Vec<CellKey> {
+    let mut out: Vec<CellKey> = Vec::new();
+    for r in &bundle.parity {
+        let schema::derive::Parity::Reached { steps } = r.outcome else { continue };
+        let below = r.curve.iter().map(|c| c.steps).filter(|&k| k < steps).max().unwrap_or(0);
+        let Some(template) = planned.iter().find(|k| {
+            k.model == r.diffusion_model
+                && k.sampler == r.sampler
+                && k.seq_len == r.seq_len
+                && k.block_length == r.block_length
+                && k.steps == Some(steps)
+        }) else {
+            continue;
+        };
+        let blocks = template.output_tokens / template.block_length.unwrap_or(template.output_tokens).max(1);
+        let blocks = blocks.max(1);
+        // Multiples of `blocks` strictly between `below` and `steps`; take the one nearest the middle.
+        let lo = below / blocks + 1;
+        let hi = (steps - 1) / blocks;
+        if lo > hi {
+            continue;
+        }
+        let mid = ((below + steps) / 2 / blocks).clamp(lo, hi) * blocks;
+        for &b in &cfg.grid.batch_sizes {
+            let key = CellKey { steps: Some(mid), batch_size: b, ..template.clone() };
+            if !planned.contains(&key) && !out.contains(&key) {
+                out.push(key);
+            }
+        }
+    }
+    out
+}
+
+/// Generates one continuation per prompt of the set with the cell's algorithm and batch size (unmeasured runs
+/// after the timed ones) and computes the text statistics. A failure makes the cell an error: its timings stay.
+fn add_generations(
+    cell: &mut Cell,
+    model: &LoadedModel,
+    cfg: &GridConfig,
+    prompts: &PromptSet,
+    tokens: &mut TokenCache,
+) {
+    let key = &cell.key;
+    let b = key.batch_size as usize;
+    let count = prompts.texts.len();
+    let mut generations = Vec::with_capacity(count);
+    let mut go = || -> Result<()> {
+        for (run, start) in (0..count).step_by(b).enumerate() {
+            let indices: Vec<u32> = (start..(start + b).min(count)).map(|i| i as u32).collect();
+            let batch = indices
+                .iter()
+                .map(|&p| tokens.prompt(model, prompts, p, key.prompt_tokens))
+                .collect::<Result<Vec<_>>>()?;
+            let (rows, _) = generate_rows(model, key, cfg, &batch, run as u64)?;
+            for (&p, row) in indices.iter().zip(rows) {
+                let text = model.tokenizer.decode(&row, true).map_err(|e| anyhow::anyhow!("tokenizer: {e}"))?;
+                let (prompt_bytes, reference) = prompt_cut(model, prompts, p, key.prompt_tokens, key.output_tokens)?;
+                generations.push(Generation { prompt: p, prompt_bytes, text, reference });
+            }
+        }
+        Ok(())
+    };
+    match go() {
+        Ok(()) => {
+            cell.quality = quality::text_quality(&generations);
+            cell.generations = generations;
+        }
+        Err(e) => {
+            let message = format!("the quality generations failed (the timed runs were fine): {e:#}");
+            tracing::warn!(cell = %key, "{message}");
+            cell.status = CellStatus::Error { message };
+        }
+    }
+}
+
+/// Where a cell's prompt ends in the prompt text (bytes; BOS + the first `prompt_tokens - 1` tokens), and the
+/// true continuation: the text after the cut, followed by the prompt's reference when the set has one, cut to
+/// the first `output_tokens` tokens.
+fn prompt_cut(
+    model: &LoadedModel,
+    prompts: &PromptSet,
+    index: u32,
+    prompt_tokens: u32,
+    output_tokens: u32,
+) -> Result<(u32, Option<String>)> {
+    let text = &prompts.texts[index as usize];
+    let encode = |t: &str| model.tokenizer.encode(t, false).map_err(|e| anyhow::anyhow!("tokenizer: {e}"));
+    let enc = encode(text)?;
+    let take = (prompt_tokens as usize).saturating_sub(1);
+    let mut cut = match take {
+        0 => 0,
+        _ => enc.get_offsets().get(take - 1).map_or(text.len(), |o| o.1),
+    };
+    while !text.is_char_boundary(cut) {
+        cut += 1;
+    }
+    let mut rest = text[cut..].to_string();
+    if let Some(Some(r)) = prompts.references.get(index as usize) {
+        if !rest.is_empty() && !rest.ends_with(char::is_whitespace) && !r.starts_with(char::is_whitespace) {
+            rest.push(' ');
+        }
+        rest.push_str(r);
+    }
+    let enc = encode(&rest)?;
+    let n = enc.get_offsets().len().min(output_tokens as usize);
+    let reference = match n {
+        0 => None,
+        _ => {
+            let mut end = enc.get_offsets()[n - 1].1.min(rest.len());
+            while !rest.is_char_boundary(end) {
+                end += 1;
+            }
+            Some(rest[..end].trim().to_string()).filter(|r| !r.is_empty())
+        }
+    };
+    Ok((cut as u32, reference))
+}
+
+/// Loads an evaluator and scores the perplexity of every finished cell's generations it has not scored yet
+/// (a resumed run scores only what is missing). Returns the signal when a stop was requested.
+fn score_perplexity(
+    spec: &ModelSpec,
+    files: &ModelFiles,
+    device: &Device,
+    dtype: DType,
+    prompts: &PromptSet,
+    journal: &mut Journal,
+    opts: &SweepOptions,
+) -> Result<Option<&'static str>> {
+    let pending: Vec<Cell> = journal
+        .state
+        .cells
+        .iter()
+        .filter(|c| !c.generations.is_empty())
+        .filter(|c| !c.quality.iter().any(|q| q.metric == "perplexity" && q.evaluator.as_deref() == Some(&spec.id)))
+        .cloned()
+        .collect();
+    if pending.is_empty() {
+        return Ok(None);
+    }
+    tracing::info!(evaluator = %spec.id, cells = pending.len(), "scoring perplexity");
+    let evaluator = LoadedModel::load(files, ModelKind::Llama, device, dtype)
+        .with_context(|| format!("cannot load the evaluator {} from {}", spec.id, files.snapshot_dir.display()))?;
+    if !journal.state.models.iter().any(|m| m.id == spec.id) {
+        journal.append(Record::Model(model_info(spec, &evaluator, files, precision_of(dtype))))?;
+    }
+    for (i, cell) in pending.iter().enumerate() {
+        if let Some(sig) = opts.stop.requested() {
+            return Ok(Some(sig));
+        }
+        match quality::perplexity(&evaluator, &spec.id, prompts, &cell.generations) {
+            Ok(Some(value)) => {
+                if opts.progress {
+                    eprintln!(
+                        "[{}/{}] perplexity of {} under {}: {:.3}",
+                        i + 1,
+                        pending.len(),
+                        cell.key,
+                        spec.id,
+                        value.value
+                    );
+                }
+                journal.append(Record::Quality { key: cell.key.clone(), value })?;
+            }
+            Ok(None) => tracing::warn!(cell = %cell.key, "no continuation has a token: no perplexity"),
+            Err(e) => tracing::warn!(cell = %cell.key, evaluator = %spec.id, "cannot score perplexity: {e:#}"),
+        }
+    }
+    Ok(None)
+}
+
+fn precision_of(dtype: DType) -> Precision {
+    match dtype {
+        DType::BF16 => Precision::Bf16,
+        DType::F16 => Precision::F16,
+        _ => Precision::F32,
+    }
 }
 
 /// Finds a model in the HF cache, first writing synthetic weights when the config asks for them.

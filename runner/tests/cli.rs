@@ -34,8 +34,45 @@ fn demo_run_writes_a_valid_bundle_with_both_models() {
         b.provenance.config_source,
         "embedded:config/demo.toml --steps 4,8 --batch-size 1,2 --seq-len 40 --repetitions 2"
     );
-    assert_eq!(b.models.len(), 2);
+    // The two measured models, then the independent evaluator of the demo's [quality] table.
+    let ids: Vec<&str> = b.models.iter().map(|m| m.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        ["dllm-bench/synthetic-llama-tiny", "dllm-bench/synthetic-llada-tiny", "dllm-bench/synthetic-evaluator-tiny"]
+    );
     assert_eq!(b.cells.len(), 2 * (1 + 2));
+    // Quality: the B = 2 cell of each group has one continuation per prompt, text statistics and the perplexity
+    // of both evaluators; the B = 1 cells have none of their own.
+    for cell in &b.cells {
+        let prompts = b.prompt_set.count as usize;
+        if cell.key.batch_size == 2 {
+            assert_eq!(cell.generations.len(), prompts, "{}", cell.key);
+            assert!(cell.generations.iter().all(|g| g.prompt_bytes > 0 && g.reference.is_some()), "{}", cell.key);
+            let labels: Vec<String> = cell.quality.iter().map(|q| q.label()).collect();
+            for want in [
+                "unigram_entropy",
+                "distinct_1",
+                "distinct_2",
+                "token_f1",
+                "rouge_l_f1",
+                "perplexity [dllm-bench/synthetic-evaluator-tiny]",
+                "perplexity [dllm-bench/synthetic-llama-tiny]",
+            ] {
+                assert!(labels.iter().any(|l| l == want), "{}: {want} missing from {labels:?}", cell.key);
+            }
+            let ppl = cell.quality.iter().find(|q| q.metric == "perplexity").expect("perplexity");
+            assert_eq!(ppl.per_prompt.len(), prompts, "one value per prompt");
+            assert!(ppl.value > 1.0 && ppl.value.is_finite());
+        } else {
+            assert!(cell.generations.is_empty() && cell.quality.is_empty(), "{}", cell.key);
+        }
+    }
+    assert_eq!(b.parity.len(), 1, "one S_parity entry (N = 40)");
+    let p = &b.parity[0];
+    assert_eq!(p.evaluator.as_deref(), Some("dllm-bench/synthetic-evaluator-tiny"));
+    assert_eq!(p.curve.len(), 2);
+    assert_eq!(p.speedups.len(), 2, "one row per batch size");
+    assert_eq!(p.bootstrap.map(|x| x.resamples), Some(1000));
     for cell in &b.cells {
         assert_eq!(cell.status, CellStatus::Ok, "{}", cell.key);
         assert_eq!(cell.repetitions.len(), 2);
@@ -72,7 +109,7 @@ fn demo_run_writes_a_valid_bundle_with_both_models() {
     // validate accepts it.
     let v = sb.cmd(&["validate", path.to_str().expect("utf8")]);
     assert_exit!(v, 0);
-    assert!(stdout(&v).contains("ok, 6 cells (6 ok), 2 models"), "{}", stdout(&v));
+    assert!(stdout(&v).contains("ok, 6 cells (6 ok), 3 models"), "{}", stdout(&v));
 }
 
 #[test]
@@ -176,7 +213,7 @@ fn validate_refuses_bad_bundles_with_exit_2() {
     }
     let old = sb.cmd(&["validate", &repo_file("schema/tests/fixtures/v0.1/cpu-draft.json")]);
     assert_exit!(old, 0);
-    assert!(stdout(&old).contains("schema 0.1 upgraded to 1.1"), "{}", stdout(&old));
+    assert!(stdout(&old).contains("schema 0.1 upgraded to 1.2"), "{}", stdout(&old));
 }
 
 #[test]

@@ -35,7 +35,13 @@ fn read_bundle(path: &Path) -> Bundle {
 /// The journal's finished cells, serialized, by key.
 fn journal_cells(dir: &Path) -> BTreeMap<CellKey, String> {
     let (_, state, _) = runner::journal::read(&dir.join("journal.jsonl")).expect("journal reads");
-    state.cells.iter().map(|c| (c.key.clone(), serde_json::to_string(c).expect("json"))).collect()
+    // Perplexity is scored after the cells (journal `quality` records): a cell as measured is the rest.
+    let measured = |c: &schema::Cell| {
+        let mut c = c.clone();
+        c.quality.retain(|q| q.evaluator.is_none());
+        serde_json::to_string(&c).expect("json")
+    };
+    state.cells.iter().map(|c| (c.key.clone(), measured(c))).collect()
 }
 
 /// A small deterministic generator (SplitMix64) for the kill moments; the seed is printed.
@@ -218,6 +224,8 @@ fn nan_weights_fail_their_cells_and_the_rest_complete() {
         1,
     );
     assert!(cfg.contains("test/nan-llama"), "config edit applied");
+    // Without quality: the demo's second evaluator is the llama this test replaces.
+    let cfg = cfg.split("\n[quality]").next().expect("config").to_string();
     let path = sb.write("nan.toml", &cfg);
     let results = sb.results();
     let out = sb.cmd(&[

@@ -5,6 +5,7 @@ mod fetch;
 mod measure;
 mod model;
 mod prompts;
+mod quality;
 mod resume;
 mod serve;
 mod slurm;

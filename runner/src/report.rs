@@ -1,0 +1,267 @@
+//! `dllm-bench report`: S_parity, the speedup at parity and the verdict per batch size, as Markdown.
+//!
+//! Every number comes from `schema::parity::parity` (the explorer calls the same function), recomputed from the
+//! bundle's cells with the metric, evaluator and bootstrap settings asked for (default: the run's config).
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+use schema::Bundle;
+use schema::bundle::Direction;
+use schema::derive::{ENTROPY_WARNING_RATIO, Parity};
+use schema::parity::{Estimate, ParityOptions, ParityRecord, cell_quality, parity};
+
+/// What to report on; `None` fields take the bundle's config (or, without a `[quality]` table, the first
+/// perplexity found).
+#[derive(Debug, Clone, Default)]
+pub struct ReportOptions {
+    /// Quality metric, e.g. `perplexity` or `rouge_l_f1`.
+    pub metric: Option<String>,
+    /// Evaluator of the metric (perplexity).
+    pub evaluator: Option<String>,
+    /// Bootstrap resamples.
+    pub resamples: Option<u32>,
+    /// Bootstrap seed.
+    pub seed: Option<u64>,
+}
+
+/// The options used: the user's, filled in from the bundle.
+pub fn resolve(bundle: &Bundle, o: &ReportOptions) -> Option<ParityOptions> {
+    let labels: BTreeSet<(String, Option<String>)> =
+        bundle.cells.iter().flat_map(|c| c.quality.iter().map(|q| (q.metric.clone(), q.evaluator.clone()))).collect();
+    let from_cfg = ParityOptions::from_config(bundle);
+    let metric = o
+        .metric
+        .clone()
+        .or_else(|| from_cfg.as_ref().map(|c| c.metric.clone()))
+        .or_else(|| labels.iter().find(|l| l.0 == "perplexity").or(labels.first()).map(|l| l.0.clone()))?;
+    let evaluator = match &o.evaluator {
+        Some(e) => Some(e.clone()),
+        None => match from_cfg.as_ref().filter(|c| c.metric == metric) {
+            Some(c) => c.evaluator.clone(),
+            None => labels.iter().find(|l| l.0 == metric).and_then(|l| l.1.clone()),
+        },
+    };
+    Some(ParityOptions {
+        metric,
+        evaluator,
+        resamples: o.resamples.or(from_cfg.as_ref().map(|c| c.resamples)).unwrap_or(1000),
+        seed: o.seed.or(from_cfg.as_ref().map(|c| c.seed)).unwrap_or(0),
+    })
+}
+
+fn est(e: &Estimate) -> String {
+    match (e.low, e.high) {
+        (Some(l), Some(h)) => format!("{} [{}, {}]", num(e.value), num(l), num(h)),
+        _ => num(e.value),
+    }
+}
+
+fn num(v: f64) -> String {
+    if v.abs() >= 1000.0 {
+        format!("{v:.0}")
+    } else if v.abs() >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+fn short(id: &str) -> &str {
+    id.rsplit('/').next().unwrap_or(id)
+}
+
+fn steps_text(k: Option<u32>, max: u32) -> String {
+    k.map_or_else(|| format!("not reached (> {max})"), |k| k.to_string())
+}
+
+/// The report as Markdown. `source` names the bundle.
+pub fn render(bundle: &Bundle, source: &str, o: &ReportOptions) -> String {
+    let mut s = String::new();
+    let p = &bundle.provenance;
+    let _ = writeln!(s, "# dllm-bench report: {source}\n");
+    if p.synthetic_weights {
+        let _ = writeln!(s, "**SYNTHETIC weights: timing is real, quality is meaningless.**\n");
+    }
+    let device = p.device.name.as_deref().map_or(p.device.kind.clone(), |n| format!("{} {n}", p.device.kind));
+    let _ = writeln!(
+        s,
+        "{} {} ({}), {} cells on {device}, created {}.\n",
+        p.tool,
+        p.tool_version,
+        p.git_commit.as_deref().unwrap_or("commit unknown"),
+        bundle.cells.len(),
+        p.created_at
+    );
+    let Some(opts) = resolve(bundle, o) else {
+        let _ = writeln!(
+            s,
+            "No quality values: the run had no `[quality]` table, so there is no S_parity. Timing is in the \
+             bundle (`dllm-bench serve` shows it)."
+        );
+        return s;
+    };
+    let records = parity(bundle, &opts);
+    let label = match &opts.evaluator {
+        Some(e) => format!("{} scored by {e}", opts.metric),
+        None => opts.metric.clone(),
+    };
+    if records.is_empty() {
+        let _ = writeln!(
+            s,
+            "No S_parity for {label}: no N has both an autoregressive and a diffusion value of it. Metrics in the \
+             bundle: {}.",
+            metrics_in(bundle)
+        );
+        return s;
+    }
+    let dir = match records[0].direction {
+        Direction::LowerIsBetter => "lower is better",
+        Direction::HigherIsBetter => "higher is better",
+    };
+    let _ = writeln!(s, "Quality: {label} ({dir}).");
+    if let Some(b) = records.iter().find_map(|r| r.bootstrap) {
+        let _ = writeln!(
+            s,
+            "Intervals: 95% percentile bootstrap over the {} prompts ({} resamples, seed {}).",
+            b.prompts, b.resamples, b.seed
+        );
+    }
+    let quality = cell_quality(bundle);
+    for r in &records {
+        section(&mut s, bundle, &quality, r);
+    }
+    s
+}
+
+fn metrics_in(bundle: &Bundle) -> String {
+    let set: BTreeSet<String> = bundle.cells.iter().flat_map(|c| c.quality.iter().map(|q| q.label())).collect();
+    if set.is_empty() { "none".into() } else { set.into_iter().collect::<Vec<_>>().join(", ") }
+}
+
+fn section(s: &mut String, bundle: &Bundle, quality: &[Vec<schema::bundle::QualityValue>], r: &ParityRecord) {
+    let block = r.block_length.map_or(String::new(), |b| format!(", block {b}"));
+    let sampler = serde_json::to_value(r.sampler).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+    let _ = writeln!(
+        s,
+        "\n## N = {}: {} ({sampler}{block}) vs {}\n",
+        r.seq_len,
+        short(&r.diffusion_model),
+        short(&r.ar_model)
+    );
+    let _ = writeln!(s, "Q_llama = {}\n", est(&r.baseline));
+    let max = r.curve.iter().map(|c| c.steps).max().unwrap_or(0);
+    let s_par = match r.outcome {
+        Parity::Reached { steps } => Some(steps),
+        _ => None,
+    };
+    let _ = writeln!(s, "| K | f(K) [95%] | at least as good as Q_llama |\n|---:|---|---|");
+    for c in &r.curve {
+        let good = r.direction.at_least_as_good(c.quality.value, r.baseline.value);
+        let mark = if Some(c.steps) == s_par { " (S_parity)" } else { "" };
+        let _ = writeln!(s, "| {} | {} | {}{mark} |", c.steps, est(&c.quality), if good { "yes" } else { "no" });
+    }
+    let _ = writeln!(s);
+    match r.outcome {
+        Parity::Reached { steps } => {
+            let _ = write!(s, "S_parity = {steps}");
+        }
+        Parity::NotReached { max_steps } => {
+            let _ = write!(s, "S_parity: not reached up to K = {max_steps}");
+        }
+        Parity::NoData => {
+            let _ = write!(s, "S_parity: no diffusion values");
+        }
+    }
+    if let (Some(i), Some(f)) = (r.s_parity_interval, r.reached_fraction) {
+        let _ = write!(
+            s,
+            " (95% interval {} to {}; parity reached in {:.0}% of resamples)",
+            steps_text(i.low, max),
+            steps_text(i.high, max),
+            f * 100.0
+        );
+    }
+    let _ = writeln!(s, ".\n");
+    let _ = writeln!(
+        s,
+        "| B | L_e2e {} (ms) | L_e2e {} at S_parity (ms) | speedup [95%] | verdict |\n|---:|---:|---:|---|---|",
+        short(&r.ar_model),
+        short(&r.diffusion_model)
+    );
+    for row in &r.speedups {
+        let (diff, sp, verdict) = match (&row.speedup, row.diffusion_e2e_ms) {
+            (Some(e), Some(ms)) => (
+                num(ms),
+                est(e),
+                if e.value > 1.0 { "viable: faster at equal quality" } else { "not viable: slower at equal quality" }
+                    .to_string(),
+            ),
+            _ => ("-".into(), "-".into(), format!("not viable: {}", row.note.as_deref().unwrap_or("no speedup"))),
+        };
+        let _ = writeln!(s, "| {} | {} | {diff} | {sp} | {verdict} |", row.batch_size, num(row.ar_e2e_ms));
+    }
+    // Degenerate text flatters perplexity: compare the output entropy at S_parity.
+    if let Some(row) = r.speedups.iter().find(|x| x.diffusion_cell.is_some()) {
+        let entropy = |key: &schema::CellKey| {
+            let i = bundle.cells.iter().position(|c| c.key == *key)?;
+            quality[i].iter().find(|q| q.metric == "unigram_entropy").map(|q| q.value)
+        };
+        if let (Some(d), Some(a)) = (row.diffusion_cell.as_ref().and_then(entropy), entropy(&row.ar_cell))
+            && schema::derive::entropy_warning(d, a)
+        {
+            let _ = writeln!(
+                s,
+                "\nWarning: at S_parity the diffusion output's unigram entropy ({d:.2} bits) is below {:.0}% of \
+                 the autoregressive model's ({a:.2} bits): parity may come from repetitive text.",
+                ENTROPY_WARNING_RATIO * 100.0
+            );
+        }
+    }
+}
+
+/// `dllm-bench report`.
+#[derive(Debug, clap::Args)]
+pub struct ReportArgs {
+    /// The bundle.
+    #[arg(value_name = "BUNDLE")]
+    pub bundle: std::path::PathBuf,
+    /// Quality metric (default: the run's `quality.parity_metric`): perplexity, rouge_l_f1, token_f1, ...
+    #[arg(long)]
+    pub metric: Option<String>,
+    /// Evaluator of the metric (default: the run's primary evaluator for perplexity).
+    #[arg(long, value_name = "MODEL_ID")]
+    pub evaluator: Option<String>,
+    /// Bootstrap resamples (default: the run's `quality.bootstrap_resamples`, else 1000).
+    #[arg(long)]
+    pub resamples: Option<u32>,
+    /// Bootstrap seed (default: the run's seed).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Write the report to this file (atomically) instead of stdout.
+    #[arg(long, short, value_name = "FILE")]
+    pub output: Option<std::path::PathBuf>,
+}
+
+/// Runs `dllm-bench report`.
+pub fn main(args: &ReportArgs) -> anyhow::Result<std::process::ExitCode> {
+    use anyhow::Context;
+    let text = std::fs::read_to_string(&args.bundle)
+        .with_context(|| crate::InputError(format!("cannot read the bundle {}", args.bundle.display())))?;
+    let bundle = schema::read_bundle(&text).with_context(|| format!("{}", args.bundle.display()))?;
+    let opts = ReportOptions {
+        metric: args.metric.clone(),
+        evaluator: args.evaluator.clone(),
+        resamples: args.resamples,
+        seed: args.seed,
+    };
+    let report = render(&bundle, &args.bundle.display().to_string(), &opts);
+    match &args.output {
+        Some(path) => {
+            crate::output::write_atomic(path, report.as_bytes())?;
+            eprintln!("wrote {}", path.display());
+        }
+        None => print!("{report}"),
+    }
+    Ok(std::process::ExitCode::SUCCESS)
+}

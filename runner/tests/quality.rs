@@ -1,0 +1,157 @@
+//! Quality metrics: text statistics against hand-computed values, perplexity of a model with uniform logits.
+
+use std::collections::HashMap;
+
+use candle_core::{DType, Device, Tensor};
+use runner::model::{LoadedModel, ModelFiles};
+use runner::quality::{continuation_nll, text, text_quality};
+use runner::synth::{SynthSpec, write_synthetic};
+use schema::bundle::Generation;
+use schema::grid::{ModelKind, SynthPreset};
+
+fn w(s: &str) -> Vec<String> {
+    text::words(s)
+}
+
+#[test]
+fn words_are_lowercased_alphanumeric_runs() {
+    assert_eq!(w("The cat, the CAT; a dog!"), ["the", "cat", "the", "cat", "a", "dog"]);
+    assert_eq!(w("  ...  "), Vec::<String>::new());
+    assert_eq!(w("1874 granite-quarried"), ["1874", "granite", "quarried"]);
+}
+
+#[test]
+fn entropy_and_distinct_n_match_hand_computed_values() {
+    let x = w("The cat, the CAT; a dog!");
+    // p = 1/3, 1/3, 1/6, 1/6: H = 2/3 log2 3 + 1/3 log2 6
+    let h = 2.0 / 3.0 * 3f64.log2() + 1.0 / 3.0 * 6f64.log2();
+    assert!((text::unigram_entropy(&x).expect("entropy") - h).abs() < 1e-12);
+    assert_eq!(text::unigram_entropy(&w("same same same same")), Some(0.0));
+    assert_eq!(text::unigram_entropy(&[]), None);
+    assert_eq!(text::distinct_n(&x, 1), Some(4.0 / 6.0));
+    // Bigrams: the cat, cat the, the cat, cat a, a dog -> 4 distinct of 5.
+    assert_eq!(text::distinct_n(&x, 2), Some(0.8));
+    assert_eq!(text::distinct_n(&w("one"), 2), None);
+}
+
+#[test]
+fn overlap_metrics_match_hand_computed_values() {
+    // Overlap {the, cat}: P = 2/3, R = 2/5, F1 = 0.5.
+    let f1 = text::token_f1(&w("the cat sat"), &w("the cat ate the fish")).expect("f1");
+    assert!((f1 - 0.5).abs() < 1e-12);
+    // LCS of a b c d / a c e d is a c d: P = R = 3/4.
+    let rl = text::rouge_l_f1(&w("a b c d"), &w("a c e d")).expect("rouge");
+    assert!((rl - 0.75).abs() < 1e-12);
+    assert_eq!(text::rouge_l_f1(&w("x y"), &w("z")), Some(0.0));
+    assert_eq!(text::token_f1(&w(""), &w("z")), None);
+    assert_eq!(text::rouge_l_f1(&w("a"), &w("a")), Some(1.0));
+}
+
+#[test]
+fn text_quality_keeps_per_prompt_values_and_their_mean() {
+    let g = |prompt, text: &str, reference: Option<&str>| Generation {
+        prompt,
+        prompt_bytes: 1,
+        text: text.into(),
+        reference: reference.map(str::to_string),
+    };
+    let q = text_quality(&[g(0, "a b c d", Some("a c e d")), g(3, "a a", None)]);
+    let get = |m: &str| q.iter().find(|q| q.metric == m).unwrap_or_else(|| panic!("{m}"));
+    let rouge = get("rouge_l_f1");
+    assert_eq!(rouge.per_prompt.len(), 1, "no reference, no overlap value");
+    assert_eq!(rouge.per_prompt[0].prompt, 0);
+    let ent = get("unigram_entropy");
+    assert_eq!(ent.per_prompt.iter().map(|p| p.prompt).collect::<Vec<_>>(), [0, 3]);
+    assert!((ent.value - (2.0 + 0.0) / 2.0).abs() < 1e-12, "mean of 2 bits and 0 bits");
+    assert!(q.iter().all(|q| q.evaluator.is_none()));
+}
+
+/// A tiny synthetic Llama whose output head is all zeros: every logit is 0, the next-token distribution uniform.
+fn uniform_model(dir: &std::path::Path) -> LoadedModel {
+    let id = "test/uniform-llama";
+    let snapshot = write_synthetic(dir, id, ModelKind::Llama, &SynthSpec::new(SynthPreset::Tiny, 5)).expect("write");
+    let file = snapshot.join("model.safetensors");
+    let mut tensors: HashMap<String, Tensor> = candle_core::safetensors::load(&file, &Device::Cpu).expect("load");
+    let head = tensors.get("lm_head.weight").expect("lm_head");
+    let zeros = Tensor::zeros(head.shape(), head.dtype(), &Device::Cpu).expect("zeros");
+    tensors.insert("lm_head.weight".into(), zeros);
+    std::fs::remove_file(&file).expect("unlink the snapshot's link to the blob");
+    candle_core::safetensors::save(&tensors, &file).expect("save");
+    let files = ModelFiles::from_hf_cache(dir, id, "main").expect("files");
+    LoadedModel::load(&files, ModelKind::Llama, &Device::Cpu, DType::F32).expect("model")
+}
+
+#[test]
+fn uniform_logits_give_a_perplexity_equal_to_the_vocabulary() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let m = uniform_model(dir.path());
+    let v = m.config.vocab_size as f64;
+    let (nll, n) = continuation_nll(&m, "The lighthouse on the northern tip", " was built in 1874 from granite.")
+        .expect("score")
+        .expect("tokens");
+    assert!(n > 5, "{n} tokens");
+    let ppl = (nll / n as f64).exp();
+    assert!((ppl - v).abs() / v < 1e-5, "perplexity {ppl}, vocabulary {v}");
+    // No continuation tokens: no value (absent, never 0).
+    assert_eq!(continuation_nll(&m, "The lighthouse", "").expect("score"), None);
+}
+
+#[test]
+fn parity_search_closes_the_gap_below_s_parity_and_report_gives_the_verdict() {
+    use crate::assert_exit;
+    use crate::util::{Sandbox, stdout};
+    let sb = Sandbox::new();
+    let results = sb.results();
+    let args = [
+        "run",
+        "--output-dir",
+        results.to_str().expect("utf8"),
+        "--seq-len",
+        "40",
+        "--batch-size",
+        "1,2",
+        "--steps",
+        "4,8",
+        "--repetitions",
+        "1",
+        "--warmup",
+        "0",
+        "--parity-search",
+    ];
+    let out = sb.cmd(&args);
+    assert_exit!(out, 0);
+    let path = stdout(&out).trim().to_string();
+    let b = schema::read_bundle(&std::fs::read_to_string(&path).expect("bundle")).expect("valid");
+    assert_eq!(b.parity.len(), 1);
+    let r = &b.parity[0];
+    let ks: Vec<u32> = r.curve.iter().map(|c| c.steps).collect();
+    // Every K the search added was measured at both batch sizes, and quality in the B = 2 cell.
+    for k in ks.iter().filter(|k| ![4, 8].contains(*k)) {
+        let cells: Vec<_> = b.cells.iter().filter(|c| c.key.steps == Some(*k)).collect();
+        assert_eq!(cells.iter().map(|c| c.key.batch_size).collect::<Vec<_>>(), [1, 2], "K = {k}");
+        assert!(cells.iter().all(|c| c.status == schema::CellStatus::Ok));
+        assert!(!cells[1].generations.is_empty() && cells[0].generations.is_empty());
+    }
+    match r.outcome {
+        schema::derive::Parity::Reached { steps } => {
+            // One block: every K is valid, so the search stops only when the K below S_parity missed.
+            let below = ks.iter().copied().filter(|&k| k < steps).max().unwrap_or(0);
+            assert_eq!(steps - below, 1, "gap closed: curve {ks:?}, S_parity {steps}");
+        }
+        schema::derive::Parity::NotReached { .. } => assert_eq!(ks, [4, 8], "nothing to refine"),
+        schema::derive::Parity::NoData => panic!("quality missing"),
+    }
+    assert_eq!(b.cells.len(), 6 + 2 * (ks.len() - 2), "the added cells are in the bundle like any other");
+
+    let rep = sb.cmd(&["report", &path]);
+    assert_exit!(rep, 0);
+    let text = stdout(&rep);
+    for want in ["SYNTHETIC", "## N = 40", "Q_llama", "S_parity", "| B |", "verdict", "llada_low_confidence"] {
+        assert!(text.contains(want), "{want} missing from the report:\n{text}");
+    }
+    assert!(text.contains("viable"), "a verdict per batch size:\n{text}");
+    // Another metric of the bundle, chosen on the command line.
+    let rouge = sb.cmd(&["report", &path, "--metric", "rouge_l_f1"]);
+    assert_exit!(rouge, 0);
+    assert!(stdout(&rouge).contains("Quality: rouge_l_f1 (higher is better)"), "{}", stdout(&rouge));
+}
