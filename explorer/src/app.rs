@@ -632,6 +632,7 @@ fn ParityView(
                                 <td>{r.seq}</td>
                                 <td data-testid="parity-s">{r.s_parity_text()}</td>
                                 <td data-testid="parity-interval">{r.interval_text()}</td>
+                                <td data-testid="parity-bootstrap">{r.bootstrap.clone().unwrap_or_else(|| "-".into())}</td>
                                 <td data-testid="parity-speedup">{r.speedup_text()}</td>
                                 <td data-testid="parity-verdict">{r.verdict()}</td>
                                 <td class="mono">{r.matched_key.clone().unwrap_or_else(|| "-".into())} <br/> {r.ar_key.clone()}</td>
@@ -644,7 +645,7 @@ fn ParityView(
                     <p class="note">"Quality metric: " {metric} ". S_parity = the fewest diffusion steps K at which LLaDA is at least as good as LLaMA; speedup = L_e2e(LLaMA) / L_e2e(LLaDA at S_parity)."</p>
                     <table class="parity" data-testid="parity-table">
                         <thead><tr>
-                            <th>"models"</th><th>"B"</th><th>"N"</th><th>"S_parity"</th><th>"interval"</th>
+                            <th>"models"</th><th>"B"</th><th>"N"</th><th>"S_parity"</th><th>"grid interval"</th><th>"95% bootstrap"</th>
                             <th>"speedup"</th><th>"verdict"</th><th>"matched cells"</th><th>"warning"</th>
                         </tr></thead>
                         <tbody>{body}</tbody>

@@ -54,7 +54,12 @@ pub struct LoadedBundle {
 /// Parses a bundle and prepares everything the page shows; the error is a message for the user.
 pub fn load_bundle(source: &str, json: &str) -> Result<LoadedBundle, String> {
     let read = schema::read_bundle_detailed(json).map_err(|e| format!("cannot read bundle {source}: {e}"))?;
-    let quality = read.bundle.cells.iter().map(|c| c.quality.clone()).collect();
+    // Each cell shows its group's quality (measured once per group, in its largest batch); a metric scored by an
+    // evaluator is named with it, so that two evaluators' perplexities are two metrics to choose from.
+    let quality = schema::parity::cell_quality(&read.bundle)
+        .into_iter()
+        .map(|qs| qs.into_iter().map(|q| QualityValue { metric: q.label(), evaluator: None, ..q }).collect())
+        .collect();
     let b = &read.bundle;
     let p = &b.provenance;
     let d = &p.device;

@@ -838,8 +838,49 @@ pub struct ParityRow {
     pub matched_key: Option<String>,
     /// Key of the AR cell.
     pub ar_key: String,
-    /// Entropy far below the AR model's at S_parity (needs an `entropy` metric).
+    /// Entropy far below the AR model's at S_parity (needs the `unigram_entropy` metric).
     pub entropy_warning: bool,
+    /// 95% bootstrap intervals of S_parity and of this B's speedup, as text (needs per-prompt values).
+    pub bootstrap: Option<String>,
+}
+
+/// The bundle's S_parity records for a metric label of the explorer (`metric` or `metric [evaluator]`), with the
+/// bootstrap settings of the run's config (1000 resamples, seed 0 without one).
+fn parity_records(lb: &LoadedBundle, label: &str) -> Vec<schema::parity::ParityRecord> {
+    let Some(q) = lb.bundle.cells.iter().flat_map(|c| &c.quality).find(|q| q.label() == label) else {
+        return Vec::new();
+    };
+    let cfg = schema::parity::ParityOptions::from_config(&lb.bundle);
+    let opts = schema::parity::ParityOptions {
+        metric: q.metric.clone(),
+        evaluator: q.evaluator.clone(),
+        resamples: cfg.as_ref().map_or(1000, |c| c.resamples),
+        seed: cfg.as_ref().map_or(0, |c| c.seed),
+    };
+    schema::parity::parity(&lb.bundle, &opts)
+}
+
+/// The intervals of one (B, N) row from the matching record.
+fn bootstrap_text(recs: &[schema::parity::ParityRecord], ar: &Cell, diffusion: &Cell, b: u32) -> Option<String> {
+    let r = recs.iter().find(|r| {
+        r.seq_len == ar.key.seq_len
+            && r.ar_model == ar.key.model
+            && r.diffusion_model == diffusion.key.model
+            && r.sampler == diffusion.key.sampler
+            && r.block_length == diffusion.key.block_length
+    })?;
+    let i = r.s_parity_interval?;
+    let k = |x: Option<u32>| x.map_or("not reached".to_string(), |k| k.to_string());
+    let mut t = format!("S_parity [{}, {}]", k(i.low), k(i.high));
+    if let Some(f) = r.reached_fraction {
+        let _ = write!(t, ", reached in {:.0}% of resamples", f * 100.0);
+    }
+    if let Some((lo, hi)) =
+        r.speedups.iter().find(|s| s.batch_size == b).and_then(|s| s.speedup).and_then(|e| Some((e.low?, e.high?)))
+    {
+        let _ = write!(t, "; speedup [{lo:.2}x, {hi:.2}x]");
+    }
+    Some(t)
 }
 
 /// The S_parity rows: per bundle, per (B, N) kept (N fixed by the filter or the smallest), per diffusion
@@ -849,6 +890,7 @@ pub fn parity_rows(bundles: &[&LoadedBundle], f: &Filters, o: &Options) -> Resul
     let mut rows = Vec::new();
     for (bi, lb) in bundles.iter().enumerate() {
         let t = tag(bi, bundles.len());
+        let recs = parity_records(lb, &metric);
         let shapes: BTreeSet<(u32, u32)> =
             kept(lb, f).iter().map(|c| (c.cell.key.seq_len, c.cell.key.batch_size)).collect();
         for (n, b) in shapes {
@@ -869,12 +911,16 @@ pub fn parity_rows(bundles: &[&LoadedBundle], f: &Filters, o: &Options) -> Resul
                     .collect();
                 let panel = parity_panel(&diff, ar, dir);
                 let entropy_warning = panel.matched.is_some_and(|m| {
-                    match (quality_of(lb, m.cell, "entropy"), quality_of(lb, ar.cell, "entropy")) {
+                    match (quality_of(lb, m.cell, "unigram_entropy"), quality_of(lb, ar.cell, "unigram_entropy")) {
                         (Some(d), Some(a)) => derive::entropy_warning(d, a),
                         _ => false,
                     }
                 });
+                let bootstrap = diff
+                    .first()
+                    .and_then(|d| bootstrap_text(&recs, &lb.bundle.cells[ar.cell], &lb.bundle.cells[d.cell], b));
                 rows.push(ParityRow {
+                    bootstrap,
                     tag: t.clone(),
                     diffusion: l,
                     ar: short_model(&lb.bundle.cells[ar.cell].key.model).to_string(),
