@@ -236,3 +236,18 @@ fn writers_store_the_parity_the_config_asks_for() {
         }
     }
 }
+
+#[test]
+fn the_demo_bundle_has_quality_and_an_s_parity_entry_that_recomputes_the_same() {
+    // A real run of the embedded demo (synthetic weights) by this version.
+    let b = schema::read_bundle(&crate::util::fixture("v1.2/demo-quality.json")).expect("1.2 fixture");
+    assert!(b.provenance.synthetic_weights, "labelled synthetic");
+    assert!(b.cells.iter().any(|c| !c.generations.is_empty() && c.quality.iter().any(|q| q.metric == "perplexity")));
+    assert_eq!(b.parity.len(), 2, "one S_parity entry per N");
+    let mut again = b.clone();
+    again.recompute_parity();
+    for (x, y) in b.parity.iter().zip(&again.parity) {
+        assert_eq!((x.outcome, x.s_parity_interval, x.seq_len), (y.outcome, y.s_parity_interval, y.seq_len));
+        assert!((x.baseline.value - y.baseline.value).abs() < 1e-9 * x.baseline.value);
+    }
+}

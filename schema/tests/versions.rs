@@ -21,7 +21,11 @@ fn absent_metrics_are_omitted_not_zero() {
 
 #[test]
 fn every_v1_fixture_reads() {
-    for (minor, version) in [("v1.0", VersionNumber { major: 1, minor: 0 }), ("v1.1", SchemaVersion::V1_1.number())] {
+    for (minor, version) in [
+        ("v1.0", VersionNumber { major: 1, minor: 0 }),
+        ("v1.1", SchemaVersion::V1_1.number()),
+        ("v1.2", SchemaVersion::V1_2.number()),
+    ] {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(minor);
         let mut n = 0;
         for entry in std::fs::read_dir(dir).expect("fixtures") {
