@@ -13,7 +13,8 @@
 #   E2E_BUNDLES     space-separated bundle files to test with, each listed in the index and checked
 #                   (default: schema/tests/fixtures/v1.0/demo.json if present (CPU), and the hand-written
 #                   fixtures explorer/e2e/fixtures/{demo,study-h200,study-a100}.json: CUDA provenance, an OOM
-#                   cell, made-up memory, step times and quality). The study fixtures must be among them.
+#                   cell, made-up memory, step times and quality; and schema/tests/fixtures/v1.2/demo-quality.json,
+#                   a real run with the roofline counts). The study fixtures and a 1.2 bundle must be among them.
 #   E2E_SCREENSHOT  where to save the screenshot (default: target/e2e/screenshot.png)
 #   E2E_SKIP_BUILD  set to 1 to reuse explorer/dist
 #   E2E_SERVER      `python` (default: python3 -m http.server on the assembled site, under a sub-path) or
@@ -35,6 +36,8 @@ if [ -z "${E2E_BUNDLES:-}" ]; then
     E2E_BUNDLES="$F/demo.json $F/study-h200.json $F/study-a100.json"
     LEAD_FIXTURE="$ROOT/schema/tests/fixtures/v1.0/demo.json"
     [ -f "$LEAD_FIXTURE" ] && E2E_BUNDLES="$LEAD_FIXTURE $E2E_BUNDLES"
+    # A real 1.2 demo run: its repetitions record weights read and FLOPs (the roofline view).
+    E2E_BUNDLES="$E2E_BUNDLES $ROOT/schema/tests/fixtures/v1.2/demo-quality.json"
 fi
 read -r -a BUNDLES <<<"$E2E_BUNDLES"
 for b in "${BUNDLES[@]}"; do [ -f "$b" ] || { echo "e2e: no bundle at $b" >&2; exit 1; }; done

@@ -6,6 +6,7 @@
 //    and the canvas shows the marks;
 //  - every view renders from the hand-written study fixture with the right numbers (throughput, memory GB
 //    and OOM, TTFT/ITL, step time, Pareto frontier, quality vs steps, S_parity panel, table of cells);
+//  - the roofline (schema 1.2 fixture): intensity and achieved FLOP rate per cell, ceilings from entered peaks;
 //  - hover tooltips, click-to-cell, a filter changes the chart, a deep link restores the state, compare
 //    mode overlays two bundles, CSV export holds the filtered cells, PNG export, drag-and-drop;
 //  - 10+ malformed bundles each show their message, and the app keeps working;
@@ -36,6 +37,8 @@ const CHART = '[data-testid="chart"]';
 const TIMEOUT = 30_000;
 const STUDY = BUNDLES.find((b) => b.path.endsWith('study-h200.json'));
 const STUDY_B = BUNDLES.find((b) => b.path.endsWith('study-a100.json'));
+// A bundle of schema 1.2 or later, whose repetitions record the weights read and the FLOPs (the roofline).
+const ROOFLINE = BUNDLES.find((b) => readFileSync(b.path, 'utf8').includes('"flop_count"'));
 const NO_QUALITY = BUNDLES.find((b) => !readFileSync(b.path, 'utf8').includes('"quality"'));
 
 // ---- expected values, computed here from the bundle file (independently of the Rust code) ----------
@@ -302,6 +305,62 @@ async function checkViews(page) {
   pass(`PNG export: ${png.suggestedFilename()} (${bytes.length} bytes)`);
 }
 
+/** The roofline: intensity and achieved rate per cell, the ceilings from the peaks entered, the deep link. */
+async function checkRoofline(page) {
+  assert.ok(ROOFLINE, 'a bundle with flop_count is listed (schema/tests/fixtures/v1.2/demo-quality.json)');
+  const bundle = load(ROOFLINE);
+  await page.goto(`${BASE}?bundle=${ROOFLINE.file}`);
+  await waitLoaded(page, ROOFLINE.file);
+  await redraw(page, () => view(page, 'roofline'));
+  let fig = await figure(page);
+  const marks = fig.plot.series.flatMap((s) => s.marks);
+  assert.equal(marks.length, bundle.cells.filter(ok).length, 'one point per successful cell');
+  for (const mk of marks) {
+    const c = bundle.cells[mk.cell.cell];
+    const [flops, bytes] = [c.repetitions[0].flop_count, c.repetitions[0].weights_read_bytes];
+    const secs = median(c.repetitions.map((r) => r.e2e_ms)) / 1e3;
+    assert.ok(close(mk.x, flops / bytes) && close(mk.y, flops / secs / 1e12), `${mk.x} ${mk.y}`);
+  }
+  assert.deepEqual(fig.plot.series.map((s) => s.label.includes('greedy')), [true, false], 'AR and LLaDA series');
+  assert.ok(fig.plot.x.log && fig.plot.y.log, 'log-log');
+  const notes = await page.$$eval('[data-testid="note"]', (ps) => ps.map((p) => p.textContent).join(' '));
+  assert.match(notes, /without ceilings/);
+  const hits = await marksPainted(page);
+  const tip = await hover(page, hits[0]);
+  const m0 = fig.plot.series[hits[0].series].marks[hits[0].mark];
+  assert.ok(tip.includes('GB/s') && tip.includes(`${(m0.y).toFixed(4)} TFLOP/s`) && tip.includes('B=') , tip);
+  pass(`roofline: ${marks.length} cells at FLOP/byte x achieved TFLOP/s (median L_e2e), log-log; tooltip "${tip.split('\n')[0]}"`);
+  await page.mouse.move(0, 0);
+
+  // The peaks the user enters draw the ceilings and go into the address.
+  await redraw(page, async () => {
+    await page.fill('[data-testid="peak-bw"]', '0.01');
+    await page.press('[data-testid="peak-bw"]', 'Tab');
+  });
+  await redraw(page, async () => {
+    await page.fill('[data-testid="peak-flops"]', '0.02');
+    await page.press('[data-testid="peak-flops"]', 'Tab');
+  });
+  fig = await figure(page);
+  const roof = fig.plot.series.find((s) => s.style.kind === 'frontier');
+  assert.ok(roof && roof.label.includes('0.01 TB/s') && roof.label.includes('0.02 TFLOP/s'), JSON.stringify(roof));
+  assert.ok(roof.marks.some((p) => close(p.x, 2) && close(p.y, 0.02)), 'ridge point at 0.02e12 / 0.01e12 FLOP/byte');
+  assert.ok(page.url().includes('peak_bw=0.01') && page.url().includes('peak_flops=0.02'), page.url());
+  await page.screenshot({ path: `${SHOTS}-roofline.png`, fullPage: true });
+  pass(`roofline ceilings from the entered peaks (ridge at 2 FLOP/byte); the address: ${page.url().replace(BASE, '')}`);
+  // The deep link restores them.
+  await page.goto(page.url());
+  await waitLoaded(page, ROOFLINE.file);
+  assert.equal(await page.$eval('[data-testid="peak-bw"]', (i) => i.value), '0.01');
+  assert.ok((await figure(page)).plot.series.some((s) => s.style.kind === 'frontier'));
+  pass('a deep link restores the roofline view and its peaks');
+  // Older bundles say why there is nothing to show.
+  await page.goto(`${BASE}?bundle=${STUDY.file}&view=roofline`);
+  const msg = await (await page.waitForSelector('[data-testid="no-roofline"]', { timeout: TIMEOUT })).textContent();
+  assert.match(msg, /No roofline data in this bundle/);
+  pass('a bundle without the work counts says so on the roofline view');
+}
+
 async function checkDeepLinkAndCompare(page) {
   // Deep link: bundle, view, filters, options.
   await page.goto(`${BASE}?bundle=${STUDY.file}&view=memory&N=256&mem=reserved`);
@@ -434,6 +493,7 @@ try {
   }
   await page.screenshot({ path: SCREENSHOT, fullPage: true });
   await checkViews(page);
+  await checkRoofline(page);
   await checkDeepLinkAndCompare(page);
   await checkBroken(page);
   await checkLocalFiles(page);

@@ -447,6 +447,18 @@ fn FilterBar(
                 </select>
             </label>
             {metric_select}
+            <label>
+                "Peak bandwidth (TB/s) "
+                <input type="number" min="0" step="any" placeholder="e.g. 4.8" data-testid="peak-bw"
+                    prop:value=move || state.get().options.peak_bw_tbs.map(|v| v.to_string()).unwrap_or_default()
+                    on:change=move |ev| state.update(|s| s.options.peak_bw_tbs = views::parse_peak(&event_target_value(&ev)))/>
+            </label>
+            <label>
+                "Peak FLOP rate (TFLOP/s) "
+                <input type="number" min="0" step="any" placeholder="e.g. 989" data-testid="peak-flops"
+                    prop:value=move || state.get().options.peak_tflops.map(|v| v.to_string()).unwrap_or_default()
+                    on:change=move |ev| state.update(|s| s.options.peak_tflops = views::parse_peak(&event_target_value(&ev)))/>
+            </label>
             <button data-testid="reset-filters" on:click=move |_| state.update(|s| s.filters = Filters::default())>
                 "Reset filters"
             </button>
@@ -536,10 +548,14 @@ fn ChartPanel(
         }}
         {move || message.get().filter(|_| is_chart()).map(|m| {
             let nq = m == views::NO_QUALITY;
-            view! {
-                <p class=if nq { "empty no-quality" } else { "empty" }
-                   data-testid=if nq { "no-quality" } else { "chart-message" }>{m}</p>
-            }
+            let testid = if nq {
+                "no-quality"
+            } else if m == views::NO_ROOFLINE {
+                "no-roofline"
+            } else {
+                "chart-message"
+            };
+            view! { <p class=if nq { "empty no-quality" } else { "empty" } data-testid=testid>{m}</p> }
         })}
         <div class="chart-frame" style:display=move || if is_chart() && message.get().is_none() { "block" } else { "none" }>
             <canvas
@@ -779,6 +795,8 @@ fn query_state() -> PageState {
         "mem",
         "unit",
         "metric",
+        "peak_bw",
+        "peak_flops",
     ] {
         if let Some(v) = params.get(key) {
             pairs.push((key.to_string(), v));

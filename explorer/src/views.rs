@@ -36,13 +36,15 @@ pub enum ViewKind {
     ArTiming,
     /// Time per diffusion step.
     StepTime,
+    /// Achieved FLOP rate against arithmetic intensity, with the device's roofline when its peaks are given.
+    Roofline,
     /// Provenance and the table of all cells.
     Details,
 }
 
 impl ViewKind {
     /// All views in tab order.
-    pub const ALL: [ViewKind; 9] = [
+    pub const ALL: [ViewKind; 10] = [
         ViewKind::Latency,
         ViewKind::Pareto,
         ViewKind::Parity,
@@ -51,6 +53,7 @@ impl ViewKind {
         ViewKind::Memory,
         ViewKind::ArTiming,
         ViewKind::StepTime,
+        ViewKind::Roofline,
         ViewKind::Details,
     ];
 
@@ -65,6 +68,7 @@ impl ViewKind {
             ViewKind::Memory => "memory",
             ViewKind::ArTiming => "ttft-itl",
             ViewKind::StepTime => "step-time",
+            ViewKind::Roofline => "roofline",
             ViewKind::Details => "details",
         }
     }
@@ -80,6 +84,7 @@ impl ViewKind {
             ViewKind::Memory => "Memory",
             ViewKind::ArTiming => "TTFT / ITL (AR)",
             ViewKind::StepTime => "Time per step (LLaDA)",
+            ViewKind::Roofline => "Roofline",
             ViewKind::Details => "Run details",
         }
     }
@@ -160,11 +165,24 @@ pub struct Options {
     pub bytes: bool,
     /// Quality metric name; `None`: the first the bundles have.
     pub metric: Option<String>,
+    /// Roofline: the device's peak memory bandwidth in TB/s (10^12 bytes/s), entered by the user (bundles do
+    /// not store peaks).
+    pub peak_bw_tbs: Option<f64>,
+    /// Roofline: the device's peak FLOP rate in TFLOP/s, entered by the user.
+    pub peak_tflops: Option<f64>,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Self { log_x: false, log_y: false, memory: MemoryMetric::Allocated, bytes: false, metric: None }
+        Self {
+            log_x: false,
+            log_y: false,
+            memory: MemoryMetric::Allocated,
+            bytes: false,
+            metric: None,
+            peak_bw_tbs: None,
+            peak_tflops: None,
+        }
     }
 }
 
@@ -237,6 +255,8 @@ impl PageState {
             q.push(("unit", "bytes".into()));
         }
         q.extend(o.metric.clone().map(|v| ("metric", v)));
+        q.extend(o.peak_bw_tbs.map(|v| ("peak_bw", v.to_string())));
+        q.extend(o.peak_tflops.map(|v| ("peak_flops", v.to_string())));
         let parts: Vec<String> = q.iter().map(|(k, v)| format!("{k}={}", enc(v))).collect();
         if parts.is_empty() { String::new() } else { format!("?{}", parts.join("&")) }
     }
@@ -262,11 +282,18 @@ impl PageState {
                 "mem" if v == "reserved" => s.options.memory = MemoryMetric::Reserved,
                 "unit" => s.options.bytes = v == "bytes",
                 "metric" if !v.is_empty() => s.options.metric = Some(v),
+                "peak_bw" => s.options.peak_bw_tbs = parse_peak(&v),
+                "peak_flops" => s.options.peak_tflops = parse_peak(&v),
                 _ => {}
             }
         }
         s
     }
+}
+
+/// A peak entered by the user (or read from the URL): a finite number > 0, else none.
+pub fn parse_peak(v: &str) -> Option<f64> {
+    v.trim().parse::<f64>().ok().filter(|x| x.is_finite() && *x > 0.0)
 }
 
 /// The values each filter can take over the loaded bundles (sorted), for the filter selects.
@@ -405,6 +432,7 @@ pub fn chart_view(view: ViewKind, bundles: &[&LoadedBundle], f: &Filters, o: &Op
         ViewKind::StepTime => step_time(bundles, f, o, &mut notes),
         ViewKind::Pareto => pareto(bundles, f, o, &mut notes),
         ViewKind::QualitySteps => quality_steps(bundles, f, o, &mut notes),
+        ViewKind::Roofline => roofline(bundles, f, o, &mut notes),
         ViewKind::Parity | ViewKind::Details => Err("this view is not a chart".into()),
     };
     ChartView { figure, notes }
@@ -701,6 +729,112 @@ fn step_time(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Ve
         plot: Plot::Xy {
             x: Axis { pow2: true, ..Axis::numeric("diffusion steps K", true) },
             y: Axis::numeric("time per step (ms)", o.log_y),
+            series,
+            refs: Vec::new(),
+        },
+    })
+}
+
+/// The message of the roofline view for bundles without the work counts.
+pub const NO_ROOFLINE: &str = "No roofline data in this bundle: its repetitions do not record the weights read and \
+     the FLOP count (schema 1.2 and later do), so the achieved bandwidth and FLOP rate cannot be shown.";
+
+fn roofline(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec<String>) -> Result<Figure, String> {
+    if !bundles.iter().any(|lb| schema::roofline::has_roofline(&lb.bundle)) {
+        return Err(NO_ROOFLINE.into());
+    }
+    let (peak_bw, peak_flops) = (o.peak_bw_tbs.map(|v| v * 1e12), o.peak_tflops.map(|v| v * 1e12));
+    let mut pal = Palette::default();
+    let mut series = Vec::new();
+    let (mut x_lo, mut x_hi) = (f64::INFINITY, f64::NEG_INFINITY);
+    for (bi, lb) in bundles.iter().enumerate() {
+        let t = tag(bi, bundles.len());
+        for p in schema::roofline::roofline_points(&kept(lb, f)) {
+            let c = &lb.bundle.cells[p.cell];
+            x_lo = x_lo.min(p.intensity);
+            x_hi = x_hi.max(p.intensity);
+            let mut tip = format!(
+                "{}\narithmetic intensity {:.3} FLOP/byte\nachieved {:.4} TFLOP/s, {:.3} GB/s of weights\n{} FLOPs, \
+                 {} bytes of weights read, L_e2e median {:.2} ms",
+                key_text(&t, c),
+                p.intensity,
+                p.flops_per_s / 1e12,
+                p.bytes_per_s / 1e9,
+                p.flop_count,
+                p.weights_read_bytes,
+                p.e2e_ms
+            );
+            if let Some(roof) = schema::roofline::attainable_flops_per_s(p.intensity, peak_bw, peak_flops) {
+                let _ =
+                    write!(tip, "\n{:.1}% of the roofline ({:.4} TFLOP/s)", 100.0 * p.flops_per_s / roof, roof / 1e12);
+            }
+            let mark = Mark {
+                x: p.intensity,
+                y: p.flops_per_s / 1e12,
+                lo: None,
+                hi: None,
+                tip,
+                cell: Some(CellId { bundle: bi, cell: p.cell }),
+            };
+            push_mark(&mut series, format!("{t}{}", series_label(c)), pal.of(c), Style::Points, bi > 0, mark);
+        }
+    }
+    if series.is_empty() {
+        return Err("no successful cell with recorded work (weights read, FLOPs) matches the filters".into());
+    }
+    sort_marks(&mut series);
+    if peak_bw.is_some() || peak_flops.is_some() {
+        // The ceiling over the points' intensities (a factor 2 beyond them), through the ridge point.
+        let (a, b) = (x_lo / 2.0, x_hi * 2.0);
+        let mut xs = vec![a, b];
+        if let (Some(bw), Some(fl)) = (peak_bw, peak_flops)
+            && let Some(r) = schema::roofline::ridge_intensity(bw, fl)
+            && r > a
+            && r < b
+        {
+            xs.insert(1, r);
+        }
+        let marks = xs
+            .into_iter()
+            .filter_map(|x| {
+                let y = schema::roofline::attainable_flops_per_s(x, peak_bw, peak_flops)? / 1e12;
+                Some(Mark { x, y, lo: None, hi: None, tip: String::new(), cell: None })
+            })
+            .collect();
+        let mut what = Vec::new();
+        what.extend(o.peak_bw_tbs.map(|v| format!("{v} TB/s")));
+        what.extend(o.peak_tflops.map(|v| format!("{v} TFLOP/s")));
+        series.insert(
+            0,
+            Series {
+                label: format!("roofline ({})", what.join(", ")),
+                colour: figure::FRONTIER,
+                style: Style::Frontier,
+                alt: false,
+                marks,
+            },
+        );
+        notes.push(format!(
+            "Roofline ceilings from the peaks you entered ({}); bundles do not store the device's peaks.",
+            what.join(", ")
+        ));
+    } else {
+        notes.push(
+            "Achieved rates without ceilings: bundles do not store the device's peaks. Enter the peak bandwidth \
+             (TB/s) and peak FLOP rate (TFLOP/s) above to draw the roofline."
+                .into(),
+        );
+    }
+    notes.push(
+        "One point per successful cell kept by the filters (all B, N and K): analytic FLOPs and bytes of weights \
+         read (schema::roofline) over the median end-to-end latency."
+            .into(),
+    );
+    Ok(Figure {
+        title: "Roofline: achieved FLOP rate against arithmetic intensity".into(),
+        plot: Plot::Xy {
+            x: Axis::numeric("arithmetic intensity (FLOP per byte of weights read)", true),
+            y: Axis::numeric("achieved FLOP rate (TFLOP/s)", true),
             series,
             refs: Vec::new(),
         },

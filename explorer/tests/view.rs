@@ -333,6 +333,8 @@ fn page_state_round_trips_through_the_url() {
             memory: MemoryMetric::Reserved,
             bytes: true,
             metric: Some("perplexity".into()),
+            peak_bw_tbs: Some(4.8),
+            peak_tflops: Some(989.5),
         },
     };
     let q = s.to_query();
@@ -405,4 +407,80 @@ fn index_keeps_only_plain_file_names() {
     for bad in ["", ".hidden", "a/b.json", "a\\b.json", "%2e%2e", "a?b", "x#y"] {
         assert!(!is_plain_file_name(bad), "{bad:?}");
     }
+}
+
+/// Like [`check_hits`], for charts whose points may coincide (the roofline: LLaDA's intensity does not depend
+/// on K): one hit per mark, inside the plot.
+fn check_hits_in_plot(f: &Figure, d: &Drawn) {
+    assert_eq!(d.hits.len(), f.mark_count(), "{}", f.title);
+    assert!(d.hits.iter().all(|h| (0..1000).contains(&h.x) && (0..560).contains(&h.y)), "{:?}", d.hits);
+}
+
+const DEMO_V1_2: &str = include_str!("../../schema/tests/fixtures/v1.2/demo-quality.json");
+
+#[test]
+fn roofline_plots_intensity_and_achieved_rate_with_ceilings_when_given() {
+    let b = load_bundle("demo-quality.json", DEMO_V1_2).expect("1.2 fixture loads");
+    let cv = chart_view(ViewKind::Roofline, &[&b], &Filters::default(), &Options::default());
+    let f = cv.figure.expect("roofline figure");
+    assert!(cv.notes.iter().any(|n| n.contains("without ceilings")), "{:?}", cv.notes);
+    let (series, _) = xy(&f);
+    // AR and LLaDA series, one point per successful cell with recorded work.
+    assert_eq!(series.len(), 2, "{:?}", series.iter().map(|s| &s.label).collect::<Vec<_>>());
+    let ok = b.bundle.cells.iter().filter(|c| c.status == schema::CellStatus::Ok).count();
+    assert_eq!(f.mark_count(), ok);
+    // Hand-computed for cell 0 (AR, B=1, N=48): FLOPs and bytes of the repetitions over their median latency.
+    let c0 = &b.bundle.cells[0];
+    let mut e2e: Vec<f64> = c0.repetitions.iter().map(|r| r.e2e_ms).collect();
+    e2e.sort_by(f64::total_cmp);
+    let median =
+        if e2e.len() % 2 == 1 { e2e[e2e.len() / 2] } else { (e2e[e2e.len() / 2 - 1] + e2e[e2e.len() / 2]) / 2.0 };
+    let flops = c0.repetitions[0].flop_count.expect("1.2 records FLOPs") as f64;
+    let bytes = c0.repetitions[0].weights_read_bytes.expect("1.2 records bytes") as f64;
+    let m0 =
+        series.iter().flat_map(|s| &s.marks).find(|m| m.cell.is_some_and(|id| id.cell == 0)).expect("cell 0 plotted");
+    assert!(close(m0.x, flops / bytes), "{} vs {}", m0.x, flops / bytes);
+    assert!(close(m0.y, flops / (median / 1e3) / 1e12), "{}", m0.y);
+    assert!(m0.tip.contains(&c0.key.to_string()) && m0.tip.contains("GB/s"), "{}", m0.tip);
+    let (out, d) = svg(&f);
+    check_hits_in_plot(&f, &d);
+    // A marker per point and one per legend entry.
+    assert_eq!(out.matches("<circle").count(), ok + series.len());
+    for t in
+        ["arithmetic intensity (FLOP per byte of weights read) (log scale)", "achieved FLOP rate (TFLOP/s) (log scale)"]
+    {
+        assert!(out.contains(t), "missing {t:?}");
+    }
+
+    // With the peaks entered: a roofline through the ridge point, not hoverable; tooltips give the share of it.
+    let o = Options { peak_bw_tbs: Some(0.01), peak_tflops: Some(0.02), ..Options::default() };
+    let f = fig(ViewKind::Roofline, &[&b], &Filters::default(), &o);
+    let (series, _) = xy(&f);
+    let roof = series.iter().find(|s| s.style == Style::Frontier).expect("roofline series");
+    assert!(roof.label.contains("0.01 TB/s") && roof.label.contains("0.02 TFLOP/s"), "{}", roof.label);
+    assert_eq!(roof.marks.len(), 3);
+    assert!(close(roof.marks[1].x, 2.0) && close(roof.marks[1].y, 0.02), "{:?}", roof.marks[1]);
+    assert!(close(roof.marks[0].y, roof.marks[0].x * 0.01));
+    assert!(
+        series.iter().flat_map(|s| &s.marks).filter(|m| m.cell.is_some()).all(|m| m.tip.contains("% of the roofline"))
+    );
+    let (_, d) = svg(&f);
+    check_hits_in_plot(&f, &d);
+    // Filters apply: B = 1 only.
+    let f1 = fig(ViewKind::Roofline, &[&b], &Filters { batch: Some(1), ..Filters::default() }, &o);
+    assert!(f1.mark_count() < ok);
+
+    // Older bundles say why there is nothing to show.
+    let old = h200();
+    let e = chart_view(ViewKind::Roofline, &[&old], &Filters::default(), &Options::default()).figure.unwrap_err();
+    assert_eq!(e, views::NO_ROOFLINE);
+
+    // The peaks live in the deep link.
+    let s = PageState { view: ViewKind::Roofline, options: o.clone(), ..PageState::default() };
+    let q = s.to_query();
+    assert!(q.contains("view=roofline") && q.contains("peak_bw=0.01") && q.contains("peak_flops=0.02"), "{q}");
+    let pairs: Vec<(&str, &str)> = q[1..].split('&').filter_map(|p| p.split_once('=')).collect();
+    assert_eq!(PageState::from_pairs(pairs), s);
+    assert_eq!(views::parse_peak("-1"), None);
+    assert_eq!(views::parse_peak("NaN"), None);
 }

@@ -21,7 +21,8 @@
 //!
 //! Activation memory is derived, not stored: peak allocated - weights - KV cache ([`activation_bytes`]).
 
-use crate::bundle::{ModelShape, Repetition};
+use crate::bundle::{Bundle, CellStatus, ModelShape, Repetition};
+use crate::derive::CellRef;
 use crate::grid::Precision;
 
 /// Bytes per element of a precision.
@@ -158,6 +159,86 @@ pub fn achieved_flops_per_s(rep: &Repetition) -> Option<f64> {
     (rep.e2e_ms > 0.0).then(|| flops as f64 / (rep.e2e_ms / 1e3))
 }
 
+/// One cell on the roofline chart: its arithmetic intensity and the rates it achieved.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RooflinePoint {
+    /// Index of the cell in the bundle.
+    pub cell: usize,
+    /// FLOPs of one repetition (the median over the repetitions that recorded it).
+    pub flop_count: u64,
+    /// Bytes of weights one repetition read (the median over the repetitions that recorded it).
+    pub weights_read_bytes: u64,
+    /// Median end-to-end latency, ms.
+    pub e2e_ms: f64,
+    /// Arithmetic intensity: FLOPs per byte of weights read.
+    pub intensity: f64,
+    /// FLOPs per second over the median latency.
+    pub flops_per_s: f64,
+    /// Bytes of weights read per second over the median latency.
+    pub bytes_per_s: f64,
+}
+
+fn median_count(values: impl Iterator<Item = u64>) -> Option<u64> {
+    let mut v: Vec<u64> = values.collect();
+    v.sort_unstable();
+    let n = v.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(v[n / 2]),
+        _ => Some(v[n / 2 - 1] / 2 + v[n / 2] / 2 + (v[n / 2 - 1] % 2 + v[n / 2] % 2) / 2),
+    }
+}
+
+/// The roofline points of the successful cells that recorded their work (bundles of schema 1.2 and later), in
+/// the order given: intensity = FLOPs / bytes of weights read; the achieved rates divide the counts (the
+/// median over the repetitions; analytic, so all repetitions of a cell normally agree) by the median
+/// end-to-end latency ([`crate::derive::CellSummary::e2e_ms`]).
+pub fn roofline_points(cells: &[CellRef<'_>]) -> Vec<RooflinePoint> {
+    cells
+        .iter()
+        .filter(|c| c.cell.status == CellStatus::Ok)
+        .filter_map(|c| {
+            let reps = &c.cell.repetitions;
+            let flop_count = median_count(reps.iter().filter_map(|r| r.flop_count))?;
+            let weights_read_bytes = median_count(reps.iter().filter_map(|r| r.weights_read_bytes))?;
+            let e2e_ms = c.summary.e2e_ms?.median;
+            let secs = e2e_ms / 1e3;
+            (secs > 0.0 && weights_read_bytes > 0).then(|| RooflinePoint {
+                cell: c.index,
+                flop_count,
+                weights_read_bytes,
+                e2e_ms,
+                intensity: flop_count as f64 / weights_read_bytes as f64,
+                flops_per_s: flop_count as f64 / secs,
+                bytes_per_s: weights_read_bytes as f64 / secs,
+            })
+        })
+        .collect()
+}
+
+/// True when any cell of the bundle recorded its work (weights read and FLOPs), i.e. a roofline can be drawn.
+pub fn has_roofline(bundle: &Bundle) -> bool {
+    bundle.cells.iter().flat_map(|c| &c.repetitions).any(|r| r.flop_count.is_some() && r.weights_read_bytes.is_some())
+}
+
+/// The roofline ceiling at arithmetic intensity `intensity` (FLOP/byte): min(peak FLOP rate, intensity x peak
+/// bandwidth); a peak that is `None` does not bound it (`None` when neither is given).
+pub fn attainable_flops_per_s(
+    intensity: f64,
+    peak_bytes_per_s: Option<f64>,
+    peak_flops_per_s: Option<f64>,
+) -> Option<f64> {
+    match (peak_bytes_per_s.map(|b| b * intensity), peak_flops_per_s) {
+        (Some(m), Some(p)) => Some(m.min(p)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// The ridge point: the intensity (FLOP/byte) where the bandwidth roof meets the compute roof.
+pub fn ridge_intensity(peak_bytes_per_s: f64, peak_flops_per_s: f64) -> Option<f64> {
+    (peak_bytes_per_s > 0.0).then(|| peak_flops_per_s / peak_bytes_per_s)
+}
+
 /// Activation memory at the peak: peak allocated - weights - KV cache (AR), when the device reported a peak.
 pub fn activation_bytes(rep: &Repetition, weights_bytes: Option<u64>) -> Option<u64> {
     let peak = rep.peak_allocated_bytes?;
@@ -204,5 +285,43 @@ mod tests {
         let attention = 4 * n * n * 4096 * 32 * b;
         let head = 2 * b * 32 * 4096 * 126_464;
         assert_eq!(w.flops, blocks + attention + head);
+    }
+
+    #[test]
+    fn roofline_points_use_the_median_latency() {
+        let json = include_str!("../tests/fixtures/v1.2/demo-quality.json");
+        let b = crate::read_bundle(json).expect("fixture reads");
+        assert!(has_roofline(&b));
+        let sums = crate::derive::summaries(&b);
+        let cells: Vec<CellRef> = b
+            .cells
+            .iter()
+            .zip(&sums)
+            .enumerate()
+            .map(|(index, (cell, summary))| CellRef { index, cell, summary })
+            .collect();
+        let pts = roofline_points(&cells);
+        assert!(!pts.is_empty());
+        let p = pts[0];
+        let c = &b.cells[p.cell];
+        let rep = &c.repetitions[0];
+        assert_eq!(Some(p.flop_count), rep.flop_count);
+        assert_eq!(Some(p.weights_read_bytes), rep.weights_read_bytes);
+        let median = sums[p.cell].e2e_ms.expect("latency").median;
+        assert!((p.flops_per_s - p.flop_count as f64 / (median / 1e3)).abs() < 1e-6 * p.flops_per_s);
+        assert!((p.intensity * p.bytes_per_s - p.flops_per_s).abs() < 1e-6 * p.flops_per_s);
+    }
+
+    #[test]
+    fn ceilings_and_ridge() {
+        assert_eq!(attainable_flops_per_s(10.0, Some(2.0), Some(100.0)), Some(20.0));
+        assert_eq!(attainable_flops_per_s(100.0, Some(2.0), Some(100.0)), Some(100.0));
+        assert_eq!(attainable_flops_per_s(100.0, None, Some(5.0)), Some(5.0));
+        assert_eq!(attainable_flops_per_s(100.0, Some(2.0), None), Some(200.0));
+        assert_eq!(attainable_flops_per_s(1.0, None, None), None);
+        assert!(ridge_intensity(4.8e12, 989e12).is_some_and(|r| (r - 989.0 / 4.8).abs() < 1e-9));
+        assert_eq!(ridge_intensity(0.0, 1.0), None);
+        assert_eq!(median_count([3, 1, 2].into_iter()), Some(2));
+        assert_eq!(median_count([u64::MAX, u64::MAX].into_iter()), Some(u64::MAX));
     }
 }
