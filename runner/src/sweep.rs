@@ -26,7 +26,7 @@ use sha2::{Digest, Sha256};
 
 use crate::generate::{self, LladaParams};
 use crate::journal::{Header, JOURNAL_FORMAT, Journal, Record};
-use crate::model::{LoadedModel, ModelFiles};
+use crate::model::{LoadedModel, ModelFiles, TransformerOptions};
 use crate::plan::{ResolvedConfig, config_diff};
 use crate::prompts::PromptSet;
 use crate::signals::Stop;
@@ -35,6 +35,15 @@ use crate::{InputError, device, execution, output, quality, shard, synth, sysinf
 /// The attention both models use (the study's fairness rule), recorded in every bundle.
 pub const ATTENTION: &str = "candle matmul-softmax-matmul attention in the run's precision, identical for both \
                              models; causal mask for llama, no mask for llada; padding mask for left-padded rows";
+
+/// The attention of a run as recorded in its bundle: [`ATTENTION`], or its f32 variant when the config asks.
+pub fn attention(cfg: &GridConfig) -> String {
+    if cfg.run.attention_f32 {
+        ATTENTION.replace("in the run's precision", "with q, k, v upcast to f32 (run.attention_f32)")
+    } else {
+        ATTENTION.to_string()
+    }
+}
 
 /// File name of the partial bundle in a run folder.
 pub const PARTIAL: &str = "partial.json";
@@ -406,7 +415,7 @@ fn assemble(resolved: &ResolvedConfig, journal: &Journal, planned: &[CellKey], s
             synthetic_weights: models.iter().any(|m| m.synthetic),
             config_source: h.config_source.clone(),
             config: resolved.config.clone(),
-            attention: ATTENTION.into(),
+            attention: attention(&resolved.config),
             config_sha256: Some(h.config_sha256.clone()),
             shard: h.shard,
             planned_cells: Some(planned.len() as u32),
@@ -465,7 +474,8 @@ fn measure_keys(
     let quality = cfg.quality.is_some();
     for (m, files) in models {
         tracing::info!(model = %m.id, commit = %files.commit, "loading");
-        let model = LoadedModel::load(files, m.kind, env.device, env.dtype)
+        let opts = TransformerOptions { attention_f32: cfg.run.attention_f32 };
+        let model = LoadedModel::load_with(files, m.kind, env.device, env.dtype, opts)
             .with_context(|| format!("cannot load model {} from {}", m.id, files.snapshot_dir.display()))?;
         let info = model_info(m, &model, files, cfg.run.dtype);
         match journal.state.models.iter().find(|x| x.id == info.id) {

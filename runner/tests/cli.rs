@@ -41,6 +41,7 @@ fn demo_run_writes_a_valid_bundle_with_both_models() {
         ["dllm-bench/synthetic-llama-tiny", "dllm-bench/synthetic-llada-tiny", "dllm-bench/synthetic-evaluator-tiny"]
     );
     assert_eq!(b.cells.len(), 2 * (1 + 2));
+    assert!(b.provenance.attention.contains("in the run's precision"), "no f32 upcast unless asked");
     // Quality: the B = 2 cell of each group has one continuation per prompt, text statistics and the perplexity
     // of both evaluators; the B = 1 cells have none of their own.
     for cell in &b.cells {
@@ -252,4 +253,22 @@ fn failed_cells_are_recorded_and_the_run_exits_1() {
         }
         assert!(c.repetitions.is_empty());
     }
+}
+
+#[test]
+fn attention_f32_is_asked_for_by_the_config_and_recorded() {
+    let sb = Sandbox::new();
+    let demo = std::fs::read_to_string(repo_file("config/demo.toml")).expect("demo");
+    let cfg = demo.replacen("seed = 0\n", "seed = 0\nattention_f32 = true\n", 1);
+    let cfg = cfg.split("\n[quality]").next().expect("config").to_string();
+    assert!(cfg.contains("attention_f32 = true"));
+    let path = sb.write("f32.toml", &cfg);
+    let results = sb.results();
+    let mut args = vec!["run", "--config", path.to_str().expect("utf8"), "-o", results.to_str().expect("utf8")];
+    args.extend_from_slice(QUICK);
+    let out = sb.cmd(&args);
+    assert_exit!(out, 0);
+    let b = schema::read_bundle(&std::fs::read_to_string(stdout(&out).trim()).expect("bundle")).expect("valid");
+    assert!(b.provenance.config.run.attention_f32);
+    assert!(b.provenance.attention.contains("upcast to f32"), "{}", b.provenance.attention);
 }

@@ -357,6 +357,10 @@ pub struct RunSettings {
     /// Seed for everything random in the run (prompt selection, random remasking, sampling).
     #[serde(default)]
     pub seed: u64,
+    /// Upcast q, k and v to f32 for the attention product and softmax, for both models (default: attention in
+    /// the run's precision). Recorded in the bundle's `attention`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub attention_f32: bool,
 }
 
 fn default_device() -> String {
