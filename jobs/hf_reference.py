@@ -1,0 +1,911 @@
+#!/usr/bin/env python3
+"""The study's own stack (PyTorch + HF transformers) on the cells of a dllm-bench grid, written as a bundle.
+
+Reads the same grid config TOML as `dllm-bench run`, builds both models from config with random weights
+(Llama-3 as `LlamaForCausalLM`; LLaDA as the same transformer with bidirectional attention, full MHA and LLaDA's
+sizes), measures every cell as the runner defines it (README, "Definitions") and writes a bundle of the current
+schema (1.2), so that `dllm-bench serve` / the explorer can overlay "dllm-bench runner" and "HF transformers"
+cell by cell, and `jobs/compare_bundles.py` can print them side by side.
+
+Only torch, transformers and the standard library. See jobs/README.md ("HF transformers reference").
+
+What is measured, per cell (W warm-ups, then R repetitions, each stored raw):
+- AR (Llama): greedy decoding with HF's DynamicCache, exactly N_out tokens (EOS is an ordinary token with
+  `eos = "ignore"`; its logit is -inf with `eos = "suppress"`): one prefill pass (logits for the last position
+  only, as HF generate) that yields the first token, then N_out - 1 single-token passes. prefill_ms = the prompt
+  pass and its argmax; e2e_ms = from the prompt ids on the device to the last token. forward_passes = N_out.
+- LLaDA: the reference sampler (ML-GSAI/LLaDA generate.py): prompt + N_out masks, N_out / block_length blocks,
+  K / blocks steps per block, each step one full bidirectional forward; the transfer schedule floor(M / spb) plus
+  one for the first M mod spb steps; low-confidence (softmax probability in float64 of the argmax token) or
+  random remasking; top-k per row over the current block's masked positions; no early stop. step_ms per step
+  (forward + commit), first_block_ms, e2e_ms, forward_passes = K. By default the logits and the float64 softmax
+  cover every position, as generate.py does (`--llada-logits full`); `--llada-logits block` computes the LM head
+  and the confidences for the current block only, the runner's work.
+- Timing: CUDA events on the current stream (one per boundary, read after a final synchronize: no host sync in
+  the timed region beyond what the work itself does); on the CPU time.perf_counter.
+- Memory: CUDA: torch.cuda.reset_peak_memory_stats before each measured run, max_memory_allocated /
+  max_memory_reserved after it (weights included, as the runner's pool peaks), device-wide used memory from
+  torch.cuda.mem_get_info. CPU: the process's peak RSS (VmHWM, reset through /proc/self/clear_refs), else absent.
+- Out of memory: the cell is recorded as `oom` with B, N and K in the message; the grid goes on.
+
+Deliberate differences from the runner (none changes what is timed):
+- Prompts are seeded uniform token ids (BOS first, then prompt_tokens - 1 ids below the special ids), not text:
+  quality is absent. Repetition r of a batch of B uses prompts r*B .. r*B + B - 1 (mod the set's size), as the
+  runner. output_bytes decodes the generated ids with the model's tokenizer when the HF cache has the model's
+  snapshot (the runner writes synthetic ones there); without one it is 0 and the script says so.
+- Weights: N(0, max(0.02, 1/sqrt(hidden))), norm weights 1 + N(0, 0.05), seeded (the runner's distribution,
+  not its bytes: greedy tokens differ from the runner's).
+- HF llama computes RoPE in f32 and rotates in the model dtype; LLaDA's own code (rope_full_precision) rotates
+  in f32. The top-k breaks ties towards the lower position (stable sort), as the runner.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import hashlib
+import inspect
+import json
+import math
+import os
+import platform
+import random
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python < 3.11
+    try:
+        import tomli as tomllib  # type: ignore[no-redef]
+    except ModuleNotFoundError:
+        sys.exit("error: needs Python 3.11+ (tomllib) to read the grid config")
+
+SCHEMA_VERSION = "1.2"
+TOOL = "hf-transformers-reference"
+
+# Synthetic presets of runner/src/synth/mod.rs (SynthSpec::resolve):
+# (hidden, layers, heads, kv_heads, intermediate, vocab, max_positions)
+PRESETS = {
+    ("tiny", "llama"): (64, 2, 4, 2, 224, 512, 1024),
+    ("tiny", "llada"): (64, 2, 4, 4, 192, 512, 1024),
+    ("small", "llama"): (256, 4, 8, 2, 896, 1024, 2048),
+    ("small", "llada"): (256, 4, 8, 8, 768, 1024, 2048),
+    ("real", "llama"): (4096, 32, 32, 8, 14336, 128_256, 8192),
+    ("real", "llada"): (4096, 32, 32, 32, 12288, 126_464, 4096),
+}
+# Special ids of the real checkpoints (shared/reference/models.md).
+REAL_SPECIAL = {
+    "llama": {"bos": 128000, "eos": 128001, "stop": [128001, 128009]},
+    "llada": {"bos": 126080, "eos": 126081, "mask": 126336, "stop": [126081, 126348]},
+}
+DTYPE_BYTES = {"f32": 4, "bf16": 2, "f16": 2}
+
+
+class InputError(Exception):
+    """Bad input: exit 2, as the runner."""
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Config: the runner's GridConfig, resolved the same way (defaults, preset count, overrides, validation)
+
+
+def int_list(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from e
+    if not values or any(v <= 0 for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: list positive integers, e.g. 1,4")
+    return values
+
+
+def resolve_config(args) -> tuple[dict, str]:
+    path = Path(args.config)
+    try:
+        raw = tomllib.loads(path.read_text())
+    except OSError as e:
+        raise InputError(f"cannot read the config file {path}: {e}; fix: check the path") from e
+    except tomllib.TOMLDecodeError as e:
+        raise InputError(f"{path}: {e}") from e
+    label = str(args.config)
+    run, prompts, grid = dict(raw.get("run", {})), dict(raw.get("prompts", {})), dict(raw.get("grid", {}))
+    models = [dict(m) for m in raw.get("models", [])]
+    for name, table in (("run", run), ("prompts", prompts), ("grid", grid)):
+        if not table:
+            raise InputError(f"{label}: missing [{name}] table; fix: compare with config/experiments.toml")
+    if not models:
+        raise InputError(f"{label}: no [[models]]; fix: add [[models]] tables with kind and id")
+    # Defaults of the runner's serde types.
+    run.setdefault("device", "cpu")
+    run.setdefault("seed", 0)
+    prompts.setdefault("seed", 0)
+    preset_counts = {"small": 8, "medium": 32, "large": 128}
+    if not prompts.get("count"):
+        prompts["count"] = preset_counts.get(prompts.get("preset"), 0)
+    grid.setdefault("steps", [])
+    grid.setdefault("remasking", "low_confidence")
+    grid.setdefault("temperature", 0.0)
+    grid.setdefault("eos", "ignore")
+    for m in models:
+        m.setdefault("revision", "main")
+        if "synthetic" in m:
+            m["synthetic"] = dict(m["synthetic"])
+            m["synthetic"].setdefault("seed", 0)
+
+    overrides = []
+    list_text = lambda v: ",".join(map(str, v))  # noqa: E731
+    if args.steps:
+        overrides.append(f"--steps {list_text(args.steps)}")
+        grid["steps"] = args.steps
+    if args.batch_size:
+        overrides.append(f"--batch-size {list_text(args.batch_size)}")
+        grid["batch_sizes"] = args.batch_size
+    if args.seq_len:
+        overrides.append(f"--seq-len {list_text(args.seq_len)}")
+        grid["seq_lengths"] = args.seq_len
+    if args.max_prompts is not None:
+        overrides.append(f"--max-prompts {args.max_prompts}")
+        if args.max_prompts < prompts["count"]:
+            prompts["count"] = args.max_prompts
+            prompts.pop("preset", None)
+    if args.device:
+        overrides.append(f"--device {args.device}")
+        run["device"] = args.device
+    if args.dtype:
+        overrides.append(f"--dtype {args.dtype}")
+        run["dtype"] = args.dtype
+    if args.warmup is not None:
+        overrides.append(f"--warmup {args.warmup}")
+        run["warmup"] = args.warmup
+    if args.repetitions is not None:
+        overrides.append(f"--repetitions {args.repetitions}")
+        run["repetitions"] = args.repetitions
+    # The reference measures no quality: the [quality] table is left out of the stored config (a bundle whose
+    # config asks for quality but has none would read as a failed quality run).
+    config = {"run": run, "prompts": prompts, "grid": grid, "models": models}
+    source = " ".join([label, *overrides])
+    validate_config(config, source)
+    return config, source
+
+
+def split(config: dict, n: int):
+    g = config["grid"]
+    if g.get("output_tokens") is not None:
+        prompt, out = n - g["output_tokens"], g["output_tokens"]
+    else:
+        prompt = math.floor(n * g["prompt_fraction"] + 0.5)  # Rust's f64::round for positive values
+        out = n - prompt
+    return (prompt, out) if prompt > 0 and out > 0 else None
+
+
+def validate_config(config: dict, source: str) -> None:
+    def bad(field, problem, fix):
+        raise InputError(f"{source}: field `{field}`: {problem}\n  fix: {fix}")
+
+    run, g = config["run"], config["grid"]
+    for key in ("name", "dtype", "warmup", "repetitions"):
+        if key not in run:
+            bad(f"run.{key}", "missing", "compare with config/experiments.toml")
+    if run["dtype"] not in DTYPE_BYTES:
+        bad("run.dtype", f"{run['dtype']!r} is not a precision", "use f32, bf16 or f16")
+    if run["repetitions"] < 1:
+        bad("run.repetitions", "0 measured runs would measure nothing", "set repetitions to 1 or more")
+    dev = run["device"]
+    if not (dev in ("cpu", "cuda") or (dev.startswith("cuda:") and dev[5:].isdigit())):
+        bad("run.device", f"{dev!r} is not a device", 'use "cpu", "cuda" or "cuda:N"')
+    if config["prompts"]["count"] < 1:
+        bad("prompts.count", "no prompts", "set preset or count")
+    for field in ("seq_lengths", "batch_sizes"):
+        if not g.get(field) or any(v <= 0 for v in g[field]):
+            bad(f"grid.{field}", "empty or not positive", "list values of 1 or more")
+    if (g.get("output_tokens") is None) == (g.get("prompt_fraction") is None):
+        bad("grid.output_tokens", "exactly one of output_tokens and prompt_fraction must be set", "set one")
+    has_llada = False
+    for i, m in enumerate(config["models"]):
+        if m.get("kind") not in ("llama", "llada"):
+            bad(f"models[{i}].kind", f"{m.get('kind')!r}", 'use "llama" or "llada"')
+        has_llada |= m["kind"] == "llada"
+    if has_llada and not g["steps"]:
+        bad("grid.steps", "a LLaDA model needs diffusion steps", "list steps, e.g. [32, 64, 128]")
+    if g["remasking"] not in ("low_confidence", "random"):
+        bad("grid.remasking", repr(g["remasking"]), 'use "low_confidence" or "random"')
+    if g["eos"] not in ("ignore", "suppress"):
+        bad("grid.eos", repr(g["eos"]), 'use "ignore" or "suppress"')
+    for i, n in enumerate(g["seq_lengths"]):
+        s = split(config, n)
+        if s is None:
+            bad(f"grid.seq_lengths[{i}]", f"N = {n} leaves no prompt or no output tokens", "use larger N")
+        if not has_llada:
+            continue
+        block = g.get("block_length") or s[1]
+        if s[1] % block:
+            bad("grid.block_length", f"{block} does not divide the {s[1]} output tokens of N = {n}", "change it")
+        blocks = s[1] // block
+        for j, k in enumerate(g["steps"]):
+            if k <= 0 or k % blocks:
+                bad(f"grid.steps[{j}]", f"{k} steps is not a positive multiple of the {blocks} blocks at N = {n}",
+                    f"use multiples of {blocks}")
+
+
+def cells(config: dict) -> list[dict]:
+    """GridConfig::cells: per model, per N, per B, per K; the same CellKey fields as the runner."""
+    g, out = config["grid"], []
+    for m in config["models"]:
+        for n in g["seq_lengths"]:
+            s = split(config, n)
+            if s is None:
+                continue
+            for b in g["batch_sizes"]:
+                base = {"model": m["id"], "batch_size": b, "seq_len": n, "prompt_tokens": s[0], "output_tokens": s[1]}
+                if m["kind"] == "llama":
+                    out.append({"model": m["id"], "sampler": "ar_greedy", **{k: v for k, v in base.items() if k != "model"}})
+                else:
+                    sampler = "llada_low_confidence" if g["remasking"] == "low_confidence" else "llada_random"
+                    block = g.get("block_length") or s[1]
+                    for k in g["steps"]:
+                        out.append({"model": m["id"], "sampler": sampler, "steps": k,
+                                    **{kk: v for kk, v in base.items() if kk != "model"}, "block_length": block})
+    return out
+
+
+def cell_label(key: dict) -> str:
+    s = f"{key['model']} N={key['seq_len']} B={key['batch_size']}"
+    if key.get("steps") is not None:
+        s += f" K={key['steps']}"
+    if key.get("block_length") is not None:
+        s += f" block={key['block_length']}"
+    return s
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Models
+
+
+def model_shape(spec: dict, shapes_override: str | None, layers_override: int | None) -> tuple[dict, str]:
+    kind = spec["kind"]
+    synth = spec.get("synthetic") or {}
+    preset = shapes_override or synth.get("preset") or "real"
+    h, l, nh, nkv, i, v, maxpos = PRESETS[(preset, kind)]
+    if not shapes_override or shapes_override == synth.get("preset"):
+        # The config's overrides of the preset (as the runner's synthetic writer applies them).
+        h = synth.get("hidden", h)
+        l = synth.get("layers", l)
+    if layers_override:
+        l = layers_override
+    shape = {"layers": l, "hidden": h, "heads": nh, "kv_heads": nkv if kind == "llama" else nh,
+             "intermediate": i, "vocab": v}
+    shape["max_positions"] = maxpos
+    return shape, preset
+
+
+def hf_cache_dir(arg: str | None) -> Path:
+    if arg:
+        return Path(arg)
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"])
+    if os.environ.get("HF_HOME"):
+        return Path(os.environ["HF_HOME"]) / "hub"
+    return Path.home() / ".cache" / "huggingface" / "hub"
+
+
+def find_snapshot(cache: Path, repo: str, revision: str) -> Path | None:
+    d = cache / ("models--" + repo.replace("/", "--"))
+    ref = d / "refs" / revision
+    commit = ref.read_text().strip() if ref.is_file() else revision
+    snap = d / "snapshots" / commit
+    return snap if snap.is_dir() else None
+
+
+def special_ids(spec: dict, shape: dict, preset: str, cache: Path):
+    """Special ids and, when the HF cache has the model's snapshot with this vocabulary, its tokenizer."""
+    kind, vocab = spec["kind"], shape["vocab"]
+    if preset == "real":
+        ids = dict(REAL_SPECIAL[kind])
+    else:
+        # The runner's placeholder layout: the specials are the last ids of the vocabulary, in this order.
+        names = ["bos", "eos", "eot"] if kind == "llama" else ["bos", "eos", "mask", "eot"]
+        ids = {n: vocab - len(names) + k for k, n in enumerate(names)}
+        ids["stop"] = [ids["eos"], ids.pop("eot")]
+    tokenizer, tok_sha = None, None
+    snap = find_snapshot(cache, spec["id"], spec.get("revision", "main"))
+    if snap and (snap / "config.json").is_file() and (snap / "tokenizer.json").is_file():
+        cfg = json.loads((snap / "config.json").read_text())
+        cfg_vocab = cfg.get("vocab_size") or cfg.get("embedding_size")
+        if cfg_vocab == vocab:
+            from transformers import PreTrainedTokenizerFast
+
+            tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(snap / "tokenizer.json"))
+            tok_sha = hashlib.sha256((snap / "tokenizer.json").read_bytes()).hexdigest()
+            for field, name in (("bos_token_id", "bos"), ("eos_token_id", "eos"), ("mask_token_id", "mask")):
+                if isinstance(cfg.get(field), int):
+                    ids[name] = cfg[field]
+            eot = tokenizer.convert_tokens_to_ids("<|eot_id|>")
+            ids["stop"] = sorted({ids["eos"], *([eot] if isinstance(eot, int) and eot >= 0 else [])})
+    return ids, tokenizer, tok_sha
+
+
+def build_model(spec: dict, shape: dict, ids: dict, dtype, device, attn: str, seed: int):
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    kind = spec["kind"]
+    cfg = LlamaConfig(
+        vocab_size=shape["vocab"], hidden_size=shape["hidden"], intermediate_size=shape["intermediate"],
+        num_hidden_layers=shape["layers"], num_attention_heads=shape["heads"],
+        num_key_value_heads=shape["kv_heads"], max_position_embeddings=shape["max_positions"],
+        rms_norm_eps=1e-5, rope_theta=500000.0, hidden_act="silu", tie_word_embeddings=False,
+        attention_bias=False, mlp_bias=False, bos_token_id=ids["bos"], eos_token_id=ids["eos"],
+        pad_token_id=ids["eos"], attn_implementation=attn,
+    )
+    if getattr(cfg, "rope_parameters", None) is not None and isinstance(cfg.rope_parameters, dict):
+        cfg.rope_parameters["rope_theta"] = 500000.0
+    if kind == "llada":
+        cfg.is_causal = False  # transformers >= 5: create_causal_mask builds a bidirectional mask instead
+        cfg.use_cache = False
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        with torch.device(device):
+            model = LlamaForCausalLM(cfg)
+    finally:
+        torch.set_default_dtype(old)
+    model = model.to(device=device, dtype=dtype).eval()
+    if kind == "llada":
+        for m in model.modules():
+            if hasattr(m, "is_causal"):
+                m.is_causal = False
+    # The runner's weight distribution (runner/src/synth): never all zeros, never flat logits on tiny shapes.
+    std = max(0.02, 1.0 / math.sqrt(shape["hidden"]))
+    gen = torch.Generator(device=device).manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() == 1:  # RMSNorm weights
+                p.normal_(0.0, 0.05, generator=gen).add_(1.0)
+            else:
+                p.normal_(0.0, std, generator=gen)
+    return model
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Measurement
+
+
+class Clock:
+    """CUDA events on the current stream, or perf_counter on the CPU. `mark()` records a boundary."""
+
+    def __init__(self, device):
+        import torch
+
+        self.torch, self.cuda = torch, device.type == "cuda"
+        self.marks = []
+
+    def start(self):
+        if self.cuda:
+            self.torch.cuda.synchronize()
+        self.marks = []
+        self.mark()
+
+    def mark(self):
+        if self.cuda:
+            e = self.torch.cuda.Event(enable_timing=True)
+            e.record()
+            self.marks.append(e)
+        else:
+            self.marks.append(time.perf_counter())
+        return len(self.marks) - 1
+
+    def elapsed(self):
+        """Milliseconds of every mark since the first (synchronises once)."""
+        if self.cuda:
+            self.marks[-1].synchronize()
+            return [self.marks[0].elapsed_time(e) for e in self.marks]
+        return [(t - self.marks[0]) * 1000.0 for t in self.marks]
+
+
+def logits_kwarg(model):
+    params = inspect.signature(model.forward).parameters
+    if "logits_to_keep" in params:
+        return {"logits_to_keep": 1}
+    if "num_logits_to_keep" in params:
+        return {"num_logits_to_keep": 1}
+    return {}
+
+
+def generate_ar(model, ids, n_out, stop_ids, clock, last_only):
+    import torch
+    from transformers import DynamicCache
+
+    clock.start()
+    cache = DynamicCache()
+    out = model(input_ids=ids, past_key_values=cache, use_cache=True, **last_only)
+    logits = out.logits[:, -1, :]
+    nxt = (logits if stop_ids is None else logits.index_fill(-1, stop_ids, float("-inf"))).argmax(dim=-1)
+    prefill_mark = clock.mark()
+    tokens = [nxt]
+    for _ in range(1, n_out):
+        out = model(input_ids=nxt[:, None], past_key_values=out.past_key_values, use_cache=True)
+        logits = out.logits[:, -1, :]
+        nxt = (logits if stop_ids is None else logits.index_fill(-1, stop_ids, float("-inf"))).argmax(dim=-1)
+        tokens.append(nxt)
+    end = clock.mark()
+    times = clock.elapsed()
+    if not torch.isfinite(logits).all():
+        raise RuntimeError("NaN or inf in the logits of the last decode step")
+    return {"prefill_ms": times[prefill_mark], "e2e_ms": times[end], "forward_passes": n_out,
+            "tokens": torch.stack(tokens, dim=1)}
+
+
+def generate_llada(model, prompt, n_out, steps, block_length, temperature, remasking, mask_id, clock, gen,
+                   full_logits):
+    import torch
+
+    b, p = prompt.shape
+    blocks = n_out // block_length
+    spb = steps // blocks
+    base, rem = divmod(block_length, spb)
+    schedule = [base + (1 if i < rem else 0) for i in range(spb)]
+    x = torch.full((b, p + n_out), mask_id, dtype=torch.long, device=prompt.device)
+    x[:, :p] = prompt
+    neg_inf = float("-inf")
+    clock.start()
+    step_marks, first_block_mark, logits = [], None, None
+    for blk in range(blocks):
+        s, e = p + blk * block_length, p + (blk + 1) * block_length
+        for i in range(spb):
+            if full_logits:
+                # generate.py: logits over the whole sequence, confidences of every position, then -inf outside.
+                mask_index = x == mask_id
+                logits = model(input_ids=x, use_cache=False).logits
+                lo, window = 0, x
+            else:
+                # The runner's work: the body over the whole sequence, the head and confidences over the block.
+                hidden = model.model(input_ids=x, use_cache=False).last_hidden_state
+                logits = model.lm_head(hidden[:, s:e])
+                lo, window = s, x[:, s:e]
+                mask_index = window == mask_id
+            if temperature > 0:
+                l64 = logits.to(torch.float64)
+                u = torch.rand(l64.shape, dtype=torch.float64, device=l64.device, generator=gen)
+                x0 = (l64.exp() / (-torch.log(u)) ** temperature).argmax(dim=-1)
+            else:
+                x0 = logits.argmax(dim=-1)
+            if remasking == "low_confidence":
+                probs = torch.softmax(logits.to(torch.float64), dim=-1)
+                x0_p = torch.gather(probs, -1, x0.unsqueeze(-1)).squeeze(-1)
+            else:
+                x0_p = torch.rand(x0.shape, dtype=torch.float64, device=x0.device, generator=gen)
+            if full_logits:
+                x0_p[:, e:] = neg_inf
+            x0 = torch.where(mask_index, x0, window)
+            conf = torch.where(mask_index, x0_p, torch.full_like(x0_p, neg_inf))
+            k = schedule[i]
+            if k > 0:
+                # Top-k per row; ties towards the lower position (stable sort), as the runner.
+                idx = torch.sort(conf, dim=-1, descending=True, stable=True).indices[:, :k]
+                x.scatter_(1, idx + lo, torch.gather(x0, 1, idx))
+            step_marks.append(clock.mark())
+        if blk == 0:
+            first_block_mark = step_marks[-1]
+    times = clock.elapsed()
+    if logits is not None and not torch.isfinite(logits).all():
+        raise RuntimeError("NaN or inf in the logits of the last diffusion step")
+    prev, step_ms = 0.0, []
+    for m in step_marks:
+        step_ms.append(times[m] - prev)
+        prev = times[m]
+    return {"e2e_ms": times[step_marks[-1]], "first_block_ms": times[first_block_mark], "step_ms": step_ms,
+            "forward_passes": len(step_marks), "tokens": x[:, p:]}
+
+
+def prompt_row(seed: int, index: int, length: int, bos: int, ordinary: int) -> list[int]:
+    """BOS, then the first length - 1 of prompt `index`'s seeded ids (each prompt is a prefix-stable stream)."""
+    rng = random.Random(f"dllm-bench-hf-reference:{seed}:{index}")
+    return [bos] + [int(rng.random() * ordinary) for _ in range(length - 1)]
+
+
+def is_oom(e: BaseException) -> bool:
+    import torch
+
+    oom_type = getattr(torch, "OutOfMemoryError", None) or getattr(torch.cuda, "OutOfMemoryError", None)
+    return (oom_type is not None and isinstance(e, oom_type)) or "out of memory" in str(e).lower()
+
+
+def read_vmhwm() -> int | None:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def reset_vmhwm() -> bool:
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
+def roofline(shape: dict, b: int, prompt: int, n_out: int, dtype_bytes: int, key: dict, llada_logits: str):
+    """schema::roofline, for the work this script does (full logits where it computes them)."""
+    h, v, layers = shape["hidden"], shape["vocab"], shape["layers"]
+    hd = h // shape["heads"]
+    q, kv = shape["heads"] * hd, shape["kv_heads"] * hd
+    per_layer = h * q + 2 * h * kv + q * h + 3 * h * shape["intermediate"]
+    params = 2 * v * h + layers * (per_layer + 2 * h) + h
+    streamed = params - v * h
+
+    def fwd(tokens, context, logits):
+        weights = (streamed + b * tokens * h) * dtype_bytes
+        flops = 2 * b * tokens * per_layer * layers + 4 * b * tokens * context * h * layers + 2 * b * logits * h * v
+        return weights, flops
+
+    total_w = total_f = 0
+    kv_bytes = None
+    if key["sampler"] == "ar_greedy":
+        w, f = fwd(prompt, prompt, 1)
+        total_w, total_f = w, f
+        for step in range(1, n_out):
+            w, f = fwd(1, prompt + step, 1)
+            total_w += w
+            total_f += f
+        kv_bytes = 2 * layers * b * (prompt + n_out - 1) * shape["kv_heads"] * hd * dtype_bytes
+    else:
+        n = prompt + n_out
+        w, f = fwd(n, n, n if llada_logits == "full" else key["block_length"])
+        total_w, total_f = w * key["steps"], f * key["steps"]
+    return total_w, total_f, kv_bytes
+
+
+def measure_cell(model, spec, shape, ids, tokenizer, key, config, device, dtype_bytes, args, prompt_cache):
+    import torch
+
+    run, g = config["run"], config["grid"]
+    b, n_out, prompt_len = key["batch_size"], key["output_tokens"], key["prompt_tokens"]
+    count = config["prompts"]["count"]
+    specials = [v for k, v in ids.items() if k != "stop"] + list(ids["stop"])
+    ordinary = min(specials) if min(specials) > 0 else shape["vocab"]
+    clock = Clock(device)
+    stop_ids = torch.tensor(ids["stop"], device=device) if g["eos"] == "suppress" else None
+    last_only = logits_kwarg(model)
+    reps, cuda = [], device.type == "cuda"
+    rss_ok = False
+
+    def once(i: int, measured: bool):
+        nonlocal rss_ok
+        indices = [(i * b + j) % count for j in range(b)]
+        rows = []
+        for p in indices:
+            row = prompt_cache.get(p)
+            if row is None or len(row) < prompt_len:
+                row = prompt_row(args.prompt_seed, p, max(prompt_len, 1), ids["bos"], ordinary)
+                prompt_cache[p] = row
+            rows.append(row[:prompt_len])
+        prompt = torch.tensor(rows, dtype=torch.long, device=device)
+        if measured:
+            if cuda:
+                torch.cuda.synchronize()
+                torch.cuda.reset_peak_memory_stats(device)
+            else:
+                rss_ok = reset_vmhwm()
+        with torch.inference_mode():
+            if key["sampler"] == "ar_greedy":
+                out = generate_ar(model, prompt, n_out, stop_ids, clock, last_only)
+            else:
+                gen = torch.Generator(device=device).manual_seed(run["seed"] * 1_000_003 + i)
+                out = generate_llada(model, prompt, n_out, key["steps"], key["block_length"], g["temperature"],
+                                     g["remasking"], ids["mask"], clock, gen, args.llada_logits == "full")
+        if not measured:
+            return
+        rep = {"prompt_indices": indices, "e2e_ms": out["e2e_ms"]}
+        for field in ("prefill_ms", "first_block_ms", "step_ms"):
+            if field in out:
+                rep[field] = out[field]
+        rep["forward_passes"] = out["forward_passes"]
+        generated = out["tokens"].tolist()
+        rep["output_tokens"] = sum(len(r) for r in generated)
+        rep["output_bytes"] = (
+            sum(len(tokenizer.decode(r, skip_special_tokens=True).encode("utf-8")) for r in generated)
+            if tokenizer is not None else 0
+        )
+        if cuda:
+            rep["peak_allocated_bytes"] = torch.cuda.max_memory_allocated(device)
+            rep["peak_reserved_bytes"] = torch.cuda.max_memory_reserved(device)
+            free, total = torch.cuda.mem_get_info(device)
+            rep["device_used_bytes"] = total - free
+        elif rss_ok:
+            peak = read_vmhwm()
+            if peak:
+                rep["peak_rss_bytes"] = peak
+        w, f, kvb = roofline(shape, b, prompt_len, n_out, dtype_bytes, key, args.llada_logits)
+        if kvb is not None:
+            rep["kv_cache_bytes"] = kvb
+        rep["weights_read_bytes"] = w
+        rep["flop_count"] = f
+        reps.append(rep)
+
+    cell = {"key": key, "status": {"state": "ok"}, "warmup_runs": run["warmup"], "repetitions": reps,
+            "execution": 0}
+    try:
+        for i in range(run["warmup"]):
+            once(i, False)
+        for i in range(run["repetitions"]):
+            once(i, True)
+    except Exception as e:  # a failed cell is recorded and the grid goes on, as the runner
+        steps = f", K={key['steps']}" if key.get("steps") is not None else ""
+        if is_oom(e):
+            cell["status"] = {
+                "state": "oom",
+                "message": f"out of memory at B={b}, N={key['seq_len']} ({prompt_len} prompt + {n_out} output "
+                           f"tokens){steps}: {str(e).splitlines()[0] if str(e) else type(e).__name__}; fix: a "
+                           "smaller batch size or sequence length, or a device with more memory",
+            }
+        else:
+            cell["status"] = {"state": "error", "message": f"{type(e).__name__}: {e}"}
+        cell["repetitions"] = []  # the runner keeps the finished ones; a failed cell's timings are not used
+        gc.collect()
+        if cuda:
+            torch.cuda.empty_cache()
+    return cell
+
+
+def check_bidirectional(model, vocab, device) -> bool:
+    """Position 0's logits change when the last token changes: attention is not causal."""
+    import torch
+
+    with torch.inference_mode():
+        a = torch.randint(0, vocab - 8, (1, 8), device=device, generator=torch.Generator(device=device).manual_seed(0))
+        bb = a.clone()
+        bb[0, -1] = (bb[0, -1] + 1) % (vocab - 8)
+        la = model(input_ids=a, use_cache=False).logits[0, 0].float()
+        lb = model(input_ids=bb, use_cache=False).logits[0, 0].float()
+    return not torch.equal(la, lb)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Provenance
+
+
+def device_info(device) -> dict:
+    import torch
+
+    if device.type == "cuda":
+        idx = device.index if device.index is not None else torch.cuda.current_device()
+        props = torch.cuda.get_device_properties(idx)
+        info = {"kind": "cuda", "ordinal": idx, "name": props.name, "memory_bytes": props.total_memory,
+                "compute_capability": f"{props.major}.{props.minor}"}
+        if torch.version.cuda:
+            info["cuda_version"] = torch.version.cuda
+        try:
+            drv = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader", "-i", str(idx)],
+                                 capture_output=True, text=True, timeout=20)
+            if drv.returncode == 0 and drv.stdout.strip():
+                info["driver_version"] = drv.stdout.strip().splitlines()[0]
+        except (OSError, subprocess.SubprocessError):
+            pass
+        return info
+    info = {"kind": "cpu", "threads": torch.get_num_threads()}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                info["name"] = line.split(":", 1)[1].strip()
+                break
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                info["memory_bytes"] = int(line.split()[1]) * 1024
+                break
+    except OSError:
+        pass
+    if "name" not in info and platform.processor():
+        info["name"] = platform.processor()
+    return info
+
+
+def slurm_info() -> dict | None:
+    env = os.environ
+    fields = {"job_id": "SLURM_JOB_ID", "array_job_id": "SLURM_ARRAY_JOB_ID", "array_task_id": "SLURM_ARRAY_TASK_ID",
+              "node": "SLURMD_NODENAME", "cluster": "SLURM_CLUSTER_NAME"}
+    info = {k: env[v] for k, v in fields.items() if env.get(v)}
+    if env.get("SLURM_RESTART_COUNT", "").isdigit():
+        info["restart_count"] = int(env["SLURM_RESTART_COUNT"])
+    return info or None
+
+
+def git_commit() -> str | None:
+    try:
+        root = Path(__file__).resolve().parent.parent
+        r = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+        if r.returncode != 0:
+            return None
+        d = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True, timeout=10)
+        return r.stdout.strip() + ("-dirty" if d.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def write_atomic(path: Path, bundle: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(bundle, f, indent=1)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--config", default="config/demo.toml", help="grid config TOML (default config/demo.toml)")
+    ap.add_argument("--device", help="cpu, cuda or cuda:N (default: the config's run.device)")
+    ap.add_argument("--dtype", choices=["bf16", "f32", "f16"], help="default: the config's run.dtype")
+    ap.add_argument("--attn", choices=["eager", "sdpa"], default="sdpa", help="HF attention implementation")
+    ap.add_argument("--seq-len", type=int_list, help="override grid.seq_lengths, e.g. 512,1024")
+    ap.add_argument("--batch-size", type=int_list, help="override grid.batch_sizes")
+    ap.add_argument("--steps", type=int_list, help="override grid.steps")
+    ap.add_argument("--max-prompts", type=int)
+    ap.add_argument("--warmup", type=int)
+    ap.add_argument("--repetitions", type=int)
+    ap.add_argument("--shapes", choices=["real", "tiny", "small"],
+                    help="shape preset for every model (default: each model's [models.synthetic] preset, else real)")
+    ap.add_argument("--layers", type=int, help="override the number of layers (e.g. 1 for a CPU check of real shapes)")
+    ap.add_argument("--llada-logits", choices=["full", "block"], default="full",
+                    help="full: LM head and float64 softmax over every position, as generate.py (default); "
+                         "block: over the current block only, the runner's work")
+    ap.add_argument("--model-cache-dir", help="HF hub cache to look for tokenizers in (output_bytes)")
+    ap.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's)")
+    ap.add_argument("--output", help="bundle path (default results/NAME-hf-ATTN-STAMP.json)")
+    args = ap.parse_args(argv)
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    try:
+        config, source = resolve_config(args)
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    import torch
+    import transformers
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    run = config["run"]
+    args.prompt_seed = config["prompts"].get("seed", 0) ^ run["seed"]
+    dev = run["device"]
+    if dev.startswith("cuda") and not torch.cuda.is_available():
+        print(f"error: --device {dev}: torch sees no CUDA device (torch {torch.__version__})", file=sys.stderr)
+        return 2
+    device = torch.device(dev)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    dtype = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}[run["dtype"]]
+    dtype_bytes = DTYPE_BYTES[run["dtype"]]
+    cache = hf_cache_dir(args.model_cache_dir)
+    opts = [f"attn={args.attn}", f"llada_logits={args.llada_logits}"]
+    if args.shapes:
+        opts.append(f"shapes={args.shapes}")
+    if args.layers:
+        opts.append(f"layers={args.layers}")
+    source = f"{source} [{TOOL}: {', '.join(opts)}; quality not measured]"
+    started = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    dev_info = device_info(device)
+    host = socket.gethostname() or None
+    keys = cells(config)
+    print(f"{TOOL}: transformers {transformers.__version__}, torch {torch.__version__}, {dev} {run['dtype']}, "
+          f"attention {args.attn}, {len(keys)} cells", file=sys.stderr)
+
+    models_info, out_cells, any_no_tokenizer = [], [], []
+    for mi, spec in enumerate(config["models"]):
+        shape, preset = model_shape(spec, args.shapes, args.layers)
+        ids, tokenizer, tok_sha = special_ids(spec, shape, preset, cache)
+        if tokenizer is None:
+            any_no_tokenizer.append(spec["id"])
+        seed = (spec.get("synthetic") or {}).get("seed", 0) * 7919 + mi + run["seed"]
+        model_keys = [k for k in keys if k["model"] == spec["id"]]
+        t0 = time.perf_counter()
+        model = build_model(spec, shape, ids, dtype, device, args.attn, seed)
+        params = sum(p.numel() for p in model.parameters())
+        print(f"  {spec['id']} ({spec['kind']}, {preset} shapes, {params:,} parameters, "
+              f"attention {model.config._attn_implementation}) built in {time.perf_counter() - t0:.1f}s",
+              file=sys.stderr)
+        if spec["kind"] == "llada" and not check_bidirectional(model, shape["vocab"], device):
+            print(f"error: {spec['id']}: this transformers version keeps the causal mask for the LLaDA model; "
+                  "the reference would be wrong", file=sys.stderr)
+            return 1
+        tok = {"vocab_size": len(tokenizer) if tokenizer is not None else shape["vocab"], "bos_id": ids["bos"],
+               "eos_id": ids["eos"]}
+        if "mask" in ids:
+            tok["mask_id"] = ids["mask"]
+        if tok_sha:
+            tok["sha256"] = tok_sha
+        models_info.append({
+            "id": spec["id"], "revision": spec.get("revision", "main"), "kind": spec["kind"],
+            "generation": "autoregressive" if spec["kind"] == "llama" else "diffusion",
+            "parameters": params, "weights_bytes": params * dtype_bytes, "dtype": run["dtype"], "tokenizer": tok,
+            "synthetic": True,
+            "shape": {k: shape[k] for k in ("layers", "hidden", "heads", "kv_heads", "intermediate", "vocab")},
+        })
+        prompt_cache: dict[int, list[int]] = {}
+        for key in model_keys:
+            t0 = time.perf_counter()
+            cell = measure_cell(model, spec, shape, ids, tokenizer, key, config, device, dtype_bytes, args,
+                                prompt_cache)
+            out_cells.append(cell)
+            reps = cell["repetitions"]
+            med = sorted(r["e2e_ms"] for r in reps)[len(reps) // 2] if reps else None
+            state = cell["status"]["state"]
+            print(f"  {cell_label(key)}: {state}" + (f", median e2e {med:.2f} ms" if med is not None else "")
+                  + (f" ({cell['status'].get('message')})" if state != "ok" else "")
+                  + f" [{time.perf_counter() - t0:.1f}s]", file=sys.stderr)
+        del model
+        gc.collect()
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    if any_no_tokenizer:
+        print(f"warning: no tokenizer of these shapes in {cache} for {', '.join(any_no_tokenizer)}: their "
+              "output_bytes are 0 (bytes/s unavailable; run `dllm-bench run` or `dllm-bench synth` first to write "
+              "the synthetic tokenizer, or pass --model-cache-dir)", file=sys.stderr)
+
+    count = config["prompts"]["count"]
+    h = hashlib.sha256()
+    for i in range(count):
+        h.update(f"{args.prompt_seed}:{i}".encode() + b"\0")
+    bundle = {
+        "schema_version": SCHEMA_VERSION,
+        "provenance": {
+            "tool": TOOL,
+            "tool_version": transformers.__version__,
+            **({"git_commit": git_commit()} if git_commit() else {}),
+            "created_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            **({"host": host} if host else {}),
+            "device": dev_info,
+            "synthetic_weights": True,
+            "config_source": source,
+            "config": config,
+            "attention": f"hf-transformers {args.attn} (torch {torch.__version__}"
+                         + (", LLaDA logits over the whole sequence" if args.llada_logits == "full" else
+                            ", LLaDA logits over the current block") + ")",
+            "planned_cells": len(keys),
+            "executions": [{"started_at": started, **({"host": host} if host else {}), "device": dev_info,
+                            **({"slurm": slurm_info()} if slurm_info() else {})}],
+        },
+        "models": models_info,
+        "prompt_set": {
+            "source": f"{TOOL}:seeded-token-ids",
+            "selection": f"{count} prompts of seeded uniform token ids (seed {args.prompt_seed}), BOS first; "
+                         "no text: quality not measured",
+            "count": count,
+            "sha256": h.hexdigest(),
+        },
+        "cells": out_cells,
+    }
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    out = Path(args.output or f"results/{run['name']}-hf-{args.attn}-{stamp}.json")
+    write_atomic(out, bundle)
+    failed = sum(c["status"]["state"] != "ok" for c in out_cells)
+    print(f"{out}: {len(out_cells)} cells ({len(out_cells) - failed} ok)", file=sys.stderr)
+    print(out)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
