@@ -32,7 +32,8 @@ Deliberate differences from the runner (none changes what is timed):
 - Prompts are seeded uniform token ids (BOS first, then prompt_tokens - 1 ids below the special ids), not text:
   quality is absent. Repetition r of a batch of B uses prompts r*B .. r*B + B - 1 (mod the set's size), as the
   runner. output_bytes decodes the generated ids with the model's tokenizer when the HF cache has the model's
-  snapshot (the runner writes synthetic ones there); without one it is 0 and the script says so.
+  snapshot (the runner writes synthetic ones there); without one the script refuses to run (exit 2), since a 0
+  would be a false figure.
 - Weights: N(0, max(0.02, 1/sqrt(hidden))), norm weights 1 + N(0, 0.05), seeded (the runner's distribution,
   not its bytes: greedy tokens differ from the runner's).
 - HF llama computes RoPE in f32 and rotates in the model dtype; LLaDA's own code (rope_full_precision) rotates
@@ -614,7 +615,7 @@ def measure_cell(model, spec, shape, ids, tokenizer, key, config, device, dtype_
         rep["output_tokens"] = sum(len(r) for r in generated)
         rep["output_bytes"] = (
             sum(len(tokenizer.decode(r, skip_special_tokens=True).encode("utf-8")) for r in generated)
-            if tokenizer is not None else 0
+            if tokenizer is not None else None
         )
         if cuda:
             rep["peak_allocated_bytes"] = torch.cuda.max_memory_allocated(device)
@@ -813,12 +814,19 @@ def main(argv=None) -> int:
     print(f"{TOOL}: transformers {transformers.__version__}, torch {torch.__version__}, {dev} {run['dtype']}, "
           f"attention {args.attn}, {len(keys)} cells", file=sys.stderr)
 
-    models_info, out_cells, any_no_tokenizer = [], [], []
+    # output_bytes is a required field: without the model's tokenizer it cannot be measured, and a 0 would be a
+    # false figure. Refuse before anything is built or measured.
+    missing = [spec["id"] for spec in config["models"]
+               if special_ids(spec, *model_shape(spec, args.shapes, args.layers), cache)[1] is None]
+    if missing:
+        print(f"error: no tokenizer of these shapes in {cache} for {', '.join(missing)}; the bundle's output_bytes "
+              "needs it. fix: run `dllm-bench synth` (or `dllm-bench run`) for these model ids first, which writes "
+              "the synthetic tokenizer into the cache, or pass --model-cache-dir", file=sys.stderr)
+        return 2
+    models_info, out_cells = [], []
     for mi, spec in enumerate(config["models"]):
         shape, preset = model_shape(spec, args.shapes, args.layers)
         ids, tokenizer, tok_sha = special_ids(spec, shape, preset, cache)
-        if tokenizer is None:
-            any_no_tokenizer.append(spec["id"])
         seed = (spec.get("synthetic") or {}).get("seed", 0) * 7919 + mi + run["seed"]
         model_keys = [k for k in keys if k["model"] == spec["id"]]
         t0 = time.perf_counter()
@@ -860,10 +868,6 @@ def main(argv=None) -> int:
         gc.collect()
         if device.type == "cuda":
             torch.cuda.empty_cache()
-    if any_no_tokenizer:
-        print(f"warning: no tokenizer of these shapes in {cache} for {', '.join(any_no_tokenizer)}: their "
-              "output_bytes are 0 (bytes/s unavailable; run `dllm-bench run` or `dllm-bench synth` first to write "
-              "the synthetic tokenizer, or pass --model-cache-dir)", file=sys.stderr)
 
     count = config["prompts"]["count"]
     h = hashlib.sha256()
