@@ -91,8 +91,13 @@ pub fn read_bundle_detailed(json: &str) -> Result<ReadBundle, BundleError> {
             Err(e) => not_json(&e),
         });
     }
-    let header: Header = serde_json::from_str(json).map_err(|e| not_json(&e))?;
-    let raw = match header.schema_version {
+    // Bundles this crate writes start with `schema_version`: read it without a pass over the whole text (the
+    // typed parse below reports syntax errors as such). Anything else takes the full header pass.
+    let schema_version = match leading_version(json) {
+        Some(v) => Some(Value::String(v.to_string())),
+        None => serde_json::from_str::<Header>(json).map_err(|e| not_json(&e))?.schema_version,
+    };
+    let raw = match schema_version {
         Some(Value::String(s)) => s,
         Some(other) => {
             return Err(BundleError::NotABundle(format!(
@@ -122,19 +127,100 @@ pub fn read_bundle_detailed(json: &str) -> Result<ReadBundle, BundleError> {
         upgraded = value.to_string();
         upgraded.as_str()
     };
-    let mut de = serde_json::Deserializer::from_str(text);
-    let bundle: Bundle =
-        serde_path_to_error::deserialize(&mut de).map_err(|e| invalid(e.path().to_string(), e.inner().to_string()))?;
+    // A plain typed parse (one monomorphization of the bundle's deserializer: fast, and small in wasm); when it
+    // fails, the field is named from where in the text the parser stopped.
+    let bundle: Bundle = serde_json::from_str(text).map_err(|e| {
+        if e.is_syntax() || e.is_eof() {
+            return not_json(&e);
+        }
+        let at = byte_offset(text, e.line(), e.column());
+        invalid(json_path_at(text, at), message_of(&e))
+    })?;
     check(&bundle)?;
     Ok(ReadBundle { bundle, file_version })
 }
 
-fn not_json(e: &serde_json::Error) -> BundleError {
-    BundleError::NotJson {
-        message: e.to_string().split(" at line").next().unwrap_or_default().to_string(),
-        line: e.line(),
-        column: e.column(),
+/// The value of `schema_version` when it is the object's first member and a plain string (no escapes).
+fn leading_version(json: &str) -> Option<&str> {
+    let rest = json.trim_start().strip_prefix('{')?.trim_start().strip_prefix("\"schema_version\"")?;
+    let rest = rest.trim_start().strip_prefix(':')?.trim_start().strip_prefix('"')?;
+    let end = rest.find(['"', '\\'])?;
+    rest[end..].starts_with('"').then(|| &rest[..end])
+}
+
+/// The parser's message without its ` at line L column C` suffix.
+fn message_of(e: &serde_json::Error) -> String {
+    e.to_string().split(" at line").next().unwrap_or_default().to_string()
+}
+
+/// The byte offset of 1-based `line` and `column` (in bytes, as serde_json counts them) in `text`.
+fn byte_offset(text: &str, line: usize, column: usize) -> usize {
+    let start: usize = text.split_inclusive('\n').take(line.saturating_sub(1)).map(str::len).sum();
+    (start + column).min(text.len())
+}
+
+/// The path (`cells[2].key.batch_size`) of the value the JSON text is in at byte `offset`: the arrays and
+/// objects open there, each object by the key read last in it. The text is valid JSON (checked before), so
+/// a plain scan suffices. Where the parser stops after a value (a wrong type, an unknown variant) this names
+/// that value; where it stops at the end of an object (a missing field), the object.
+fn json_path_at(text: &str, offset: usize) -> String {
+    enum Frame<'a> {
+        Object { key: Option<&'a str>, expect_key: bool },
+        Array { index: usize },
     }
+    let bytes = text.as_bytes();
+    let end = offset.min(bytes.len());
+    let mut stack: Vec<Frame> = Vec::new();
+    let mut i = 0;
+    while i < end {
+        match bytes[i] {
+            b'{' => stack.push(Frame::Object { key: None, expect_key: true }),
+            b'[' => stack.push(Frame::Array { index: 0 }),
+            b'}' | b']' => {
+                stack.pop();
+            }
+            b',' => match stack.last_mut() {
+                Some(Frame::Object { expect_key, .. }) => *expect_key = true,
+                Some(Frame::Array { index }) => *index += 1,
+                None => {}
+            },
+            b'"' => {
+                let start = i + 1;
+                i += 1;
+                while i < bytes.len() && bytes[i] != b'"' {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+                if let Some(Frame::Object { key, expect_key: expect @ true }) = stack.last_mut() {
+                    *key = text.get(start..i.min(text.len()));
+                    *expect = false;
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    let mut path = String::new();
+    for f in &stack {
+        match f {
+            Frame::Object { key: Some(k), .. } => {
+                if !path.is_empty() {
+                    path.push('.');
+                }
+                path.push_str(k);
+            }
+            Frame::Object { key: None, .. } => {}
+            Frame::Array { index } => {
+                path.push('[');
+                path.push_str(&index.to_string());
+                path.push(']');
+            }
+        }
+    }
+    path
+}
+
+fn not_json(e: &serde_json::Error) -> BundleError {
+    BundleError::NotJson { message: message_of(e), line: e.line(), column: e.column() }
 }
 
 /// Writes a bundle as pretty JSON in the current version.
@@ -240,4 +326,32 @@ fn check(b: &Bundle) -> Result<(), BundleError> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leading_version_only_takes_a_plain_first_member() {
+        assert_eq!(leading_version(" {\n  \"schema_version\" : \"1.2\", \"x\": 1}"), Some("1.2"));
+        assert_eq!(leading_version("{\"provenance\": {}, \"schema_version\": \"1.2\"}"), None);
+        assert_eq!(leading_version("{\"schema_version\": \"1\\u002e2\"}"), None);
+        assert_eq!(leading_version("{\"schema_version\": 1.2}"), None);
+    }
+
+    #[test]
+    fn json_paths_from_offsets() {
+        let t = r#"{"a": [1, {"b": "x"}], "c": {"d": 2}}"#;
+        let at = |s: &str| t.find(s).expect("in text") + s.len();
+        assert_eq!(json_path_at(t, at("\"x\"")), "a[1].b");
+        assert_eq!(json_path_at(t, at("\"d\": 2")), "c.d");
+        assert_eq!(json_path_at(t, at("2}")), "c");
+    }
+
+    #[test]
+    fn syntax_errors_after_a_leading_version_are_not_json() {
+        let e = read_bundle("{\"schema_version\": \"1.2\", \"provenance\": ").expect_err("refused");
+        assert!(matches!(e, BundleError::NotJson { .. }), "{e:?}");
+    }
 }
