@@ -51,10 +51,14 @@ async fn load(src: Option<Source>) -> Loaded {
         Source::Remote(file) if !view::is_plain_file_name(&file) => {
             Err(format!("{file:?} is not a plain bundle file name"))
         }
-        Source::Remote(file) => match fetch_text(&format!("bundles/{file}")).await {
-            Ok(text) => view::load_bundle(&file, &text).map(Arc::new),
-            Err(e) => Err(e),
-        },
+        Source::Remote(file) => {
+            let url = format!("bundles/{file}");
+            let text = match prefetched(&file).await {
+                Some(bytes) => utf8(&url, bytes),
+                None => fetch_utf8(&url).await,
+            };
+            text.and_then(|text| view::load_bundle(&file, &text).map(Arc::new))
+        }
         Source::Local { name, text } => view::load_bundle(&name, &text).map(Arc::new),
         Source::Broken(e) => Err(e),
     })
@@ -839,8 +843,36 @@ fn download_text(text: &str, name: &str, mime: &str) {
     let _ = web_sys::Url::revoke_object_url(&url);
 }
 
-/// GETs `url` (relative to the page) as text, bypassing stale caches; errors are user messages.
-async fn fetch_text(url: &str) -> Result<String, String> {
+/// The bytes of `file` if index.html started fetching it (`?bundle=`) while the wasm loaded; taken once.
+/// `None` (fetch again, for the error message) when it did not, or the request failed.
+async fn prefetched(file: &str) -> Option<Vec<u8>> {
+    let win: JsValue = window().into();
+    let key = JsValue::from_str("__dllmPrefetch");
+    let pre = js_sys::Reflect::get(&win, &key).ok().filter(|v| v.is_object())?;
+    let _ = js_sys::Reflect::delete_property(win.unchecked_ref::<js_sys::Object>(), &key);
+    let same = js_sys::Reflect::get(&pre, &JsValue::from_str("file")).ok()?.as_string()? == file;
+    let promise: js_sys::Promise = js_sys::Reflect::get(&pre, &JsValue::from_str("bytes")).ok()?.dyn_into().ok()?;
+    let buf = JsFuture::from(promise).await.ok().filter(|v| same && v.is_object())?;
+    Some(js_sys::Uint8Array::new(&buf).to_vec())
+}
+
+fn utf8(url: &str, bytes: Vec<u8>) -> Result<String, String> {
+    String::from_utf8(bytes)
+        .map_err(|e| format!("{url} is not a text file: invalid UTF-8 at byte {}", e.utf8_error().valid_up_to()))
+}
+
+/// GETs `url` as bytes and checks they are UTF-8 (cheaper for large bundles than a JS string: no UTF-16
+/// round trip); errors are user messages.
+async fn fetch_utf8(url: &str) -> Result<String, String> {
+    let resp = fetch_response(url).await?;
+    let fail = |why: String| format!("could not fetch {url}: {why}");
+    let buf = resp.array_buffer().map_err(|e| fail(js_message(&e)))?;
+    let buf = JsFuture::from(buf).await.map_err(|e| fail(js_message(&e)))?;
+    utf8(url, js_sys::Uint8Array::new(&buf).to_vec())
+}
+
+/// GETs `url` (relative to the page), bypassing stale caches; errors are user messages.
+async fn fetch_response(url: &str) -> Result<web_sys::Response, String> {
     let fail = |why: String| format!("could not fetch {url}: {why}");
     let init = web_sys::RequestInit::new();
     init.set_cache(web_sys::RequestCache::NoCache);
@@ -850,6 +882,13 @@ async fn fetch_text(url: &str) -> Result<String, String> {
     if !resp.ok() {
         return Err(fail(format!("HTTP {} {}", resp.status(), resp.status_text())));
     }
+    Ok(resp)
+}
+
+/// GETs `url` (relative to the page) as text, bypassing stale caches; errors are user messages.
+async fn fetch_text(url: &str) -> Result<String, String> {
+    let fail = |why: String| format!("could not fetch {url}: {why}");
+    let resp = fetch_response(url).await?;
     let text =
         JsFuture::from(resp.text().map_err(|e| fail(js_message(&e)))?).await.map_err(|e| fail(js_message(&e)))?;
     text.as_string().ok_or_else(|| fail("the response is not text".into()))
