@@ -484,3 +484,28 @@ fn roofline_plots_intensity_and_achieved_rate_with_ceilings_when_given() {
     assert_eq!(views::parse_peak("-1"), None);
     assert_eq!(views::parse_peak("NaN"), None);
 }
+
+#[test]
+fn a_real_1_2_bundle_gives_every_cell_its_groups_quality_and_bootstrap_intervals() {
+    let text = include_str!("../../schema/tests/fixtures/v1.2/demo-quality.json");
+    let b = load_bundle("demo-quality.json", text).expect("1.2 fixture loads");
+    // Quality is measured in each group's B = 8 cell; every cell of the group shows it.
+    assert!(b.quality.iter().all(|q| !q.is_empty()), "every demo cell belongs to a group with quality");
+    let labels = views::quality_metrics(&[&b]);
+    assert!(labels.iter().any(|l| l == "perplexity [dllm-bench/synthetic-evaluator-tiny]"), "{labels:?}");
+    assert!(labels.iter().any(|l| l == "perplexity [dllm-bench/synthetic-llama-tiny]"), "{labels:?}");
+    let o = Options { metric: Some("perplexity [dllm-bench/synthetic-evaluator-tiny]".into()), ..Options::default() };
+    let (metric, rows) = parity_rows(&[&b], &Filters::default(), &o).expect("rows");
+    assert!(metric.starts_with("perplexity [dllm-bench/synthetic-evaluator-tiny]"), "{metric}");
+    assert!(!rows.is_empty());
+    for r in &rows {
+        let t = r.bootstrap.as_deref().unwrap_or_else(|| panic!("no bootstrap text for B = {}", r.batch));
+        assert!(t.starts_with("S_parity [") && t.contains("% of resamples"), "{t}");
+    }
+    // The same S_parity as the record the runner stored.
+    let stored = &b.bundle.parity;
+    for r in rows.iter().filter(|r| r.batch == 8) {
+        let rec = stored.iter().find(|p| p.seq_len == r.seq).expect("stored record");
+        assert_eq!(r.panel.parity, rec.outcome, "N = {}", r.seq);
+    }
+}
