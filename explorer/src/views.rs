@@ -841,10 +841,20 @@ fn roofline(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec
     })
 }
 
-/// The quality metric shown: the chosen one if a bundle has it, else the first any bundle has.
+/// The quality metric shown: the chosen one if a bundle has it, else the one the first bundle's run defines
+/// S_parity with (`quality.parity_metric`, scored by its primary evaluator), else the first any bundle has.
 pub fn quality_metric(bundles: &[&LoadedBundle], o: &Options) -> Option<(String, Direction)> {
     let all: Vec<&crate::view::QualityValue> = bundles.iter().flat_map(|b| b.quality.iter().flatten()).collect();
-    let pick = o.metric.as_ref().and_then(|m| all.iter().find(|q| q.metric == *m)).or_else(|| all.first())?;
+    let run_metric =
+        bundles.first().and_then(|b| schema::parity::ParityOptions::from_config(&b.bundle)).map(|p| {
+            match p.evaluator {
+                Some(e) => format!("{} [{e}]", p.metric),
+                None => p.metric,
+            }
+        });
+    let find = |m: &String| all.iter().find(|q| q.metric == *m);
+    let pick =
+        o.metric.as_ref().and_then(find).or_else(|| run_metric.as_ref().and_then(find)).or_else(|| all.first())?;
     Some((pick.metric.clone(), pick.direction))
 }
 

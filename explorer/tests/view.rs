@@ -494,8 +494,8 @@ fn a_real_1_2_bundle_gives_every_cell_its_groups_quality_and_bootstrap_intervals
     let labels = views::quality_metrics(&[&b]);
     assert!(labels.iter().any(|l| l == "perplexity [dllm-bench/synthetic-evaluator-tiny]"), "{labels:?}");
     assert!(labels.iter().any(|l| l == "perplexity [dllm-bench/synthetic-llama-tiny]"), "{labels:?}");
-    let o = Options { metric: Some("perplexity [dllm-bench/synthetic-evaluator-tiny]".into()), ..Options::default() };
-    let (metric, rows) = parity_rows(&[&b], &Filters::default(), &o).expect("rows");
+    // By default the metric the run defines S_parity with: perplexity under the primary evaluator.
+    let (metric, rows) = parity_rows(&[&b], &Filters::default(), &Options::default()).expect("rows");
     assert!(metric.starts_with("perplexity [dllm-bench/synthetic-evaluator-tiny]"), "{metric}");
     assert!(!rows.is_empty());
     for r in &rows {
