@@ -994,13 +994,7 @@ fn parity_records(lb: &LoadedBundle, label: &str) -> Vec<schema::parity::ParityR
     let Some(q) = lb.bundle.cells.iter().flat_map(|c| &c.quality).find(|q| q.label() == label) else {
         return Vec::new();
     };
-    let cfg = schema::parity::ParityOptions::from_config(&lb.bundle);
-    let opts = schema::parity::ParityOptions {
-        metric: q.metric.clone(),
-        evaluator: q.evaluator.clone(),
-        resamples: cfg.as_ref().map_or(1000, |c| c.resamples),
-        seed: cfg.as_ref().map_or(0, |c| c.seed),
-    };
+    let opts = schema::parity::ParityOptions::for_metric(&lb.bundle, q.metric.clone(), q.evaluator.clone());
     schema::parity::parity(&lb.bundle, &opts)
 }
 

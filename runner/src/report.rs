@@ -42,12 +42,8 @@ pub fn resolve(bundle: &Bundle, o: &ReportOptions) -> Option<ParityOptions> {
             None => labels.iter().find(|l| l.0 == metric).and_then(|l| l.1.clone()),
         },
     };
-    Some(ParityOptions {
-        metric,
-        evaluator,
-        resamples: o.resamples.or(from_cfg.as_ref().map(|c| c.resamples)).unwrap_or(1000),
-        seed: o.seed.or(from_cfg.as_ref().map(|c| c.seed)).unwrap_or(0),
-    })
+    let run = ParityOptions::for_metric(bundle, metric, evaluator);
+    Some(ParityOptions { resamples: o.resamples.unwrap_or(run.resamples), seed: o.seed.unwrap_or(run.seed), ..run })
 }
 
 fn est(e: &Estimate) -> String {

@@ -340,7 +340,9 @@ pub fn run(resolved: &ResolvedConfig, opts: &SweepOptions) -> Result<SweepOutcom
     }
     // --parity-search: bisect K between each S_parity and the K below it, measuring the new cells like any other.
     while search && stopped.is_none() {
-        let extra = parity_search_cells(cfg, &assemble(resolved, &journal, &planned, spec), &planned);
+        let mut now = assemble(resolved, &journal, &planned, spec);
+        now.recompute_parity();
+        let extra = parity_search_cells(cfg, &now, &planned);
         if extra.is_empty() {
             break;
         }
@@ -363,7 +365,8 @@ pub fn run(resolved: &ResolvedConfig, opts: &SweepOptions) -> Result<SweepOutcom
         }
     }
 
-    let bundle = assemble(resolved, &journal, &planned, spec);
+    let mut bundle = assemble(resolved, &journal, &planned, spec);
+    bundle.recompute_parity();
     let failed_cells = bundle.cells.iter().filter(|c| c.status != CellStatus::Ok).count();
     // A stop while evaluators score leaves every cell measured but some unscored: still partial (resumable).
     let complete = bundle.cells.len() == planned.len() && stopped.is_none();
@@ -403,7 +406,7 @@ fn assemble(resolved: &ResolvedConfig, journal: &Journal, planned: &[CellKey], s
             models.push(x.clone());
         }
     }
-    let mut bundle = Bundle {
+    Bundle {
         schema_version: SchemaVersion::CURRENT,
         provenance: Provenance {
             tool: "dllm-bench".into(),
@@ -425,9 +428,7 @@ fn assemble(resolved: &ResolvedConfig, journal: &Journal, planned: &[CellKey], s
         prompt_set: h.prompt_set.clone(),
         cells,
         parity: Vec::new(),
-    };
-    bundle.recompute_parity();
-    bundle
+    }
 }
 
 /// What every step of a sweep reads.
@@ -524,7 +525,7 @@ fn score_all(
     planned: &[CellKey],
 ) -> Result<Option<&'static str>> {
     for (e, files) in evaluators {
-        let stopped = score_perplexity(e, files, env.device, env.dtype, env.prompts, journal, env.opts)?;
+        let stopped = score_perplexity(env, e, files, journal)?;
         env.write_partial(journal, planned)?;
         if stopped.is_some() {
             return Ok(stopped);
@@ -592,7 +593,7 @@ fn add_generations(
             let (rows, _) = generate_rows(model, key, cfg, &batch, run as u64)?;
             for (&p, row) in indices.iter().zip(rows) {
                 let text = model.tokenizer.decode(&row, true).map_err(|e| anyhow::anyhow!("tokenizer: {e}"))?;
-                let (prompt_bytes, reference) = prompt_cut(model, prompts, p, key.prompt_tokens, key.output_tokens)?;
+                let (prompt_bytes, reference) = tokens.cut(model, prompts, p, key.prompt_tokens, key.output_tokens)?;
                 generations.push(Generation { prompt: p, prompt_bytes, text, reference });
             }
         }
@@ -611,60 +612,15 @@ fn add_generations(
     }
 }
 
-/// Where a cell's prompt ends in the prompt text (bytes; BOS + the first `prompt_tokens - 1` tokens), and the
-/// true continuation: the text after the cut, followed by the prompt's reference when the set has one, cut to
-/// the first `output_tokens` tokens.
-fn prompt_cut(
-    model: &LoadedModel,
-    prompts: &PromptSet,
-    index: u32,
-    prompt_tokens: u32,
-    output_tokens: u32,
-) -> Result<(u32, Option<String>)> {
-    let text = &prompts.texts[index as usize];
-    let encode = |t: &str| model.tokenizer.encode(t, false).map_err(|e| anyhow::anyhow!("tokenizer: {e}"));
-    let enc = encode(text)?;
-    let take = (prompt_tokens as usize).saturating_sub(1);
-    let mut cut = match take {
-        0 => 0,
-        _ => enc.get_offsets().get(take - 1).map_or(text.len(), |o| o.1),
-    };
-    while !text.is_char_boundary(cut) {
-        cut += 1;
-    }
-    let mut rest = text[cut..].to_string();
-    if let Some(Some(r)) = prompts.references.get(index as usize) {
-        if !rest.is_empty() && !rest.ends_with(char::is_whitespace) && !r.starts_with(char::is_whitespace) {
-            rest.push(' ');
-        }
-        rest.push_str(r);
-    }
-    let enc = encode(&rest)?;
-    let n = enc.get_offsets().len().min(output_tokens as usize);
-    let reference = match n {
-        0 => None,
-        _ => {
-            let mut end = enc.get_offsets()[n - 1].1.min(rest.len());
-            while !rest.is_char_boundary(end) {
-                end += 1;
-            }
-            Some(rest[..end].trim().to_string()).filter(|r| !r.is_empty())
-        }
-    };
-    Ok((cut as u32, reference))
-}
-
 /// Loads an evaluator and scores the perplexity of every finished cell's generations it has not scored yet
 /// (a resumed run scores only what is missing). Returns the signal when a stop was requested.
 fn score_perplexity(
+    env: &Env<'_>,
     spec: &ModelSpec,
     files: &ModelFiles,
-    device: &Device,
-    dtype: DType,
-    prompts: &PromptSet,
     journal: &mut Journal,
-    opts: &SweepOptions,
 ) -> Result<Option<&'static str>> {
+    let (opts, prompts) = (env.opts, env.prompts);
     let pending: Vec<Cell> = journal
         .state
         .cells
@@ -677,10 +633,10 @@ fn score_perplexity(
         return Ok(None);
     }
     tracing::info!(evaluator = %spec.id, cells = pending.len(), "scoring perplexity");
-    let evaluator = LoadedModel::load(files, ModelKind::Llama, device, dtype)
+    let evaluator = LoadedModel::load(files, ModelKind::Llama, env.device, env.dtype)
         .with_context(|| format!("cannot load the evaluator {} from {}", spec.id, files.snapshot_dir.display()))?;
     if !journal.state.models.iter().any(|m| m.id == spec.id) {
-        journal.append(Record::Model(model_info(spec, &evaluator, files, precision_of(dtype))))?;
+        journal.append(Record::Model(model_info(spec, &evaluator, files, env.resolved.config.run.dtype)))?;
     }
     for (i, cell) in pending.iter().enumerate() {
         if let Some(sig) = opts.stop.requested() {
@@ -705,14 +661,6 @@ fn score_perplexity(
         }
     }
     Ok(None)
-}
-
-fn precision_of(dtype: DType) -> Precision {
-    match dtype {
-        DType::BF16 => Precision::Bf16,
-        DType::F16 => Precision::F16,
-        _ => Precision::F32,
-    }
 }
 
 /// Finds a model in the HF cache, first writing synthetic weights when the config asks for them.
@@ -770,23 +718,31 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Prompt token ids per prompt index, tokenized once per model.
+/// A prompt text's token ids and their byte ranges in the text.
+type Encoded = (Vec<u32>, Vec<(usize, usize)>);
+
+/// Each prompt text tokenized once per model.
 #[derive(Default)]
-struct TokenCache(HashMap<u32, Vec<u32>>);
+struct TokenCache(HashMap<u32, Encoded>);
 
 impl TokenCache {
-    /// BOS followed by the first `prompt_tokens - 1` tokens of the prompt. A prompt too short to fill the
-    /// cell's prompt length is an error of the cell, never a silently shorter sequence: N must be real.
-    fn prompt(&mut self, model: &LoadedModel, prompts: &PromptSet, index: u32, prompt_tokens: u32) -> Result<Vec<u32>> {
-        let ids = match self.0.entry(index) {
+    /// The ids and byte offsets of a whole prompt text.
+    fn encoded(&mut self, model: &LoadedModel, prompts: &PromptSet, index: u32) -> Result<&Encoded> {
+        Ok(match self.0.entry(index) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
             std::collections::hash_map::Entry::Vacant(e) => {
                 let text = &prompts.texts[index as usize];
                 let enc =
                     model.tokenizer.encode(text.as_str(), false).map_err(|e| anyhow::anyhow!("tokenizer: {e}"))?;
-                e.insert(enc.get_ids().to_vec())
+                e.insert((enc.get_ids().to_vec(), enc.get_offsets().to_vec()))
             }
-        };
+        })
+    }
+
+    /// BOS followed by the first `prompt_tokens - 1` tokens of the prompt. A prompt too short to fill the
+    /// cell's prompt length is an error of the cell, never a silently shorter sequence: N must be real.
+    fn prompt(&mut self, model: &LoadedModel, prompts: &PromptSet, index: u32, prompt_tokens: u32) -> Result<Vec<u32>> {
+        let (ids, _) = self.encoded(model, prompts, index)?;
         let take = (prompt_tokens as usize).saturating_sub(1);
         if ids.len() < take {
             anyhow::bail!(
@@ -799,6 +755,49 @@ impl TokenCache {
         row.push(model.special.bos);
         row.extend_from_slice(&ids[..take]);
         Ok(row)
+    }
+
+    /// Where a cell's prompt ends in the prompt text (bytes; BOS + the first `prompt_tokens - 1` tokens), and the
+    /// true continuation: the text after the cut, followed by the prompt's reference when the set has one, cut
+    /// to the first `output_tokens` tokens.
+    fn cut(
+        &mut self,
+        model: &LoadedModel,
+        prompts: &PromptSet,
+        index: u32,
+        prompt_tokens: u32,
+        output_tokens: u32,
+    ) -> Result<(u32, Option<String>)> {
+        let text = &prompts.texts[index as usize];
+        let (_, offsets) = self.encoded(model, prompts, index)?;
+        let take = (prompt_tokens as usize).saturating_sub(1);
+        let mut cut = match take {
+            0 => 0,
+            _ => offsets.get(take - 1).map_or(text.len(), |o| o.1),
+        };
+        while !text.is_char_boundary(cut) {
+            cut += 1;
+        }
+        let mut rest = text[cut..].to_string();
+        if let Some(Some(r)) = prompts.references.get(index as usize) {
+            if !rest.is_empty() && !rest.ends_with(char::is_whitespace) && !r.starts_with(char::is_whitespace) {
+                rest.push(' ');
+            }
+            rest.push_str(r);
+        }
+        let enc = model.tokenizer.encode(rest.as_str(), false).map_err(|e| anyhow::anyhow!("tokenizer: {e}"))?;
+        let n = enc.get_offsets().len().min(output_tokens as usize);
+        let reference = match n {
+            0 => None,
+            _ => {
+                let mut end = enc.get_offsets()[n - 1].1.min(rest.len());
+                while !rest.is_char_boundary(end) {
+                    end += 1;
+                }
+                Some(rest[..end].trim().to_string()).filter(|r| !r.is_empty())
+            }
+        };
+        Ok((cut as u32, reference))
     }
 }
 

@@ -44,18 +44,6 @@ fn journal_cells(dir: &Path) -> BTreeMap<CellKey, String> {
     state.cells.iter().map(|c| (c.key.clone(), measured(c))).collect()
 }
 
-/// A small deterministic generator (SplitMix64) for the kill moments; the seed is printed.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-}
-
 fn signal(child: &Child, sig: &str) {
     let ok = Command::new("kill").args([sig, &child.id().to_string()]).status().expect("kill").success();
     assert!(ok, "kill {sig}");
@@ -70,7 +58,7 @@ fn sigkill_at_random_moments_loses_no_finished_cell() {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
     });
     eprintln!("kill moments from seed {seed} (DLLM_KILL_SEED={seed} repeats them)");
-    let mut rng = Rng(seed);
+    let mut rng = schema::rng::SplitMix64::new(seed);
     // 27 cells: enough for 12 kills with work left between them.
     let args = [
         "run",
@@ -90,7 +78,7 @@ fn sigkill_at_random_moments_loses_no_finished_cell() {
     let mut kills = 0;
     for attempt in 0..20 {
         let mut child = spawn(&sb, &args);
-        let wait = Duration::from_millis(100 + rng.next() % 600);
+        let wait = Duration::from_millis(100 + rng.next_u64() % 600);
         let start = Instant::now();
         let mut finished = None;
         while start.elapsed() < wait {

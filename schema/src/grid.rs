@@ -416,7 +416,7 @@ fn default_parity_metric() -> String {
 }
 
 fn default_resamples() -> u32 {
-    1000
+    crate::parity::ParityOptions::DEFAULT_RESAMPLES
 }
 
 /// A model that scores generations.

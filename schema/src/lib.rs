@@ -17,6 +17,7 @@ pub mod grid;
 pub mod index;
 pub mod parity;
 pub mod read;
+pub mod rng;
 pub mod roofline;
 pub mod version;
 

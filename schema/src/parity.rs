@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::bundle::{Bundle, Cell, CellKey, CellStatus, Direction, Pooling, QualityValue, Sampler};
 use crate::derive::{Parity, cell_summary, s_parity, speedup};
+use crate::rng::SplitMix64;
 
 /// A cell's key without the batch size: the cells that share one quality measurement.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -245,6 +246,21 @@ pub struct ParityOptions {
 }
 
 impl ParityOptions {
+    /// Bootstrap resamples when a bundle's config does not say.
+    pub const DEFAULT_RESAMPLES: u32 = 1000;
+
+    /// `metric` scored by `evaluator`, with the bootstrap settings of the bundle's config (or
+    /// [`Self::DEFAULT_RESAMPLES`] and seed 0 without a `[quality]` table).
+    pub fn for_metric(bundle: &Bundle, metric: String, evaluator: Option<String>) -> ParityOptions {
+        let cfg = Self::from_config(bundle);
+        ParityOptions {
+            metric,
+            evaluator,
+            resamples: cfg.as_ref().map_or(Self::DEFAULT_RESAMPLES, |c| c.resamples),
+            seed: cfg.as_ref().map_or(0, |c| c.seed),
+        }
+    }
+
     /// The options a bundle's config asks for: `quality.parity_metric`, the primary evaluator for perplexity,
     /// `quality.bootstrap_resamples`, `run.seed`. `None` when the config has no `[quality]` table.
     pub fn from_config(bundle: &Bundle) -> Option<ParityOptions> {
@@ -257,24 +273,6 @@ impl ParityOptions {
             resamples: q.bootstrap_resamples,
             seed: cfg.run.seed,
         })
-    }
-}
-
-/// A small deterministic generator (SplitMix64) so that intervals are reproducible everywhere, wasm included.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (n > 0), without modulo bias worth noting for n << 2^64.
-    fn below(&mut self, n: u32) -> u32 {
-        ((u128::from(self.next()) * u128::from(n)) >> 64) as u32
     }
 }
 
@@ -344,7 +342,7 @@ pub fn parity(bundle: &Bundle, opts: &ParityOptions) -> Vec<ParityRecord> {
             // Bootstrap.
             let with_detail = !base_q.per_prompt.is_empty() && curve_q.iter().all(|(_, q)| !q.per_prompt.is_empty());
             let resamples = if with_detail && prompts > 0 { opts.resamples } else { 0 };
-            let mut rng = SplitMix64(opts.seed ^ u64::from(*n).rotate_left(32));
+            let mut rng = SplitMix64::new(opts.seed ^ u64::from(*n).rotate_left(32));
             let mut boot_base = Vec::new();
             let mut boot_curve: Vec<Vec<f64>> = vec![Vec::new(); curve_q.len()];
             let mut boot_steps: Vec<Option<u32>> = Vec::new();

@@ -36,9 +36,7 @@ pub fn text_quality(generations: &[Generation]) -> Vec<QualityValue> {
         .filter_map(|(name, direction, f)| {
             let per_prompt: Vec<PromptValue> = words
                 .iter()
-                .filter_map(|(p, w, r)| {
-                    Some(PromptValue { prompt: *p, value: f(w, r.as_deref())?, tokens: Some(w.len() as u64) })
-                })
+                .filter_map(|(p, w, r)| Some(PromptValue { prompt: *p, value: f(w, r.as_deref())?, tokens: None }))
                 .collect();
             pooled(name, *direction, None, Pooling::Mean, per_prompt)
         })

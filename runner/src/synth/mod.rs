@@ -10,7 +10,8 @@
 //! Weights are N(0, std) with std = max(0.02, 1/sqrt(hidden)) (0.02 at the real size, a little larger on tiny
 //! models so their logits are not flat), norm weights 1 + N(0, 0.05); never all zeros.
 
-pub mod rng;
+/// The project's PRNG, shared with the schema crate's bootstrap.
+pub use schema::rng;
 mod tokenizer;
 mod weights;
 

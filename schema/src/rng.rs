@@ -1,6 +1,7 @@
-//! A small seeded PRNG (SplitMix64) with uniform and normal draws: reproducible on every platform and device,
-//! cheap to split into independent streams (one per tensor chunk, so generation can run in parallel and still
-//! give the same bytes).
+//! The project's one seeded PRNG (SplitMix64) with uniform and normal draws: reproducible on every platform and
+//! device, wasm included, and cheap to split into independent streams (one per tensor chunk, so synthetic weights
+//! can be generated in parallel and still give the same bytes). Used for synthetic weights, LLaDA's random
+//! remasking and sampling, prompt selection, and the bootstrap of [`crate::parity`].
 
 /// SplitMix64 (Steele, Lea and Flood 2014).
 #[derive(Debug, Clone)]
@@ -27,16 +28,23 @@ pub fn stream_seed(seed: u64, name: &str) -> u64 {
 }
 
 impl SplitMix64 {
+    /// A generator starting at `seed`.
     pub fn new(seed: u64) -> Self {
         Self { state: seed }
     }
 
+    /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
         self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.state;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (n > 0), by multiply-shift (bias below 2^-32 for n < 2^32).
+    pub fn below(&mut self, n: u32) -> u32 {
+        ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u32
     }
 
     /// Uniform in [0, 1) with 53 random bits.
