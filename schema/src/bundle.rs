@@ -294,7 +294,7 @@ impl std::fmt::Display for CellKey {
 }
 
 /// Outcome of a cell.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum CellStatus {
     /// Every repetition ran.
@@ -314,6 +314,38 @@ pub enum CellStatus {
         /// Why.
         reason: String,
     },
+}
+
+/// Reads the same JSON as a derived internally tagged enum would (`{"state": "oom", "message": ...}`, the
+/// same error messages), without serde's buffering of each status into an intermediate tree: a 10,000-cell
+/// bundle loads faster and the explorer's wasm is smaller.
+impl<'de> Deserialize<'de> for CellStatus {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        enum State {
+            Ok,
+            Oom,
+            Error,
+            Skipped,
+        }
+        #[derive(Deserialize)]
+        struct Repr {
+            state: State,
+            #[serde(default)]
+            message: Option<String>,
+            #[serde(default)]
+            reason: Option<String>,
+        }
+        let r = Repr::deserialize(d)?;
+        let field = |v: Option<String>, name| v.ok_or_else(|| serde::de::Error::missing_field(name));
+        Ok(match r.state {
+            State::Ok => CellStatus::Ok,
+            State::Oom => CellStatus::Oom { message: field(r.message, "message")? },
+            State::Error => CellStatus::Error { message: field(r.message, "message")? },
+            State::Skipped => CellStatus::Skipped { reason: field(r.reason, "reason")? },
+        })
+    }
 }
 
 /// One grid cell: its key, outcome and raw measurements.

@@ -29,17 +29,24 @@ pub struct Summary {
 
 /// Summarizes finite values; `None` when there are none.
 pub fn summarize(values: &[f64]) -> Option<Summary> {
-    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
-    if v.is_empty() {
+    summarize_owned(values.to_vec())
+}
+
+/// [`summarize`] of values the caller no longer needs (reordered in place: one allocation less per summary).
+fn summarize_owned(mut v: Vec<f64>) -> Option<Summary> {
+    v.retain(|x| x.is_finite());
+    let n = v.len();
+    if n == 0 {
         return None;
     }
-    // Unstable is exact here: values equal under `total_cmp` are the same bits. (Quicker: no buffer.)
-    v.sort_unstable_by(f64::total_cmp);
-    let n = v.len();
     let mean = v.iter().sum::<f64>() / n as f64;
-    let median = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
     let var = if n > 1 { v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64 } else { 0.0 };
-    Some(Summary { n, mean, median, min: v[0], max: v[n - 1], std: var.sqrt() })
+    let (min, max) = v.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+    // The median by selection, not a full sort (a cell's thousands of step times are summarized at load).
+    let (lower, &mut upper, _) = v.select_nth_unstable_by(n / 2, f64::total_cmp);
+    let median =
+        if n % 2 == 1 { upper } else { (lower.iter().copied().fold(f64::NEG_INFINITY, f64::max) + upper) / 2.0 };
+    Some(Summary { n, mean, median, min, max, std: var.sqrt() })
 }
 
 /// Inter-token latency of one AR repetition, when it has a prefill time and more than one token per row.
@@ -88,9 +95,12 @@ pub struct CellSummary {
 /// Summarizes a cell's repetitions.
 pub fn cell_summary(cell: &Cell) -> CellSummary {
     let reps = &cell.repetitions;
-    let collect = |f: &dyn Fn(&Repetition) -> Option<f64>| summarize(&reps.iter().filter_map(f).collect::<Vec<_>>());
+    let collect = |f: &dyn Fn(&Repetition) -> Option<f64>| summarize_owned(reps.iter().filter_map(f).collect());
     let n_out = cell.key.output_tokens;
-    let steps: Vec<f64> = reps.iter().filter_map(|r| r.step_ms.as_ref()).flatten().copied().collect();
+    // Sized up front and copied slice by slice (a flattening collect grows the vector one value at a time).
+    let step_lists = || reps.iter().filter_map(|r| r.step_ms.as_deref());
+    let mut steps = Vec::with_capacity(step_lists().map(<[f64]>::len).sum());
+    step_lists().for_each(|s| steps.extend_from_slice(s));
     let forwards: u64 = reps.iter().filter_map(|r| r.forward_passes).map(u64::from).sum();
     let tokens: u64 = reps.iter().filter(|r| r.forward_passes.is_some()).map(|r| r.output_tokens).sum();
     CellSummary {
@@ -98,7 +108,7 @@ pub fn cell_summary(cell: &Cell) -> CellSummary {
         prefill_ms: collect(&|r| r.prefill_ms),
         itl_ms: collect(&|r| itl_ms(r, n_out)),
         first_block_ms: collect(&|r| r.first_block_ms),
-        step_ms: summarize(&steps),
+        step_ms: summarize_owned(steps),
         tokens_per_s: collect(&tokens_per_s),
         bytes_per_s: collect(&bytes_per_s),
         tokens_per_forward: (forwards > 0).then(|| tokens as f64 / forwards as f64),
@@ -216,12 +226,12 @@ pub fn pareto_front(points: &[(f64, f64)], direction: Direction) -> Vec<usize> {
         .filter(|&i| finite(&points[i]))
         .filter(|&i| !points.iter().filter(|p| finite(p)).any(|&q| dominates(q, points[i])))
         .collect();
-    front.sort_by(|&a, &b| points[a].0.total_cmp(&points[b].0).then(a.cmp(&b)));
+    front.sort_unstable_by(|&a, &b| points[a].0.total_cmp(&points[b].0).then(a.cmp(&b)));
     front
 }
 
 /// The outcome of the S_parity search.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum Parity {
     /// The fewest steps of the grid at which the diffusion model is at least as good as the AR baseline.
@@ -236,6 +246,35 @@ pub enum Parity {
     },
     /// No diffusion quality values at all.
     NoData,
+}
+
+/// Reads what the derived internally tagged form writes (`{"outcome": "reached", "steps": 8}`), with the same
+/// error messages, without serde's buffering into an intermediate tree (as `CellStatus` does).
+impl<'de> Deserialize<'de> for Parity {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        enum Outcome {
+            Reached,
+            NotReached,
+            NoData,
+        }
+        #[derive(Deserialize)]
+        struct Repr {
+            outcome: Outcome,
+            #[serde(default)]
+            steps: Option<u32>,
+            #[serde(default)]
+            max_steps: Option<u32>,
+        }
+        let r = Repr::deserialize(d)?;
+        let field = |v: Option<u32>, name| v.ok_or_else(|| serde::de::Error::missing_field(name));
+        Ok(match r.outcome {
+            Outcome::Reached => Parity::Reached { steps: field(r.steps, "steps")? },
+            Outcome::NotReached => Parity::NotReached { max_steps: field(r.max_steps, "max_steps")? },
+            Outcome::NoData => Parity::NoData,
+        })
+    }
 }
 
 /// S_parity = min{ k : f(k) at least as good as `baseline` } over `(k, f(k))` points (any order).

@@ -284,7 +284,7 @@ fn quantile<T: Copy>(sorted: &[T], p: f64) -> Option<T> {
 
 fn interval(mut v: Vec<f64>, value: f64) -> Estimate {
     v.retain(|x| x.is_finite());
-    v.sort_by(f64::total_cmp);
+    v.sort_unstable_by(f64::total_cmp);
     Estimate { value, low: quantile(&v, 0.025), high: quantile(&v, 0.975) }
 }
 
@@ -303,7 +303,11 @@ pub fn parity(bundle: &Bundle, opts: &ParityOptions) -> Vec<ParityRecord> {
         .filter(|c| c.status == CellStatus::Ok)
         .filter_map(|c| Some((&c.key, cell_summary(c).e2e_ms?.median)))
         .collect();
-    let quality_groups: BTreeSet<GroupKey> = groups.keys().cloned().collect();
+    // Inserted, not collected: a collect into a set instantiates a whole stable sort (wasm size).
+    let mut quality_groups: BTreeSet<GroupKey> = BTreeSet::new();
+    groups.keys().for_each(|g| {
+        quality_groups.insert(g.clone());
+    });
     let ar_groups: Vec<&GroupKey> = quality_groups.iter().filter(|g| g.sampler == Sampler::ArGreedy).collect();
     // Diffusion series: (N, model, sampler, block) -> K -> group.
     type Series<'a> = BTreeMap<(u32, String, Sampler, Option<u32>), BTreeMap<u32, &'a GroupKey>>;

@@ -277,7 +277,7 @@ fn upgrade_step(from: SchemaVersion, value: &mut Value) -> Result<SchemaVersion,
 
 /// Consistency rules the types cannot express.
 fn check(b: &Bundle) -> Result<(), BundleError> {
-    let mut seen = std::collections::HashSet::new();
+    let mut seen = std::collections::HashSet::with_capacity_and_hasher(b.cells.len(), KeyHasherBuild::default());
     for (i, cell) in b.cells.iter().enumerate() {
         if let Some(q) = cell.quality.iter().find(|q| !q.value.is_finite()) {
             return Err(BundleError::Inconsistent(format!(
@@ -327,6 +327,33 @@ fn check(b: &Bundle) -> Result<(), BundleError> {
     }
     Ok(())
 }
+
+/// A cheap hasher for the duplicate-key check (FxHash's multiply-rotate; the default SipHash was a tenth of the
+/// time to read a 10,000-cell bundle). Keys come from the file being read, so flooding resistance buys nothing.
+#[derive(Default)]
+struct KeyHasher(u64);
+
+impl std::hash::Hasher for KeyHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            self.write_u64(u64::from_le_bytes(c.try_into().unwrap_or_default()));
+        }
+        for &b in chunks.remainder() {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type KeyHasherBuild = std::hash::BuildHasherDefault<KeyHasher>;
 
 #[cfg(test)]
 mod tests {

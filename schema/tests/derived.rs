@@ -15,6 +15,20 @@ fn summary_of_known_values() {
 }
 
 #[test]
+fn the_median_by_selection_equals_the_sorted_median() {
+    let mut rng = schema::rng::SplitMix64::new(7);
+    for n in 1..40 {
+        // Few distinct values, so ties are common.
+        let v: Vec<f64> = (0..n).map(|_| f64::from(rng.below(6)) * 0.5).collect();
+        let mut sorted = v.clone();
+        sorted.sort_by(f64::total_cmp);
+        let want = if n % 2 == 1 { sorted[n / 2] } else { (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0 };
+        let s = summarize(&v).expect("values");
+        assert_eq!((s.median, s.min, s.max), (want, sorted[0], sorted[n - 1]), "{v:?}");
+    }
+}
+
+#[test]
 fn itl_and_throughput_follow_the_study() {
     let r = Repetition {
         e2e_ms: 1000.0,

@@ -113,3 +113,38 @@ fn missing_latency() {
         "missing field `e2e_ms`",
     );
 }
+
+#[test]
+fn a_cell_status_is_read_as_written_and_a_bad_one_is_named() {
+    use schema::CellStatus;
+    // Every form round-trips (the status is read by hand, not by serde's derive: they must agree).
+    for status in [
+        CellStatus::Ok,
+        CellStatus::Oom { message: "out of memory at B=8".into() },
+        CellStatus::Error { message: "NaN logits".into() },
+        CellStatus::Skipped { reason: "interrupted".into() },
+    ] {
+        let text = serde_json::to_string(&status).expect("serialize");
+        assert_eq!(serde_json::from_str::<CellStatus>(&text).expect("read back"), status, "{text}");
+    }
+    refuse_value(
+        |v| v["cells"][0]["status"] = serde_json::json!({"state": "lost"}),
+        "unknown variant `lost`, expected one of `ok`, `oom`, `error`, `skipped`",
+    );
+    refuse_value(|v| v["cells"][0]["status"] = serde_json::json!({"state": "oom"}), "missing field `message`");
+    refuse_value(|v| v["cells"][0]["status"] = serde_json::json!({"message": "x"}), "missing field `state`");
+    refuse_value(|v| v["cells"][0]["status"] = serde_json::json!("ok"), "cells[0].status");
+}
+
+#[test]
+fn a_parity_outcome_is_read_as_written() {
+    use schema::derive::Parity;
+    for p in [Parity::Reached { steps: 8 }, Parity::NotReached { max_steps: 64 }, Parity::NoData] {
+        let text = serde_json::to_string(&p).expect("serialize");
+        assert_eq!(serde_json::from_str::<Parity>(&text).expect("read back"), p, "{text}");
+    }
+    let e = serde_json::from_str::<Parity>(r#"{"outcome": "reached"}"#).expect_err("no steps");
+    assert!(e.to_string().contains("missing field `steps`"), "{e}");
+    let e = serde_json::from_str::<Parity>(r#"{"outcome": "maybe"}"#).expect_err("unknown outcome");
+    assert!(e.to_string().contains("unknown variant `maybe`"), "{e}");
+}
