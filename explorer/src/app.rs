@@ -30,7 +30,15 @@ const PAGE_ROWS: usize = 100;
 
 /// Mounts the app on `<body>`.
 pub fn mount() {
+    mark("dllm:start");
     leptos::mount::mount_to_body(App);
+}
+
+/// A `performance.mark` (the speed benchmark prints the time between them; see explorer/bench/bench.mjs).
+fn mark(name: &str) {
+    if let Some(p) = window().performance() {
+        let _ = p.mark(name);
+    }
 }
 
 /// A bundle the user asked for.
@@ -57,7 +65,10 @@ async fn load(src: Option<Source>) -> Loaded {
                 Some(bytes) => utf8(&url, bytes),
                 None => fetch_utf8(&url).await,
             };
-            text.and_then(|text| view::load_bundle(&file, &text).map(Arc::new))
+            mark("dllm:bundle-text");
+            let loaded = text.and_then(|text| view::load_bundle(&file, &text).map(Arc::new));
+            mark("dllm:bundle-loaded");
+            loaded
         }
         Source::Local { name, text } => view::load_bundle(&name, &text).map(Arc::new),
         Source::Broken(e) => Err(e),
@@ -284,7 +295,9 @@ fn Workspace(
         let s = state.get();
         s.view.is_chart().then(|| {
             let r: Vec<&LoadedBundle> = b2.iter().map(|b| b.as_ref()).collect();
-            Arc::new(views::chart_view(s.view, &r, &s.filters, &s.options))
+            let cv = Arc::new(views::chart_view(s.view, &r, &s.filters, &s.options));
+            mark("dllm:figure");
+            cv
         })
     });
     let provenance = bundles
@@ -344,22 +357,21 @@ fn Workspace(
     }
 }
 
-/// A `<select>` with an "all" option, bound to one filter.
-fn filter_select<T: Clone + PartialEq + ToString + Send + Sync + 'static>(
+/// A `<select>` with an "all" option, bound to one filter. Values are the filter's text (numbers as decimals),
+/// and `get`/`set` plain functions: one copy of this view code in the wasm for all six filters.
+fn filter_select(
     label: &'static str,
     testid: &'static str,
-    values: Vec<T>,
-    get: impl Fn(&Filters) -> Option<T> + Copy + Send + Sync + 'static,
-    set: impl Fn(&mut Filters, Option<T>) + Copy + Send + Sync + 'static,
+    values: Vec<String>,
+    get: fn(&Filters) -> Option<String>,
+    set: fn(&mut Filters, Option<&str>),
     state: RwSignal<PageState>,
-) -> impl IntoView {
-    let vals = values.clone();
+) -> AnyView {
     let options = values
         .into_iter()
         .map(|v| {
-            let text = v.to_string();
-            let vv = v.clone();
-            view! { <option value=text.clone() selected=move || get(&state.get().filters).as_ref() == Some(&vv)>{text.clone()}</option> }
+            let text = v.clone();
+            view! { <option value=v.clone() selected=move || get(&state.get().filters).as_deref() == Some(v.as_str())>{text}</option> }
         })
         .collect_view();
     view! {
@@ -369,8 +381,7 @@ fn filter_select<T: Clone + PartialEq + ToString + Send + Sync + 'static>(
                 data-testid=testid
                 on:change=move |ev| {
                     let t = event_target_value(&ev);
-                    let v = vals.iter().find(|x| x.to_string() == t).cloned();
-                    state.update(|s| set(&mut s.filters, v));
+                    state.update(|s| set(&mut s.filters, (!t.is_empty()).then_some(t.as_str())));
                 }
             >
                 <option value="" selected=move || get(&state.get().filters).is_none()>"all"</option>
@@ -378,6 +389,11 @@ fn filter_select<T: Clone + PartialEq + ToString + Send + Sync + 'static>(
             </select>
         </label>
     }
+    .into_any()
+}
+
+fn texts<T: ToString>(values: &[T]) -> Vec<String> {
+    values.iter().map(T::to_string).collect()
 }
 
 /// Filters and chart options.
@@ -414,12 +430,12 @@ fn FilterBar(
     });
     view! {
         <section class="filters" aria-label="Filters">
-            {filter_select("Model", "filter-model", c.models.clone(), |f| f.model.clone(), |f, v| f.model = v, state)}
-            {filter_select("Sampler", "filter-sampler", c.samplers.clone(), |f| f.sampler.clone(), |f, v| f.sampler = v, state)}
-            {filter_select("K", "filter-K", c.steps.clone(), |f| f.steps, |f, v| f.steps = v, state)}
-            {filter_select("B", "filter-B", c.batches.clone(), |f| f.batch, |f, v| f.batch = v, state)}
-            {filter_select("N", "filter-N", c.seqs.clone(), |f| f.seq, |f, v| f.seq = v, state)}
-            {filter_select("Precision", "filter-precision", c.precisions.clone(), |f| f.precision.clone(), |f, v| f.precision = v, state)}
+            {filter_select("Model", "filter-model", c.models.clone(), |f| f.model.clone(), |f, v| f.model = v.map(str::to_string), state)}
+            {filter_select("Sampler", "filter-sampler", c.samplers.clone(), |f| f.sampler.clone(), |f, v| f.sampler = v.map(str::to_string), state)}
+            {filter_select("K", "filter-K", texts(&c.steps), |f| f.steps.map(|v| v.to_string()), |f, v| f.steps = v.and_then(|v| v.parse().ok()), state)}
+            {filter_select("B", "filter-B", texts(&c.batches), |f| f.batch.map(|v| v.to_string()), |f, v| f.batch = v.and_then(|v| v.parse().ok()), state)}
+            {filter_select("N", "filter-N", texts(&c.seqs), |f| f.seq.map(|v| v.to_string()), |f, v| f.seq = v.and_then(|v| v.parse().ok()), state)}
+            {filter_select("Precision", "filter-precision", c.precisions.clone(), |f| f.precision.clone(), |f, v| f.precision = v.map(str::to_string), state)}
             <label>
                 <input type="checkbox" data-testid="log-x" prop:checked=move || state.get().options.log_x
                     on:change=move |ev| state.update(|s| s.options.log_x = event_target_checked(&ev))/>
@@ -508,6 +524,7 @@ fn ChartPanel(
                 message.set(Some(e));
             }
         }
+        mark("dllm:drawn");
         let now = window().performance().map_or(0.0, |p| p.now());
         let _ = canvas.set_attribute("data-drawn-at", &format!("{now:.1}"));
     });

@@ -480,7 +480,7 @@ fn draw_xy<DB: DrawingBackend>(
     }
     let (xr, yr) = (scaled(xa, &xs, false), scaled(ya, &ys, has_bars));
     let (x_lo, x_hi, y_floor) = (xr.range.start, xr.range.end, yr.range.start);
-    let font = |size: f64| ("sans-serif", s(size)).into_font();
+    let font = |size: f64| (FontFamily::SansSerif, s(size)).into_font();
     let mut cc = ChartBuilder::on(root)
         .caption(title, font(18.0))
         .margin(si(12.0))
@@ -558,7 +558,7 @@ fn draw_xy<DB: DrawingBackend>(
                     .label(se.label.clone())
                     .legend(move |(x, y)| {
                         if alt {
-                            EmptyElement::at((x + 8, y)) + TriangleMarker::new((0, 0), 6, legend_c.filled()).into_dyn()
+                            EmptyElement::at((x + 8, y)) + triangle(6, legend_c.filled()).into_dyn()
                         } else {
                             EmptyElement::at((x + 8, y)) + Circle::new((0, 0), 5, legend_c.filled()).into_dyn()
                         }
@@ -581,7 +581,8 @@ fn draw_xy<DB: DrawingBackend>(
         if !matches!(se.style, Style::Bars { .. }) {
             let r = si(4.5);
             if se.alt {
-                cc.draw_series(pts.iter().map(|&p| TriangleMarker::new(p, r + 1, c.filled()))).map_err(backend_err)?;
+                cc.draw_series(pts.iter().map(|&p| EmptyElement::at(p) + triangle(r + 1, c.filled())))
+                    .map_err(backend_err)?;
             } else {
                 cc.draw_series(pts.iter().map(|&p| Circle::new(p, r, c.filled()))).map_err(backend_err)?;
             }
@@ -656,7 +657,7 @@ fn draw_heat<DB: DrawingBackend>(
     }
     let s = |v: f64| (v * style.scale).round().max(1.0);
     let si = |v: f64| s(v) as u32;
-    let font = |size: f64| ("sans-serif", s(size)).into_font();
+    let font = |size: f64| (FontFamily::SansSerif, s(size)).into_font();
     let values = panels.iter().flat_map(|p| p.cells.iter().filter_map(|c| c.value));
     let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| (a.min(v), b.max(v)));
     let t_of = |v: f64| if hi > lo { (v - lo) / (hi - lo) } else { 0.5 };
@@ -703,6 +704,15 @@ fn draw_heat<DB: DrawingBackend>(
         }
     }
     Ok(Drawn { hits })
+}
+
+/// An upward triangle of circumradius `r` around its anchor (as plotters' `TriangleMarker` draws it, without
+/// its run-time sine and cosine, which would bring the wasm a trigonometry library).
+fn triangle(r: u32, style: ShapeStyle) -> Polygon<(i32, i32)> {
+    let r = f64::from(r);
+    // cos 30 deg and sin 30 deg.
+    let (dx, dy) = ((r * 0.866_025_403_784_438_6).ceil() as i32, (r * 0.5).ceil() as i32);
+    Polygon::new(vec![(0, -(r as i32)), (dx, dy), (-dx, dy)], style)
 }
 
 #[cfg(test)]

@@ -293,7 +293,11 @@ impl PageState {
 
 /// A peak entered by the user (or read from the URL): a finite number > 0, else none.
 pub fn parse_peak(v: &str) -> Option<f64> {
-    v.trim().parse::<f64>().ok().filter(|x| x.is_finite() && *x > 0.0)
+    // Read as a JSON number (the parser is in the wasm already; `str::parse::<f64>` would add its own, with
+    // its tables: about 5 KB). HTML number inputs also write ".5".
+    let v = v.trim();
+    let v = if v.starts_with('.') { format!("0{v}") } else { v.to_string() };
+    serde_json::from_str::<f64>(&v).ok().filter(|x| x.is_finite() && *x > 0.0)
 }
 
 /// The values each filter can take over the loaded bundles (sorted), for the filter selects.
@@ -315,11 +319,11 @@ pub struct FilterChoices {
 
 /// The filter choices of the loaded bundles.
 pub fn filter_choices(bundles: &[&LoadedBundle]) -> FilterChoices {
-    let (mut m, mut s, mut p) = (BTreeSet::<String>::new(), BTreeSet::<&str>::new(), BTreeSet::<String>::new());
+    let (mut m, mut s, mut p) = (BTreeSet::<&str>::new(), BTreeSet::<&str>::new(), BTreeSet::<String>::new());
     let (mut k, mut b, mut n) = (BTreeSet::<u32>::new(), BTreeSet::<u32>::new(), BTreeSet::<u32>::new());
     for lb in bundles {
         for c in &lb.bundle.cells {
-            m.insert(c.key.model.clone());
+            m.insert(c.key.model.as_str());
             s.insert(sampler_name(c.key.sampler));
             k.extend(c.key.steps);
             b.insert(c.key.batch_size);
@@ -328,7 +332,7 @@ pub fn filter_choices(bundles: &[&LoadedBundle]) -> FilterChoices {
         p.extend(lb.bundle.models.iter().map(|x| x.dtype.to_string()));
     }
     FilterChoices {
-        models: m.iter().cloned().collect(),
+        models: m.iter().map(|x| x.to_string()).collect(),
         samplers: s.iter().map(|x| x.to_string()).collect(),
         steps: k.iter().copied().collect(),
         batches: b.iter().copied().collect(),
@@ -350,6 +354,16 @@ pub fn kept<'a>(lb: &'a LoadedBundle, f: &Filters) -> Vec<CellRef<'a>> {
 }
 
 /// Tag of a loaded bundle in legends: `A` and `B` when two are compared, nothing otherwise.
+/// The distinct values, in order. (Inserting, where `collect` would sort: a collect instantiates a whole stable
+/// sort per element type, about 2 KB of wasm each.)
+fn set<T: Ord>(values: impl IntoIterator<Item = T>) -> BTreeSet<T> {
+    let mut s = BTreeSet::new();
+    values.into_iter().for_each(|v| {
+        s.insert(v);
+    });
+    s
+}
+
 fn tag(bi: usize, n: usize) -> String {
     if n > 1 { format!("[{}] ", ["A", "B"].get(bi).copied().unwrap_or("?")) } else { String::new() }
 }
@@ -513,15 +527,13 @@ fn throughput(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut V
             bars.push((bi, t.cell, &lb.bundle.cells[t.cell], t.tokens_per_s, t.bytes_per_s));
         }
     }
-    let batches: Vec<u32> = bars.iter().map(|b| b.2.key.batch_size).collect::<BTreeSet<_>>().into_iter().collect();
+    let batches: Vec<u32> = set(bars.iter().map(|b| b.2.key.batch_size)).into_iter().collect();
     // One bar per (bundle, model, sampler, K) in each B; AR first, then by K.
-    let mut ids: Vec<(usize, bool, String, Option<u32>)> = bars
-        .iter()
-        .map(|(bi, _, c, ..)| (*bi, c.key.steps.is_some(), series_label(c), c.key.steps))
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    ids.sort_by(|a, b| (a.1, &a.2, a.3, a.0).cmp(&(b.1, &b.2, b.3, b.0)));
+    let mut ids: Vec<(usize, bool, String, Option<u32>)> =
+        set(bars.iter().map(|(bi, _, c, ..)| (*bi, c.key.steps.is_some(), series_label(c), c.key.steps)))
+            .into_iter()
+            .collect();
+    ids.sort_unstable_by(|a, b| (a.1, &a.2, a.3, a.0).cmp(&(b.1, &b.2, b.3, b.0)));
     let width = 0.84 / ids.len().max(1) as f64;
     let mut pal = Palette::default();
     let mut series: Vec<Series> = Vec::new();
@@ -597,7 +609,7 @@ fn memory(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec<S
             notes.push(format!("{t}CPU bundle: it has no reserved device memory, so RSS is shown."));
         }
         let heat = memory_heatmap(&cells, metric);
-        let models: BTreeSet<&str> = heat.iter().map(|h| h.model.as_str()).collect();
+        let models = set(heat.iter().map(|h| h.model.as_str()));
         for m in models {
             let cells = heat
                 .iter()
@@ -860,9 +872,10 @@ pub fn quality_metric(bundles: &[&LoadedBundle], o: &Options) -> Option<(String,
 
 /// Every quality metric name of the loaded bundles.
 pub fn quality_metrics(bundles: &[&LoadedBundle]) -> Vec<String> {
-    let set: BTreeSet<&str> =
-        bundles.iter().flat_map(|b| b.quality.iter().flatten()).map(|q| q.metric.as_str()).collect();
-    set.into_iter().map(str::to_string).collect()
+    set(bundles.iter().flat_map(|b| b.quality.iter().flatten()).map(|q| q.metric.as_str()))
+        .into_iter()
+        .map(str::to_string)
+        .collect()
 }
 
 fn quality_of(lb: &LoadedBundle, cell: usize, metric: &str) -> Option<f64> {
@@ -1029,8 +1042,7 @@ pub fn parity_rows(bundles: &[&LoadedBundle], f: &Filters, o: &Options) -> Resul
     for (bi, lb) in bundles.iter().enumerate() {
         let t = tag(bi, bundles.len());
         let recs = parity_records(lb, &metric);
-        let shapes: BTreeSet<(u32, u32)> =
-            kept(lb, f).iter().map(|c| (c.cell.key.seq_len, c.cell.key.batch_size)).collect();
+        let shapes = set(kept(lb, f).iter().map(|c| (c.cell.key.seq_len, c.cell.key.batch_size)));
         for (n, b) in shapes {
             let pts = quality_points(lb, f, &metric, b, n);
             let Some(ar) = pts.iter().find(|p| p.steps.is_none()).copied() else { continue };
