@@ -23,12 +23,19 @@ const context = await chromium.launchPersistentContext(profile, {
 const page = context.pages()[0] ?? (await context.newPage());
 const errors = [];
 page.on('pageerror', (e) => errors.push(String(e)));
-const first = [], parse = [], redraws = {};
+const first = [], phases = [], redraws = {};
 try {
   for (let i = 0; i < RUNS; i++) {
     await page.goto(`${BASE}?bundle=${FILE}&view=latency`);
     await page.waitForFunction((s) => document.querySelector(s)?.dataset.drawn === 'true', CHART, { timeout: 120_000 });
     first.push(Number(await page.getAttribute(CHART, 'data-drawn-at')));
+    // Where the time went: the app's performance marks (first of each) and the bundle's arrival.
+    phases.push(await page.evaluate((file) => {
+      const at = (n) => performance.getEntriesByName(n)[0]?.startTime ?? NaN;
+      const res = performance.getEntriesByType('resource').find((e) => e.name.endsWith(`bundles/${file}`));
+      return { start: at('dllm:start'), received: res ? res.responseEnd : NaN, text: at('dllm:bundle-text'),
+        loaded: at('dllm:bundle-loaded'), figure: at('dllm:figure'), drawn: at('dllm:drawn') };
+    }, FILE));
     const cells = await page.$$eval('[data-testid="filter-K"] option', (o) => o.length);
     if (i === 0) console.log(`bench: ${FILE} loaded (${cells - 1} K values in the filter)`);
     // Filter changes on several views: K on latency, N on throughput, B on memory.
@@ -59,6 +66,11 @@ try {
 if (errors.length) { console.error(`page errors: ${errors.join('; ')}`); process.exit(1); }
 console.log(`bench: first chart drawn after page load: median ${med(first).toFixed(0)} ms ` +
   `(runs: ${first.map((x) => x.toFixed(0)).join(', ')} ms; target <= 300 ms)`);
+const m = (k) => med(phases.map((p) => p[k])).toFixed(0);
+const d = (a, b) => med(phases.map((p) => p[b] - p[a])).toFixed(0);
+console.log(`bench: first load, medians: app started at ${m('start')} ms, bundle received at ${m('received')} ms, ` +
+  `its bytes in the app at ${m('text')} ms; then parse + check + summaries ${d('text', 'loaded')} ms, ` +
+  `figure ${d('loaded', 'figure')} ms, drawing ${d('figure', 'drawn')} ms`);
 const all = Object.values(redraws).flat();
 for (const [k, v] of Object.entries(redraws)) {
   console.log(`bench: redraw after a filter change, ${k}: median ${med(v).toFixed(1)} ms, max ${Math.max(...v).toFixed(1)} ms`);
