@@ -17,9 +17,12 @@
 #                   a real run with the roofline counts). The study fixtures and a 1.2 bundle must be among them.
 #   E2E_SCREENSHOT  where to save the screenshot (default: target/e2e/screenshot.png)
 #   E2E_SKIP_BUILD  set to 1 to reuse explorer/dist
-#   E2E_SERVER      `python` (default: python3 -m http.server on the assembled site, under a sub-path) or
+#   E2E_DPRS        the device pixel ratios to run the spec at (default: "1 2")
+#   E2E_SERVER      `python` (default: python3 -m http.server on the assembled site, under a sub-path),
 #                   `dllm-bench` (`target/debug/dllm-bench serve`, which generates bundles/index.json itself;
-#                   build it first: cargo build -p runner)
+#                   build it first: cargo build -p runner), or `trunk` (`trunk serve --release` in explorer/,
+#                   as for local analysis, its proxy forwarding bundles/ to `dllm-bench serve` on
+#                   127.0.0.1:8000, the backend Trunk.toml names; that port must be free)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -129,19 +132,39 @@ case "${E2E_SERVER:-python}" in
         "$ROOT/target/debug/dllm-bench" serve --results "$RESULTS" --explorer "$ROOT/explorer/dist" \
             --addr "127.0.0.1:$PORT" >"$OUT/server.log" 2>&1 &
         SERVER_PID=$! ;;
-    *) echo "e2e: E2E_SERVER must be python or dllm-bench" >&2; exit 2 ;;
+    trunk)
+        SUB=""
+        # The backend Trunk.toml's [[proxy]] forwards bundles/ to; trunk serves the explorer itself.
+        "$ROOT/target/debug/dllm-bench" serve --results "$RESULTS" --explorer "$ROOT/explorer/dist" \
+            --addr 127.0.0.1:8000 >"$OUT/backend.log" 2>&1 &
+        BACKEND_PID=$!
+        # trunk 0.21's optional-value flags take their values after `=`; the release build is the one step 1
+        # made, so this only serves it.
+        (cd explorer && exec trunk serve index.html --offline=true --release=true --no-autoreload=true \
+            --address 127.0.0.1 --port "$PORT") >"$OUT/server.log" 2>&1 &
+        SERVER_PID=$! ;;
+    *) echo "e2e: E2E_SERVER must be python, dllm-bench or trunk" >&2; exit 2 ;;
 esac
-trap 'kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true' EXIT
+BACKEND_PID="${BACKEND_PID:-}"
+trap 'kill $SERVER_PID $BACKEND_PID 2>/dev/null || true; wait $SERVER_PID $BACKEND_PID 2>/dev/null || true' EXIT
 BASE_URL="http://127.0.0.1:$PORT/${SUB:+$SUB/}"
-for _ in $(seq 1 50); do
+for _ in $(seq 1 300); do
     curl -fsS -o /dev/null "$BASE_URL" 2>/dev/null && break
     kill -0 "$SERVER_PID" 2>/dev/null || { echo "e2e: server died:" >&2; cat "$OUT/server.log" >&2; exit 1; }
+    if [ -n "$BACKEND_PID" ] && ! kill -0 "$BACKEND_PID" 2>/dev/null; then
+        echo "e2e: dllm-bench serve (trunk's proxy backend) died:" >&2; cat "$OUT/backend.log" >&2; exit 1
+    fi
     sleep 0.2
 done
+if [ -n "$BACKEND_PID" ]; then
+    # The proxy: bundles/index.json through trunk must be the one dllm-bench serve generates.
+    curl -fsS "${BASE_URL}bundles/index.json" | grep -q '"e2e-1.json"' \
+        || { echo "e2e: trunk's proxy does not forward bundles/ to dllm-bench serve" >&2; cat "$OUT/server.log" >&2; exit 1; }
+fi
 echo "e2e: serving $BASE_URL (pid $SERVER_PID)"
 
 # At devicePixelRatio 1 and 2: the canvas draws at device resolution, hit-testing scales back.
-for dpr in 1 2; do
+for dpr in ${E2E_DPRS:-1 2}; do
     E2E_BASE_URL="$BASE_URL" E2E_BUNDLES_JSON="$OUT/bundles.json" E2E_BROKEN_JSON="$OUT/broken.json" \
         E2E_DPR="$dpr" E2E_SCREENSHOT="$SCREENSHOT" E2E_NODE_MODULES="$NODE_MODULES" \
         node explorer/e2e/explorer.spec.mjs

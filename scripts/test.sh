@@ -40,4 +40,6 @@ step "explorer in headless Chromium (static server, site under a sub-path)"
 scripts/e2e-browser.sh
 step "explorer in headless Chromium (dllm-bench serve, as the demo serves it)"
 E2E_SKIP_BUILD=1 E2E_SERVER=dllm-bench scripts/e2e-browser.sh
+step "explorer in headless Chromium (trunk serve, its proxy forwarding bundles/ to dllm-bench serve)"
+E2E_SKIP_BUILD=1 E2E_SERVER=trunk E2E_DPRS=1 scripts/e2e-browser.sh
 step "all checks passed"
