@@ -505,15 +505,14 @@ fn draw_xy<DB: DrawingBackend>(
 
     let width = si(2.0);
     let pt = |m: &Mark| Some((to_space(xa, m.x)?, to_space(ya, m.y)?));
+    let mut legend: Vec<(&str, Key)> = Vec::new();
     for r in refs {
         let st = colour(r.colour).stroke_width(width);
         let Some(v) = to_space(if r.vertical { xa } else { ya }, r.value) else { continue };
         let line = if r.vertical { [(v, cc.y_range().start), (v, cc.y_range().end)] } else { [(x_lo, v), (x_hi, v)] };
         let (dash, gap) = if r.alt { (s(3.0), s(4.0)) } else { (s(8.0), s(5.0)) };
-        cc.draw_series(DashedLineSeries::new(line, dash, gap, st))
-            .map_err(backend_err)?
-            .label(r.label.clone())
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], st));
+        cc.draw_series(DashedLineSeries::new(line, dash, gap, st)).map_err(backend_err)?;
+        legend.push((&r.label, Key::Line { style: st, dash: Some((dash, gap)), marker: None }));
     }
     for se in series {
         let c = colour(se.colour);
@@ -522,23 +521,17 @@ fn draw_xy<DB: DrawingBackend>(
         match se.style {
             Style::Frontier => {
                 let band = c.mix(0.45).stroke_width(si(9.0));
-                cc.draw_series(LineSeries::new(pts, band))
-                    .map_err(backend_err)?
-                    .label(se.label.clone())
-                    .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], band));
+                cc.draw_series(LineSeries::new(pts, band)).map_err(backend_err)?;
+                legend.push((&se.label, Key::Line { style: band, dash: None, marker: None }));
                 continue;
             }
             Style::Line if se.alt => {
-                cc.draw_series(DashedLineSeries::new(pts.clone(), s(6.0), s(4.0), st))
-                    .map_err(backend_err)?
-                    .label(se.label.clone())
-                    .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], st));
+                cc.draw_series(DashedLineSeries::new(pts.clone(), s(6.0), s(4.0), st)).map_err(backend_err)?;
+                legend.push((&se.label, Key::Line { style: st, dash: Some((s(6.0), s(4.0))), marker: Some(true) }));
             }
             Style::Line => {
-                cc.draw_series(LineSeries::new(pts.clone(), st))
-                    .map_err(backend_err)?
-                    .label(se.label.clone())
-                    .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], st));
+                cc.draw_series(LineSeries::new(pts.clone(), st)).map_err(backend_err)?;
+                legend.push((&se.label, Key::Line { style: st, dash: None, marker: Some(false) }));
             }
             Style::Bars { width: w } => {
                 let fill = if se.alt { c.mix(0.55).filled() } else { c.filled() };
@@ -546,24 +539,10 @@ fn draw_xy<DB: DrawingBackend>(
                     let (Some(y), Some(_)) = (to_space(ya, m.y), to_space(xa, m.x)) else { return None };
                     Some(Rectangle::new([(m.x - w / 2.0, y_floor), (m.x + w / 2.0, y)], fill))
                 }))
-                .map_err(backend_err)?
-                .label(se.label.clone())
-                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], fill));
+                .map_err(backend_err)?;
+                legend.push((&se.label, Key::Bar(fill)));
             }
-            Style::Points => {
-                let legend_c = c;
-                let alt = se.alt;
-                cc.draw_series(std::iter::empty::<Circle<(f64, f64), u32>>())
-                    .map_err(backend_err)?
-                    .label(se.label.clone())
-                    .legend(move |(x, y)| {
-                        if alt {
-                            EmptyElement::at((x + 8, y)) + triangle(6, legend_c.filled()).into_dyn()
-                        } else {
-                            EmptyElement::at((x + 8, y)) + Circle::new((0, 0), 5, legend_c.filled()).into_dyn()
-                        }
-                    });
-            }
+            Style::Points => legend.push((&se.label, Key::Point(c.filled(), se.alt))),
         }
         // Spread over repetitions (min..max) as error bars.
         let thin = RGBColor(0x33, 0x33, 0x33).stroke_width(si(1.0));
@@ -597,15 +576,7 @@ fn draw_xy<DB: DrawingBackend>(
             .filter(|p| p.1 > mid_y && (p.0 < mid_x) == left)
             .count()
     };
-    let corner =
-        if upper(true) > upper(false) { SeriesLabelPosition::UpperRight } else { SeriesLabelPosition::UpperLeft };
-    cc.configure_series_labels()
-        .position(corner)
-        .label_font(font(12.0))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.4))
-        .draw()
-        .map_err(backend_err)?;
+    draw_legend(&cc.plotting_area().strip_coord_spec(), &legend, upper(true) > upper(false), &font(12.0), &s)?;
 
     let mut hits = Vec::new();
     let r = s(7.0) as i32;
@@ -704,6 +675,76 @@ fn draw_heat<DB: DrawingBackend>(
         }
     }
     Ok(Drawn { hits })
+}
+
+/// The marker of a legend row.
+#[derive(Clone, Copy)]
+enum Key {
+    /// A line (or band) in this style, dashed (dash and gap lengths) or solid, with the series' point marker
+    /// (a triangle when `true`) or none.
+    Line { style: ShapeStyle, dash: Option<(f64, f64)>, marker: Option<bool> },
+    /// A bar's fill.
+    Bar(ShapeStyle),
+    /// A point: a circle, or a triangle when `true`.
+    Point(ShapeStyle, bool),
+}
+
+/// The legend: a row per reference line and series (its marker, then its label) in a box in the upper left
+/// corner of the plot, or the upper right when `right`. (Drawn here rather than by plotters' series labels,
+/// which bring a Unicode lower-casing table into the wasm: about 10 KB gzipped.)
+fn draw_legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    rows: &[(&str, Key)],
+    right: bool,
+    font: &FontDesc<'_>,
+    s: &dyn Fn(f64) -> f64,
+) -> Result<(), ChartError> {
+    let rows: Vec<_> = rows.iter().filter(|r| !r.0.is_empty()).collect();
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let px = |v: f64| s(v) as i32;
+    let text = TextStyle::from(font.clone()).pos(Pos::new(HPos::Left, VPos::Center));
+    let mut text_w = 0;
+    let mut row_h = px(14.0);
+    for (label, _) in &rows {
+        let (w, h) = area.estimate_text_size(label, &text).map_err(backend_err)?;
+        text_w = text_w.max(w as i32);
+        row_h = row_h.max(h as i32 + px(4.0));
+    }
+    let (pad, marker, gap, margin) = (px(6.0), px(20.0), px(6.0), px(10.0));
+    let (box_w, box_h) = (pad * 2 + marker + gap + text_w, pad * 2 + row_h * rows.len() as i32);
+    let x0 = if right { area.dim_in_pixel().0 as i32 - margin - box_w } else { margin };
+    let (y0, corner) = (margin, |x: i32, y: i32| (x0 + x, margin + y));
+    area.draw(&Rectangle::new([(x0, y0), corner(box_w, box_h)], WHITE.mix(0.85).filled())).map_err(backend_err)?;
+    area.draw(&Rectangle::new([(x0, y0), corner(box_w, box_h)], BLACK.mix(0.4))).map_err(backend_err)?;
+    for (i, (label, key)) in rows.iter().enumerate() {
+        let (x, y) = corner(pad, pad + row_h * i as i32 + row_h / 2);
+        let mid = (x + marker / 2, y);
+        let point = |fill: ShapeStyle, tri: bool| match tri {
+            true => area.draw(&(EmptyElement::at(mid) + triangle(px(5.0) as u32, fill))),
+            false => area.draw(&Circle::new(mid, px(4.0), fill)),
+        };
+        match *key {
+            Key::Line { style, dash, marker: m } => {
+                let (on, off) = dash.map_or((marker, 0), |(d, g)| (d as i32, g as i32));
+                let mut at = x;
+                while at < x + marker {
+                    area.draw(&PathElement::new([(at, y), ((at + on).min(x + marker), y)], style))
+                        .map_err(backend_err)?;
+                    at += on + off;
+                }
+                m.map_or(Ok(()), |tri| point(style.color.filled(), tri))
+            }
+            Key::Bar(fill) => {
+                area.draw(&Rectangle::new([(x + px(3.0), y - px(5.0)), (x + px(17.0), y + px(5.0))], fill))
+            }
+            Key::Point(fill, tri) => point(fill, tri),
+        }
+        .map_err(backend_err)?;
+        area.draw(&Text::new(label.to_string(), (x + marker + gap, y), text.clone())).map_err(backend_err)?;
+    }
+    Ok(())
 }
 
 /// An upward triangle of circumradius `r` around its anchor (as plotters' `TriangleMarker` draws it, without

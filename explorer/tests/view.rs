@@ -71,7 +71,8 @@ fn latency_vs_steps_has_the_bundle_medians_and_the_ar_line() {
     assert!(close(refs[0].value, 1178.732));
     let (out, d) = svg(&f);
     check_hits(&f, &d);
-    assert_eq!(out.matches("<circle").count(), 4);
+    // The four marks, and the series' marker in the legend.
+    assert_eq!(out.matches("<circle").count(), 4 + 1);
     for t in ["diffusion steps K (log scale)", "median end-to-end latency L_e2e (ms)", "B = 1, N = 128"] {
         assert!(out.contains(t), "missing {t:?}");
     }
