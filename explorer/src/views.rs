@@ -432,8 +432,9 @@ pub struct ChartView {
 }
 
 /// The message of the quality views for bundles without quality values.
-pub const NO_QUALITY: &str = "No quality measured in this bundle: the runner does not measure quality yet \
-     (perplexity, BERTScore, ...), so the Pareto frontier, quality vs steps and S_parity cannot be shown.";
+pub const NO_QUALITY: &str = "No quality measured in this bundle: its cells have no quality values (the run had \
+     no [quality] table, or the bundle predates schema 1.2), so the Pareto frontier, quality vs steps and S_parity \
+     cannot be shown.";
 
 /// Builds the figure of a chart view over the loaded bundles (the main one first).
 pub fn chart_view(view: ViewKind, bundles: &[&LoadedBundle], f: &Filters, o: &Options) -> ChartView {

@@ -457,8 +457,9 @@ pub fn step_timings(cells: &[CellRef<'_>]) -> Vec<StepTiming> {
 
 // ---- Quality: Pareto frontier, quality vs steps, S_parity -----------------------------------------------
 //
-// Bundles do not carry quality yet (the runner does not measure it). These functions take plain inputs, one
-// [`QualityPoint`] per cell that has a value of the chosen metric, so they work from whatever a bundle holds.
+// Bundles carry quality per cell (schema 1.2: measured once per group, in its largest batch; see
+// `parity::cell_quality`). These functions take plain inputs, one [`QualityPoint`] per cell that has a value of
+// the chosen metric, so they work from whatever a bundle holds.
 
 /// A cell's latency and its value of one quality metric.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
