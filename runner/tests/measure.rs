@@ -234,12 +234,23 @@ fn llada_step_times_add_up_to_e2e() {
 }
 
 #[test]
-fn roofline_parameters_equal_the_loaders_count() {
-    for preset in [Preset::Tiny, Preset::Small, Preset::Real] {
+fn roofline_counts_equal_the_checkpoints() {
+    // schema::roofline's parameter count (which the loader also reports) against the elements the synthetic
+    // checkpoints hold, and its KV-cache bytes against the cache's shape written out.
+    let dir = tempfile::tempdir().expect("tempdir");
+    for preset in [Preset::Tiny, Preset::Small] {
         for kind in [ModelKind::Llama, ModelKind::Llada] {
+            let repo = format!("test/{preset:?}-{kind:?}").to_lowercase();
+            write_synthetic(dir.path(), &repo, kind, &SynthSpec::new(preset, 0)).expect("write synthetic");
+            let files = ModelFiles::from_hf_cache(dir.path(), &repo, "main").expect("resolve");
             let cfg = SynthSpec::new(preset, 0).model_config(kind).expect("config");
-            assert_eq!(roofline::parameters(&cfg.shape()), cfg.parameter_count(), "{preset:?} {kind:?}");
-            assert_eq!(roofline::kv_cache_bytes(&cfg.shape(), 1, 1, 2), cfg.kv_bytes_per_token(2));
+            assert_eq!(
+                roofline::parameters(&cfg.shape()),
+                crate::model::checkpoint_elements(&files),
+                "{preset:?} {kind:?}"
+            );
+            let per_token = 2 * cfg.num_layers * cfg.num_kv_heads * cfg.head_dim * 2;
+            assert_eq!(roofline::kv_cache_bytes(&cfg.shape(), 3, 5, 2), 15 * per_token as u64);
         }
     }
 }

@@ -56,21 +56,15 @@ impl ModelConfig {
         }
     }
 
-    /// Parameters of one transformer block (attention + MLP + two norms).
+    /// Parameters of one transformer block (attention + MLP + two norms): `schema::roofline`'s formula, the one
+    /// the bundles' roofline counts use.
     pub fn parameters_per_layer(&self) -> u64 {
-        let h = self.hidden_size as u64;
-        let q = (self.num_heads * self.head_dim) as u64;
-        let kv = (self.num_kv_heads * self.head_dim) as u64;
-        let attn = h * q + 2 * h * kv + q * h;
-        let mlp = 3 * h * self.intermediate_size as u64;
-        attn + mlp + 2 * h
+        schema::roofline::matrix_params_per_layer(&self.shape()) + 2 * self.hidden_size as u64
     }
 
-    /// Total parameters: embedding, blocks, final norm, untied LM head.
+    /// Total parameters: embedding, blocks, final norm, untied LM head (`schema::roofline::parameters`).
     pub fn parameter_count(&self) -> u64 {
-        let h = self.hidden_size as u64;
-        let v = self.vocab_size as u64;
-        2 * v * h + self.num_layers as u64 * self.parameters_per_layer() + h
+        schema::roofline::parameters(&self.shape())
     }
 
     /// The shape summary a bundle records (and `schema::roofline` computes from).
@@ -90,9 +84,10 @@ impl ModelConfig {
         matches!(self.kind, ModelKind::Llama)
     }
 
-    /// Bytes of K and V for one token over all layers, at `dtype_bytes` per element.
+    /// Bytes of K and V for one token over all layers, at `dtype_bytes` per element
+    /// (`schema::roofline::kv_cache_bytes` of one row and one token).
     pub fn kv_bytes_per_token(&self, dtype_bytes: usize) -> u64 {
-        (2 * self.num_layers * self.num_kv_heads * self.head_dim * dtype_bytes) as u64
+        schema::roofline::kv_cache_bytes(&self.shape(), 1, 1, dtype_bytes as u64)
     }
 
     fn check(&self, path: &Path) -> Result<(), ModelError> {
