@@ -17,8 +17,8 @@ use std::time::{Instant, SystemTime};
 use anyhow::{Context, Result};
 use candle_core::{DType, Device};
 use schema::bundle::{
-    Bundle, Cell, CellKey, CellStatus, Generation, ModelInfo, ModelShape, PromptSetInfo, Provenance, Repetition,
-    Sampler, TokenizerInfo,
+    Bundle, Cell, CellKey, CellStatus, Generation, ModelInfo, PromptSetInfo, Provenance, Repetition, Sampler,
+    TokenizerInfo,
 };
 use schema::grid::{DeviceSpec, GridConfig, ModelKind, ModelSpec, Precision};
 use schema::{SchemaVersion, ShardInfo, derive};
@@ -703,14 +703,7 @@ fn model_info(m: &ModelSpec, model: &LoadedModel, files: &ModelFiles, dtype: Pre
             sha256: tokenizer_sha,
         },
         synthetic: files.is_synthetic(),
-        shape: ModelShape {
-            layers: c.num_layers as u32,
-            hidden: c.hidden_size as u32,
-            heads: c.num_heads as u32,
-            kv_heads: c.num_kv_heads as u32,
-            intermediate: c.intermediate_size as u32,
-            vocab: c.vocab_size as u32,
-        },
+        shape: c.shape(),
     }
 }
 
@@ -785,7 +778,19 @@ impl TokenCache {
             }
             rest.push_str(r);
         }
-        let enc = model.tokenizer.encode(rest.as_str(), false).map_err(|e| anyhow::anyhow!("tokenizer: {e}"))?;
+        // Only the first `output_tokens` tokens are kept, and a Wikitext document runs to its article's end (tens
+        // of kilobytes): tokenize a prefix that holds them with room to spare, the whole rest only when the prefix
+        // does not (pre-tokenization splits locally, so tokens ending well before the prefix's end are the rest's).
+        let encode = |t: &str| model.tokenizer.encode(t, false).map_err(|e| anyhow::anyhow!("tokenizer: {e}"));
+        let mut prefix = ((output_tokens as usize + 8) * 32).min(rest.len());
+        while !rest.is_char_boundary(prefix) {
+            prefix += 1;
+        }
+        let mut enc = encode(&rest[..prefix])?;
+        let last = (output_tokens as usize).checked_sub(1).and_then(|i| enc.get_offsets().get(i).map(|o| o.1));
+        if prefix < rest.len() && last.is_none_or(|end| end + 256 > prefix) {
+            enc = encode(&rest)?;
+        }
         let n = enc.get_offsets().len().min(output_tokens as usize);
         let reference = match n {
             0 => None,

@@ -106,12 +106,13 @@ fn parity_search_closes_the_gap_below_s_parity_and_report_gives_the_verdict() {
         "run",
         "--output-dir",
         results.to_str().expect("utf8"),
+        // At this shape the seeded demo models reach parity between the grid's two K (10 when written).
         "--seq-len",
-        "40",
+        "96",
         "--batch-size",
         "1,2",
         "--steps",
-        "4,8",
+        "8,32",
         "--repetitions",
         "1",
         "--warmup",
@@ -126,32 +127,96 @@ fn parity_search_closes_the_gap_below_s_parity_and_report_gives_the_verdict() {
     let r = &b.parity[0];
     let ks: Vec<u32> = r.curve.iter().map(|c| c.steps).collect();
     // Every K the search added was measured at both batch sizes, and quality in the B = 2 cell.
-    for k in ks.iter().filter(|k| ![4, 8].contains(*k)) {
+    assert!(ks.len() > 2, "the search added K between 8 and 32: {ks:?}");
+    for k in ks.iter().filter(|k| ![8, 32].contains(*k)) {
         let cells: Vec<_> = b.cells.iter().filter(|c| c.key.steps == Some(*k)).collect();
         assert_eq!(cells.iter().map(|c| c.key.batch_size).collect::<Vec<_>>(), [1, 2], "K = {k}");
         assert!(cells.iter().all(|c| c.status == schema::CellStatus::Ok));
         assert!(!cells[1].generations.is_empty() && cells[0].generations.is_empty());
     }
-    match r.outcome {
-        schema::derive::Parity::Reached { steps } => {
-            // One block: every K is valid, so the search stops only when the K below S_parity missed.
-            let below = ks.iter().copied().filter(|&k| k < steps).max().unwrap_or(0);
-            assert_eq!(steps - below, 1, "gap closed: curve {ks:?}, S_parity {steps}");
-        }
-        schema::derive::Parity::NotReached { .. } => assert_eq!(ks, [4, 8], "nothing to refine"),
-        schema::derive::Parity::NoData => panic!("quality missing"),
-    }
+    let schema::derive::Parity::Reached { steps } = r.outcome else {
+        panic!("parity must be reached at this shape: {:?}, curve {ks:?}", r.outcome)
+    };
+    // One block: every K is valid, so the search stops only when the K just below S_parity missed.
+    let below = ks.iter().copied().filter(|&k| k < steps).max().expect("a K below S_parity was measured");
+    assert_eq!(steps - below, 1, "gap closed: curve {ks:?}, S_parity {steps}");
     assert_eq!(b.cells.len(), 6 + 2 * (ks.len() - 2), "the added cells are in the bundle like any other");
 
     let rep = sb.cmd(&["report", &path]);
     assert_exit!(rep, 0);
     let text = stdout(&rep);
-    for want in ["SYNTHETIC", "## N = 40", "Q_llama", "S_parity", "| B |", "verdict", "llada_low_confidence"] {
+    for want in ["SYNTHETIC", "## N = 96", "Q_llama", "S_parity", "| B |", "verdict", "llada_low_confidence"] {
         assert!(text.contains(want), "{want} missing from the report:\n{text}");
     }
-    assert!(text.contains("viable"), "a verdict per batch size:\n{text}");
+    // A verdict per batch size ("viable: faster ..." or "not viable: ...").
+    assert_eq!(text.matches("viable: ").count(), 2, "a verdict per batch size:\n{text}");
     // Another metric of the bundle, chosen on the command line.
     let rouge = sb.cmd(&["report", &path, "--metric", "rouge_l_f1"]);
     assert_exit!(rouge, 0);
     assert!(stdout(&rouge).contains("Quality: rouge_l_f1 (higher is better)"), "{}", stdout(&rouge));
+}
+
+#[test]
+fn a_long_documents_reference_is_its_first_output_tokens() {
+    // The true continuation is cut from a prefix of the rest of the document (documents run to tens of
+    // kilobytes); it must equal the cut of the whole rest, tokenized here independently.
+    use crate::assert_exit;
+    use crate::util::{Sandbox, stdout};
+    let sb = Sandbox::new();
+    let demo = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../config/demo.toml")).expect("demo");
+    let base: Vec<String> = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/assets/demo_prompts.txt"))
+        .expect("prompts")
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(str::to_string)
+        .collect();
+    // Three documents of about 20 KB each, each a different rotation of the demo prompts.
+    let docs: Vec<String> =
+        (0..3).map(|i| (0..40).map(|j| base[(i + j) % base.len()].as_str()).collect::<Vec<_>>().join(" ")).collect();
+    let jsonl: String = docs.iter().map(|d| serde_json::json!({ "prompt": d }).to_string() + "\n").collect();
+    let prompts = sb.write("long.jsonl", &jsonl);
+    let config = demo.replace(
+        "source = \"embedded\"\ncount = 8",
+        &format!("source = \"file\"\npath = {:?}\ncount = 3", prompts.to_str().expect("utf8")),
+    );
+    assert_ne!(config, demo, "the demo config's [prompts] table changed: update this test");
+    let cfg = sb.write("long.toml", &config);
+    let out = sb.cmd(&[
+        "run",
+        "--config",
+        cfg.to_str().expect("utf8"),
+        "--output-dir",
+        sb.results().to_str().expect("utf8"),
+        "--seq-len",
+        "48",
+        "--batch-size",
+        "1",
+        "--steps",
+        "8",
+        "--repetitions",
+        "1",
+        "--warmup",
+        "0",
+    ]);
+    assert_exit!(out, 0);
+    let b = schema::read_bundle(&std::fs::read_to_string(stdout(&out).trim()).expect("bundle")).expect("valid");
+    let mut checked = 0;
+    for c in &b.cells {
+        let repo = sb.cache().join(format!("models--{}", c.key.model.replace('/', "--")));
+        let tokenizer = std::fs::read_dir(repo.join("snapshots"))
+            .expect("snapshots")
+            .map(|e| e.expect("entry").path().join("tokenizer.json"))
+            .next()
+            .expect("a snapshot");
+        let tok = tokenizers::Tokenizer::from_file(&tokenizer).expect("tokenizer");
+        for g in &c.generations {
+            let rest = &docs[g.prompt as usize][g.prompt_bytes as usize..];
+            let enc = tok.encode(rest, false).expect("encode");
+            let n = enc.get_offsets().len().min(c.key.output_tokens as usize);
+            let want = rest[..enc.get_offsets()[n - 1].1].trim();
+            assert_eq!(g.reference.as_deref(), Some(want), "{} prompt {}", c.key, g.prompt);
+            checked += 1;
+        }
+    }
+    assert!(checked >= 6, "references of both models' cells checked ({checked})");
 }
