@@ -248,10 +248,8 @@ fn median_ms(reps: Reps, mut f: impl FnMut() -> Result<f64>) -> Result<f64> {
     for _ in 0..reps.warmup {
         f()?;
     }
-    let mut v = (0..reps.measured).map(|_| f()).collect::<Result<Vec<f64>>>()?;
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Ok(if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
+    let v = (0..reps.measured).map(|_| f()).collect::<Result<Vec<f64>>>()?;
+    schema::derive::summarize(&v).map(|s| s.median).context("no measured repetition (--repetitions must be >= 1)")
 }
 
 /// Bytes read + written per second by a device-to-device copy into an existing buffer.

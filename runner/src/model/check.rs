@@ -76,16 +76,12 @@ fn index_map(index: &Path) -> Result<HashMap<String, String>, ModelError> {
 pub fn check_weights(files: &ModelFiles, cfg: &ModelConfig) -> Result<(), ModelError> {
     let headers: Vec<(PathBuf, HashMap<String, Entry>)> =
         files.weights.iter().map(|p| Ok((p.clone(), read_header(p)?))).collect::<Result<_, ModelError>>()?;
-    let index = match &files.index {
-        Some(i) => Some((i.clone(), index_map(i)?)),
-        None => None,
-    };
     for (name, shape) in WeightNames::for_kind(cfg.kind).tensors(cfg) {
         let found = headers.iter().find_map(|(p, h)| h.get(&name).map(|e| (p, e)));
         let Some((path, entry)) = found else {
-            // Name the file that should hold it: the index's shard, or the single file.
-            let (path, fix) = match &index {
-                Some((ipath, map)) => match map.get(&name) {
+            // Name the file that should hold it: the index's shard (the index is read only now), or the single file.
+            let (path, fix) = match &files.index {
+                Some(ipath) => match index_map(ipath)?.get(&name) {
                     Some(shard) => (
                         files.snapshot_dir.join(shard),
                         format!("{} assigns it to this shard but the shard lacks it", ipath.display()),

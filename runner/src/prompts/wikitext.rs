@@ -310,9 +310,8 @@ pub fn sample(n: usize, count: usize, seed: u64) -> Vec<usize> {
     let mut pool: Vec<usize> = (0..n).collect();
     let count = count.min(n);
     for i in 0..count {
-        let left = (n - i) as u64;
-        // Multiply-shift: uniform within 2^-64 * left of exact, no modulo bias worth the name.
-        let j = i + ((u128::from(rng.next_u64()) * u128::from(left)) >> 64) as usize;
+        // Documents number far below 2^32.
+        let j = i + rng.below((n - i) as u32) as usize;
         pool.swap(i, j);
     }
     pool.truncate(count);
