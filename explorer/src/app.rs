@@ -392,6 +392,26 @@ fn filter_select(
     .into_any()
 }
 
+/// A number input for a device peak (roofline ceilings), bound to one option; empty or invalid: no peak.
+fn peak_input(
+    label: &'static str,
+    testid: &'static str,
+    placeholder: &'static str,
+    get: fn(&views::Options) -> Option<f64>,
+    set: fn(&mut views::Options, Option<f64>),
+    state: RwSignal<PageState>,
+) -> AnyView {
+    view! {
+        <label>
+            {label}
+            <input type="number" min="0" step="any" placeholder=placeholder data-testid=testid
+                prop:value=move || get(&state.get().options).map(|v| v.to_string()).unwrap_or_default()
+                on:change=move |ev| state.update(|s| set(&mut s.options, views::parse_peak(&event_target_value(&ev))))/>
+        </label>
+    }
+    .into_any()
+}
+
 fn texts<T: ToString>(values: &[T]) -> Vec<String> {
     values.iter().map(T::to_string).collect()
 }
@@ -467,18 +487,8 @@ fn FilterBar(
                 </select>
             </label>
             {metric_select}
-            <label>
-                "Peak bandwidth (TB/s) "
-                <input type="number" min="0" step="any" placeholder="e.g. 4.8" data-testid="peak-bw"
-                    prop:value=move || state.get().options.peak_bw_tbs.map(|v| v.to_string()).unwrap_or_default()
-                    on:change=move |ev| state.update(|s| s.options.peak_bw_tbs = views::parse_peak(&event_target_value(&ev)))/>
-            </label>
-            <label>
-                "Peak FLOP rate (TFLOP/s) "
-                <input type="number" min="0" step="any" placeholder="e.g. 989" data-testid="peak-flops"
-                    prop:value=move || state.get().options.peak_tflops.map(|v| v.to_string()).unwrap_or_default()
-                    on:change=move |ev| state.update(|s| s.options.peak_tflops = views::parse_peak(&event_target_value(&ev)))/>
-            </label>
+            {peak_input("Peak bandwidth (TB/s) ", "peak-bw", "e.g. 4.8", |o| o.peak_bw_tbs, |o, v| o.peak_bw_tbs = v, state)}
+            {peak_input("Peak FLOP rate (TFLOP/s) ", "peak-flops", "e.g. 989", |o| o.peak_tflops, |o, v| o.peak_tflops = v, state)}
             <button data-testid="reset-filters" on:click=move |_| state.update(|s| s.filters = Filters::default())>
                 "Reset filters"
             </button>
@@ -860,16 +870,20 @@ fn download_text(text: &str, name: &str, mime: &str) {
     let _ = web_sys::Url::revoke_object_url(&url);
 }
 
-/// The bytes of `file` if index.html started fetching it (`?bundle=`) while the wasm loaded; taken once.
+/// The bytes of `file` if index.html started fetching it (`?bundle=`) while the wasm loaded; taken once, by
+/// the load of that file.
 /// `None` (fetch again, for the error message) when it did not, or the request failed.
 async fn prefetched(file: &str) -> Option<Vec<u8>> {
     let win: JsValue = window().into();
     let key = JsValue::from_str("__dllmPrefetch");
     let pre = js_sys::Reflect::get(&win, &key).ok().filter(|v| v.is_object())?;
+    // Only the load of that very file takes it (the compared bundle's load must not wait for it, nor steal it).
+    if js_sys::Reflect::get(&pre, &JsValue::from_str("file")).ok()?.as_string()? != file {
+        return None;
+    }
     let _ = js_sys::Reflect::delete_property(win.unchecked_ref::<js_sys::Object>(), &key);
-    let same = js_sys::Reflect::get(&pre, &JsValue::from_str("file")).ok()?.as_string()? == file;
     let promise: js_sys::Promise = js_sys::Reflect::get(&pre, &JsValue::from_str("bytes")).ok()?.dyn_into().ok()?;
-    let buf = JsFuture::from(promise).await.ok().filter(|v| same && v.is_object())?;
+    let buf = JsFuture::from(promise).await.ok().filter(JsValue::is_object)?;
     Some(js_sys::Uint8Array::new(&buf).to_vec())
 }
 

@@ -3,6 +3,7 @@
 //! entries, file names). No browser API, so it is tested natively.
 
 use schema::derive::{CellSummary, summaries};
+use schema::parity::ParityRecord;
 use schema::{Bundle, BundleIndex, IndexEntry};
 
 /// Text of an index entry in the bundle selector.
@@ -49,16 +50,58 @@ pub struct LoadedBundle {
     pub summaries: Vec<CellSummary>,
     /// Quality values per cell (empty when the bundle has none).
     pub quality: Vec<Vec<QualityValue>>,
+    /// S_parity records per metric label, computed on first use (the bootstrap does not depend on the filters).
+    pub parity_cache: ParityCache,
+}
+
+/// S_parity records by metric label (see [`LoadedBundle::parity_cache`]); a cache, so clones start empty and
+/// any two compare equal.
+#[derive(Debug, Default)]
+pub struct ParityCache(std::sync::Mutex<Vec<(String, std::sync::Arc<Vec<ParityRecord>>)>>);
+
+impl ParityCache {
+    /// The records of `label`, computed by `compute` the first time.
+    pub fn get_or(
+        &self,
+        label: &str,
+        compute: impl FnOnce() -> Vec<ParityRecord>,
+    ) -> std::sync::Arc<Vec<ParityRecord>> {
+        let mut cache = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((_, r)) = cache.iter().find(|(l, _)| l == label) {
+            return r.clone();
+        }
+        let r = std::sync::Arc::new(compute());
+        cache.push((label.to_string(), r.clone()));
+        r
+    }
+}
+
+impl Clone for ParityCache {
+    fn clone(&self) -> Self {
+        Self::default()
+    }
+}
+
+impl PartialEq for ParityCache {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 /// Parses a bundle and prepares everything the page shows; the error is a message for the user.
 pub fn load_bundle(source: &str, json: &str) -> Result<LoadedBundle, String> {
     let read = schema::read_bundle_detailed(json).map_err(|e| format!("cannot read bundle {source}: {e}"))?;
     // Each cell shows its group's quality (measured once per group, in its largest batch); a metric scored by an
-    // evaluator is named with it, so that two evaluators' perplexities are two metrics to choose from.
+    // evaluator is named with it, so that two evaluators' perplexities are two metrics to choose from. The
+    // per-prompt values stay in the bundle's own cells (S_parity's bootstrap reads them there), not in every
+    // cell's copy.
     let quality = schema::parity::cell_quality(&read.bundle)
         .into_iter()
-        .map(|qs| qs.into_iter().map(|q| QualityValue { metric: q.label(), evaluator: None, ..q }).collect())
+        .map(|qs| {
+            qs.into_iter()
+                .map(|q| QualityValue { metric: q.label(), evaluator: None, per_prompt: Vec::new(), ..q })
+                .collect()
+        })
         .collect();
     let b = &read.bundle;
     let p = &b.provenance;
@@ -99,6 +142,7 @@ pub fn load_bundle(source: &str, json: &str) -> Result<LoadedBundle, String> {
         summaries,
         quality,
         bundle: read.bundle,
+        parity_cache: ParityCache::default(),
     })
 }
 

@@ -353,7 +353,6 @@ pub fn kept<'a>(lb: &'a LoadedBundle, f: &Filters) -> Vec<CellRef<'a>> {
         .collect()
 }
 
-/// Tag of a loaded bundle in legends: `A` and `B` when two are compared, nothing otherwise.
 /// The distinct values, in order. (Inserting, where `collect` would sort: a collect instantiates a whole stable
 /// sort per element type, about 2 KB of wasm each.)
 fn set<T: Ord>(values: impl IntoIterator<Item = T>) -> BTreeSet<T> {
@@ -364,6 +363,7 @@ fn set<T: Ord>(values: impl IntoIterator<Item = T>) -> BTreeSet<T> {
     s
 }
 
+/// Tag of a loaded bundle in legends: `A` and `B` when two are compared, nothing otherwise.
 fn tag(bi: usize, n: usize) -> String {
     if n > 1 { format!("[{}] ", ["A", "B"].get(bi).copied().unwrap_or("?")) } else { String::new() }
 }
@@ -1004,12 +1004,15 @@ pub struct ParityRow {
 
 /// The bundle's S_parity records for a metric label of the explorer (`metric` or `metric [evaluator]`), with the
 /// bootstrap settings of the run's config (1000 resamples, seed 0 without one).
-fn parity_records(lb: &LoadedBundle, label: &str) -> Vec<schema::parity::ParityRecord> {
-    let Some(q) = lb.bundle.cells.iter().flat_map(|c| &c.quality).find(|q| q.label() == label) else {
-        return Vec::new();
-    };
-    let opts = schema::parity::ParityOptions::for_metric(&lb.bundle, q.metric.clone(), q.evaluator.clone());
-    schema::parity::parity(&lb.bundle, &opts)
+/// Computed once per bundle and metric (the page redraws the table on every change of its state).
+fn parity_records(lb: &LoadedBundle, label: &str) -> std::sync::Arc<Vec<schema::parity::ParityRecord>> {
+    lb.parity_cache.get_or(label, || {
+        let Some(q) = lb.bundle.cells.iter().flat_map(|c| &c.quality).find(|q| q.label() == label) else {
+            return Vec::new();
+        };
+        let opts = schema::parity::ParityOptions::for_metric(&lb.bundle, q.metric.clone(), q.evaluator.clone());
+        schema::parity::parity(&lb.bundle, &opts)
+    })
 }
 
 /// The intervals of one (B, N) row from the matching record.
