@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Cell-by-cell comparison of two bundles: the dllm-bench runner and the HF transformers reference.
 
-    jobs/compare_bundles.py RUNNER.json REFERENCE.json [--markdown]
+    jobs/compare_bundles.py RUNNER.json REFERENCE.json
 
 Matches cells by their key (model, sampler, K, B, N, prompt/output tokens, block length) and prints, per cell:
 the median L_e2e of each, the ratio reference / runner (above 1: the runner is faster), the median time per

@@ -138,8 +138,8 @@ case "${E2E_SERVER:-python}" in
         "$ROOT/target/debug/dllm-bench" serve --results "$RESULTS" --explorer "$ROOT/explorer/dist" \
             --addr 127.0.0.1:8000 >"$OUT/backend.log" 2>&1 &
         BACKEND_PID=$!
-        # trunk 0.21's optional-value flags take their values after `=`; the release build is the one step 1
-        # made, so this only serves it.
+        # trunk 0.21's optional-value flags take their values after `=`. It builds again before serving (cargo
+        # finds the release build of step 1 up to date; wasm-bindgen and wasm-opt run again: about 20 s).
         (cd explorer && exec trunk serve index.html --offline=true --release=true --no-autoreload=true \
             --address 127.0.0.1 --port "$PORT") >"$OUT/server.log" 2>&1 &
         SERVER_PID=$! ;;
@@ -156,10 +156,14 @@ for _ in $(seq 1 300); do
     fi
     sleep 0.2
 done
+curl -fsS -o /dev/null "$BASE_URL" 2>/dev/null || {
+    echo "e2e: the server did not answer at $BASE_URL within 60 s:" >&2; cat "$OUT/server.log" >&2; exit 1
+}
 if [ -n "$BACKEND_PID" ]; then
     # The proxy: bundles/index.json through trunk must be the one dllm-bench serve generates.
     curl -fsS "${BASE_URL}bundles/index.json" | grep -q '"e2e-1.json"' \
-        || { echo "e2e: trunk's proxy does not forward bundles/ to dllm-bench serve" >&2; cat "$OUT/server.log" >&2; exit 1; }
+        || { echo "e2e: trunk's proxy does not forward bundles/ to dllm-bench serve" >&2
+             cat "$OUT/server.log" "$OUT/backend.log" >&2; exit 1; }
 fi
 echo "e2e: serving $BASE_URL (pid $SERVER_PID)"
 

@@ -246,6 +246,7 @@ fn the_demo_bundle_has_quality_and_an_s_parity_entry_that_recomputes_the_same() 
     assert_eq!(b.parity.len(), 2, "one S_parity entry per N");
     let mut again = b.clone();
     again.recompute_parity();
+    assert_eq!(again.parity.len(), b.parity.len());
     for (x, y) in b.parity.iter().zip(&again.parity) {
         assert_eq!((x.outcome, x.s_parity_interval, x.seq_len), (y.outcome, y.s_parity_interval, y.seq_len));
         assert!((x.baseline.value - y.baseline.value).abs() < 1e-9 * x.baseline.value);
