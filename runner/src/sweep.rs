@@ -822,15 +822,14 @@ fn measure_cell(
         let indices = prompts.batch_indices(i, key.batch_size as usize);
         let batch =
             indices.iter().map(|&p| tokens.prompt(model, prompts, p, key.prompt_tokens)).collect::<Result<Vec<_>>>()?;
-        if measured {
-            if let Some(fault) = device::injected_oom(&key.to_string()) {
-                return Err(fault);
-            }
-            device::reset_peaks(&model.device);
+        if measured && let Some(fault) = device::injected_oom(&key.to_string()) {
+            return Err(fault);
         }
+        // Peaks that could not be reset would be an earlier run's: absent instead.
+        let window = measured && device::reset_peaks(&model.device);
         let mut rep = generate_once(model, key, cfg, &batch, i as u64)?;
         if measured {
-            let peaks = device::read_peaks(&model.device);
+            let peaks = if window { device::read_peaks(&model.device) } else { device::MemoryPeaks::default() };
             rep.prompt_indices = indices;
             rep.peak_allocated_bytes = peaks.allocated;
             rep.peak_reserved_bytes = peaks.reserved;
