@@ -497,6 +497,113 @@ impl DeviceSpec {
     }
 }
 
+/// The largest values a config (and a bundle's embedded config) may hold. Beyond them no model or machine the
+/// study runs on can hold the work, and the runner would abort on an allocation or run for days inside one
+/// repetition; validation refuses them, naming the field and the limit.
+pub mod limits {
+    /// Longest sequence length N: the longest context of the model families the runner loads (Llama-3.1's 128K).
+    pub const SEQ_LEN: u32 = 131_072;
+    /// Largest batch size B.
+    pub const BATCH_SIZE: u32 = 4096;
+    /// Most diffusion steps per generated token: past one step per token a step commits nothing, so K above
+    /// this multiple of N_out only repeats forward passes.
+    pub const STEPS_PER_OUTPUT_TOKEN: u32 = 16;
+    /// Most warm-up runs per cell.
+    pub const WARMUP: u32 = 1000;
+    /// Most measured runs per cell.
+    pub const REPETITIONS: u32 = 10_000;
+    /// Most prompts in a set.
+    pub const PROMPTS: u32 = 1_000_000;
+    /// Most bootstrap resamples.
+    pub const BOOTSTRAP_RESAMPLES: u32 = 1_000_000;
+    /// Highest sampling temperature (logits divided by more than this are noise).
+    pub const TEMPERATURE: f64 = 100.0;
+    /// Longest run name (it prefixes file names: NAME-STAMP.json must fit a file system's 255 bytes).
+    pub const RUN_NAME_CHARS: usize = 100;
+    /// Longest model id or revision.
+    pub const ID_CHARS: usize = 200;
+    /// Synthetic checkpoints: most layers.
+    pub const SYNTH_LAYERS: u32 = 1024;
+    /// Synthetic checkpoints: largest hidden size.
+    pub const SYNTH_HIDDEN: u32 = 65_536;
+    /// Synthetic checkpoints: most safetensors shards.
+    pub const SYNTH_SHARDS: u32 = 1024;
+    /// Most shards of a grid (`--shard I/N`).
+    pub const SHARDS: u32 = 100_000;
+}
+
+/// Why `id` is not a usable hub repository id (`ORG/NAME` or `NAME`: letters, digits, `-`, `_`, `.`), if not.
+pub fn hub_id_problem(id: &str) -> Option<String> {
+    if id.is_empty() {
+        return Some("the id is empty".into());
+    }
+    if id.chars().count() > limits::ID_CHARS {
+        return Some(format!("the id has {} characters, more than {}", id.chars().count(), limits::ID_CHARS));
+    }
+    if let Some(c) = id.chars().find(|c| !(c.is_ascii_alphanumeric() || "-_./".contains(*c))) {
+        return Some(format!("{id:?} contains {c:?}; a hub id has only letters, digits, '-', '_', '.' and one '/'"));
+    }
+    let parts: Vec<&str> = id.split('/').collect();
+    if parts.len() > 2 || parts.iter().any(|p| p.is_empty() || *p == "." || *p == ".." || p.starts_with('.')) {
+        return Some(format!("{id:?} is not ORG/NAME"));
+    }
+    None
+}
+
+/// Why `rev` is not a usable revision (branch, tag or commit), if not.
+pub fn revision_problem(rev: &str) -> Option<String> {
+    if rev.trim().is_empty() {
+        return Some("the revision is empty".into());
+    }
+    if rev.chars().count() > limits::ID_CHARS {
+        return Some(format!("the revision has {} characters, more than {}", rev.chars().count(), limits::ID_CHARS));
+    }
+    if let Some(c) = rev.chars().find(|c| c.is_control() || c.is_whitespace() || "\\:*?\"<>|".contains(*c)) {
+        return Some(format!("{rev:?} contains {c:?}, which no branch, tag or commit has"));
+    }
+    if rev.split('/').any(|p| p.is_empty() || p == "." || p == "..") {
+        return Some(format!("{rev:?} has an empty, '.' or '..' path component"));
+    }
+    None
+}
+
+/// The limits of a `synthetic` table (`field` names it).
+fn validate_synthetic(
+    s: &SyntheticWeights,
+    field: &str,
+    bad: &impl Fn(&str, String, &str) -> ConfigError,
+) -> Result<(), ConfigError> {
+    for (name, value, limit) in [
+        ("shards", s.shards, limits::SYNTH_SHARDS),
+        ("layers", s.layers, limits::SYNTH_LAYERS),
+        ("hidden", s.hidden, limits::SYNTH_HIDDEN),
+    ] {
+        match value {
+            Some(0) => {
+                return Err(bad(
+                    &format!("{field}.{name}"),
+                    "0 is not allowed".into(),
+                    "use 1 or more, or remove it for the preset's value",
+                ));
+            }
+            Some(v) if v > limit => {
+                return Err(bad(
+                    &format!("{field}.{name}"),
+                    format!("{v} is more than the limit {limit}"),
+                    "use a smaller value, or remove it for the preset's value",
+                ));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// The first value of `values` that appears earlier in it: `(index, value)`.
+fn first_duplicate(values: &[u32]) -> Option<(usize, u32)> {
+    values.iter().enumerate().find(|(i, v)| values[..*i].contains(v)).map(|(i, &v)| (i, v))
+}
+
 impl GridConfig {
     /// Parses and validates a TOML config. `file` names it in errors.
     pub fn from_toml(text: &str, file: &str) -> Result<GridConfig, ConfigError> {
@@ -522,11 +629,25 @@ impl GridConfig {
             fix: fix.to_string(),
         };
         let run = &self.run;
-        if run.name.is_empty() || !run.name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
+        if run.name.is_empty()
+            || run.name.starts_with('.')
+            || !run.name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        {
             return Err(bad(
                 "run.name",
                 format!("{:?} is not a usable file-name prefix", run.name),
-                "use letters, digits, '-', '_' or '.', e.g. name = \"experiments\"",
+                "use letters, digits, '-', '_' or '.' (not first), e.g. name = \"experiments\"",
+            ));
+        }
+        if run.name.len() > limits::RUN_NAME_CHARS {
+            return Err(bad(
+                "run.name",
+                format!(
+                    "{} characters, more than {} (the name prefixes file names)",
+                    run.name.len(),
+                    limits::RUN_NAME_CHARS
+                ),
+                "use a shorter name",
             ));
         }
         if DeviceSpec::parse(&run.device).is_none() {
@@ -543,14 +664,49 @@ impl GridConfig {
                 "set repetitions to 1 or more (the study uses 5 or more on GPUs)",
             ));
         }
+        for (field, value, limit) in
+            [("run.repetitions", run.repetitions, limits::REPETITIONS), ("run.warmup", run.warmup, limits::WARMUP)]
+        {
+            if value > limit {
+                return Err(bad(field, format!("{value} is more than the limit {limit}"), "use a smaller value"));
+            }
+        }
+        if self.prompts.prompt_count() > limits::PROMPTS {
+            return Err(bad(
+                "prompts.count",
+                format!("{} prompts, more than the limit {}", self.prompts.prompt_count(), limits::PROMPTS),
+                "use a smaller count (the study's largest set has 128)",
+            ));
+        }
         self.prompts.validate(bad)?;
         let g = &self.grid;
-        for (field, values) in [("grid.seq_lengths", &g.seq_lengths), ("grid.batch_sizes", &g.batch_sizes)] {
+        for (field, values, limit) in [
+            ("grid.seq_lengths", &g.seq_lengths, limits::SEQ_LEN),
+            ("grid.batch_sizes", &g.batch_sizes, limits::BATCH_SIZE),
+        ] {
             if values.is_empty() {
                 return Err(bad(field, "the list is empty".into(), "list at least one value"));
             }
             if let Some(i) = values.iter().position(|&v| v == 0) {
                 return Err(bad(&format!("{field}[{i}]"), "0 is not allowed".into(), "use values of 1 or more"));
+            }
+            if let Some(i) = values.iter().position(|&v| v > limit) {
+                return Err(bad(
+                    &format!("{field}[{i}]"),
+                    format!("{} is more than the limit {limit}", values[i]),
+                    "use smaller values",
+                ));
+            }
+        }
+        for (field, values) in
+            [("grid.seq_lengths", &g.seq_lengths), ("grid.batch_sizes", &g.batch_sizes), ("grid.steps", &g.steps)]
+        {
+            if let Some((i, v)) = first_duplicate(values) {
+                return Err(bad(
+                    &format!("{field}[{i}]"),
+                    format!("{v} is listed twice (two cells would have one key)"),
+                    "list each value once",
+                ));
             }
         }
         match (g.output_tokens, g.prompt_fraction) {
@@ -570,11 +726,14 @@ impl GridConfig {
             }
             _ => {}
         }
-        if !(g.temperature >= 0.0 && g.temperature.is_finite()) {
+        if !(g.temperature >= 0.0 && g.temperature <= limits::TEMPERATURE) {
             return Err(bad(
                 "grid.temperature",
                 format!("{} is not a temperature", g.temperature),
-                "use 0 (greedy, the study's setting) or a small positive value such as 0.1",
+                &format!(
+                    "use 0 (greedy, the study's setting) or a small positive value such as 0.1 (at most {})",
+                    limits::TEMPERATURE
+                ),
             ));
         }
         if self.models.is_empty() {
@@ -585,30 +744,28 @@ impl GridConfig {
             ));
         }
         for (i, m) in self.models.iter().enumerate() {
-            if m.id.is_empty() {
+            if let Some(problem) = hub_id_problem(&m.id) {
+                return Err(bad(&format!("models[{i}].id"), problem, "use a hub id such as \"GSAI-ML/LLaDA-8B-Base\""));
+            }
+            if let Some(problem) = revision_problem(&m.revision) {
                 return Err(bad(
-                    &format!("models[{i}].id"),
-                    "empty id".into(),
-                    "use a hub id such as \"GSAI-ML/LLaDA-8B-Base\"",
+                    &format!("models[{i}].revision"),
+                    problem,
+                    "use a branch, tag or commit, e.g. \"main\"",
                 ));
             }
-            if self.models[..i].iter().any(|o| o.id == m.id && o.revision == m.revision) {
+            if self.models[..i].iter().any(|o| o.id == m.id) {
                 return Err(bad(
                     &format!("models[{i}].id"),
-                    format!("{} is listed twice", m.id),
-                    "list each model once",
+                    format!(
+                        "{} is listed twice (cells are keyed by the model id, so two revisions would share keys)",
+                        m.id
+                    ),
+                    "list each model once; compare two revisions of one model in two runs",
                 ));
             }
-            if let Some(s) = &m.synthetic
-                && (s.shards == Some(0) || s.layers == Some(0) || s.hidden == Some(0))
-            {
-                {
-                    return Err(bad(
-                        &format!("models[{i}].synthetic"),
-                        "shards, layers and hidden must be 1 or more".into(),
-                        "remove the field to use the preset's value",
-                    ));
-                }
+            if let Some(s) = &m.synthetic {
+                validate_synthetic(s, &format!("models[{i}].synthetic"), &bad)?;
             }
         }
         if let Some(q) = &self.quality {
@@ -631,6 +788,23 @@ impl GridConfig {
                     }
                     _ => {}
                 }
+                if let Some(problem) = hub_id_problem(&e.id) {
+                    return Err(bad(
+                        &format!("{field}.id"),
+                        problem,
+                        "use a hub id such as \"meta-llama/Meta-Llama-3-8B\"",
+                    ));
+                }
+                if let Some(problem) = e.revision.as_deref().and_then(revision_problem) {
+                    return Err(bad(
+                        &format!("{field}.revision"),
+                        problem,
+                        "use a branch, tag or commit, e.g. \"main\"",
+                    ));
+                }
+                if let Some(s) = &e.synthetic {
+                    validate_synthetic(s, &format!("{field}.synthetic"), &bad)?;
+                }
                 if q.evaluators[..i].iter().any(|o| o.id == e.id) {
                     return Err(bad(&format!("{field}.id"), format!("{} is listed twice", e.id), "list it once"));
                 }
@@ -652,11 +826,15 @@ impl GridConfig {
                     &format!("use \"perplexity\" or one of {}", text_metrics.join(", ")),
                 ));
             }
-            if q.bootstrap_resamples == 0 {
+            if q.bootstrap_resamples == 0 || q.bootstrap_resamples > limits::BOOTSTRAP_RESAMPLES {
                 return Err(bad(
                     "quality.bootstrap_resamples",
-                    "0 resamples give no interval".into(),
-                    "use 1000 (the default), or more",
+                    format!(
+                        "{} resamples: 0 give no interval, more than {} only take time",
+                        q.bootstrap_resamples,
+                        limits::BOOTSTRAP_RESAMPLES
+                    ),
+                    "use 1000 (the default), or up to 100000",
                 ));
             }
         }
@@ -691,6 +869,20 @@ impl GridConfig {
                 ));
             }
             let blocks = split.output_tokens / block;
+            let most = split.output_tokens.saturating_mul(limits::STEPS_PER_OUTPUT_TOKEN);
+            if let Some(j) = g.steps.iter().position(|&k| k > most) {
+                return Err(bad(
+                    &format!("grid.steps[{j}]"),
+                    format!(
+                        "{} steps for {} output tokens at N = {n}: more than {} steps per token, where steps past \
+                         one per token commit nothing",
+                        g.steps[j],
+                        split.output_tokens,
+                        limits::STEPS_PER_OUTPUT_TOKEN
+                    ),
+                    &format!("use at most {most} steps (K = N_out is one token per step)"),
+                ));
+            }
             for (j, &k) in g.steps.iter().enumerate() {
                 if k == 0 || k % blocks != 0 {
                     return Err(bad(

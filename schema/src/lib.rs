@@ -27,7 +27,7 @@ pub use bundle::{
 };
 pub use grid::{ConfigError, GridConfig, ModelKind};
 pub use index::{BundleIndex, IndexEntry};
-pub use read::{BundleError, ReadBundle, read_bundle, read_bundle_detailed, write_bundle};
+pub use read::{BundleError, ReadBundle, check_bundle, read_bundle, read_bundle_detailed, write_bundle};
 pub use version::{SchemaVersion, VersionNumber};
 
 /// The JSON Schema of the current bundle format, for third-party readers (`schema/bundle.schema.json`).

@@ -79,6 +79,8 @@ pub fn read_bundle(json: &str) -> Result<Bundle, BundleError> {
 
 /// Like [`read_bundle`], also saying which version the file had.
 pub fn read_bundle_detailed(json: &str) -> Result<ReadBundle, BundleError> {
+    // A byte-order mark (editors on some systems write one) is not part of the JSON.
+    let json = json.strip_prefix('\u{feff}').unwrap_or(json);
     // First pass: only `schema_version` (everything else is skipped without allocating).
     #[derive(serde::Deserialize)]
     struct Header {
@@ -275,8 +277,32 @@ fn upgrade_step(from: SchemaVersion, value: &mut Value) -> Result<SchemaVersion,
     }
 }
 
-/// Consistency rules the types cannot express.
+/// Checks the consistency rules a bundle must keep beyond its types (what [`read_bundle`] checks after parsing):
+/// writers call it before a bundle replaces anything on disk, so that no bundle is written that a reader refuses.
+pub fn check_bundle(b: &Bundle) -> Result<(), BundleError> {
+    check(b)
+}
+
+/// Consistency rules the types cannot express: the embedded config is a valid one, every number is within the
+/// limits the runner keeps, and the numbers of a cell do not contradict each other.
 fn check(b: &Bundle) -> Result<(), BundleError> {
+    let inconsistent = |s: String| Err(BundleError::Inconsistent(s));
+    // The config a bundle embeds must be one the runner accepts (its limits bound what readers allocate).
+    if let Err(e) = b.provenance.config.validate("provenance.config") {
+        return inconsistent(format!("{e}"));
+    }
+    let prompts = b.prompt_set.count;
+    if prompts > crate::grid::limits::PROMPTS {
+        return inconsistent(format!(
+            "prompt_set.count is {prompts}, more than the limit {}",
+            crate::grid::limits::PROMPTS
+        ));
+    }
+    if let Some(s) = b.provenance.shard
+        && (s.count == 0 || s.index >= s.count || s.count > crate::grid::limits::SHARDS)
+    {
+        return inconsistent(format!("provenance.shard is {}/{}: not a shard (0 <= index < count)", s.index, s.count));
+    }
     let mut seen = std::collections::HashSet::with_capacity_and_hasher(b.cells.len(), KeyHasherBuild::default());
     for (i, cell) in b.cells.iter().enumerate() {
         if let Some(q) = cell.quality.iter().find(|q| !q.value.is_finite()) {
@@ -315,13 +341,73 @@ fn check(b: &Bundle) -> Result<(), BundleError> {
         if cell.status == CellStatus::Ok && cell.repetitions.is_empty() {
             return Err(BundleError::Inconsistent(format!("cells[{i}] is `ok` but has no repetitions")));
         }
+        let k = &cell.key;
+        if k.prompt_tokens.checked_add(k.output_tokens) != Some(k.seq_len) || k.output_tokens == 0 {
+            return inconsistent(format!(
+                "cells[{i}].key: prompt_tokens {} + output_tokens {} is not seq_len {} (or no output tokens)",
+                k.prompt_tokens, k.output_tokens, k.seq_len
+            ));
+        }
+        if k.batch_size == 0 {
+            return inconsistent(format!("cells[{i}].key.batch_size is 0"));
+        }
+        let diffusion = model.kind == crate::grid::ModelKind::Llada;
+        if diffusion != k.steps.is_some() || diffusion != k.block_length.is_some() {
+            return inconsistent(format!(
+                "cells[{i}].key: steps and block_length are set for diffusion cells and only for them"
+            ));
+        }
         for (j, r) in cell.repetitions.iter().enumerate() {
+            let at = |what: String| inconsistent(format!("cells[{i}].repetitions[{j}]: {what}"));
             let times = [Some(r.e2e_ms), r.prefill_ms, r.first_block_ms].into_iter().flatten();
             let steps = r.step_ms.iter().flatten().copied();
             if let Some(t) = times.chain(steps).find(|t| !(t.is_finite() && *t >= 0.0)) {
-                return Err(BundleError::Inconsistent(format!(
-                    "cells[{i}].repetitions[{j}] has a time of {t} ms: times must be finite and >= 0"
-                )));
+                return at(format!("has a time of {t} ms: times must be finite and >= 0"));
+            }
+            for (name, part) in [("prefill_ms", r.prefill_ms), ("first_block_ms", r.first_block_ms)] {
+                if let Some(p) = part.filter(|&p| p > r.e2e_ms) {
+                    return at(format!(
+                        "{name} {p} is more than e2e_ms {}: a part of a run cannot outlast it",
+                        r.e2e_ms
+                    ));
+                }
+            }
+            if let Some(&p) = r.prompt_indices.iter().find(|&&p| p >= prompts) {
+                return at(format!("prompt index {p} is outside the prompt set of {prompts} prompts"));
+            }
+            // A run generates at most B x N_out tokens, and at least two per row where N_out has two (the
+            // inter-token latency is derived from the key's N_out, which a run of fewer tokens contradicts).
+            let (b, n_out) = (u64::from(k.batch_size), u64::from(k.output_tokens));
+            if r.output_tokens > b * n_out || r.output_tokens < b * n_out.min(2) {
+                return at(format!(
+                    "output_tokens {} is not between {} and batch_size x output_tokens = {} of the cell's key",
+                    r.output_tokens,
+                    b * n_out.min(2),
+                    b * n_out
+                ));
+            }
+            if r.peak_allocated_bytes.zip(r.peak_reserved_bytes).is_some_and(|(a, res)| a > res) {
+                return at(format!(
+                    "peak_allocated_bytes {:?} is more than peak_reserved_bytes {:?}: the pool holds what is allocated",
+                    r.peak_allocated_bytes, r.peak_reserved_bytes
+                ));
+            }
+        }
+        if let Some(g) = cell.generations.iter().find(|g| g.prompt >= prompts) {
+            return inconsistent(format!(
+                "cells[{i}].generations: prompt {} is outside the prompt set of {prompts} prompts",
+                g.prompt
+            ));
+        }
+        for q in &cell.quality {
+            if let Some(p) = q.per_prompt.iter().find(|p| p.prompt >= prompts || !p.value.is_finite()) {
+                return inconsistent(format!(
+                    "cells[{i}].quality {}: per-prompt value {} of prompt {} (outside the set of {prompts}, or not \
+                     finite)",
+                    q.label(),
+                    p.value,
+                    p.prompt
+                ));
             }
         }
     }

@@ -199,3 +199,76 @@ fn no_models() {
 fn duplicate_model() {
     refuse(|t| t.replace("id = \"b/llada\"", "id = \"a/llama\""), "models[1].id", "each model once");
 }
+
+#[test]
+fn duplicate_axis_values_would_give_two_cells_one_key() {
+    refuse(|t| t.replace("seq_lengths = [64]", "seq_lengths = [64, 64]"), "grid.seq_lengths[1]", "each value once");
+    refuse(|t| t.replace("batch_sizes = [1, 2]", "batch_sizes = [1, 1]"), "grid.batch_sizes[1]", "each value once");
+    refuse(|t| t.replace("steps = [8, 16]", "steps = [8, 16, 8]"), "grid.steps[2]", "each value once");
+}
+
+#[test]
+fn one_model_id_at_two_revisions_is_refused() {
+    let text = BASE.replace("id = \"b/llada\"", "id = \"a/llama\"\nrevision = \"other\"");
+    let err = GridConfig::from_toml(&text, "my.toml").expect_err("two revisions share cell keys");
+    assert!(err.to_string().contains("models[1].id"), "{err}");
+}
+
+#[test]
+fn model_ids_and_revisions_are_hub_ids() {
+    for bad in ["a/b/c", "a//b", "../x", "a/..", "with space", "nul\\u0000id", "tab\\tid", ""] {
+        refuse(|t| t.replace("id = \"a/llama\"", &format!("id = \"{bad}\"")), "models[0].id", "hub id");
+    }
+    refuse(|t| t.replace("id = \"a/llama\"", &format!("id = \"a/{}\"", "x".repeat(300))), "models[0].id", "hub id");
+    for bad in ["", "a b", "x\\u0000", "../../etc", "a//b"] {
+        refuse(
+            |t| t.replace("id = \"a/llama\"", &format!("id = \"a/llama\"\nrevision = \"{bad}\"")),
+            "models[0].revision",
+            "branch, tag or commit",
+        );
+    }
+    // Real ids and revisions pass.
+    let ok = BASE.replace("id = \"a/llama\"", "id = \"meta-llama/Meta-Llama-3.1-8B\"\nrevision = \"refs/pr/12\"");
+    GridConfig::from_toml(&ok, "my.toml").expect("real hub id and revision");
+}
+
+#[test]
+fn sizes_beyond_what_a_machine_holds_are_refused_naming_the_limit() {
+    use schema::grid::limits;
+    // K far beyond one step per token (it once aborted on a 34 GB allocation).
+    refuse(|t| t.replace("steps = [8, 16]", "steps = [8, 4294967295]"), "grid.steps[1]", "at most 512 steps");
+    refuse(|t| t.replace("seq_lengths = [64]", "seq_lengths = [4294967295]"), "grid.seq_lengths[0]", "smaller");
+    refuse(|t| t.replace("batch_sizes = [1, 2]", "batch_sizes = [1, 100000]"), "grid.batch_sizes[1]", "smaller");
+    refuse(|t| t.replace("repetitions = 2", "repetitions = 10000000"), "run.repetitions", "smaller");
+    refuse(|t| t.replace("warmup = 1", "warmup = 4000000000"), "run.warmup", "smaller");
+    refuse(|t| t.replace("count = 4", "count = 4294967295"), "prompts.count", "smaller count");
+    refuse(
+        |t| format!("{t}\n[quality]\nparity_metric = \"rouge_l_f1\"\nbootstrap_resamples = 4000000000\n"),
+        "quality.bootstrap_resamples",
+        "1000",
+    );
+    refuse(
+        |t| t.replace("output_tokens = 32", "output_tokens = 32\ntemperature = 1e308"),
+        "grid.temperature",
+        "at most",
+    );
+    refuse(|t| t.replace("name = \"t\"", &format!("name = \"{}\"", "n".repeat(300))), "run.name", "shorter");
+    for (field, value) in [("hidden", 4_000_000_000u64), ("layers", 100_000), ("shards", 5000)] {
+        refuse(
+            |t| {
+                t.replace(
+                    "id = \"a/llama\"",
+                    &format!("id = \"a/llama\"\nsynthetic = {{ preset = \"tiny\", {field} = {value} }}"),
+                )
+            },
+            &format!("models[0].synthetic.{field}"),
+            "smaller value",
+        );
+    }
+    // The limits themselves are accepted.
+    let at = BASE
+        .replace("seq_lengths = [64]", &format!("seq_lengths = [{}]", limits::SEQ_LEN))
+        .replace("batch_sizes = [1, 2]", &format!("batch_sizes = [{}]", limits::BATCH_SIZE))
+        .replace("steps = [8, 16]", &format!("steps = [{}]", 32 * limits::STEPS_PER_OUTPUT_TOKEN));
+    GridConfig::from_toml(&at, "my.toml").expect("values at the limits are valid");
+}

@@ -148,3 +148,36 @@ fn a_parity_outcome_is_read_as_written() {
     let e = serde_json::from_str::<Parity>(r#"{"outcome": "maybe"}"#).expect_err("unknown outcome");
     assert!(e.to_string().contains("unknown variant `maybe`"), "{e}");
 }
+
+#[test]
+fn a_byte_order_mark_is_not_part_of_the_json() {
+    let text = format!("\u{feff}{}", write_bundle(&sample_bundle()));
+    read_bundle(&text).expect("a bundle saved with a BOM reads");
+}
+
+/// The first repetition of the first AR cell (it has a prefill time).
+fn ar_rep(v: &mut serde_json::Value) -> &mut serde_json::Value {
+    let cells = v["cells"].as_array_mut().expect("cells");
+    let cell = cells.iter_mut().find(|c| c["key"].get("steps").is_none()).expect("an AR cell");
+    &mut cell["repetitions"][0]
+}
+
+#[test]
+fn numbers_that_contradict_each_other_are_refused() {
+    refuse_value(|v| ar_rep(v)["prefill_ms"] = serde_json::json!(1e6), "prefill_ms 1000000 is more than e2e_ms");
+    refuse_value(|v| ar_rep(v)["prompt_indices"] = serde_json::json!([8]), "prompt index 8 is outside the prompt set");
+    refuse_value(|v| ar_rep(v)["output_tokens"] = serde_json::json!(1), "output_tokens 1 is not between");
+    refuse_value(|v| ar_rep(v)["output_tokens"] = serde_json::json!(1_000_000), "output_tokens 1000000 is not between");
+    refuse_value(
+        |v| {
+            ar_rep(v)["peak_allocated_bytes"] = serde_json::json!(10);
+            ar_rep(v)["peak_reserved_bytes"] = serde_json::json!(5);
+        },
+        "peak_allocated_bytes",
+    );
+    refuse_value(|v| v["provenance"]["config"]["run"]["repetitions"] = serde_json::json!(0), "run.repetitions");
+    refuse_value(|v| v["provenance"]["config"]["grid"]["temperature"] = serde_json::json!(1e308), "grid.temperature");
+    refuse_value(|v| v["prompt_set"]["count"] = serde_json::json!(4_294_967_295u32), "prompt_set.count");
+    refuse_value(|v| v["provenance"]["shard"] = serde_json::json!({"index": 3, "count": 2}), "provenance.shard");
+    refuse_value(|v| v["cells"][0]["key"]["prompt_tokens"] = serde_json::json!(1), "is not seq_len");
+}
