@@ -288,7 +288,7 @@ fn init_logging(filter: Option<&str>) {
 fn run(args: RunArgs) -> Result<ExitCode> {
     // Resuming: the journal's config is the base, and its shard the default.
     let journal_header = match &args.resume {
-        Some(dir) => Some(crate::journal::read(&dir.join(crate::journal::JOURNAL))?.0),
+        Some(dir) => Some(crate::journal::read(&crate::journal::Journal::require(dir)?)?.0),
         None => None,
     };
     let base = journal_header.as_ref().map(|h| (h.config_toml.clone(), h.config_source.clone(), h.config_dir.clone()));
@@ -357,7 +357,7 @@ fn merge_cmd(args: MergeArgs) -> Result<ExitCode> {
     let opts =
         crate::merge::MergeOptions { allow_mixed_devices: args.allow_mixed_devices, allow_missing: args.allow_missing };
     let merged = crate::merge::merge(&inputs, opts)?;
-    crate::output::write_atomic(&args.output, schema::write_bundle(&merged.bundle).as_bytes())?;
+    crate::output::write_bundle(&args.output, &merged.bundle)?;
     println!("{}", args.output.display());
     let b = &merged.bundle;
     let failed = b.cells.iter().filter(|c| c.status != schema::CellStatus::Ok).count();

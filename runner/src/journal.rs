@@ -4,8 +4,12 @@
 //! Records: a [`Header`] first (the config, its hash, the shard, the prompt set: what a resume must match),
 //! then in order of events an [`Execution`] per process that measured cells, a [`ModelInfo`] per model loaded,
 //! and a [`Cell`] per finished cell (ok or failed). A last line cut short by a kill is ignored and cut off before
-//! the next append; a bad line anywhere else is an error. The process holds an exclusive lock on the journal
-//! while it runs, so two runs never write the same folder.
+//! the next append; a bad line anywhere else is an error.
+//!
+//! One run per folder: a process takes an exclusive lock on the folder's `run.lock` ([`RunLock`]) before it
+//! looks at anything else in it, and holds it until it exits. The lock file is never replaced (the journal is:
+//! it is created by a rename), so two processes always contend for one inode; the file says who holds it (host,
+//! PID, start time), for the message the second process gives.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -17,6 +21,59 @@ use schema::{Cell, CellKey, Execution, ModelInfo, PromptSetInfo, ShardInfo};
 use serde::{Deserialize, Serialize};
 
 use crate::{InputError, output};
+
+/// File name of the lock in a run folder.
+pub const LOCK: &str = "run.lock";
+
+/// The exclusive lock of a run folder, held while this value lives (the OS drops it when the process ends,
+/// even when killed).
+#[derive(Debug)]
+pub struct RunLock {
+    _file: File,
+}
+
+impl RunLock {
+    /// Locks `dir` (which must exist) for this process, or says who holds it: exit status 2 with the holder's
+    /// host and PID and what to do.
+    pub fn acquire(dir: &Path) -> Result<RunLock> {
+        let path = dir.join(LOCK);
+        let mut file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(&path)
+            .with_context(|| format!("cannot open the run folder's lock {}", path.display()))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let holder = std::fs::read_to_string(&path).unwrap_or_default();
+                let holder = holder.trim();
+                let who = if holder.is_empty() { "another dllm-bench process".to_string() } else { holder.to_string() };
+                return Err(InputError(format!(
+                    "{} is in use by {who}; fix: wait for that run to finish, stop it (SIGTERM: it writes its \
+                     partial bundle and exits 75, and `dllm-bench run --resume {}` continues it later), or use \
+                     another run folder",
+                    dir.display(),
+                    dir.display()
+                ))
+                .into());
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(e).with_context(|| format!("cannot lock {}", path.display()));
+            }
+        }
+        let holder = format!(
+            "dllm-bench PID {} on host {} (started {})\n",
+            std::process::id(),
+            crate::sysinfo::host().unwrap_or_else(|| "?".into()),
+            humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+        );
+        // Best effort: the lock is what matters, the text only names the holder in messages.
+        let _ = file.set_len(0).and_then(|()| file.write_all(holder.as_bytes())).and_then(|()| file.sync_data());
+        Ok(RunLock { _file: file })
+    }
+}
 
 /// File name of the journal in a run folder.
 pub const JOURNAL: &str = "journal.jsonl";
@@ -174,6 +231,27 @@ impl Journal {
         dir.join(JOURNAL).is_file()
     }
 
+    /// The path of `dir`'s journal, or an input error (exit 2) saying that `dir` is not a run folder.
+    pub fn require(dir: &Path) -> Result<PathBuf> {
+        let path = dir.join(JOURNAL);
+        if path.is_file() {
+            return Ok(path);
+        }
+        let what = if !dir.exists() {
+            "does not exist"
+        } else if !dir.is_dir() {
+            "is not a folder"
+        } else {
+            "has no journal.jsonl: not a run folder (or a run that never started measuring)"
+        };
+        Err(InputError(format!(
+            "cannot resume {}: it {what}; fix: pass the folder a run printed (…/NAME-STAMP.run) or the --run-dir of \
+             the job, or start a new run without --resume",
+            dir.display()
+        ))
+        .into())
+    }
+
     /// Starts a journal in `dir` (created if needed) with `header`, written atomically.
     pub fn create(dir: &Path, header: Header) -> Result<Journal> {
         let path = dir.join(JOURNAL);
@@ -183,22 +261,15 @@ impl Journal {
         let mut line = serde_json::to_vec(&Record::Header(header.clone()))?;
         line.push(b'\n');
         output::write_atomic(&path, &line)?;
-        let file = Self::open_locked(&path)?;
+        let file = Self::open_append(&path)?;
         Ok(Journal { path, file, header, state: State::default() })
     }
 
-    /// Opens the journal in `dir` to continue it: reads it, cuts off a torn last line, locks it.
+    /// Opens the journal in `dir` to continue it: reads it, cuts off a torn last line. The caller holds the
+    /// folder's [`RunLock`].
     pub fn open(dir: &Path) -> Result<Journal> {
-        let path = dir.join(JOURNAL);
-        if !path.is_file() {
-            return Err(InputError(format!(
-                "{} has no {JOURNAL}: not a run folder; fix: pass the folder a run printed (…/NAME-STAMP.run) or \
-                 the --run-dir of the job",
-                dir.display()
-            ))
-            .into());
-        }
-        let file = Self::open_locked(&path)?;
+        let path = Self::require(dir)?;
+        let file = Self::open_append(&path)?;
         let (header, state, good) = read(&path)?;
         if file.metadata()?.len() > good {
             file.set_len(good).with_context(|| format!("cannot cut the torn last line of {}", path.display()))?;
@@ -207,24 +278,12 @@ impl Journal {
         Ok(Journal { path, file, header, state })
     }
 
-    fn open_locked(path: &Path) -> Result<File> {
-        let file = OpenOptions::new()
+    fn open_append(path: &Path) -> Result<File> {
+        OpenOptions::new()
             .append(true)
             .read(true)
             .open(path)
-            .with_context(|| format!("cannot open the journal {}", path.display()))?;
-        match file.try_lock() {
-            Ok(()) => Ok(file),
-            Err(std::fs::TryLockError::WouldBlock) => Err(InputError(format!(
-                "{} is locked: another dllm-bench is running this run folder; fix: wait for it, or use another \
-                 folder",
-                path.display()
-            ))
-            .into()),
-            Err(std::fs::TryLockError::Error(e)) => {
-                Err(e).with_context(|| format!("cannot lock the journal {}", path.display()))
-            }
-        }
+            .with_context(|| format!("cannot open the journal {}", path.display()))
     }
 
     /// The journal's path.

@@ -5,6 +5,15 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
+/// Writes a bundle atomically, after checking the consistency rules every reader checks
+/// ([`schema::check_bundle`]): a bundle that `validate`, `merge` or the explorer would refuse is never written.
+pub fn write_bundle(path: &Path, bundle: &schema::Bundle) -> Result<()> {
+    schema::check_bundle(bundle).map_err(|e| {
+        anyhow::anyhow!("refusing to write {}: the bundle breaks a rule its readers check: {e}", path.display())
+    })?;
+    write_atomic(path, schema::write_bundle(bundle).as_bytes())
+}
+
 /// Writes `bytes` to `path` atomically: readers see the old file or the whole new one, never a part.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));

@@ -11,7 +11,7 @@ pub mod wikitext;
 
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use schema::grid::{PromptConfig, PromptSource};
 use sha2::{Digest, Sha256};
 
@@ -52,9 +52,12 @@ impl PromptSet {
             PromptSource::File => {
                 let rel = cfg.path.as_deref().unwrap_or_default();
                 let path = config_dir.join(rel);
-                let text = std::fs::read_to_string(&path).with_context(|| {
-                    InputError(format!("prompts.path: cannot read the prompt file {}", path.display()))
-                })?;
+                let text = crate::plan::read_text_file(
+                    &path,
+                    "prompts.path: the prompt file",
+                    "point prompts.path (relative to the config's folder) at a UTF-8 text file: JSONL with a \
+                     \"prompt\" field per line, or plain text with prompts separated by blank lines",
+                )?;
                 (parse_prompt_file(&text, &path)?, format!("file:{rel}"))
             }
             PromptSource::Wikitext => {

@@ -27,6 +27,7 @@ pub fn parse(s: &str) -> Result<ShardInfo, InputError> {
     if count == 0 || index >= count {
         return Err(bad());
     }
+    check_count(count, &format!("--shard {s}"))?;
     Ok(ShardInfo { index, count })
 }
 
@@ -50,6 +51,7 @@ pub fn from_slurm_env(var: impl Fn(&str) -> Option<String>) -> Result<Option<Sha
         None => 1,
     };
     let offset = id.checked_sub(min).filter(|o| o % step == 0);
+    check_count(count, "SLURM_ARRAY_TASK_COUNT")?;
     match offset.map(|o| o / step) {
         Some(index) if index < count => Ok(Some(ShardInfo { index, count })),
         _ => Err(InputError(format!(
@@ -58,6 +60,18 @@ pub fn from_slurm_env(var: impl Fn(&str) -> Option<String>) -> Result<Option<Sha
             count.saturating_sub(1)
         ))),
     }
+}
+
+/// A shard count within [`schema::grid::limits::SHARDS`] (the split keeps one load per shard).
+fn check_count(count: u32, source: &str) -> Result<(), InputError> {
+    let most = schema::grid::limits::SHARDS;
+    if count > most {
+        return Err(InputError(format!(
+            "{source}: {count} shards is more than the limit {most}; fix: use fewer shards (a grid has at most a few thousand \
+             cells, and a shard without cells measures nothing)"
+        )));
+    }
+    Ok(())
 }
 
 /// Estimated relative cost of a cell: `B x NFE x N` (see the module docs).

@@ -25,7 +25,7 @@ use schema::{SchemaVersion, ShardInfo, derive};
 use sha2::{Digest, Sha256};
 
 use crate::generate::{self, LladaParams};
-use crate::journal::{Header, JOURNAL_FORMAT, Journal, Record};
+use crate::journal::{Header, JOURNAL_FORMAT, Journal, Record, RunLock};
 use crate::model::{LoadedModel, ModelFiles, TransformerOptions};
 use crate::plan::{ResolvedConfig, config_diff};
 use crate::prompts::PromptSet;
@@ -123,6 +123,8 @@ struct Opened {
     journal: Option<Journal>,
     /// For a new run: the header to create the journal with, once the models are found.
     new_header: Option<Header>,
+    /// The folder's lock, taken before anything in it was read (a new run's folder is locked when created).
+    lock: Option<RunLock>,
 }
 
 impl Opened {
@@ -160,20 +162,30 @@ fn open_folder(resolved: &ResolvedConfig, opts: &SweepOptions, prompts: &PromptS
             let base = format!("{}-{stamp}", cfg.run.name);
             let dir = output_dir.join(format!("{base}.run"));
             let h = Header { bundle: PathBuf::from("..").join(format!("{base}.json")), ..h };
-            return Ok(Opened { dir, journal: None, new_header: Some(h) });
+            return Ok(Opened { dir, journal: None, new_header: Some(h), lock: None });
         }
-        RunFolder::At(dir) if !Journal::exists(dir) => {
-            return Ok(Opened {
-                dir: dir.clone(),
-                journal: None,
-                new_header: Some(header(PathBuf::from("bundle.json"), false)),
-            });
+        RunFolder::At(dir) => {
+            std::fs::create_dir_all(dir).with_context(|| format!("cannot create the run folder {}", dir.display()))?;
+            let lock = RunLock::acquire(dir)?;
+            if !Journal::exists(dir) {
+                return Ok(Opened {
+                    dir: dir.clone(),
+                    journal: None,
+                    new_header: Some(header(PathBuf::from("bundle.json"), false)),
+                    lock: Some(lock),
+                });
+            }
+            (dir, lock)
         }
-        RunFolder::At(dir) | RunFolder::Resume(dir) => dir,
+        RunFolder::Resume(dir) => {
+            Journal::require(dir)?;
+            (dir, RunLock::acquire(dir)?)
+        }
     };
+    let (resume_dir, lock) = resume_dir;
     let journal = Journal::open(resume_dir)?;
     check_same_run(&journal, resolved, opts, prompts)?;
-    Ok(Opened { dir: resume_dir.clone(), journal: Some(journal), new_header: None })
+    Ok(Opened { dir: resume_dir.clone(), journal: Some(journal), new_header: None, lock: Some(lock) })
 }
 
 /// A resume must be the same run: same tool version, config, shard and prompts.
@@ -230,8 +242,14 @@ fn short(sha: &str) -> &str {
     &sha[..sha.len().min(12)]
 }
 
-/// Creates a new run's folder (a fresh name if a run of the same second has it) and its journal.
-fn create_journal(dir: &Path, header: &Header, unique: bool) -> Result<(PathBuf, Journal)> {
+/// Creates a new run's folder (a fresh name if a run of the same second has it), locks it unless `lock` is
+/// its lock already, and creates its journal.
+fn create_journal(
+    dir: &Path,
+    header: &Header,
+    unique: bool,
+    lock: Option<RunLock>,
+) -> Result<(PathBuf, Journal, RunLock)> {
     let mut dir = dir.to_path_buf();
     let mut header = header.clone();
     if unique {
@@ -254,8 +272,12 @@ fn create_journal(dir: &Path, header: &Header, unique: bool) -> Result<(PathBuf,
     } else {
         std::fs::create_dir_all(&dir).with_context(|| format!("cannot create the folder {}", dir.display()))?;
     }
+    let lock = match lock {
+        Some(l) => l,
+        None => RunLock::acquire(&dir)?,
+    };
     let journal = Journal::create(&dir, header)?;
-    Ok((dir, journal))
+    Ok((dir, journal, lock))
 }
 
 /// The final bundle's path for a run folder.
@@ -316,12 +338,13 @@ pub fn run(resolved: &ResolvedConfig, opts: &SweepOptions) -> Result<SweepOutcom
             evaluator_files.push((e, model_files(e, &opts.model_cache_dir, cfg.run.dtype)?));
         }
     }
-    let (run_dir, mut journal) = match opened.journal {
-        Some(j) => (opened.dir.clone(), j),
-        None => {
-            let unique = matches!(opts.folder, RunFolder::New { .. });
-            create_journal(&opened.dir, opened.header(), unique)?
-        }
+    let header = opened.header().clone();
+    let unique = matches!(opts.folder, RunFolder::New { .. });
+    // Held until the sweep returns: no other process runs this folder meanwhile.
+    let (run_dir, mut journal, _lock) = match (opened.journal, opened.lock) {
+        (Some(j), Some(lock)) => (opened.dir.clone(), j, lock),
+        // A journal is only opened under the folder's lock; without one this is a new run.
+        (_, lock) => create_journal(&opened.dir, &header, unique, lock)?,
     };
     if resumed_cells > 0 && opts.progress {
         eprintln!("resuming {}: {resumed_cells} of {} cells already done", run_dir.display(), planned.len());
@@ -370,15 +393,14 @@ pub fn run(resolved: &ResolvedConfig, opts: &SweepOptions) -> Result<SweepOutcom
     let failed_cells = bundle.cells.iter().filter(|c| c.status != CellStatus::Ok).count();
     // A stop while evaluators score leaves every cell measured but some unscored: still partial (resumable).
     let complete = bundle.cells.len() == planned.len() && stopped.is_none();
-    let text = schema::write_bundle(&bundle);
     if !complete {
         let path = run_dir.join(PARTIAL);
-        output::write_atomic(&path, text.as_bytes())?;
+        output::write_bundle(&path, &bundle)?;
         let ending = Ending::Interrupted(stopped.unwrap_or("a stop request"));
         return Ok(SweepOutcome { bundle, path, run_dir, failed_cells, resumed_cells, ending });
     }
     let path = final_bundle_path(&run_dir, &journal.header);
-    output::write_atomic(&path, text.as_bytes())?;
+    output::write_bundle(&path, &bundle)?;
     if journal.header.remove_when_done {
         drop(journal);
         std::fs::remove_dir_all(&run_dir)
@@ -446,7 +468,7 @@ impl Env<'_> {
     /// Rewrites the partial bundle from the journal.
     fn write_partial(&self, journal: &Journal, planned: &[CellKey]) -> Result<()> {
         let partial = assemble(self.resolved, journal, planned, self.spec);
-        output::write_atomic(&self.run_dir.join(PARTIAL), schema::write_bundle(&partial).as_bytes())
+        output::write_bundle(&self.run_dir.join(PARTIAL), &partial)
     }
 }
 

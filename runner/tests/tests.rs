@@ -1,6 +1,7 @@
 //! Integration tests of the runner: one binary, one module per area.
 
 mod cli;
+mod faults;
 mod fetch;
 mod measure;
 mod model;

@@ -1,0 +1,201 @@
+//! What a cluster does to the runner (issue: reliable under bad input, shared folders and faults): duplicate
+//! values, absurd sizes and unreadable files are refused before any work with exit status 2, the field and a
+//! fix; two processes never run one run folder; a bundle readers would refuse is never written.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::assert_exit;
+use crate::util::{Sandbox, stderr};
+
+/// `dllm-bench ARGS` must exit 2 before doing any work, and its message must contain every `want`.
+fn refused(sb: &Sandbox, args: &[&str], want: &[&str]) {
+    let start = Instant::now();
+    let out = sb.cmd(args);
+    assert_exit!(out, 2);
+    let err = stderr(&out);
+    for w in want {
+        assert!(err.contains(w), "{args:?}: message lacks {w:?}:\n{err}");
+    }
+    assert!(err.contains("fix"), "{args:?}: no fix in the message:\n{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(
+        start.elapsed() < Duration::from_secs(30),
+        "{args:?} took {:?}: it worked before refusing",
+        start.elapsed()
+    );
+}
+
+const CONFIG: &str = r#"
+[run]
+name = "t"
+dtype = "f32"
+warmup = 0
+repetitions = 1
+
+[prompts]
+source = "embedded"
+count = 2
+
+[grid]
+seq_lengths = [40]
+batch_sizes = [1]
+steps = [4]
+output_tokens = 32
+
+[[models]]
+kind = "llama"
+id = "t/llama"
+synthetic = { preset = "tiny" }
+
+[[models]]
+kind = "llada"
+id = "t/llada"
+synthetic = { preset = "tiny" }
+"#;
+
+#[test]
+fn duplicate_grid_values_and_models_are_refused_before_they_make_an_invalid_bundle() {
+    let sb = Sandbox::new();
+    for (flag, value, field) in [
+        ("--batch-size", "1,1", "grid.batch_sizes[1]"),
+        ("--steps", "4,4", "grid.steps[1]"),
+        ("--seq-len", "48,48", "grid.seq_lengths[1]"),
+    ] {
+        refused(&sb, &["run", flag, value, "-o", "out"], &[field, "listed twice"]);
+        refused(&sb, &["plan", flag, value], &[field]);
+    }
+    let two_revisions = CONFIG.replace("id = \"t/llada\"", "id = \"t/llama\"\nrevision = \"v2\"");
+    let path = sb.write("two.toml", &two_revisions);
+    refused(&sb, &["run", "-c", path.to_str().expect("utf8"), "-o", "out"], &["two.toml", "models[1].id"]);
+    assert!(!sb.path().join("out").exists(), "nothing was written");
+}
+
+#[test]
+fn absurd_sizes_and_bad_names_are_refused_naming_the_field_and_the_limit() {
+    let sb = Sandbox::new();
+    refused(&sb, &["run", "--steps", "4294967295", "-o", "out"], &["grid.steps[0]", "at most"]);
+    refused(&sb, &["run", "--seq-len", "4294967295", "-o", "out"], &["grid.seq_lengths[0]", "limit"]);
+    refused(&sb, &["run", "--repetitions", "10000000", "-o", "out"], &["run.repetitions", "limit"]);
+    refused(&sb, &["run", "--shard", "0/4294967295", "-o", "out"], &["shards is more than the limit"]);
+    let cases: Vec<(String, &str)> = vec![
+        (CONFIG.replace("name = \"t\"", &format!("name = \"{}\"", "n".repeat(300))), "run.name"),
+        (CONFIG.replace("id = \"t/llama\"", "id = \"t/lla\\u0000ma\""), "models[0].id"),
+        (CONFIG.replace("output_tokens = 32", "output_tokens = 32\ntemperature = 1e308"), "grid.temperature"),
+        (
+            CONFIG.replace("preset = \"tiny\" }", "preset = \"tiny\", hidden = 4000000000 }"),
+            "models[0].synthetic.hidden",
+        ),
+        (CONFIG.replace("count = 2", "count = 4294967295"), "prompts.count"),
+    ];
+    for (i, (text, field)) in cases.iter().enumerate() {
+        let path = sb.write(&format!("c{i}.toml"), text);
+        refused(&sb, &["run", "-c", path.to_str().expect("utf8"), "-o", "out"], &[field]);
+    }
+    assert!(!sb.path().join("out").exists(), "nothing was written");
+    assert!(!sb.cache().exists(), "no synthetic checkpoint was written");
+}
+
+#[test]
+fn unreadable_configs_and_prompt_files_say_what_is_wrong() {
+    let sb = Sandbox::new();
+    std::fs::write(sb.path().join("latin1.toml"), b"[run]\nname = \"caf\xe9\"\n").expect("write");
+    refused(&sb, &["plan", "-c", "latin1.toml"], &["latin1.toml", "not UTF-8", "offset 17"]);
+    refused(&sb, &["plan", "-c", "missing.toml"], &["missing.toml", "no such file"]);
+    std::fs::create_dir(sb.path().join("folder.toml")).expect("mkdir");
+    refused(&sb, &["plan", "-c", "folder.toml"], &["folder.toml", "is a folder"]);
+    // A config saved with a byte-order mark is read.
+    sb.write("bom.toml", &format!("\u{feff}{CONFIG}"));
+    assert_exit!(sb.cmd(&["plan", "-c", "bom.toml"]), 0);
+
+    let with_file =
+        |path: &str| CONFIG.replace("source = \"embedded\"", &format!("source = \"file\"\npath = \"{path}\""));
+    std::fs::write(sb.path().join("binary.jsonl"), [0u8, 159, 146, 150, 0, 1]).expect("write");
+    std::fs::create_dir(sb.path().join("prompts.d")).expect("mkdir");
+    for (name, file, want) in [
+        ("p1.toml", "absent.jsonl", "no such file"),
+        ("p2.toml", "binary.jsonl", "not UTF-8"),
+        ("p3.toml", "prompts.d", "is a folder"),
+    ] {
+        let path = sb.write(name, &with_file(file));
+        refused(&sb, &["run", "-c", path.to_str().expect("utf8"), "-o", "out"], &["prompts.path", file, want]);
+    }
+}
+
+#[test]
+fn resume_of_a_missing_or_empty_folder_is_bad_input() {
+    let sb = Sandbox::new();
+    refused(&sb, &["run", "--resume", "nowhere.run"], &["cannot resume nowhere.run", "does not exist"]);
+    std::fs::create_dir(sb.path().join("empty.run")).expect("mkdir");
+    refused(&sb, &["run", "--resume", "empty.run"], &["cannot resume empty.run", "no journal.jsonl"]);
+}
+
+fn spawn(sb: &Sandbox, args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_dllm-bench"))
+        .args(args)
+        .current_dir(sb.path())
+        .env("HF_HUB_CACHE", sb.cache())
+        .env_remove("HF_HOME")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn dllm-bench")
+}
+
+fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !ready() {
+        assert!(start.elapsed() < Duration::from_secs(120), "{what}: not within 120 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn two_processes_never_run_one_run_folder() {
+    let sb = Sandbox::new();
+    let dir = sb.path().join("job.run");
+    let dir_s = dir.to_str().expect("utf8");
+    // Long enough to still be measuring when the second process starts.
+    let grid = ["--seq-len", "40", "--batch-size", "1", "--steps", "4", "--repetitions", "10000", "-q"];
+    let mut args = vec!["run", "--run-dir", dir_s];
+    args.extend_from_slice(&grid);
+    let first = spawn(&sb, &args);
+    let pid = first.id().to_string();
+    wait_for("the first run's journal", || dir.join("journal.jsonl").is_file());
+    let holder = std::fs::read_to_string(dir.join("run.lock")).expect("lock file");
+    assert!(holder.contains(&format!("PID {pid}")), "the lock names its holder: {holder}");
+
+    // The same command (a requeued job started twice), and a resume, are both refused naming the holder.
+    let journal_before = std::fs::read(dir.join("journal.jsonl")).expect("journal");
+    refused(&sb, &args, &["in use by dllm-bench PID", &pid, "--resume"]);
+    refused(&sb, &["run", "--resume", dir_s], &["in use by dllm-bench PID", &pid]);
+    let journal_after = std::fs::read(dir.join("journal.jsonl")).expect("journal");
+    assert!(journal_after.starts_with(&journal_before), "the refused runs left the journal alone");
+
+    Command::new("kill").args(["-TERM", &pid]).status().expect("kill");
+    let out = first.wait_with_output().expect("wait");
+    assert_exit!(out, 75);
+    // Once the holder is gone, the folder is free again (the lock is the process's, not the file's).
+    let check = sb.cmd(&["run", "--resume", dir_s, "--repetitions", "1"]);
+    assert_exit!(check, 2);
+    assert!(stderr(&check).contains("config changed"), "{}", stderr(&check));
+}
+
+#[test]
+fn a_bundle_its_readers_would_refuse_is_never_written() {
+    let sb = Sandbox::new();
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../schema/tests/fixtures/v1.2/demo-quality.json"),
+    )
+    .expect("fixture");
+    let mut b = schema::read_bundle(&text).expect("fixture reads");
+    let path = sb.path().join("out.json");
+    runner::output::write_bundle(&path, &b).expect("a valid bundle is written");
+    let good = std::fs::read(&path).expect("written");
+    let dup = b.cells[0].clone();
+    b.cells.push(dup);
+    let err = runner::output::write_bundle(&path, &b).expect_err("two cells with one key");
+    assert!(err.to_string().contains("repeats the key"), "{err:#}");
+    assert_eq!(std::fs::read(&path).expect("still there"), good, "the earlier bundle is untouched");
+}
