@@ -182,6 +182,10 @@ pub fn download_dataset(cache: &Path, dataset: &str, revision: &str, progress: b
 /// Downloads what `repo_id` at `revision` needs into `cache` (files already there are not fetched again), then
 /// checks the cache. Errors name the file that failed; the token never appears in them.
 pub fn download_model(cache: &Path, repo_id: &str, revision: &str, progress: bool) -> Result<Vec<CacheFile>> {
+    // One writer per repository of a shared cache at a time (another fetch, or a run writing synthetic weights).
+    let repo_folder = repo_dir(cache, repo_id);
+    let _lock = crate::model::files::lock_repo(&repo_folder)
+        .with_context(|| format!("cannot lock {} in the cache", repo_folder.display()))?;
     let api = client(cache, progress)?;
     let repo = api.repo(Repo::with_revision(repo_id.to_string(), RepoType::Model, revision.to_string()));
     let get = |name: &str| {

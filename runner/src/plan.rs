@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
-use schema::grid::{DeviceSpec, GridConfig, Precision};
+use schema::grid::{DeviceSpec, GridConfig, ModelKind, Precision};
 
 use crate::InputError;
 
@@ -161,7 +161,28 @@ pub fn resolve_with_base(args: &ConfigArgs, base: Option<(String, String, PathBu
     let source = if overrides.is_empty() { label } else { format!("{label} {}", overrides.join(" ")) };
     // Errors now name the overrides too, since they may be the cause.
     config.validate(&source)?;
+    check_synthetic(&config, &source)?;
     Ok(ResolvedConfig { config, source, dir })
+}
+
+/// Every synthetic checkpoint of a config can be built (e.g. `hidden` divides into the preset's heads).
+fn check_synthetic(config: &GridConfig, source: &str) -> Result<()> {
+    let evaluators = config.quality.iter().flat_map(|q| q.evaluators.iter().enumerate());
+    let specs = config.models.iter().enumerate().map(|(i, m)| (format!("models[{i}].synthetic"), m.kind, &m.synthetic));
+    let specs = specs
+        .chain(evaluators.map(|(i, e)| (format!("quality.evaluators[{i}].synthetic"), ModelKind::Llama, &e.synthetic)));
+    for (field, kind, synthetic) in specs {
+        let Some(s) = synthetic else { continue };
+        if let Err(e) = crate::synth::SynthSpec::from_config(s, config.run.dtype).check(kind) {
+            return Err(InputError(format!(
+                "{source}: field `{field}`: the runner cannot build this checkpoint: {e}\n  fix: remove hidden, \
+                 layers and shards to use the preset's shapes, or choose a hidden size that the preset's head count \
+                 divides into an even head size"
+            ))
+            .into());
+        }
+    }
+    Ok(())
 }
 
 /// Reads a text file the user named (`what`: "config file", "prompt file"), with errors that name the file and

@@ -199,3 +199,49 @@ fn a_bundle_its_readers_would_refuse_is_never_written() {
     assert!(err.to_string().contains("repeats the key"), "{err:#}");
     assert_eq!(std::fs::read(&path).expect("still there"), good, "the earlier bundle is untouched");
 }
+
+/// Whether a reader that follows `refs/main` finds a whole checkpoint (or no ref yet).
+fn snapshot_whole_or_absent(repo: &Path) -> Result<(), String> {
+    let Ok(commit) = std::fs::read_to_string(repo.join("refs/main")) else { return Ok(()) };
+    let snap = repo.join("snapshots").join(commit.trim());
+    if commit.trim().is_empty() {
+        return Err("refs/main is empty".into());
+    }
+    for f in ["config.json", "tokenizer.json", "model.safetensors.index.json"] {
+        if !snap.join(f).is_file() {
+            return Err(format!("refs/main names {} but {f} is missing", snap.display()));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn runs_sharing_a_model_cache_write_each_checkpoint_once_and_atomically() {
+    use std::os::unix::fs::MetadataExt;
+    let sb = Sandbox::new();
+    let repo = sb.cache().join("models--t--shared");
+    let args = ["synth", "--kind", "llada", "--repo-id", "t/shared", "--preset", "small", "--shards", "3"];
+    let writers: Vec<Child> = (0..6).map(|_| spawn(&sb, &args)).collect();
+    // A reader looks at the cache the whole time the writers run.
+    let mut pending = writers;
+    while !pending.is_empty() {
+        if let Err(e) = snapshot_whole_or_absent(&repo) {
+            panic!("a reader saw a partial checkpoint: {e}");
+        }
+        pending.retain_mut(|c| c.try_wait().expect("wait").is_none());
+    }
+    snapshot_whole_or_absent(&repo).expect("complete at the end");
+    let snapshots: Vec<_> = std::fs::read_dir(repo.join("snapshots")).expect("snapshots").flatten().collect();
+    assert_eq!(snapshots.len(), 1, "one snapshot, no staging leftovers: {snapshots:?}");
+    let blobs = std::fs::read_dir(repo.join("blobs")).expect("blobs").flatten().count();
+    assert_eq!(blobs, 3 + 3, "config, tokenizer, index and 3 shards, no partial blobs");
+    // A ref that is already right is not rewritten (readers of a shared cache never see it change).
+    let stamp = || {
+        let m = std::fs::metadata(repo.join("refs/main")).expect("ref");
+        (m.ino(), m.modified().expect("mtime"))
+    };
+    let before = stamp();
+    std::thread::sleep(Duration::from_millis(20));
+    assert_exit!(sb.cmd(&args), 0);
+    assert_eq!(stamp(), before, "refs/main was rewritten");
+}

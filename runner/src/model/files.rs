@@ -47,6 +47,17 @@ pub fn repo_dir(cache_dir: &Path, repo_id: &str) -> PathBuf {
     cache_dir.join(Repo::new(repo_id.to_string(), RepoType::Model).folder_name())
 }
 
+/// Takes the exclusive lock of a repository folder of the cache (created if needed), waiting for another
+/// writer of the same repository (`synth`, `fetch`, a run writing synthetic weights) to finish. Released when the
+/// file is dropped or the process ends.
+pub fn lock_repo(repo: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::create_dir_all(repo)?;
+    let lock =
+        std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(repo.join(".dllm-bench.lock"))?;
+    lock.lock()?;
+    Ok(lock)
+}
+
 impl ModelFiles {
     /// Resolves `repo_id` at `revision` (a branch/tag with a `refs/` entry, or a commit hash) in `cache_dir`.
     pub fn from_hf_cache(cache_dir: &Path, repo_id: &str, revision: &str) -> Result<Self, ModelError> {

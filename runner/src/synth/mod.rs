@@ -122,6 +122,21 @@ impl SynthSpec {
         }
     }
 
+    /// Whether the runner can build and load this checkpoint (the shapes make a valid model config, and there
+    /// are no more shards than tensors), without writing anything: plans check it before any work.
+    pub fn check(&self, kind: ModelKind) -> Result<(), SynthError> {
+        let r = self.resolve(kind);
+        let cfg = self.model_config(kind)?;
+        let tensors = WeightNames::for_kind(kind).tensors(&cfg).len();
+        if r.shards == 0 || r.shards > tensors {
+            return Err(SynthError::Spec(format!(
+                "{} shards for the {tensors} tensors of this model: use 1 to {tensors}",
+                r.shards
+            )));
+        }
+        Ok(())
+    }
+
     /// The model config the checkpoint will have, without writing anything (for plans: parameter counts etc.).
     pub fn model_config(&self, kind: ModelKind) -> Result<ModelConfig, SynthError> {
         let r = self.resolve(kind);
@@ -288,18 +303,19 @@ fn write_file(
 ) -> Result<(), SynthError> {
     let blobs = repo.join("blobs");
     std::fs::create_dir_all(&blobs).map_err(io_err(&blobs))?;
-    let tmp = blobs.join(format!(".{name}.{}.partial", std::process::id()));
-    let file = std::fs::File::create(&tmp).map_err(io_err(&tmp))?;
-    let mut w = HashWriter { inner: BufWriter::with_capacity(1 << 20, file), hasher: Sha256::new() };
-    if let Err(e) = write(&mut w).and_then(|()| w.flush()) {
-        drop(w);
-        // Best effort: a failed write leaves no partial blob behind (the error that matters is `e`).
-        let _ = std::fs::remove_file(&tmp);
-        return Err(io_err(&tmp)(e));
-    }
-    let sha = hex(&w.hasher.finalize());
+    // A uniquely named temporary file (removed if anything fails), renamed to its content's hash: a blob is
+    // complete or absent, and two writers of the same content write the same blob.
+    let tmp = tempfile::Builder::new().prefix(&format!(".{name}.")).suffix(".partial").tempfile_in(&blobs);
+    let tmp = tmp.map_err(io_err(&blobs))?;
+    let tmp_path = tmp.path().to_path_buf();
+    let mut w = HashWriter { inner: BufWriter::with_capacity(1 << 20, tmp), hasher: Sha256::new() };
+    write(&mut w).and_then(|()| w.flush()).map_err(io_err(&tmp_path))?;
+    let HashWriter { inner, hasher } = w;
+    let tmp = inner.into_inner().map_err(|e| io_err(&tmp_path)(e.into_error()))?;
+    tmp.as_file().sync_all().map_err(io_err(&tmp_path))?;
+    let sha = hex(&hasher.finalize());
     let blob = blobs.join(&sha);
-    std::fs::rename(&tmp, &blob).map_err(io_err(&blob))?;
+    tmp.persist(&blob).map_err(|e| io_err(&blob)(e.error))?;
     let link = snapshot.join(name);
     if link.symlink_metadata().is_ok() {
         std::fs::remove_file(&link).map_err(io_err(&link))?;
@@ -403,11 +419,23 @@ pub fn write_synthetic(
     let config = config_json(&r, &ids);
     let marker = config.get("dllm_bench_synthetic").cloned().unwrap_or_default();
     if complete(&snapshot, &marker) {
-        std::fs::create_dir_all(&refs).map_err(io_err(&refs))?;
-        std::fs::write(&ref_main, &commit).map_err(io_err(&ref_main))?;
+        write_ref(&refs, &ref_main, &commit)?;
         return Ok(snapshot);
     }
-    std::fs::create_dir_all(&snapshot).map_err(io_err(&snapshot))?;
+    // Runs that share a cache (the shards of a job array) write one checkpoint once: the others wait here, then
+    // find it complete. The snapshot is written into a temporary folder and renamed into place, so a reader (or a
+    // writer whose file system ignores the lock) sees the whole snapshot or none of it.
+    let lock = crate::model::files::lock_repo(&repo).map_err(io_err(&repo))?;
+    if complete(&snapshot, &marker) {
+        write_ref(&refs, &ref_main, &commit)?;
+        return Ok(snapshot);
+    }
+    let snapshots = repo.join("snapshots");
+    std::fs::create_dir_all(&snapshots).map_err(io_err(&snapshots))?;
+    let staging = tempfile::Builder::new().prefix(&format!(".{commit}.")).tempdir_in(&snapshots);
+    let staging = staging.map_err(io_err(&snapshots))?;
+    let final_snapshot = snapshot;
+    let snapshot = staging.path().to_path_buf();
 
     let cfg_text = serde_json::to_string_pretty(&config).map_err(|e| SynthError::Spec(e.to_string()))?;
     write_file(&repo, &snapshot, "config.json", |w| w.write_all(cfg_text.as_bytes()))?;
@@ -432,6 +460,7 @@ pub fn write_synthetic(
             tensors.len()
         )));
     }
+    check_disk_space(&repo, tensors.iter().map(|t| (t.elems() * dtype_size(r.dtype)) as u64).sum())?;
     if r.shards == 1 {
         write_file(&repo, &snapshot, "model.safetensors", |w| write_safetensors(w, &tensors, r.dtype, r.seed))?;
     } else {
@@ -451,7 +480,43 @@ pub fn write_synthetic(
         let text = serde_json::to_string_pretty(&index).map_err(|e| SynthError::Spec(e.to_string()))?;
         write_file(&repo, &snapshot, "model.safetensors.index.json", |w| w.write_all(text.as_bytes()))?;
     }
-    std::fs::create_dir_all(&refs).map_err(io_err(&refs))?;
-    std::fs::write(&ref_main, &commit).map_err(io_err(&ref_main))?;
-    Ok(snapshot)
+    // Leftovers of an interrupted writer of an older version (files written in place) are replaced whole.
+    if final_snapshot.exists() {
+        std::fs::remove_dir_all(&final_snapshot).map_err(io_err(&final_snapshot))?;
+    }
+    let staged = staging.keep();
+    std::fs::rename(&staged, &final_snapshot).map_err(io_err(&final_snapshot))?;
+    write_ref(&refs, &ref_main, &commit)?;
+    drop(lock);
+    Ok(final_snapshot)
+}
+
+/// Points `refs/main` at `commit`: nothing when it already does, else a new file renamed over the old one, so a
+/// reader never sees an empty or half-written ref.
+fn write_ref(refs: &Path, ref_main: &Path, commit: &str) -> Result<(), SynthError> {
+    if std::fs::read_to_string(ref_main).is_ok_and(|c| c.trim() == commit) {
+        return Ok(());
+    }
+    std::fs::create_dir_all(refs).map_err(io_err(refs))?;
+    let mut tmp = tempfile::Builder::new().prefix(".main.").tempfile_in(refs).map_err(io_err(refs))?;
+    tmp.write_all(commit.as_bytes()).map_err(io_err(ref_main))?;
+    tmp.persist(ref_main).map_err(|e| io_err(ref_main)(e.error))?;
+    Ok(())
+}
+
+/// Refuses to start a checkpoint of `bytes` on a file system with less room (with a margin of 5% and 64 MiB), so
+/// a too-large synthetic model fails at once with the sizes instead of filling the disk.
+fn check_disk_space(dir: &Path, bytes: u64) -> Result<(), SynthError> {
+    let Ok(free) = fs2::available_space(dir) else { return Ok(()) };
+    let need = bytes + bytes / 20 + (64 << 20);
+    if need > free {
+        return Err(SynthError::Spec(format!(
+            "the checkpoint needs {:.2} GB and {} has {:.2} GB free; fix: free space, point --model-cache-dir \
+             (or HF_HUB_CACHE) at a larger file system, or use a smaller preset, hidden or layers",
+            need as f64 / 1e9,
+            dir.display(),
+            free as f64 / 1e9
+        )));
+    }
+    Ok(())
 }
