@@ -14,6 +14,16 @@ use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
 /// Exit status of a run that stopped early on a signal and can be resumed (sysexits' `EX_TEMPFAIL`).
 pub const EXIT_INTERRUPTED: u8 = 75;
 
+/// The flag of the installed handlers, for [`interrupted`]: generations read it between two forward passes.
+static INSTALLED: std::sync::OnceLock<Arc<AtomicUsize>> = std::sync::OnceLock::new();
+
+/// Whether a stop signal has arrived since [`Stop::install`] (false when none is installed). The generation
+/// loops check it between forward passes (one atomic load), so a stop does not wait for the end of a
+/// repetition that may take minutes: the repetition is abandoned and its cell measured again on resume.
+pub fn interrupted() -> bool {
+    INSTALLED.get().is_some_and(|s| s.load(Ordering::Relaxed) != 0)
+}
+
 /// A stop request set by a signal handler and read by the sweep.
 #[derive(Debug, Clone, Default)]
 pub struct Stop {
@@ -39,6 +49,8 @@ impl Stop {
         for sig in [SIGTERM, SIGINT, SIGUSR1] {
             signal_hook::flag::register_usize(sig, stop.signal.clone(), sig as usize)?;
         }
+        // The first installed flag is the process's (tests may install twice: the same signals set both).
+        let _ = INSTALLED.set(stop.signal.clone());
         Ok(stop)
     }
 

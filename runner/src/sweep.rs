@@ -529,6 +529,10 @@ fn measure_keys(
             // Quality once per group: in its cell of the largest batch size.
             if quality && cell.status == CellStatus::Ok && key.batch_size == max_b {
                 add_generations(&mut cell, &model, cfg, env.prompts, &mut tokens);
+                if let Some(sig) = env.opts.stop.requested() {
+                    // Interrupted while generating for quality: the cell is measured again on resume.
+                    return Ok(Some(sig));
+                }
             }
             cell.execution = Some(exec);
             journal.append(Record::Cell(cell.clone()))?;
@@ -847,6 +851,10 @@ fn measure_cell(
         if measured && let Some(fault) = device::injected_oom(&key.to_string()) {
             return Err(fault);
         }
+        // On the CPU an allocation that fails aborts the process: a cell that cannot fit is refused first.
+        if i == 0 {
+            device::check_host_memory(&model.device, cell_bytes(model, key, &batch))?;
+        }
         // Peaks that could not be reset would be an earlier run's: absent instead.
         let window = measured && device::reset_peaks(&model.device);
         let mut rep = generate_once(model, key, cfg, &batch, i as u64)?;
@@ -868,6 +876,10 @@ fn measure_cell(
             return None;
         }
         if let Err(e) = run(i, measured) {
+            // A stop inside a repetition abandons it (and the cell), leaving the journal as it was.
+            if stop.requested().is_some() {
+                return None;
+            }
             outcome = Err(e);
             break;
         }
@@ -925,6 +937,36 @@ fn generate_once(
         rep.output_bytes += text.len() as u64;
     }
     Ok(rep)
+}
+
+/// The largest working set of one generation of `batch` beyond the weights, in bytes, from the model's shape: the
+/// attention scores of a full pass (B x heads x len x len, f32), the KV cache (AR), the logits (with the
+/// selection's f64 copy for LLaDA) and the MLP activations. A lower bound of what the run allocates.
+fn cell_bytes(model: &LoadedModel, key: &CellKey, batch: &[Vec<u32>]) -> u64 {
+    let s = model.config.shape();
+    let (b, prompt) = (batch.len() as u64, batch.iter().map(Vec::len).max().unwrap_or(0) as u64);
+    let n_out = u64::from(key.output_tokens);
+    let len = prompt + n_out;
+    let (heads, hidden, inter, vocab) =
+        (u64::from(s.heads), u64::from(s.hidden), u64::from(s.intermediate), u64::from(s.vocab));
+    let dtype = model.dtype.size_in_bytes() as u64;
+    let f32b = 4u64;
+    let sat = |xs: &[u64]| xs.iter().fold(1u64, |a, &x| a.saturating_mul(x));
+    match key.sampler {
+        Sampler::ArGreedy => {
+            let scores = sat(&[b, heads, prompt, prompt, f32b]);
+            let kv = schema::roofline::kv_cache_bytes(&s, b, len, dtype);
+            let acts = sat(&[b, prompt, inter.max(hidden), dtype, 3]);
+            scores.saturating_add(kv).saturating_add(acts).saturating_add(sat(&[b, vocab, f32b]))
+        }
+        Sampler::LladaLowConfidence | Sampler::LladaRandom => {
+            let block = u64::from(key.block_length.unwrap_or(key.output_tokens));
+            let scores = sat(&[b, heads, len, len, f32b]);
+            let logits = sat(&[b, block, vocab, f32b + 8]);
+            let acts = sat(&[b, len, inter.max(hidden), dtype, 3]);
+            scores.saturating_add(logits).saturating_add(acts)
+        }
+    }
 }
 
 /// The analytic work of one generation of `batch` (left-padded to its longest prompt) for the roofline context.

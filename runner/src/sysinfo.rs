@@ -20,6 +20,21 @@ pub fn memory_bytes() -> Option<u64> {
     proc_kib("/proc/meminfo", "MemTotal:")
 }
 
+/// Memory this process can still allocate, in bytes: the system's `MemAvailable`, or less where a cgroup (a
+/// container, a SLURM job) limits the process (cgroup v2 `memory.max` - `memory.current`).
+pub fn available_memory_bytes() -> Option<u64> {
+    let system = proc_kib("/proc/meminfo", "MemAvailable:")?;
+    let cgroup = (|| {
+        let rel = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+        let path = rel.lines().find_map(|l| l.strip_prefix("0::"))?.trim().to_string();
+        let dir = std::path::Path::new("/sys/fs/cgroup").join(path.trim_start_matches('/'));
+        let max: u64 = read_trim(dir.join("memory.max").to_str()?)?.parse().ok()?;
+        let current: u64 = read_trim(dir.join("memory.current").to_str()?)?.parse().ok()?;
+        Some(max.saturating_sub(current))
+    })();
+    Some(cgroup.map_or(system, |c| c.min(system)))
+}
+
 /// The process's peak resident set size in bytes (VmHWM) since start or the last [`reset_peak_rss`].
 pub fn peak_rss_bytes() -> Option<u64> {
     proc_kib("/proc/self/status", "VmHWM:")

@@ -245,3 +245,84 @@ fn runs_sharing_a_model_cache_write_each_checkpoint_once_and_atomically() {
     assert_exit!(sb.cmd(&args), 0);
     assert_eq!(stamp(), before, "refs/main was rewritten");
 }
+
+/// A one-model LLaDA grid with its own long prompts.
+fn llada_config(preset: &str, grid: &str) -> String {
+    format!(
+        r#"
+[run]
+name = "big"
+dtype = "f32"
+warmup = 0
+repetitions = 1000
+
+[prompts]
+source = "file"
+path = "long.txt"
+count = 2
+
+[grid]
+{grid}
+
+[[models]]
+kind = "llada"
+id = "t/llada-{preset}"
+synthetic = {{ preset = "{preset}" }}
+"#
+    )
+}
+
+fn long_prompts(sb: &Sandbox) {
+    let words: Vec<String> = (0..6000).map(|i| format!("word{}", i % 97)).collect();
+    let text = words.join(" ");
+    sb.write("long.txt", &format!("{text}\n\n{text}\n"));
+}
+
+#[test]
+fn sigterm_interrupts_a_long_repetition_and_the_journal_stays_consistent() {
+    let sb = Sandbox::new();
+    long_prompts(&sb);
+    // One repetition is 512 full passes over 512 x 96 tokens: minutes on a CPU.
+    let cfg = sb.write(
+        "long.toml",
+        &llada_config("tiny", "seq_lengths = [96]\nbatch_sizes = [512]\nsteps = [512]\noutput_tokens = 32"),
+    );
+    let dir = sb.path().join("long.run");
+    let child = spawn(&sb, &["run", "-c", cfg.to_str().expect("utf8"), "--run-dir", dir.to_str().expect("utf8")]);
+    wait_for("the journal", || dir.join("journal.jsonl").is_file());
+    std::thread::sleep(Duration::from_millis(1500));
+    let signalled = Instant::now();
+    Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill");
+    let out = child.wait_with_output().expect("wait");
+    let took = signalled.elapsed();
+    assert_exit!(out, 75);
+    assert!(took < Duration::from_secs(10), "SIGTERM took {took:?} to stop the run: it waited for the repetition");
+    let (_, state, _) = runner::journal::read(&dir.join("journal.jsonl")).expect("the journal reads");
+    assert!(state.cells.is_empty(), "the interrupted cell is not recorded: {} cells", state.cells.len());
+    let partial = std::fs::read_to_string(dir.join("partial.json")).expect("partial bundle");
+    schema::read_bundle(&partial).expect("a valid partial bundle");
+}
+
+#[test]
+fn a_cell_that_cannot_fit_in_host_memory_is_oom_not_an_abort() {
+    let sb = Sandbox::new();
+    long_prompts(&sb);
+    // B = 4096 at N = 2048: the attention scores alone are 4096 x 8 heads x 2048^2 x 4 bytes = 550 GB.
+    let cfg = sb.write(
+        "big.toml",
+        &llada_config("small", "seq_lengths = [2048]\nbatch_sizes = [1, 4096]\nsteps = [1]\noutput_tokens = 32")
+            .replace("repetitions = 1000", "repetitions = 1"),
+    );
+    let out = sb.cmd(&["run", "-c", cfg.to_str().expect("utf8"), "-o", "out", "-q"]);
+    assert_exit!(out, 1);
+    let path = sb.path().join(crate::util::stdout(&out).trim());
+    let b = schema::read_bundle(&std::fs::read_to_string(&path).expect("bundle")).expect("valid bundle");
+    let status = |batch: u32| &b.cells.iter().find(|c| c.key.batch_size == batch).expect("cell").status;
+    assert_eq!(*status(1), schema::CellStatus::Ok);
+    match status(4096) {
+        schema::CellStatus::Oom { message } => {
+            assert!(message.contains("checked before allocating") && message.contains("B=4096"), "{message}")
+        }
+        other => panic!("B = 4096 should be oom: {other:?}"),
+    }
+}

@@ -99,6 +99,26 @@ pub fn release(device: &Device) {
     }
 }
 
+/// On the CPU, refuses a run that needs more than the memory the system has available (`MemAvailable` of
+/// `/proc/meminfo`), with an "out of memory" error that makes the cell `oom` as on CUDA: an allocation that
+/// fails would abort the whole process, with no status for the cell. Nothing is checked on CUDA (its allocator
+/// reports out-of-memory itself) or where the available memory cannot be read.
+pub fn check_host_memory(device: &Device, bytes: u64) -> anyhow::Result<()> {
+    if !matches!(device, Device::Cpu) {
+        return Ok(());
+    }
+    let Some(available) = sysinfo::available_memory_bytes() else { return Ok(()) };
+    if bytes > available {
+        anyhow::bail!(
+            "out of memory (checked before allocating): the run needs at least {:.2} GB beyond the weights and the \
+             system has {:.2} GB available",
+            bytes as f64 / 1e9,
+            available as f64 / 1e9
+        );
+    }
+    Ok(())
+}
+
 /// True when an error chain says the device ran out of memory (CUDA's driver or cuBLAS). On the CPU an
 /// allocation failure aborts the process instead (Rust's default), so it never reaches a cell's status.
 pub fn is_out_of_memory(err: &anyhow::Error) -> bool {

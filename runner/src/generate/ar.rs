@@ -11,7 +11,7 @@
 use candle_core::Tensor;
 use schema::grid::ModelKind;
 
-use super::{EosPolicy, GenerateError, check_finite, left_pad, params_err};
+use super::{EosPolicy, GenerateError, check_finite, check_interrupted, left_pad, params_err};
 use crate::model::transformer::argmax_rows;
 use crate::model::{LoadedModel, LogitsSpan, Positions};
 use crate::timing::Stopwatch;
@@ -81,6 +81,7 @@ pub fn generate_ar(
     let mut tokens: Vec<Vec<u32>> = next.iter().map(|&t| vec![t]).collect();
 
     for s in 1..n_out {
+        check_interrupted()?;
         // The token chosen at step s-1 sits at absolute index p + s - 1.
         let pos = p + s - 1;
         let ids = Tensor::from_vec(next.clone(), (b, 1), device)?;

@@ -27,7 +27,7 @@ use candle_core::{D, DType, Tensor};
 use schema::grid::ModelKind;
 use serde::{Deserialize, Serialize};
 
-use super::{GenerateError, check_finite, left_pad, params_err};
+use super::{GenerateError, check_finite, check_interrupted, left_pad, params_err};
 use crate::model::{LoadedModel, LogitsSpan, Positions};
 use crate::synth::rng::SplitMix64;
 use crate::timing::Stopwatch;
@@ -155,12 +155,12 @@ pub fn generate_llada_observed(
     let batch = left_pad(prompts, model.special.pad)?;
     let (b, p) = (prompts.len(), batch.len);
     let len = p + n_out;
-    if len > model.config.max_position_embeddings {
-        tracing::warn!(
-            len,
-            max = model.config.max_position_embeddings,
-            "sequence longer than the model's max_sequence_length"
-        );
+    let max_pos = model.config.max_position_embeddings;
+    if len > max_pos {
+        // As for the AR model: positions past what the model was trained on are not a measurement of it.
+        return params_err(format!(
+            "prompt ({p}) + n_out ({n_out}) exceeds the model's max_sequence_length ({max_pos})"
+        ));
     }
     let mut x: Vec<Vec<u32>> =
         batch.rows.iter().map(|r| r.iter().copied().chain(std::iter::repeat_n(mask, n_out)).collect()).collect();
@@ -188,6 +188,7 @@ pub fn generate_llada_observed(
             .map(|row| transfer_schedule(row[start..start + bl].iter().filter(|&&t| t == mask).count(), spb))
             .collect();
         for s in 0..spb {
+            check_interrupted()?;
             let flat: Vec<u32> = x.iter().flatten().copied().collect();
             let ids = Tensor::from_vec(flat, (b, len), device)?;
             let logits = tf.forward(&ids, &rope, bias.as_ref(), None, LogitsSpan::Range { start, len: bl })?;

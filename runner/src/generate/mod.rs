@@ -26,6 +26,14 @@ pub enum GenerateError {
     /// NaN or infinity where numbers must be finite (broken weights, an overflow in f16).
     #[error("non-finite values (NaN or inf) in {0}")]
     NonFinite(String),
+    /// A stop signal arrived during the generation (see [`crate::signals::interrupted`]).
+    #[error("interrupted by a stop signal")]
+    Interrupted,
+}
+
+/// Fails with [`GenerateError::Interrupted`] when a stop signal has arrived.
+pub(crate) fn check_interrupted() -> Result<(), GenerateError> {
+    if crate::signals::interrupted() { Err(GenerateError::Interrupted) } else { Ok(()) }
 }
 
 /// Fails when `t` holds a NaN or an infinity. `t - t` is 0 where `t` is finite and NaN elsewhere, so its sum
