@@ -87,17 +87,46 @@ async function view(page, slug) {
 async function setFilter(page, name, value) {
   await page.selectOption(`[data-testid="filter-${name}"]`, String(value));
 }
-/** The canvas pixel at each hit centre is not background white. */
-async function marksPainted(page) {
+/**
+ * Canvas pixels where each mark shows its own paint, away from anything written or drawn across it (no check
+ * may depend on where the glyphs of measured numbers land: a heat cell's centre holds its value as text).
+ *  - heat cells and bars: the four corners of the mark's box (`x0..x1`, `y0..y1` of its hit), inset by
+ *    2 pixels per devicePixelRatio (less on a narrow mark): the label, and a bar's error bar, are centred;
+ *  - points: four pixels diagonally around the centre, inside the smallest marker (the compared bundle's
+ *    triangle) and off the vertical and horizontal lines through the centre (an error bar, grid lines on
+ *    the tick the point sits on), which are drawn whether the marker is or not.
+ */
+function paintSamples(fig, h, scale) {
+  const box = fig.plot.kind === 'heat' || fig.plot.series[h.series].style.kind === 'bars';
+  if (!box) {
+    const d = Math.ceil(scale); // pixels cx + d and cx - d - 1: centres (d + 0.5) either side
+    return [[h.x - d - 1, h.y - d - 1], [h.x + d, h.y - d - 1], [h.x - d - 1, h.y + d], [h.x + d, h.y + d]];
+  }
+  const [x0, x1, y0, y1] = [Math.min(h.x0, h.x1), Math.max(h.x0, h.x1), Math.min(h.y0, h.y1), Math.max(h.y0, h.y1)];
+  if (x1 - x0 < 1 || y1 - y0 < 1) return [];
+  const inset = Math.round(2 * scale);
+  const [ix, iy] = [Math.min(inset, Math.floor((x1 - x0 - 1) / 2)), Math.min(inset, Math.floor((y1 - y0 - 1) / 2))];
+  return [[x0 + ix, y0 + iy], [x1 - 1 - ix, y0 + iy], [x0 + ix, y1 - 1 - iy], [x1 - 1 - ix, y1 - 1 - iy]];
+}
+/** The marks of the chart whose paint is missing: a sample pixel (paintSamples) is background white. */
+async function unpaintedMarks(page) {
   const hits = JSON.parse(await page.getAttribute(CHART, 'data-hits'));
-  const white = await page.$eval(CHART, (c, hs) => {
+  const fig = await figure(page);
+  const scale = await page.$eval(CHART, (c) => c.width / c.clientWidth);
+  const samples = hits.map((h) => ({ series: h.series, mark: h.mark, at: paintSamples(fig, h, scale) }));
+  const unpainted = await page.$eval(CHART, (c, marks) => {
     const ctx = c.getContext('2d');
-    return hs.filter((h) => {
-      const [r, g, b] = ctx.getImageData(h.x, h.y, 1, 1).data;
-      return r > 245 && g > 245 && b > 245;
-    });
-  }, hits);
-  assert.deepEqual(white, [], 'marks whose centre is not painted');
+    const rgb = ([x, y]) => [...ctx.getImageData(x, y, 1, 1).data.slice(0, 3)];
+    const white = (p) => rgb(p).every((v) => v > 245);
+    // A mark too small to sample counts as unpainted.
+    return marks.filter((m) => m.at.length === 0 || m.at.some(white)).map((m) => ({ ...m, rgb: m.at.map(rgb) }));
+  }, samples);
+  return { hits, unpainted };
+}
+/** Every mark of the chart is painted. Returns the hits. */
+async function marksPainted(page) {
+  const { hits, unpainted } = await unpaintedMarks(page);
+  assert.deepEqual(unpainted, [], 'marks not painted (white where the mark should be)');
   return hits;
 }
 async function hover(page, hit) {
@@ -305,6 +334,39 @@ async function checkViews(page) {
   pass(`PNG export: ${png.suggestedFilename()} (${bytes.length} bytes)`);
 }
 
+/**
+ * The paint check itself: on a page whose canvas fills no shape (no point marker, bar or heat cell; the white
+ * background, lines, error bars and text, the heat cells' labels included, are still drawn), marksPainted
+ * must fail for the points of latency vs steps, the bars of throughput and the cells of the memory heatmap.
+ */
+async function checkUnpaintedFails(context) {
+  const page = await context.newPage();
+  await page.addInitScript(() => {
+    const C = CanvasRenderingContext2D.prototype;
+    const fillRect = C.fillRect;
+    C.fill = function () {};
+    C.fillRect = function (...a) {
+      const s = String(this.fillStyle);
+      if (s === '#ffffff' || s.startsWith('rgba(255, 255, 255')) fillRect.apply(this, a);
+    };
+  });
+  await page.route('**/*', (route) => (route.request().url().startsWith(BASE) ? route.continue() : route.abort()));
+  const counts = [];
+  try {
+    for (const [slug, query] of [['latency', '&B=1&N=128'], ['throughput', '&N=128'], ['memory', '']]) {
+      await page.goto(`${BASE}?bundle=${STUDY.file}&view=${slug}${query}`);
+      await waitLoaded(page, STUDY.file);
+      const { hits, unpainted } = await unpaintedMarks(page);
+      assert.ok(hits.length > 0, `${slug}: no marks to check`);
+      assert.equal(unpainted.length, hits.length, `${slug}: marks not painted pass the paint check`);
+      counts.push(`${hits.length} ${slug}`);
+    }
+  } finally {
+    await page.close();
+  }
+  pass(`the paint check fails on every unfilled mark (${counts.join(', ')}) though labels, lines, error bars are drawn`);
+}
+
 /** The roofline: intensity and achieved rate per cell, the ceilings from the peaks entered, the deep link. */
 async function checkRoofline(page) {
   assert.ok(ROOFLINE, 'a bundle with flop_count is listed (schema/tests/fixtures/v1.2/demo-quality.json)');
@@ -495,6 +557,7 @@ try {
   }
   await page.screenshot({ path: SCREENSHOT, fullPage: true });
   await checkViews(page);
+  await checkUnpaintedFails(context);
   await checkRoofline(page);
   await checkDeepLinkAndCompare(page);
   await checkBroken(page);
