@@ -349,9 +349,7 @@ fn run(args: RunArgs) -> Result<ExitCode> {
 fn merge_cmd(args: MergeArgs) -> Result<ExitCode> {
     let mut inputs = Vec::new();
     for path in &args.bundles {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| InputError(format!("cannot read {}; fix: check the path", path.display())))?;
-        let b = schema::read_bundle(&text).with_context(|| format!("{}", path.display()))?;
+        let b = crate::input::read_bundle_file(path)?.bundle;
         inputs.push((path.clone(), b));
     }
     let opts =
@@ -397,6 +395,9 @@ fn fetch_cmd(args: FetchArgs) -> Result<ExitCode> {
         }
     }
     for id in &args.extra_model_id {
+        if let Some(problem) = schema::grid::hub_id_problem(id) {
+            return Err(InputError(format!("--extra-model-id: {problem}; fix: use a hub id such as ORG/NAME")).into());
+        }
         if !wanted.iter().any(|w| w.id() == id) {
             wanted.push(Asset::Model { id: id.clone(), revision: "main".into() });
         }
@@ -485,10 +486,7 @@ fn plan_cmd(args: PlanArgs) -> Result<ExitCode> {
 fn validate(args: ValidateArgs) -> Result<ExitCode> {
     let mut bad = 0;
     for path in &args.bundles {
-        let result = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read: {e}"))
-            .and_then(|t| schema::read_bundle_detailed(&t).map_err(|e| e.to_string()));
-        match result {
+        match crate::input::read_bundle_file(path) {
             Ok(r) => {
                 let b = &r.bundle;
                 let ok = b.cells.iter().filter(|c| c.status == schema::CellStatus::Ok).count();
@@ -503,7 +501,7 @@ fn validate(args: ValidateArgs) -> Result<ExitCode> {
             }
             Err(e) => {
                 bad += 1;
-                eprintln!("{}: {e}", path.display());
+                eprintln!("{e:#}");
             }
         }
     }
@@ -530,7 +528,19 @@ fn synth_cmd(args: SynthArgs) -> Result<ExitCode> {
         layers: None,
         hidden: None,
     };
+    if let Some(problem) = schema::grid::hub_id_problem(&args.repo_id) {
+        return Err(InputError(format!(
+            "--repo-id: {problem}; fix: use ORG/NAME, e.g. dllm-bench/synthetic-llada-tiny"
+        ))
+        .into());
+    }
     let spec = synth::SynthSpec::from_config(&weights, Precision::from(args.dtype));
+    spec.check(kind).map_err(|e| {
+        InputError(format!(
+            "--shards {}: the runner cannot build this checkpoint: {e}; fix: use fewer shards",
+            args.shards
+        ))
+    })?;
     let cache = args.cache.dir();
     let dir = synth::write_synthetic(&cache, &args.repo_id, kind, &spec)
         .with_context(|| format!("cannot write {} into {}", args.repo_id, cache.display()))?;

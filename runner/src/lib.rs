@@ -14,6 +14,7 @@ pub mod device;
 pub mod execution;
 pub mod fetch;
 pub mod generate;
+pub mod input;
 pub mod journal;
 pub mod merge;
 pub mod model;

@@ -98,7 +98,11 @@ pub fn resolve_with_base(args: &ConfigArgs, base: Option<(String, String, PathBu
     let (text, label, dir) = match (&args.config, base) {
         (None, Some(base)) => base,
         (Some(path), _) => {
-            let text = read_text_file(path, "config file", "pass a TOML grid config such as config/experiments.toml")?;
+            let text = crate::input::read_text_file(
+                path,
+                "config file",
+                "pass a TOML grid config such as config/experiments.toml",
+            )?;
             let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
             (text, path.display().to_string(), dir)
         }
@@ -183,34 +187,6 @@ fn check_synthetic(config: &GridConfig, source: &str) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// Reads a text file the user named (`what`: "config file", "prompt file"), with errors that name the file and
-/// say what to do (`fix`): missing, a folder, not a regular file, or not UTF-8 (with the byte where it stops).
-pub fn read_text_file(path: &Path, what: &str, fix: &str) -> Result<String> {
-    let bad = |problem: String| -> anyhow::Error {
-        InputError(format!("{what} {}: {problem}; fix: {fix}", path.display())).into()
-    };
-    let meta = match std::fs::metadata(path) {
-        Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(bad("no such file".into())),
-        Err(e) => return Err(bad(format!("cannot read it ({e})"))),
-    };
-    if meta.is_dir() {
-        return Err(bad("is a folder, not a file".into()));
-    }
-    if !meta.is_file() {
-        return Err(bad("is not a regular file (a pipe or a device?)".into()));
-    }
-    let bytes = std::fs::read(path).map_err(|e| bad(format!("cannot read it ({e})")))?;
-    match String::from_utf8(bytes) {
-        Ok(text) if text.contains('\0') => Err(bad("contains NUL bytes: a binary file, not text".into())),
-        Ok(text) => Ok(text),
-        Err(e) => Err(bad(format!(
-            "is not UTF-8 text (invalid byte at offset {}): a binary file, or text in another encoding",
-            e.utf8_error().valid_up_to()
-        ))),
-    }
 }
 
 impl ResolvedConfig {

@@ -52,7 +52,7 @@ impl PromptSet {
             PromptSource::File => {
                 let rel = cfg.path.as_deref().unwrap_or_default();
                 let path = config_dir.join(rel);
-                let text = crate::plan::read_text_file(
+                let text = crate::input::read_text_file(
                     &path,
                     "prompts.path: the prompt file",
                     "point prompts.path (relative to the config's folder) at a UTF-8 text file: JSONL with a \

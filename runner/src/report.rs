@@ -228,8 +228,8 @@ pub struct ReportArgs {
     /// Evaluator of the metric (default: the run's primary evaluator for perplexity).
     #[arg(long, value_name = "MODEL_ID")]
     pub evaluator: Option<String>,
-    /// Bootstrap resamples (default: the run's `quality.bootstrap_resamples`, else 1000).
-    #[arg(long)]
+    /// Bootstrap resamples, 1 to 1,000,000 (default: the run's `quality.bootstrap_resamples`, else 1000).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=i64::from(schema::grid::limits::BOOTSTRAP_RESAMPLES)))]
     pub resamples: Option<u32>,
     /// Bootstrap seed (default: the run's seed).
     #[arg(long)]
@@ -241,10 +241,7 @@ pub struct ReportArgs {
 
 /// Runs `dllm-bench report`.
 pub fn main(args: &ReportArgs) -> anyhow::Result<std::process::ExitCode> {
-    use anyhow::Context;
-    let text = std::fs::read_to_string(&args.bundle)
-        .with_context(|| crate::InputError(format!("cannot read the bundle {}", args.bundle.display())))?;
-    let bundle = schema::read_bundle(&text).with_context(|| format!("{}", args.bundle.display()))?;
+    let bundle = crate::input::read_bundle_file(&args.bundle)?.bundle;
     let opts = ReportOptions {
         metric: args.metric.clone(),
         evaluator: args.evaluator.clone(),

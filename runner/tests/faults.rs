@@ -326,3 +326,28 @@ fn a_cell_that_cannot_fit_in_host_memory_is_oom_not_an_abort() {
         other => panic!("B = 4096 should be oom: {other:?}"),
     }
 }
+
+#[test]
+fn bundles_passed_around_by_hand_are_read_or_refused_never_hang() {
+    let sb = Sandbox::new();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../schema/tests/fixtures/v1.2/demo-quality.json");
+    let text = std::fs::read_to_string(fixture).expect("fixture");
+    // Saved by an editor that writes a byte-order mark: read like any other.
+    sb.write("bom.json", &format!("\u{feff}{text}"));
+    assert_exit!(sb.cmd(&["validate", "bom.json"]), 0);
+    assert_exit!(sb.cmd(&["report", "bom.json"]), 0);
+    // A FIFO named like a bundle would block a reader forever: refused at once by every command.
+    let made = Command::new("mkfifo").arg(sb.path().join("pipe.json")).status().expect("mkfifo");
+    assert!(made.success());
+    refused(&sb, &["validate", "pipe.json"], &["pipe.json", "not a regular file"]);
+    refused(&sb, &["report", "pipe.json"], &["pipe.json", "not a regular file"]);
+    refused(&sb, &["merge", "pipe.json", "bom.json", "-o", "m.json"], &["pipe.json", "not a regular file"]);
+    std::fs::create_dir(sb.path().join("dir.json")).expect("mkdir");
+    refused(&sb, &["validate", "dir.json"], &["dir.json", "is a folder"]);
+    // Absurd values on the command line are bounded too.
+    let out = sb.cmd(&["report", "bom.json", "--resamples", "4000000000"]);
+    assert_exit!(out, 2);
+    assert!(stderr(&out).contains("--resamples"), "{}", stderr(&out));
+    refused(&sb, &["synth", "--kind", "llama", "--repo-id", "../../x"], &["--repo-id", "ORG/NAME"]);
+    refused(&sb, &["synth", "--kind", "llama", "--repo-id", "a/x", "--shards", "4000000000"], &["--shards"]);
+}

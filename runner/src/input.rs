@@ -1,0 +1,55 @@
+//! Reading the files a user names (configs, prompt files, bundles): every way a path can be wrong (missing, a
+//! folder, a FIFO that would block forever, binary, not UTF-8, too large) is an input error (exit 2) that names
+//! the file and says what to do.
+
+use std::path::Path;
+
+use anyhow::Result;
+
+use crate::InputError;
+
+/// The largest bundle read (a 10,000-cell bundle with every per-prompt value is tens of MB).
+pub const MAX_BUNDLE_BYTES: u64 = 2 << 30;
+
+/// Reads a text file the user named (`what`: "config file", "prompt file"), with errors that name the file and
+/// say what to do (`fix`): missing, a folder, not a regular file, or not UTF-8 (with the byte where it stops).
+pub fn read_text_file(path: &Path, what: &str, fix: &str) -> Result<String> {
+    let bad = |problem: String| -> anyhow::Error {
+        InputError(format!("{what} {}: {problem}; fix: {fix}", path.display())).into()
+    };
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(bad("no such file".into())),
+        Err(e) => return Err(bad(format!("cannot read it ({e})"))),
+    };
+    if meta.is_dir() {
+        return Err(bad("is a folder, not a file".into()));
+    }
+    if !meta.is_file() {
+        return Err(bad("is not a regular file (a pipe or a device?)".into()));
+    }
+    if meta.len() > MAX_BUNDLE_BYTES {
+        return Err(bad(format!("is {} bytes, more than the {MAX_BUNDLE_BYTES} this reads", meta.len())));
+    }
+    let bytes = std::fs::read(path).map_err(|e| bad(format!("cannot read it ({e})")))?;
+    match String::from_utf8(bytes) {
+        Ok(text) if text.contains('\0') => Err(bad("contains NUL bytes: a binary file, not text".into())),
+        Ok(text) => Ok(text),
+        Err(e) => Err(bad(format!(
+            "is not UTF-8 text (invalid byte at offset {}): a binary file, or text in another encoding",
+            e.utf8_error().valid_up_to()
+        ))),
+    }
+}
+
+/// Reads and checks a bundle file (upgrading older versions): errors name the file and, for bad content, the field.
+pub fn read_bundle_file(path: &Path) -> Result<schema::ReadBundle> {
+    let text =
+        read_text_file(path, "bundle", "pass a result bundle (a .json file that `dllm-bench run` or `merge` wrote)")?;
+    schema::read_bundle_detailed(&text).map_err(|e| {
+        anyhow::Error::new(InputError(format!(
+            "{}: {e}\n  fix: pass a bundle `dllm-bench validate` accepts (or the file as the runner wrote it)",
+            path.display()
+        )))
+    })
+}
