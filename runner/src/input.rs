@@ -1,5 +1,5 @@
 //! Reading the files a user names (configs, prompt files, bundles): every way a path can be wrong (missing, a
-//! folder, a FIFO that would block forever, binary, not UTF-8, too large) is an input error (exit 2) that names
+//! folder, binary, not UTF-8, too large) is an input error (exit 2) that names
 //! the file and says what to do.
 
 use std::path::Path;
@@ -25,9 +25,7 @@ pub fn read_text_file(path: &Path, what: &str, fix: &str) -> Result<String> {
     if meta.is_dir() {
         return Err(bad("is a folder, not a file".into()));
     }
-    if !meta.is_file() {
-        return Err(bad("is not a regular file (a pipe or a device?)".into()));
-    }
+    // Pipes are read (`-c <(generate-config)`, `/dev/stdin`): the user named them and writes them.
     if meta.len() > MAX_BUNDLE_BYTES {
         return Err(bad(format!("is {} bytes, more than the {MAX_BUNDLE_BYTES} this reads", meta.len())));
     }

@@ -89,7 +89,6 @@ pub enum SynthPreset {
 
 /// Where a model's weights come from when they are not real: written by `dllm-bench synth`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub struct SyntheticWeights {
     /// Shape preset.
     pub preset: SynthPreset,
@@ -112,7 +111,6 @@ pub struct SyntheticWeights {
 
 /// One model of the comparison.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub struct ModelSpec {
     /// Architecture family.
     pub kind: ModelKind,
@@ -170,7 +168,6 @@ impl PromptPreset {
 /// Its size is `count` or `preset`, exactly one of them in a hand-written file; a resolved config (what bundles
 /// and journals store) carries `count` always, beside the `preset` it came from, and the two agree.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub struct PromptConfig {
     /// Source of the prompts.
     pub source: PromptSource,
@@ -311,7 +308,6 @@ pub struct LengthSplit {
 
 /// The axes of the grid and the generation settings shared by every cell.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub struct GridAxes {
     /// Total sequence lengths N (prompt + output tokens).
     pub seq_lengths: Vec<u32>,
@@ -341,7 +337,6 @@ pub struct GridAxes {
 
 /// How runs are executed and measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub struct RunSettings {
     /// Name of the run: prefix of the bundle's file name.
     pub name: String,
@@ -369,7 +364,6 @@ fn default_device() -> String {
 
 /// A whole grid configuration file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub struct GridConfig {
     /// Run settings.
     pub run: RunSettings,
@@ -392,7 +386,6 @@ pub struct GridConfig {
 /// computed at once; after every model's cells, each evaluator is loaded and scores the continuations'
 /// perplexity. S_parity and the speedup come from these values (see `schema::derive::parity`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub struct QualityConfig {
     /// Models that score the generative perplexity (Llama-layout checkpoints); the first is the primary. An entry
     /// with only the `id` of a llama model of `[[models]]` reuses that model.
@@ -421,7 +414,6 @@ fn default_resamples() -> u32 {
 
 /// A model that scores generations.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub struct EvaluatorSpec {
     /// Hub repository id, e.g. `meta-llama/Meta-Llama-3-8B`.
     pub id: String,
@@ -606,9 +598,29 @@ fn first_duplicate(values: &[u32]) -> Option<(usize, u32)> {
 
 impl GridConfig {
     /// Parses and validates a TOML config. `file` names it in errors.
+    ///
+    /// A hand-written config is strict: a field this version does not know is a typo, and an error. (The config
+    /// embedded in a bundle is read leniently instead, as provenance: a bundle of a newer minor version may carry
+    /// fields this build does not know, and the minor-version promise is that it still reads.)
     pub fn from_toml(text: &str, file: &str) -> Result<GridConfig, ConfigError> {
-        let mut config: GridConfig = toml::from_str(text)
-            .map_err(|e| ConfigError::Parse { file: file.to_string(), message: parse_message(text, &e) })?;
+        let parse_err =
+            |e: toml::de::Error| ConfigError::Parse { file: file.to_string(), message: parse_message(text, &e) };
+        let mut unknown = Vec::new();
+        let de = toml::Deserializer::parse(text).map_err(parse_err)?;
+        let parsed: Result<GridConfig, _> = serde_ignored::deserialize(de, |path| unknown.push(path.to_string()));
+        // An unknown field is reported first: a typo (`warmpu`) also makes its field missing.
+        if let Some(path) = unknown.first() {
+            let key = path.rsplit('.').next().unwrap_or(path);
+            let line = text
+                .lines()
+                .position(|l| l.trim_start().trim_start_matches('"').starts_with(key))
+                .map_or(String::new(), |i| format!("line {}: ", i + 1));
+            return Err(ConfigError::Parse {
+                file: file.to_string(),
+                message: format!("{line}unknown field `{path}` (a typo, or a field of a newer dllm-bench)"),
+            });
+        }
+        let mut config = parsed.map_err(parse_err)?;
         config.validate(file)?;
         // A preset is recorded as the count it stands for, so that every reader sees the number.
         config.prompts.count = config.prompts.prompt_count();

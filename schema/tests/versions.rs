@@ -181,3 +181,19 @@ fn raw_numbers_are_bit_identical_after_a_read_and_a_write() {
     let changed = before.iter().zip(&after).filter(|(a, b)| a != b).count();
     assert_eq!(changed, 0, "{changed} of {} floats changed in a read and a write", before.len());
 }
+
+#[test]
+fn newer_minor_with_unknown_fields_in_the_embedded_config_is_read() {
+    // A 1.3 writer may add config fields (a new `[quality]` option, a sampler axis); the config a bundle embeds is
+    // provenance, so a 1.2 reader ignores what it does not know instead of refusing the bundle.
+    let mut v: serde_json::Value = serde_json::from_str(&write_bundle(&sample_bundle())).expect("json");
+    v["schema_version"] = "1.3".into();
+    let config = &mut v["provenance"]["config"];
+    config["future_table"] = serde_json::json!({"x": 1});
+    config["grid"]["sampler_variants"] = serde_json::json!(["reference", "dual"]);
+    config["run"]["future_flag"] = true.into();
+    config["models"][0]["future_field"] = "x".into();
+    let r = read_bundle_detailed(&v.to_string()).expect("a newer minor with unknown config fields reads");
+    assert!(r.newer_minor());
+    assert_eq!(r.bundle.provenance.config, sample_bundle().provenance.config);
+}
