@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 
 use schema::derive::{
     self, CellRef, Direction, MemoryMetric, Parity, ParityPanel, QualityPoint, Summary, ar_timings, gigabytes,
-    memory_heatmap, pareto_view, parity_panel, step_timings, throughput_bars,
+    memory_heatmap, pareto_view, step_timings, throughput_bars,
 };
 use schema::grid::Precision;
 use schema::{Bundle, Cell, CellStatus, Sampler};
@@ -1015,15 +1015,8 @@ fn parity_records(lb: &LoadedBundle, label: &str) -> std::sync::Arc<Vec<schema::
     })
 }
 
-/// The intervals of one (B, N) row from the matching record.
-fn bootstrap_text(recs: &[schema::parity::ParityRecord], ar: &Cell, diffusion: &Cell, b: u32) -> Option<String> {
-    let r = recs.iter().find(|r| {
-        r.seq_len == ar.key.seq_len
-            && r.ar_model == ar.key.model
-            && r.diffusion_model == diffusion.key.model
-            && r.sampler == diffusion.key.sampler
-            && r.block_length == diffusion.key.block_length
-    })?;
+/// The intervals of one batch size's row from its record.
+fn bootstrap_text(r: &schema::parity::ParityRecord, b: u32) -> Option<String> {
     let i = r.s_parity_interval?;
     let k = |x: Option<u32>| x.map_or("not reached".to_string(), |k| k.to_string());
     let mut t = format!("S_parity [{}, {}]", k(i.low), k(i.high));
@@ -1038,50 +1031,60 @@ fn bootstrap_text(recs: &[schema::parity::ParityRecord], ar: &Cell, diffusion: &
     Some(t)
 }
 
+/// A diffusion cell of a record's series at its N (for the series' label and the filters).
+fn record_cell<'a>(lb: &'a LoadedBundle, r: &schema::parity::ParityRecord) -> Option<&'a Cell> {
+    lb.bundle.cells.iter().find(|c| {
+        c.key.seq_len == r.seq_len
+            && c.key.model == r.diffusion_model
+            && c.key.sampler == r.sampler
+            && c.key.block_length == r.block_length
+    })
+}
+
 /// The S_parity rows: per bundle, per (B, N) kept (N fixed by the filter or the smallest), per diffusion
-/// series; `Err` with the reason when there is no quality data.
+/// series; `Err` with the reason when there is no quality data. Every number comes from the bundle's parity
+/// records ([`schema::parity::parity`], as `report` and the stored `bundle.parity`), read per batch size by
+/// [`derive::parity_panel`]: the explorer never computes S_parity itself.
 pub fn parity_rows(bundles: &[&LoadedBundle], f: &Filters, o: &Options) -> Result<(String, Vec<ParityRow>), String> {
     let (metric, dir) = quality_metric(bundles, o).ok_or(NO_QUALITY)?;
     let mut rows = Vec::new();
     for (bi, lb) in bundles.iter().enumerate() {
         let t = tag(bi, bundles.len());
         let recs = parity_records(lb, &metric);
-        let shapes = set(kept(lb, f).iter().map(|c| (c.cell.key.seq_len, c.cell.key.batch_size)));
+        let kept_cells = kept(lb, f);
+        let is_kept = |key: &schema::CellKey| kept_cells.iter().any(|c| c.cell.key == *key);
+        let shapes = set(kept_cells.iter().map(|c| (c.cell.key.seq_len, c.cell.key.batch_size)));
         for (n, b) in shapes {
-            let pts = quality_points(lb, f, &metric, b, n);
-            let Some(ar) = pts.iter().find(|p| p.steps.is_none()).copied() else { continue };
-            let mut labels: Vec<String> = Vec::new();
-            for p in pts.iter().filter(|p| p.steps.is_some()) {
-                let l = series_label(&lb.bundle.cells[p.cell]);
-                if !labels.contains(&l) {
-                    labels.push(l);
+            for r in recs.iter().filter(|r| r.seq_len == n) {
+                let Some(panel) = derive::parity_panel(r, b, &lb.bundle.cells) else { continue };
+                let Some(series) = record_cell(lb, r) else { continue };
+                let ar_cell = &lb.bundle.cells[panel.ar.cell];
+                // The filters keep the AR cell and at least one cell of the diffusion series at this (B, N).
+                let series_kept = kept_cells.iter().any(|c| {
+                    c.cell.key.batch_size == b
+                        && c.cell.key.seq_len == n
+                        && c.cell.key.model == r.diffusion_model
+                        && c.cell.key.sampler == r.sampler
+                });
+                if !is_kept(&ar_cell.key) || !series_kept {
+                    continue;
                 }
-            }
-            for l in labels {
-                let diff: Vec<QualityPoint> = pts
-                    .iter()
-                    .filter(|p| p.steps.is_some() && series_label(&lb.bundle.cells[p.cell]) == l)
-                    .copied()
-                    .collect();
-                let panel = parity_panel(&diff, ar, dir);
                 let entropy_warning = panel.matched.is_some_and(|m| {
-                    match (quality_of(lb, m.cell, "unigram_entropy"), quality_of(lb, ar.cell, "unigram_entropy")) {
+                    match (quality_of(lb, m.cell, "unigram_entropy"), quality_of(lb, panel.ar.cell, "unigram_entropy"))
+                    {
                         (Some(d), Some(a)) => derive::entropy_warning(d, a),
                         _ => false,
                     }
                 });
-                let bootstrap = diff
-                    .first()
-                    .and_then(|d| bootstrap_text(&recs, &lb.bundle.cells[ar.cell], &lb.bundle.cells[d.cell], b));
                 rows.push(ParityRow {
-                    bootstrap,
+                    bootstrap: bootstrap_text(r, b),
                     tag: t.clone(),
-                    diffusion: l,
-                    ar: short_model(&lb.bundle.cells[ar.cell].key.model).to_string(),
+                    diffusion: series_label(series),
+                    ar: short_model(&ar_cell.key.model).to_string(),
                     batch: b,
                     seq: n,
                     matched_key: panel.matched.map(|m| lb.bundle.cells[m.cell].key.to_string()),
-                    ar_key: lb.bundle.cells[ar.cell].key.to_string(),
+                    ar_key: ar_cell.key.to_string(),
                     panel,
                     entropy_warning,
                 });
@@ -1172,15 +1175,23 @@ fn quality_steps(
             push_mark(&mut series, format!("{t}{}", series_label(c)), pal.of(c), Style::Line, bi > 0, mark);
         }
         if let Some(a) = ar {
-            let diff: Vec<QualityPoint> = pts.iter().filter(|p| p.steps.is_some()).copied().collect();
-            if let Parity::Reached { steps } = parity_panel(&diff, a, dir).parity {
-                refs.push(RefLine {
-                    label: format!("{t}S_parity = {steps}"),
-                    value: f64::from(steps),
-                    vertical: true,
-                    colour: 5,
-                    alt: bi > 0,
+            // S_parity of each diffusion series drawn here, from the bundle's parity records.
+            let ar_model = &lb.bundle.cells[a.cell].key.model;
+            let recs = parity_records(lb, &metric);
+            for r in recs.iter().filter(|r| r.seq_len == n && r.ar_model == *ar_model) {
+                let drawn = pts.iter().any(|p| {
+                    let k = &lb.bundle.cells[p.cell].key;
+                    p.steps.is_some() && k.model == r.diffusion_model && k.sampler == r.sampler
                 });
+                if let (true, Parity::Reached { steps }) = (drawn, r.outcome) {
+                    refs.push(RefLine {
+                        label: format!("{t}S_parity = {steps}"),
+                        value: f64::from(steps),
+                        vertical: true,
+                        colour: 5,
+                        alt: bi > 0,
+                    });
+                }
             }
         }
     }

@@ -510,3 +510,35 @@ fn a_real_1_2_bundle_gives_every_cell_its_groups_quality_and_bootstrap_intervals
         assert_eq!(r.panel.parity, rec.outcome, "N = {}", r.seq);
     }
 }
+
+#[test]
+fn s_parity_rows_agree_with_the_parity_records_when_cells_failed() {
+    // The diffusion cell at S_parity at B = 1, N = 256 ran out of memory (its group's quality, measured in the
+    // B = 4 cell, stands). The explorer once searched S_parity again over the ok cells of each B and found
+    // another K; it now reads the one computation `report` and the stored bundle.parity use.
+    let mut v: serde_json::Value = serde_json::from_str(H200).expect("json");
+    let cells = v["cells"].as_array_mut().expect("cells");
+    let failed = cells
+        .iter_mut()
+        .find(|c| c["key"]["steps"] == 32 && c["key"]["batch_size"] == 1 && c["key"]["seq_len"] == 256)
+        .expect("the K = 32, B = 1, N = 256 cell");
+    failed["status"] = serde_json::json!({"state": "oom", "message": "out of memory (test)"});
+    failed["repetitions"] = serde_json::json!([]);
+    let b = load_bundle("failed.json", &v.to_string()).expect("loads");
+    let (metric, rows) = parity_rows(&[&b], &Filters::default(), &Options::default()).expect("rows");
+    let q =
+        b.bundle.cells.iter().flat_map(|c| &c.quality).find(|q| q.label() == metric.split(" (").next().unwrap_or(""));
+    let q = q.expect("the metric's values");
+    let opts = schema::parity::ParityOptions::for_metric(&b.bundle, q.metric.clone(), q.evaluator.clone());
+    let records = schema::parity::parity(&b.bundle, &opts);
+    assert!(!rows.is_empty());
+    for row in &rows {
+        let r = records.iter().find(|r| r.seq_len == row.seq).expect("a record per N");
+        let s = r.speedups.iter().find(|s| s.batch_size == row.batch).expect("a speedup row per B");
+        assert_eq!(row.panel.parity, r.outcome, "N = {}, B = {}", row.seq, row.batch);
+        assert_eq!(row.panel.speedup, s.speedup.map(|e| e.value), "N = {}, B = {}", row.seq, row.batch);
+    }
+    let hit = rows.iter().find(|r| r.seq == 256 && r.batch == 1).expect("the row of the failed cell");
+    assert_eq!(hit.s_parity_text(), "32", "S_parity is the group's, not a search over B = 1's ok cells");
+    assert_eq!((hit.speedup_text(), hit.verdict()), ("-".to_string(), "not viable (parity not reached)"));
+}

@@ -507,20 +507,31 @@ pub struct ParityPanel {
     pub viable: Option<bool>,
 }
 
-/// S_parity, its interval, the speedup and the verdict, from the diffusion points and the AR baseline.
-pub fn parity_panel(diffusion: &[QualityPoint], ar: QualityPoint, direction: Direction) -> ParityPanel {
-    let kq: Vec<(u32, f64)> = diffusion.iter().filter_map(|p| Some((p.steps?, p.quality))).collect();
-    let parity = s_parity(&kq, ar.quality, direction);
-    let (interval, matched) = match parity {
-        Parity::Reached { steps } => {
-            let below = kq.iter().map(|p| p.0).filter(|&k| k < steps).max();
-            let matched = diffusion.iter().filter(|p| p.steps == Some(steps)).find(|p| p.quality.is_finite()).copied();
-            (Some((below, steps)), matched)
-        }
-        _ => (None, None),
+/// The S_parity panel of one batch size, read from the parity record of its series ([`crate::parity::parity`],
+/// the one computation of S_parity that `report`, the stored `bundle.parity` and the explorer share): S_parity
+/// and the K below it, the AR cell and the diffusion cell at S_parity at batch size `b`, the speedup and the
+/// verdict. `None` when the record has no AR cell at `b` (the record's speedup rows list every B with one).
+/// `cells` are the bundle's cells, for the points' indices.
+pub fn parity_panel(record: &crate::parity::ParityRecord, b: u32, cells: &[Cell]) -> Option<ParityPanel> {
+    let row = record.speedups.iter().find(|s| s.batch_size == b)?;
+    let index = |key: &crate::bundle::CellKey| cells.iter().position(|c| c.key == *key);
+    let ar =
+        QualityPoint { cell: index(&row.ar_cell)?, steps: None, e2e_ms: row.ar_e2e_ms, quality: record.baseline.value };
+    let interval = match record.outcome {
+        Parity::Reached { steps } => Some((record.curve.iter().map(|c| c.steps).filter(|&k| k < steps).max(), steps)),
+        _ => None,
     };
-    let speedup = matched.and_then(|m| speedup(ar.e2e_ms, m.e2e_ms));
-    ParityPanel { parity, interval, ar, matched, speedup, viable: speedup.map(|s| s > 1.0) }
+    let matched = match (record.outcome, &row.diffusion_cell, row.diffusion_e2e_ms) {
+        (Parity::Reached { steps }, Some(key), Some(e2e_ms)) => Some(QualityPoint {
+            cell: index(key)?,
+            steps: Some(steps),
+            e2e_ms,
+            quality: record.curve.iter().find(|c| c.steps == steps)?.quality.value,
+        }),
+        _ => None,
+    };
+    let speedup = row.speedup.map(|e| e.value);
+    Some(ParityPanel { parity: record.outcome, interval, ar, matched, speedup, viable: row.viable })
 }
 
 /// Below this fraction of the AR model's output entropy, the diffusion output is flagged as suspiciously

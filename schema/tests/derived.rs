@@ -205,31 +205,32 @@ fn pareto_view_spans_both_models() {
 }
 
 #[test]
-fn parity_panel_gives_interval_speedup_and_verdict() {
-    let ar = qp(9, None, 600.0, 10.47);
-    let diffusion = [
-        qp(1, Some(16), 100.0, 1e5),
-        qp(2, Some(32), 200.0, 40.0),
-        qp(3, Some(64), 400.0, 10.4),
-        qp(4, Some(128), 800.0, 9.0),
-    ];
-    let p = parity_panel(&diffusion, ar, Direction::LowerIsBetter);
-    assert_eq!(p.parity, Parity::Reached { steps: 64 });
-    assert_eq!(p.interval, Some((Some(32), 64)));
-    assert_eq!(p.matched.map(|m| m.cell), Some(3));
-    assert_eq!(p.speedup, Some(1.5));
-    assert_eq!(p.viable, Some(true));
-
-    let slow = parity_panel(&[qp(1, Some(8), 900.0, 10.0)], ar, Direction::LowerIsBetter);
-    assert_eq!((slow.interval, slow.viable), (Some((None, 8)), Some(false)), "parity at the smallest K");
-    assert!((slow.speedup.expect("speedup") - 600.0 / 900.0).abs() < 1e-12);
-
-    let never = parity_panel(&diffusion[..2], ar, Direction::LowerIsBetter);
-    assert_eq!(
-        (never.parity, never.interval, never.speedup, never.viable),
-        (Parity::NotReached { max_steps: 32 }, None, None, None)
-    );
-    assert_eq!(parity_panel(&[], ar, Direction::HigherIsBetter).parity, Parity::NoData);
+fn parity_panel_reads_the_one_parity_record_per_batch_size() {
+    let b = schema::read_bundle(&crate::util::fixture("v1.2/demo-quality.json")).expect("fixture");
+    let opts = schema::parity::ParityOptions::from_config(&b).expect("quality config");
+    let records = schema::parity::parity(&b, &opts);
+    assert!(!records.is_empty());
+    let mut panels = 0;
+    for r in &records {
+        for row in &r.speedups {
+            let p = parity_panel(r, row.batch_size, &b.cells).expect("a panel for every B with an AR cell");
+            panels += 1;
+            assert_eq!(p.parity, r.outcome);
+            assert_eq!(b.cells[p.ar.cell].key, row.ar_cell);
+            assert_eq!(p.matched.map(|m| b.cells[m.cell].key.clone()), row.diffusion_cell);
+            assert_eq!(p.speedup, row.speedup.map(|e| e.value));
+            assert_eq!(p.viable, row.viable);
+            match r.outcome {
+                Parity::Reached { steps } => {
+                    let below = r.curve.iter().map(|c| c.steps).filter(|&k| k < steps).max();
+                    assert_eq!(p.interval, Some((below, steps)));
+                }
+                _ => assert_eq!((p.interval, p.matched), (None, None)),
+            }
+        }
+        assert!(parity_panel(r, 999, &b.cells).is_none(), "no AR cell at B = 999: no panel");
+    }
+    assert!(panels >= 2, "{panels} panels");
 }
 
 #[test]
