@@ -339,8 +339,17 @@ fn run(args: RunArgs) -> Result<ExitCode> {
     if !args.quiet {
         eprintln!("wrote {}{synthetic}", outcome.path.display());
     }
-    if outcome.failed_cells > 0 {
-        eprintln!("error: {} of {planned} cells failed; see their status in the bundle", outcome.failed_cells);
+    let quality_errors: usize = outcome.bundle.cells.iter().map(|c| c.quality_errors.len()).sum();
+    if outcome.failed_cells > 0 || quality_errors > 0 {
+        if outcome.failed_cells > 0 {
+            eprintln!("error: {} of {planned} cells failed; see their status in the bundle", outcome.failed_cells);
+        }
+        if quality_errors > 0 {
+            eprintln!(
+                "error: {quality_errors} quality values could not be computed (S_parity skips those K); see the \
+                 cells' quality_errors in the bundle"
+            );
+        }
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)

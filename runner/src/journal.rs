@@ -16,7 +16,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use schema::bundle::QualityValue;
+use schema::bundle::{QualityError, QualityValue};
 use schema::{Cell, CellKey, Execution, ModelInfo, PromptSetInfo, ShardInfo};
 use serde::{Deserialize, Serialize};
 
@@ -127,6 +127,13 @@ pub enum Record {
         /// The value (replaces one of the same metric and evaluator).
         value: QualityValue,
     },
+    /// An evaluator could not score a finished cell's generations.
+    QualityError {
+        /// The cell.
+        key: CellKey,
+        /// What failed (replaces an error of the same metric and evaluator).
+        error: QualityError,
+    },
 }
 
 /// What a journal holds.
@@ -145,7 +152,16 @@ impl State {
     fn add_quality(&mut self, key: &CellKey, value: QualityValue) {
         if let Some(c) = self.cells.iter_mut().rev().find(|c| c.key == *key) {
             c.quality.retain(|q| !(q.metric == value.metric && q.evaluator == value.evaluator));
+            c.quality_errors.retain(|q| !(q.metric == value.metric && q.evaluator == value.evaluator));
             c.quality.push(value);
+        }
+    }
+
+    /// Records a quality value that could not be computed (replacing an error of the same metric and evaluator).
+    fn add_quality_error(&mut self, key: &CellKey, error: QualityError) {
+        if let Some(c) = self.cells.iter_mut().rev().find(|c| c.key == *key) {
+            c.quality_errors.retain(|q| !(q.metric == error.metric && q.evaluator == error.evaluator));
+            c.quality_errors.push(error);
         }
     }
 }
@@ -205,6 +221,7 @@ pub fn read(path: &Path) -> Result<(Header, State, u64)> {
             (Record::Model(m), true) => state.models.push(m),
             (Record::Cell(c), true) => state.cells.push(c),
             (Record::Quality { key, value }, true) => state.add_quality(&key, value),
+            (Record::QualityError { key, error }, true) => state.add_quality_error(&key, error),
         }
         start = next;
         good = next as u64;
@@ -303,6 +320,7 @@ impl Journal {
             Record::Model(m) => self.state.models.push(m),
             Record::Cell(c) => self.state.cells.push(c),
             Record::Quality { key, value } => self.state.add_quality(&key, value),
+            Record::QualityError { key, error } => self.state.add_quality_error(&key, error),
         }
         Ok(())
     }

@@ -104,8 +104,8 @@ pub fn merge(inputs: &[(PathBuf, Bundle)], opts: MergeOptions) -> Result<Merged,
                 "{} and {} used different prompt sets (sha256 {} and {}); fix: rerun the shards on the same prompts",
                 show(first_path),
                 show(path),
-                first.prompt_set.sha256,
-                b.prompt_set.sha256
+                first.prompt_set.sha256.as_deref().unwrap_or("absent"),
+                b.prompt_set.sha256.as_deref().unwrap_or("absent")
             ));
         }
     }

@@ -230,8 +230,8 @@ fn check_same_run(
         return refuse(format!(
             "the prompt set changed (sha256 {} then, {} now, from {}); fix: restore the prompts, or start a new \
              run folder",
-            short(&h.prompt_set.sha256),
-            short(&prompts.sha256),
+            short(h.prompt_set.sha256.as_deref().unwrap_or("absent")),
+            short(prompts.sha256.as_deref().unwrap_or("absent")),
             prompts.source
         ));
     }
@@ -299,7 +299,7 @@ pub fn run(resolved: &ResolvedConfig, opts: &SweepOptions) -> Result<SweepOutcom
         source: prompts.source.clone(),
         selection: prompts.selection.clone(),
         count: prompts.texts.len() as u32,
-        sha256: prompts.sha256(),
+        sha256: Some(prompts.sha256()),
     };
     let search = cfg.quality.as_ref().is_some_and(|q| q.parity_search);
     if search && opts.shard.is_some() {
@@ -620,7 +620,10 @@ fn add_generations(
             for (&p, row) in indices.iter().zip(rows) {
                 let text = model.tokenizer.decode(&row, true).map_err(|e| anyhow::anyhow!("tokenizer: {e}"))?;
                 let (prompt_bytes, reference) = tokens.cut(model, prompts, p, key.prompt_tokens, key.output_tokens)?;
-                generations.push(Generation { prompt: p, prompt_bytes, text, reference });
+                // A diffusion model may fill a position with the mask token itself: it decodes to nothing.
+                let masked_tokens = (key.sampler != Sampler::ArGreedy)
+                    .then(|| row.iter().filter(|&&t| Some(t) == model.special.mask).count() as u32);
+                generations.push(Generation { prompt: p, prompt_bytes, text, reference, masked_tokens });
             }
         }
         Ok(())
@@ -653,6 +656,10 @@ fn score_perplexity(
         .iter()
         .filter(|c| !c.generations.is_empty())
         .filter(|c| !c.quality.iter().any(|q| q.metric == "perplexity" && q.evaluator.as_deref() == Some(&spec.id)))
+        // A failure is recorded once (in the bundle's `quality_errors`); a new run scores it again.
+        .filter(|c| {
+            !c.quality_errors.iter().any(|q| q.metric == "perplexity" && q.evaluator.as_deref() == Some(&spec.id))
+        })
         .cloned()
         .collect();
     if pending.is_empty() {
@@ -682,8 +689,28 @@ fn score_perplexity(
                 }
                 journal.append(Record::Quality { key: cell.key.clone(), value })?;
             }
-            Ok(None) => tracing::warn!(cell = %cell.key, "no continuation has a token: no perplexity"),
-            Err(e) => tracing::warn!(cell = %cell.key, evaluator = %spec.id, "cannot score perplexity: {e:#}"),
+            outcome => {
+                let message = match outcome {
+                    Err(e) => format!("cannot score perplexity: {e:#}"),
+                    _ => "no continuation has a token to score (every generated position decoded to nothing)".into(),
+                };
+                tracing::warn!(cell = %cell.key, evaluator = %spec.id, "{message}");
+                if opts.progress {
+                    eprintln!(
+                        "[{}/{}] perplexity of {} under {}: FAILED: {message}",
+                        i + 1,
+                        pending.len(),
+                        cell.key,
+                        spec.id
+                    );
+                }
+                let error = schema::bundle::QualityError {
+                    metric: "perplexity".into(),
+                    evaluator: Some(spec.id.clone()),
+                    message,
+                };
+                journal.append(Record::QualityError { key: cell.key.clone(), error })?;
+            }
         }
     }
     Ok(None)
@@ -905,6 +932,7 @@ fn measure_cell(
         execution: None,
         quality: vec![],
         generations: vec![],
+        quality_errors: vec![],
     })
 }
 
@@ -1076,7 +1104,10 @@ impl Progress {
         let eta = elapsed / (self.done - self.resumed).max(1) as f64 * (self.total - self.done) as f64;
         let what = match (&cell.status, derive::cell_summary(cell).e2e_ms) {
             (CellStatus::Ok, Some(s)) => format!("median {:.1} ms over {} runs", s.median, s.n),
-            (status, _) => format!("{status:?}"),
+            (CellStatus::Ok, None) => "ok, no timing".to_string(),
+            (CellStatus::Oom { message }, _) => format!("OUT OF MEMORY: {message}"),
+            (CellStatus::Error { message }, _) => format!("FAILED: {message}"),
+            (CellStatus::Skipped { reason }, _) => format!("skipped: {reason}"),
         };
         eprintln!("[{}/{}] {}: {what} (eta {:.0} s)", self.done, self.total, cell.key, eta);
     }

@@ -54,6 +54,7 @@ fn text_quality_keeps_per_prompt_values_and_their_mean() {
         prompt_bytes: 1,
         text: text.into(),
         reference: reference.map(str::to_string),
+        masked_tokens: None,
     };
     let q = text_quality(&[g(0, "a b c d", Some("a c e d")), g(3, "a a", None)]);
     let get = |m: &str| q.iter().find(|q| q.metric == m).unwrap_or_else(|| panic!("{m}"));

@@ -231,8 +231,10 @@ pub struct PromptSetInfo {
     pub selection: String,
     /// Number of prompts.
     pub count: u32,
-    /// SHA-256 over the prompt texts (each followed by a 0 byte), hex.
-    pub sha256: String,
+    /// SHA-256 over the prompt texts (each followed by a 0 byte), hex. Absent (since 1.3) when nothing hashed
+    /// them: a 0.1 draft.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
 }
 
 /// Which generation algorithm a cell ran.
@@ -370,6 +372,22 @@ pub struct Cell {
     /// group's quality cell has them: see [`crate::parity::quality_cells`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub generations: Vec<Generation>,
+    /// Since 1.3: quality values that could not be computed (an evaluator failed, or no continuation had a token),
+    /// each with its reason: a missing value is said, never silent.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub quality_errors: Vec<QualityError>,
+}
+
+/// Since 1.3: a quality value of a cell that could not be computed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct QualityError {
+    /// The metric (`perplexity`).
+    pub metric: String,
+    /// The evaluator that failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evaluator: Option<String>,
+    /// What went wrong.
+    pub message: String,
 }
 
 /// Since 1.2: one generated continuation, kept so that quality can be recomputed and read.
@@ -386,6 +404,10 @@ pub struct Generation {
     /// prompt set has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reference: Option<String>,
+    /// Since 1.3: diffusion models: positions of the continuation the model filled with the mask token (they
+    /// decode to nothing, so `text` and its perplexity cover fewer than N_out tokens). Absent for AR models.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub masked_tokens: Option<u32>,
 }
 
 /// Whether larger or smaller values of a quality metric are better.

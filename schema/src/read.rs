@@ -239,7 +239,7 @@ fn upgrade_step(from: SchemaVersion, value: &mut Value) -> Result<SchemaVersion,
     match from {
         SchemaVersion::V0_1 => {
             // 0.1 -> 1.0: seconds became milliseconds with unit-suffixed names; provenance gained
-            // `attention`; the prompt set gained `selection` and `sha256`.
+            // `attention`; the prompt set gained `selection` (its `sha256` stays absent: nothing hashed it).
             let root = value.as_object_mut().ok_or(("".to_string(), "not an object".to_string()))?;
             root.insert("schema_version".into(), Value::String("1.0".into()));
             if let Some(Value::Object(p)) = root.get_mut("provenance") {
@@ -247,7 +247,6 @@ fn upgrade_step(from: SchemaVersion, value: &mut Value) -> Result<SchemaVersion,
             }
             if let Some(Value::Object(p)) = root.get_mut("prompt_set") {
                 p.entry("selection").or_insert(Value::String("unrecorded (schema 0.1)".into()));
-                p.entry("sha256").or_insert(Value::String(String::new()));
             }
             if let Some(Value::Array(cells)) = root.get_mut("cells") {
                 for (i, cell) in cells.iter_mut().enumerate() {
@@ -271,9 +270,10 @@ fn upgrade_step(from: SchemaVersion, value: &mut Value) -> Result<SchemaVersion,
         }
         // 1.0 -> 1.1 only added optional fields: nothing to transform.
         SchemaVersion::V1_0 => Ok(SchemaVersion::V1_1),
-        // 1.1 -> 1.2 likewise.
+        // 1.1 -> 1.2 and 1.2 -> 1.3 likewise.
         SchemaVersion::V1_1 => Ok(SchemaVersion::V1_2),
-        SchemaVersion::V1_2 => Ok(SchemaVersion::V1_2),
+        SchemaVersion::V1_2 => Ok(SchemaVersion::V1_3),
+        SchemaVersion::V1_3 => Ok(SchemaVersion::V1_3),
     }
 }
 

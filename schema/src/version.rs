@@ -34,6 +34,11 @@ pub enum SchemaVersion {
     /// generated continuations a cell's quality was computed from; per-repetition memory split, device-wide
     /// memory and roofline context (weights bytes read, FLOPs). A 1.0 or 1.1 file reads unchanged.
     V1_2,
+    /// `1.3`: nothing silent. A cell records the quality values that could not be scored (`quality_errors`:
+    /// metric, evaluator, message), each continuation the positions a diffusion model left masked
+    /// (`masked_tokens`, dropped from its text), and the prompt set's `sha256` may be absent (a 0.1 draft never had
+    /// one; it was written as an empty string before). A 1.x file reads unchanged.
+    V1_3,
 }
 
 /// A version as written in a file: may be newer than any variant this build knows.
@@ -47,11 +52,11 @@ pub struct VersionNumber {
 
 impl SchemaVersion {
     /// The version this build writes.
-    pub const CURRENT: SchemaVersion = SchemaVersion::V1_2;
+    pub const CURRENT: SchemaVersion = SchemaVersion::V1_3;
 
     /// Every known version, oldest first.
-    pub const ALL: [SchemaVersion; 4] =
-        [SchemaVersion::V0_1, SchemaVersion::V1_0, SchemaVersion::V1_1, SchemaVersion::V1_2];
+    pub const ALL: [SchemaVersion; 5] =
+        [SchemaVersion::V0_1, SchemaVersion::V1_0, SchemaVersion::V1_1, SchemaVersion::V1_2, SchemaVersion::V1_3];
 
     /// The number written in files.
     pub fn number(self) -> VersionNumber {
@@ -60,6 +65,7 @@ impl SchemaVersion {
             SchemaVersion::V1_0 => VersionNumber { major: 1, minor: 0 },
             SchemaVersion::V1_1 => VersionNumber { major: 1, minor: 1 },
             SchemaVersion::V1_2 => VersionNumber { major: 1, minor: 2 },
+            SchemaVersion::V1_3 => VersionNumber { major: 1, minor: 3 },
         }
     }
 

@@ -57,6 +57,7 @@ pub fn sample_bundle() -> Bundle {
                 execution: None,
                 quality: vec![],
                 generations: vec![],
+                quality_errors: vec![],
             }
         })
         .collect();
@@ -86,7 +87,7 @@ pub fn sample_bundle() -> Bundle {
             source: "embedded:demo".into(),
             selection: "first 8".into(),
             count: 8,
-            sha256: "00".into(),
+            sha256: Some("00".into()),
         },
         cells,
         parity: Vec::new(),

@@ -8,7 +8,8 @@ use crate::util::{fixture, sample_bundle};
 fn bundle_round_trips_through_json() {
     let b = sample_bundle();
     let text = write_bundle(&b);
-    assert!(text.trim_start().starts_with("{\n  \"schema_version\": \"1.2\""), "schema_version must come first");
+    let first = format!("{{\n  \"schema_version\": \"{}\"", SchemaVersion::CURRENT);
+    assert!(text.trim_start().starts_with(&first), "schema_version must come first");
     assert_eq!(read_bundle(&text).expect("reads back"), b);
 }
 
@@ -90,7 +91,7 @@ fn v0_1_draft_upgrades_seconds_to_milliseconds() {
 
 #[test]
 fn newer_major_is_refused_with_upgrade_advice() {
-    let text = write_bundle(&sample_bundle()).replacen("\"1.2\"", "\"2.0\"", 1);
+    let text = write_bundle(&sample_bundle()).replacen(&format!("\"{}\"", SchemaVersion::CURRENT), "\"2.0\"", 1);
     let err = read_bundle(&text).expect_err("2.0 is newer");
     assert!(matches!(err, BundleError::NewerVersion { .. }));
     let msg = err.to_string();
@@ -99,7 +100,7 @@ fn newer_major_is_refused_with_upgrade_advice() {
 
 #[test]
 fn newer_minor_is_read_ignoring_unknown_fields() {
-    let text = write_bundle(&sample_bundle()).replacen("\"1.2\"", "\"1.7\"", 1).replacen(
+    let text = write_bundle(&sample_bundle()).replacen(&format!("\"{}\"", SchemaVersion::CURRENT), "\"1.9\"", 1).replacen(
         "\"provenance\": {",
         "\"provenance\": {\n \"future_field\": [1, 2],",
         1,
@@ -184,10 +185,10 @@ fn raw_numbers_are_bit_identical_after_a_read_and_a_write() {
 
 #[test]
 fn newer_minor_with_unknown_fields_in_the_embedded_config_is_read() {
-    // A 1.3 writer may add config fields (a new `[quality]` option, a sampler axis); the config a bundle embeds is
-    // provenance, so a 1.2 reader ignores what it does not know instead of refusing the bundle.
+    // A newer writer may add config fields (a new `[quality]` option, a sampler axis); the config a bundle embeds is
+    // provenance, so an older reader ignores what it does not know instead of refusing the bundle.
     let mut v: serde_json::Value = serde_json::from_str(&write_bundle(&sample_bundle())).expect("json");
-    v["schema_version"] = "1.3".into();
+    v["schema_version"] = "1.9".into();
     let config = &mut v["provenance"]["config"];
     config["future_table"] = serde_json::json!({"x": 1});
     config["grid"]["sampler_variants"] = serde_json::json!(["reference", "dual"]);
