@@ -1,11 +1,18 @@
-//! `dllm-bench serve`: the index of bundles, the bundles, the explorer's files, nothing else.
+//! `dllm-bench serve`: the index of bundles, the bundles, the explorer's files, nothing else; it stays up
+//! (FIFOs, huge files, stalled clients) and inside its folders (symlinks that lead out are refused).
 
+use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
 use crate::util::Sandbox;
+
+/// Longest wait for one answer: far above what a request takes, there only to turn a hang into a failure.
+const ANSWER_WITHIN: Duration = Duration::from_secs(10);
 
 struct Server(Child);
 
@@ -16,36 +23,15 @@ impl Drop for Server {
     }
 }
 
-fn get(addr: &str, path: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).expect("connect");
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\nConnection: close\r\n\r\n").expect("send");
-    let mut text = String::new();
-    s.read_to_string(&mut text).expect("read");
-    let status = text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
-    (status, body)
-}
-
-#[test]
-fn serves_index_bundles_and_explorer_without_traversal() {
-    let sb = Sandbox::new();
-    let results = sb.results();
-    let explorer = sb.path().join("dist");
-    std::fs::create_dir_all(&results).expect("results");
-    std::fs::create_dir_all(&explorer).expect("dist");
-    std::fs::write(explorer.join("index.html"), "<html>explorer</html>").expect("index");
-    let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../schema/tests/fixtures/v1.0/demo.json");
-    std::fs::copy(&fixture, results.join("demo.json")).expect("copy");
-    std::fs::write(results.join("broken.json"), "{ not json").expect("broken");
-    std::fs::write(sb.path().join("secret.txt"), "secret").expect("secret");
-
+/// `dllm-bench serve` on a free port, its log (stderr) in `log`; returns the server and its address.
+fn start(results: &Path, explorer: &Path, log: &Path) -> (Server, String) {
     let child = Command::new(env!("CARGO_BIN_EXE_dllm-bench"))
         .args(["serve", "--addr", "127.0.0.1:0", "--results"])
-        .arg(&results)
+        .arg(results)
         .arg("--explorer")
-        .arg(&explorer)
+        .arg(explorer)
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(File::create(log).expect("log file"))
         .spawn()
         .expect("spawn");
     let mut server = Server(child);
@@ -57,6 +43,67 @@ fn serves_index_bundles_and_explorer_without_traversal() {
         .and_then(|r| r.split('/').next())
         .unwrap_or_else(|| panic!("no address in {line:?}"))
         .to_string();
+    (server, addr)
+}
+
+/// Status and body of `GET path`; fails when the whole answer has not come within [`ANSWER_WITHIN`].
+fn get(addr: &str, path: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(ANSWER_WITHIN)).expect("read timeout");
+    s.set_write_timeout(Some(ANSWER_WITHIN)).expect("write timeout");
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\nConnection: close\r\n\r\n").expect("send");
+    let mut bytes = Vec::new();
+    if let Err(e) = s.read_to_end(&mut bytes) {
+        panic!("no answer to GET {path} within {ANSWER_WITHIN:?}, the server is stalled: {e}");
+    }
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    let status = text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    (status, body)
+}
+
+/// The files listed by `/bundles/index.json`, sorted.
+fn index_files(addr: &str) -> Vec<String> {
+    let (status, body) = get(addr, "/bundles/index.json");
+    assert_eq!(status, 200, "{body}");
+    let index: schema::BundleIndex = serde_json::from_str(&body).expect("index json");
+    let mut files: Vec<String> = index.bundles.into_iter().map(|b| b.file).collect();
+    files.sort();
+    files
+}
+
+fn demo_fixture() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../schema/tests/fixtures/v1.0/demo.json")
+}
+
+/// `results/` holding `demo.json` and `dist/` holding `index.html`, in the sandbox.
+fn folders(sb: &Sandbox) -> (PathBuf, PathBuf) {
+    let results = sb.results();
+    let explorer = sb.path().join("dist");
+    std::fs::create_dir_all(&results).expect("results");
+    std::fs::create_dir_all(&explorer).expect("dist");
+    std::fs::write(explorer.join("index.html"), "<html>explorer</html>").expect("index");
+    std::fs::copy(demo_fixture(), results.join("demo.json")).expect("copy");
+    (results, explorer)
+}
+
+fn mkfifo(path: &Path) {
+    let status = Command::new("mkfifo").arg(path).status().expect("run mkfifo");
+    assert!(status.success(), "mkfifo {}", path.display());
+}
+
+/// A file of `len` zero bytes that takes no room on disk.
+fn sparse(path: &Path, len: u64) {
+    File::create(path).expect("create").set_len(len).expect("set_len");
+}
+
+#[test]
+fn serves_index_bundles_and_explorer_without_traversal() {
+    let sb = Sandbox::new();
+    let (results, explorer) = folders(&sb);
+    std::fs::write(results.join("broken.json"), "{ not json").expect("broken");
+    std::fs::write(sb.path().join("secret.txt"), "secret").expect("secret");
+    let (_server, addr) = start(&results, &explorer, &sb.path().join("serve.log"));
 
     let (status, body) = get(&addr, "/");
     assert_eq!((status, body.as_str()), (200, "<html>explorer</html>"));
@@ -69,9 +116,143 @@ fn serves_index_bundles_and_explorer_without_traversal() {
     let (status, body) = get(&addr, "/bundles/demo.json?x=1");
     assert_eq!(status, 200);
     schema::read_bundle(&body).expect("bundle served intact");
-    assert_eq!(get(&addr, "/bundles/../secret.txt").0, 404);
-    assert_eq!(get(&addr, "/../secret.txt").0, 404);
-    assert_eq!(get(&addr, "/missing.js").0, 404);
+    for path in [
+        "/bundles/../secret.txt",
+        "/../secret.txt",
+        "/bundles/%2e%2e/secret.txt",
+        "/bundles/..%2fsecret.txt",
+        "/bundles/..\\secret.txt",
+        "/%2e%2e/secret.txt",
+        "//etc/hostname",
+        "/missing.js",
+    ] {
+        assert_eq!(get(&addr, path).0, 404, "{path}");
+    }
+}
+
+/// A FIFO named like a bundle (or an explorer file) would block whoever opens it for reading until a writer
+/// comes: it is neither listed nor served, and everything else still is.
+#[test]
+fn fifos_are_neither_listed_nor_served_and_block_nothing() {
+    let sb = Sandbox::new();
+    let (results, explorer) = folders(&sb);
+    mkfifo(&results.join("x.json"));
+    mkfifo(&explorer.join("pipe.js"));
+    let (_server, addr) = start(&results, &explorer, &sb.path().join("serve.log"));
+
+    assert_eq!(index_files(&addr), ["demo.json"]);
+    assert_eq!(get(&addr, "/bundles/x.json").0, 404);
+    assert_eq!(get(&addr, "/pipe.js").0, 404);
+    let (status, body) = get(&addr, "/bundles/demo.json");
+    assert_eq!(status, 200);
+    schema::read_bundle(&body).expect("bundle served intact");
+    assert_eq!(get(&addr, "/").0, 200);
+    assert_eq!(index_files(&addr), ["demo.json"], "still answering after the FIFO requests");
+}
+
+/// A symlink whose real target is outside the served folder is refused (and left out of the index); one that
+/// stays inside is served like the file it names, and folders given as symlinks work.
+#[test]
+fn symlinks_out_of_the_folders_are_refused_and_inside_ones_served() {
+    let sb = Sandbox::new();
+    let (results, explorer) = folders(&sb);
+    let outside = sb.path().join("outside");
+    std::fs::create_dir_all(&outside).expect("outside");
+    std::fs::copy(demo_fixture(), outside.join("other.json")).expect("copy");
+    std::fs::write(outside.join("app.js"), "outside").expect("app.js");
+    std::fs::write(sb.path().join("secret.txt"), "secret").expect("secret");
+    symlink(outside.join("other.json"), results.join("leak.json")).expect("absolute link out");
+    symlink("../outside/other.json", results.join("up.json")).expect("relative link out");
+    symlink("demo.json", results.join("alias.json")).expect("link inside");
+    symlink("../secret.txt", explorer.join("leak.txt")).expect("explorer link out");
+    symlink(&outside, explorer.join("assets")).expect("explorer folder link out");
+    std::fs::create_dir_all(explorer.join("real")).expect("real");
+    std::fs::write(explorer.join("real/app.js"), "inside").expect("app.js");
+    symlink("real", explorer.join("same")).expect("explorer folder link inside");
+    symlink("index.html", explorer.join("home.html")).expect("explorer link inside");
+    let (results_link, explorer_link) = (sb.path().join("results-link"), sb.path().join("dist-link"));
+    symlink(&results, &results_link).expect("results link");
+    symlink(&explorer, &explorer_link).expect("explorer link");
+    let (_server, addr) = start(&results_link, &explorer_link, &sb.path().join("serve.log"));
+
+    assert_eq!(index_files(&addr), ["alias.json", "demo.json"], "links out are left out of the index");
+    assert_eq!(get(&addr, "/bundles/leak.json").0, 404);
+    assert_eq!(get(&addr, "/bundles/up.json").0, 404);
+    let (status, body) = get(&addr, "/bundles/alias.json");
+    assert_eq!(status, 200);
+    schema::read_bundle(&body).expect("bundle served through the link inside");
+    assert_eq!(get(&addr, "/leak.txt").0, 404);
+    assert_eq!(get(&addr, "/assets/app.js").0, 404);
+    assert_eq!(get(&addr, "/same/app.js"), (200, "inside".to_string()));
+    assert_eq!(get(&addr, "/home.html"), (200, "<html>explorer</html>".to_string()));
+    assert_eq!(get(&addr, "/"), (200, "<html>explorer</html>".to_string()));
+}
+
+/// Clients that send nothing, half a request, or never read their (large) answer do not keep the server from
+/// answering another client.
+#[test]
+fn stalled_clients_do_not_block_other_requests() {
+    let sb = Sandbox::new();
+    let (results, explorer) = folders(&sb);
+    // Far more than the kernel buffers of a loopback connection hold, so answering it blocks until read.
+    sparse(&explorer.join("big.wasm"), 64 << 20);
+    let (_server, addr) = start(&results, &explorer, &sb.path().join("serve.log"));
+
+    let idle = TcpStream::connect(&addr).expect("connect");
+    let mut partial = TcpStream::connect(&addr).expect("connect");
+    write!(partial, "GET /index.html HTTP/1.1\r\nHost: {addr}\r\n").expect("send");
+    let mut hog = TcpStream::connect(&addr).expect("connect");
+    write!(hog, "GET /big.wasm HTTP/1.0\r\nHost: {addr}\r\n\r\n").expect("send");
+    // Lets the server take up the hog's request before the others (it never reads its answer).
+    std::thread::sleep(Duration::from_millis(500));
+
+    assert_eq!(get(&addr, "/"), (200, "<html>explorer</html>".to_string()));
+    assert_eq!(index_files(&addr), ["demo.json"]);
+    assert_eq!(get(&addr, "/bundles/demo.json").0, 200);
+    drop((idle, partial, hog));
+}
+
+/// With every request slot held by a client that does not read, another request is answered 503 rather than
+/// left waiting, and the slots come back once those clients go.
+#[test]
+fn requests_over_the_cap_get_503_until_slots_free() {
+    let sb = Sandbox::new();
+    let (results, explorer) = folders(&sb);
+    sparse(&explorer.join("big.wasm"), 64 << 20);
+    let (_server, addr) = start(&results, &explorer, &sb.path().join("serve.log"));
+
+    let hogs: Vec<TcpStream> = (0..runner::serve::MAX_IN_FLIGHT)
+        .map(|_| {
+            let mut hog = TcpStream::connect(&addr).expect("connect");
+            write!(hog, "GET /big.wasm HTTP/1.0\r\nHost: {addr}\r\n\r\n").expect("send");
+            hog
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(get(&addr, "/").0, 503);
+    drop(hogs);
+    let deadline = std::time::Instant::now() + ANSWER_WITHIN;
+    loop {
+        match get(&addr, "/") {
+            (200, _) => break,
+            (status, _) => assert!(std::time::Instant::now() < deadline, "still {status} after the hogs left"),
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A "bundle" too large to be one is left out of the index without being read into memory.
+#[test]
+fn bundles_over_the_size_limit_are_left_out_of_the_index_unread() {
+    let sb = Sandbox::new();
+    let (results, explorer) = folders(&sb);
+    sparse(&results.join("huge.json"), (512 << 20) + 1);
+    let log = sb.path().join("serve.log");
+    let (_server, addr) = start(&results, &explorer, &log);
+
+    assert_eq!(index_files(&addr), ["demo.json"]);
+    let log = std::fs::read_to_string(&log).expect("log");
+    assert!(log.contains("huge.json") && log.contains("larger than"), "the warning names the limit: {log}");
 }
 
 #[test]
@@ -83,8 +264,7 @@ fn site_holds_the_explorer_the_bundles_and_their_index() {
     std::fs::create_dir_all(&results).expect("results");
     std::fs::write(explorer.join("index.html"), "<html></html>").expect("index");
     std::fs::write(explorer.join("assets/app.wasm"), b"\0asm").expect("wasm");
-    let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../schema/tests/fixtures/v1.0/demo.json");
-    std::fs::copy(&fixture, results.join("run-a.json")).expect("copy");
+    std::fs::copy(demo_fixture(), results.join("run-a.json")).expect("copy");
     std::fs::write(results.join("broken.json"), "[]").expect("broken");
     let out = sb.path().join("site");
     let o = sb.cmd(&[
