@@ -40,7 +40,8 @@ pub struct InputError(pub String);
 /// Exit status of a run stopped early by a signal, resumable: see [`signals::EXIT_INTERRUPTED`] (75).
 pub use signals::EXIT_INTERRUPTED;
 
-/// Exit status for an error: 2 when the input was bad, 1 otherwise.
+/// Exit status for an error: 2 when the input was bad (a config, a flag, a bundle, an unloadable checkpoint), 1
+/// otherwise.
 pub fn exit_code(err: &anyhow::Error) -> i32 {
     // `downcast_ref` also finds an `InputError` attached with `.context(..)`, which `chain` does not expose.
     let bad_input = err.downcast_ref::<InputError>().is_some()
@@ -49,6 +50,9 @@ pub fn exit_code(err: &anyhow::Error) -> i32 {
                 || c.is::<schema::ConfigError>()
                 || c.is::<schema::BundleError>()
                 || c.is::<clap::Error>()
+                // A checkpoint that cannot be loaded is bad input (its message says which file and what to do);
+                // only a failure to read a file that is there is an I/O error.
+                || c.downcast_ref::<model::ModelError>().is_some_and(|e| !matches!(e, model::ModelError::Io { .. }))
         });
     if bad_input { 2 } else { 1 }
 }

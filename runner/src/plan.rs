@@ -77,13 +77,14 @@ pub struct ResolvedConfig {
     pub source: String,
     /// Folder that relative paths in the config are resolved against.
     pub dir: PathBuf,
+    /// `run.device`, parsed once when the config was resolved (never a silent fallback).
+    device: DeviceSpec,
 }
 
 impl ResolvedConfig {
     /// The device the config asks for.
     pub fn device(&self) -> DeviceSpec {
-        // Validated in `resolve`.
-        DeviceSpec::parse(&self.config.run.device).unwrap_or(DeviceSpec::Cpu)
+        self.device
     }
 }
 
@@ -162,11 +163,21 @@ pub fn resolve_with_base(args: &ConfigArgs, base: Option<(String, String, PathBu
             }
         }
     }
+    if let Some(q) = config.quality.as_mut() {
+        // Stated, so that the bundle says in which precision its perplexities were computed.
+        q.dtype = Some(q.evaluator_dtype());
+    }
     let source = if overrides.is_empty() { label } else { format!("{label} {}", overrides.join(" ")) };
     // Errors now name the overrides too, since they may be the cause.
     config.validate(&source)?;
     check_synthetic(&config, &source)?;
-    Ok(ResolvedConfig { config, source, dir })
+    let device = DeviceSpec::parse(&config.run.device).ok_or_else(|| {
+        InputError(format!(
+            "{source}: field `run.device`: {:?} is not a device; fix: use \"cpu\", \"cuda\" or \"cuda:N\"",
+            config.run.device
+        ))
+    })?;
+    Ok(ResolvedConfig { config, source, dir, device })
 }
 
 /// Every synthetic checkpoint of a config can be built (e.g. `hidden` divides into the preset's heads).

@@ -355,11 +355,13 @@ pub fn run(resolved: &ResolvedConfig, opts: &SweepOptions) -> Result<SweepOutcom
     let mut exec = None;
     if !todo.is_empty() && stopped.is_none() {
         let keys: Vec<&CellKey> = todo.iter().collect();
-        stopped = measure_keys(&env, &keys, &to_load, &mut journal, &mut progress, &planned, &mut exec)?;
+        let r = measure_keys(&env, &keys, &to_load, &mut journal, &mut progress, &planned, &mut exec);
+        stopped = env.keep_partial(r, &journal, &planned)?;
     }
     progress.done();
     if stopped.is_none() {
-        stopped = score_all(&env, &evaluator_files, &mut journal, &planned)?;
+        let r = score_all(&env, &evaluator_files, &mut journal, &planned);
+        stopped = env.keep_partial(r, &journal, &planned)?;
     }
     // --parity-search: bisect K between each S_parity and the K below it, measuring the new cells like any other.
     while search && stopped.is_none() {
@@ -381,10 +383,12 @@ pub fn run(resolved: &ResolvedConfig, opts: &SweepOptions) -> Result<SweepOutcom
             files.push((m, model_files(m, &opts.model_cache_dir, cfg.run.dtype)?));
         }
         let mut p = Progress::new(extra.len(), 0, opts.progress);
-        stopped = measure_keys(&env, &keys, &files, &mut journal, &mut p, &planned, &mut exec)?;
+        let r = measure_keys(&env, &keys, &files, &mut journal, &mut p, &planned, &mut exec);
+        stopped = env.keep_partial(r, &journal, &planned)?;
         p.done();
         if stopped.is_none() {
-            stopped = score_all(&env, &evaluator_files, &mut journal, &planned)?;
+            let r = score_all(&env, &evaluator_files, &mut journal, &planned);
+            stopped = env.keep_partial(r, &journal, &planned)?;
         }
     }
 
@@ -465,6 +469,17 @@ struct Env<'a> {
 }
 
 impl Env<'_> {
+    /// On an error that ends the sweep (a model that cannot be loaded), first writes the partial bundle of what the
+    /// journal holds, so the run folder has a readable bundle beside its journal; then returns the error.
+    fn keep_partial<T>(&self, r: Result<T>, journal: &Journal, planned: &[CellKey]) -> Result<T> {
+        if r.is_err()
+            && let Err(e) = self.write_partial(journal, planned)
+        {
+            tracing::warn!("cannot write the partial bundle after the error: {e:#}");
+        }
+        r
+    }
+
     /// Rewrites the partial bundle from the journal.
     fn write_partial(&self, journal: &Journal, planned: &[CellKey]) -> Result<()> {
         let partial = assemble(self.resolved, journal, planned, self.spec);
@@ -666,10 +681,11 @@ fn score_perplexity(
         return Ok(None);
     }
     tracing::info!(evaluator = %spec.id, cells = pending.len(), "scoring perplexity");
-    let evaluator = LoadedModel::load(files, ModelKind::Llama, env.device, env.dtype)
+    let precision = env.resolved.config.quality.as_ref().map_or(Precision::F32, |q| q.evaluator_dtype());
+    let evaluator = LoadedModel::load(files, ModelKind::Llama, env.device, dtype_of(precision))
         .with_context(|| format!("cannot load the evaluator {} from {}", spec.id, files.snapshot_dir.display()))?;
     if !journal.state.models.iter().any(|m| m.id == spec.id) {
-        journal.append(Record::Model(model_info(spec, &evaluator, files, env.resolved.config.run.dtype)))?;
+        journal.append(Record::Model(model_info(spec, &evaluator, files, precision)))?;
     }
     for (i, cell) in pending.iter().enumerate() {
         if let Some(sig) = opts.stop.requested() {
@@ -883,10 +899,13 @@ fn measure_cell(
             device::check_host_memory(&model.device, cell_bytes(model, key, &batch))?;
         }
         // Peaks that could not be reset would be an earlier run's: absent instead.
-        let window = measured && device::reset_peaks(&model.device);
+        let window = measured.then(|| device::reset_peaks(&model.device));
         let mut rep = generate_once(model, key, cfg, &batch, i as u64)?;
         if measured {
-            let peaks = if window { device::read_peaks(&model.device) } else { device::MemoryPeaks::default() };
+            let peaks = match window {
+                Some(w) => device::read_peaks(&model.device).within(w),
+                None => device::MemoryPeaks::default(),
+            };
             rep.prompt_indices = indices;
             rep.peak_allocated_bytes = peaks.allocated;
             rep.peak_reserved_bytes = peaks.reserved;

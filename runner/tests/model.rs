@@ -262,7 +262,6 @@ fn config_without_rope_theta_is_refused() {
 fn config_with_unsupported_features_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     for (field, value) in [
-        ("tie_word_embeddings", serde_json::json!(true)),
         ("attention_bias", serde_json::json!(true)),
         ("hidden_act", serde_json::json!("gelu")),
         ("rope_scaling", serde_json::json!({"rope_type": "llama3", "factor": 8.0})),
@@ -275,11 +274,57 @@ fn config_with_unsupported_features_is_refused() {
     }
     let llada = serde_json::json!({
         "d_model": 64, "n_layers": 2, "n_heads": 4, "n_kv_heads": 4, "mlp_hidden_size": 128, "rms_norm_eps": 1e-5,
-        "rope_theta": 500000.0, "vocab_size": 512, "max_sequence_length": 1024, "weight_tying": true
+        "rope_theta": 500000.0, "vocab_size": 512, "max_sequence_length": 1024, "alibi": true
     });
     let p = write_config(dir.path(), &llada);
-    let err = ModelConfig::from_file(&p, ModelKind::Llada).expect_err("weight_tying").to_string();
-    assert!(err.contains("weight_tying"), "{err}");
+    let err = ModelConfig::from_file(&p, ModelKind::Llada).expect_err("alibi").to_string();
+    assert!(err.contains("alibi"), "{err}");
+}
+
+/// Writes `tensors` and a config.json edited by `edit` as `org/name` in a fresh hf-hub cache layout.
+fn write_checkpoint(
+    cache: &Path,
+    name: &str,
+    from: &ModelFiles,
+    tensors: &HashMap<String, Tensor>,
+    edit: impl FnOnce(&mut serde_json::Value),
+) -> ModelFiles {
+    let repo = cache.join(format!("models--org--{name}"));
+    let snap = repo.join("snapshots/0123456789abcdef0123456789abcdef01234567");
+    std::fs::create_dir_all(&snap).expect("snapshot");
+    std::fs::create_dir_all(repo.join("refs")).expect("refs");
+    std::fs::write(repo.join("refs/main"), "0123456789abcdef0123456789abcdef01234567").expect("ref");
+    let mut cfg = config_json(from);
+    edit(&mut cfg);
+    std::fs::write(snap.join("config.json"), cfg.to_string()).expect("config");
+    std::fs::copy(&from.tokenizer, snap.join("tokenizer.json")).expect("tokenizer");
+    candle_core::safetensors::save(tensors, snap.join("model.safetensors")).expect("weights");
+    ModelFiles::from_hf_cache(cache, &format!("org/{name}"), "main").expect("resolve")
+}
+
+#[test]
+fn a_tied_lm_head_is_the_embedding() {
+    // Llama-3.2-1B/3B and most small checkpoints have no lm_head tensor (tie_word_embeddings = true). Their logits
+    // must equal an untied model's whose lm_head is a copy of the embedding.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let files = tiny_files(dir.path(), ModelKind::Llama, &spec(11, None));
+    let mut tensors = candle_core::safetensors::load(&files.weights[0], &Device::Cpu).expect("weights");
+    let embed = tensors.get("model.embed_tokens.weight").expect("embedding").clone();
+    tensors.remove("lm_head.weight").expect("an untied synthetic head");
+    let tied = write_checkpoint(dir.path(), "tied", &files, &tensors, |c| c["tie_word_embeddings"] = true.into());
+    tensors.insert("lm_head.weight".into(), embed.copy().expect("copy"));
+    let untied = write_checkpoint(dir.path(), "untied", &files, &tensors, |_| {});
+    let (a, b) = (load(&tied, ModelKind::Llama), load(&untied, ModelKind::Llama));
+    assert!(a.config.tied_lm_head && !b.config.tied_lm_head);
+    let ids = Tensor::new(&[[1u32, 40, 41, 42, 43, 44]], &Device::Cpu).expect("ids");
+    let (la, lb) = (a.forward_full(&ids, None).expect("tied"), b.forward_full(&ids, None).expect("untied"));
+    let diff = (la - lb).expect("sub").abs().expect("abs").max_all().expect("max").to_scalar::<f32>().expect("f32");
+    assert_eq!(diff, 0.0, "the tied head computes what an lm_head equal to the embedding computes");
+    // The tied checkpoint's layout lists no LM head tensor, so nothing is reported missing.
+    let cfg = ModelConfig::from_file(&tied.config, ModelKind::Llama).expect("config");
+    assert!(
+        runner::model::WeightNames::for_kind(ModelKind::Llama).tensors(&cfg).iter().all(|(n, _)| n != "lm_head.weight")
+    );
 }
 
 #[test]

@@ -9,5 +9,6 @@ mod prompts;
 mod quality;
 mod resume;
 mod serve;
+mod silent;
 mod slurm;
 mod util;

@@ -402,6 +402,18 @@ pub struct QualityConfig {
     /// any other cells (`dllm-bench run --parity-search`).
     #[serde(default)]
     pub parity_search: bool,
+    /// Precision the evaluators score perplexity in (default `f32`, whatever the run's precision: bf16 moves a
+    /// perplexity by up to 1.4% on small models, which is not the model's quality). A resolved config (the one a
+    /// bundle embeds) always states it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dtype: Option<Precision>,
+}
+
+impl QualityConfig {
+    /// The evaluators' precision: `dtype`, else f32.
+    pub fn evaluator_dtype(&self) -> Precision {
+        self.dtype.unwrap_or(Precision::F32)
+    }
 }
 
 fn default_parity_metric() -> String {

@@ -100,11 +100,9 @@ fn newer_major_is_refused_with_upgrade_advice() {
 
 #[test]
 fn newer_minor_is_read_ignoring_unknown_fields() {
-    let text = write_bundle(&sample_bundle()).replacen(&format!("\"{}\"", SchemaVersion::CURRENT), "\"1.9\"", 1).replacen(
-        "\"provenance\": {",
-        "\"provenance\": {\n \"future_field\": [1, 2],",
-        1,
-    );
+    let text = write_bundle(&sample_bundle())
+        .replacen(&format!("\"{}\"", SchemaVersion::CURRENT), "\"1.9\"", 1)
+        .replacen("\"provenance\": {", "\"provenance\": {\n \"future_field\": [1, 2],", 1);
     let r = read_bundle_detailed(&text).expect("1.7 reads");
     assert!(r.newer_minor());
     assert_eq!(r.bundle.cells.len(), sample_bundle().cells.len());

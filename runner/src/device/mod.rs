@@ -66,16 +66,49 @@ pub struct MemoryPeaks {
     pub rss: Option<u64>,
 }
 
-/// Starts a measured run's memory window: the pool's high-water marks (CUDA) or the process's peak RSS (CPU)
-/// are reset to the current use. Failing to reset is logged; the peaks read afterwards are then absent.
-pub fn reset_peaks(device: &Device) -> bool {
-    let ok = match device {
+/// Which memory high-water marks a measured run's window could reset (see [`reset_peaks`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeakWindow {
+    /// The CUDA pool's marks (allocated, reserved); true on the CPU, which has none.
+    pub pool: bool,
+    /// The process's peak RSS (`/proc/self/clear_refs`, often read-only in containers).
+    pub rss: bool,
+}
+
+impl MemoryPeaks {
+    /// The peaks that belong to the window: a mark that could not be reset would be an earlier run's, so it is
+    /// left absent. The pool's marks do not depend on the RSS reset, nor the other way round.
+    pub fn within(self, w: PeakWindow) -> MemoryPeaks {
+        MemoryPeaks {
+            allocated: self.allocated.filter(|_| w.pool),
+            reserved: self.reserved.filter(|_| w.pool),
+            device_used: self.device_used,
+            rss: self.rss.filter(|_| w.rss),
+        }
+    }
+}
+
+/// Starts a measured run's memory window: the pool's high-water marks (CUDA) and the process's peak RSS are
+/// reset to the current use, each on its own. A mark that cannot be reset is logged once; its peak is then absent
+/// ([`MemoryPeaks::within`]), the others are kept.
+pub fn reset_peaks(device: &Device) -> PeakWindow {
+    let pool = match device {
         Device::Cuda(_) => imp::reset_peaks(device).map_err(|e| tracing::warn!("cannot reset the memory peaks: {e}")),
         _ => Ok(()),
     }
     .is_ok();
     // The CPU side is reset on every device: host memory of a CUDA run is not reported, but costs nothing.
-    sysinfo::reset_peak_rss() && ok
+    let rss = sysinfo::reset_peak_rss();
+    if !rss {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            tracing::warn!(
+                "cannot write /proc/self/clear_refs (read-only in many containers): peak RSS is left out of the \
+                 bundle; the device's memory peaks are kept"
+            )
+        });
+    }
+    PeakWindow { pool, rss }
 }
 
 /// The peaks since [`reset_peaks`], after the device has finished the queued work.

@@ -36,6 +36,9 @@ pub struct ModelConfig {
     pub checkpoint_dtype: Option<String>,
     /// The `dllm_bench_synthetic` marker of a synthetic checkpoint, if any.
     pub synthetic: Option<serde_json::Value>,
+    /// The LM head is the token embedding (`tie_word_embeddings` / OLMo's `weight_tying`: Llama-3.2-1B/3B and
+    /// most small models): the checkpoint has no LM head tensor of its own.
+    pub tied_lm_head: bool,
 }
 
 impl ModelConfig {
@@ -254,13 +257,6 @@ struct LlamaConfigFile {
 impl LlamaConfigFile {
     fn into_config(self, path: &Path) -> Result<ModelConfig, ModelError> {
         let unsupported = unsupported_in(path);
-        if self.tie_word_embeddings {
-            return Err(unsupported(
-                "tie_word_embeddings",
-                "true".into(),
-                "only untied LM heads (Llama-3-8B's layout) are implemented",
-            ));
-        }
         if self.attention_bias || self.mlp_bias {
             return Err(unsupported(
                 "attention_bias/mlp_bias",
@@ -311,6 +307,7 @@ impl LlamaConfigFile {
             mask_token_id: None,
             checkpoint_dtype: self.torch_dtype.or(self.dtype),
             synthetic: self.dllm_bench_synthetic,
+            tied_lm_head: self.tie_word_embeddings,
         };
         cfg.check(path)?;
         Ok(cfg)
@@ -366,8 +363,7 @@ fn yes() -> bool {
 impl LladaConfigFile {
     fn into_config(self, path: &Path) -> Result<ModelConfig, ModelError> {
         let unsupported = unsupported_in(path);
-        let checks: [(&str, bool, &str); 7] = [
-            ("weight_tying", self.weight_tying, "only an untied LM head (ff_out) is implemented"),
+        let checks: [(&str, bool, &str); 6] = [
             ("include_bias", self.include_bias, "only bias-free projections are implemented"),
             ("include_qkv_bias", self.include_qkv_bias, "only bias-free projections are implemented"),
             ("alibi", self.alibi, "only RoPE positions are implemented"),
@@ -426,6 +422,7 @@ impl LladaConfigFile {
             mask_token_id: self.mask_token_id,
             checkpoint_dtype: self.torch_dtype.or(self.dtype),
             synthetic: self.dllm_bench_synthetic,
+            tied_lm_head: self.weight_tying,
         };
         cfg.check(path)?;
         Ok(cfg)

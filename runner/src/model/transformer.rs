@@ -102,7 +102,9 @@ impl WeightNames {
             }
         }
         out.push((format!("{}.weight", self.final_norm), vec![h]));
-        out.push((format!("{}.weight", self.lm_head), vec![cfg.vocab_size, h]));
+        if !cfg.tied_lm_head {
+            out.push((format!("{}.weight", self.lm_head), vec![cfg.vocab_size, h]));
+        }
         out
     }
 }
@@ -244,12 +246,14 @@ impl Transformer {
         let n = WeightNames::for_kind(cfg.kind);
         let h = cfg.hidden_size;
         let embed_w = vb.pp(n.embed).get((cfg.vocab_size, h), "weight")?;
-        let embed = Embedding::new(embed_w, h);
+        let embed = Embedding::new(embed_w.clone(), h);
         let blocks = (0..cfg.num_layers)
             .map(|l| Block::load(vb.pp(format!("{}.{l}", n.layers)), cfg, &n))
             .collect::<candle_core::Result<Vec<_>>>()?;
         let norm = RmsNorm::load(vb.pp(n.final_norm), h, cfg.rms_norm_eps)?;
-        let lm_head = linear(&vb, n.lm_head, cfg.vocab_size, h)?;
+        // A tied head is the embedding matrix itself (shared, not copied).
+        let lm_head =
+            if cfg.tied_lm_head { Linear::new(embed_w, None) } else { linear(&vb, n.lm_head, cfg.vocab_size, h)? };
         let half = cfg.head_dim / 2;
         let inv_freq: Vec<f32> =
             (0..half).map(|i| (1.0 / cfg.rope_theta.powf(2.0 * i as f64 / cfg.head_dim as f64)) as f32).collect();

@@ -119,7 +119,17 @@ pub fn perplexity(
     let mut per_prompt = Vec::new();
     for g in generations {
         let text = prompts.texts.get(g.prompt as usize).with_context(|| format!("no prompt {}", g.prompt))?;
-        let prompt = text.get(..g.prompt_bytes as usize).unwrap_or(text);
+        // The prompt the model saw: its first `prompt_bytes` bytes. A cut past the text's end or inside a UTF-8
+        // character would hand the evaluator the whole document (the true continuation included): an error.
+        let prompt = text.get(..g.prompt_bytes as usize).with_context(|| {
+            format!(
+                "prompt {}: its recorded cut at byte {} is not a character boundary of its {}-byte text (the \
+                 prompt set changed since the generations were made?)",
+                g.prompt,
+                g.prompt_bytes,
+                text.len()
+            )
+        })?;
         if let Some((nll, n)) = continuation_nll(evaluator, prompt, &g.text)
             .with_context(|| format!("scoring the continuation of prompt {}", g.prompt))?
         {

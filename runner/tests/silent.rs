@@ -1,0 +1,107 @@
+//! Nothing silent: a quality value that cannot be computed is recorded and fails the run, a model that cannot
+//! be loaded leaves a readable partial bundle, diffusion continuations count their masked positions, the
+//! evaluators' precision is stated.
+
+use std::path::{Path, PathBuf};
+
+use schema::{CellStatus, Sampler};
+
+use crate::assert_exit;
+use crate::util::{Sandbox, stderr, stdout};
+
+/// Overwrites one f32 tensor of a safetensors file with NaN.
+fn poison(file: &Path, tensor: &str) {
+    let mut bytes = std::fs::read(file).expect("weights");
+    let n = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")) as usize;
+    let header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + n]).expect("header");
+    let info = &header[tensor];
+    let at = |i: usize| info["data_offsets"][i].as_u64().expect("offset") as usize;
+    for chunk in bytes[8 + n + at(0)..8 + n + at(1)].chunks_mut(4) {
+        chunk.copy_from_slice(&f32::NAN.to_le_bytes());
+    }
+    std::fs::write(file, bytes).expect("write");
+}
+
+fn demo() -> String {
+    std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../config/demo.toml")).expect("demo")
+}
+
+const QUICK: &[&str] = &["--seq-len", "40", "--batch-size", "1,2", "--steps", "4,8", "--repetitions", "1", "-q"];
+
+#[test]
+fn a_perplexity_that_cannot_be_scored_is_recorded_and_fails_the_run() {
+    let sb = Sandbox::new();
+    // The primary evaluator's weights are NaN: its log-likelihoods are not finite.
+    let synth = sb.cmd(&["synth", "--kind", "llama", "--repo-id", "test/nan-evaluator", "--seed", "9"]);
+    assert_exit!(synth, 0);
+    poison(&PathBuf::from(stdout(&synth).trim()).join("model.safetensors"), "model.norm.weight");
+    let cfg = demo().replacen(
+        "id = \"dllm-bench/synthetic-evaluator-tiny\"\n\n[quality.evaluators.synthetic]\npreset = \"tiny\"\nseed = 3\n",
+        "id = \"test/nan-evaluator\"\n",
+        1,
+    );
+    assert!(cfg.contains("test/nan-evaluator"), "config edit applied");
+    let path = sb.write("nan.toml", &cfg);
+    let mut args = vec!["run", "-c", path.to_str().expect("utf8"), "-o", "out"];
+    args.extend_from_slice(QUICK);
+    let out = sb.cmd(&args);
+    assert_exit!(out, 1);
+    assert!(stderr(&out).contains("quality values could not be computed"), "{}", stderr(&out));
+    let text = std::fs::read_to_string(sb.path().join(stdout(&out).trim())).expect("bundle");
+    let b = schema::read_bundle(&text).expect("valid bundle");
+    let scored: Vec<_> = b.cells.iter().filter(|c| !c.generations.is_empty()).collect();
+    assert_eq!(scored.len(), 3, "one quality cell per group (AR, K = 4, K = 8)");
+    for c in &scored {
+        assert_eq!(c.status, CellStatus::Ok, "timing stands: {}", c.key);
+        let e = c.quality_errors.iter().find(|e| e.evaluator.as_deref() == Some("test/nan-evaluator"));
+        let e = e.unwrap_or_else(|| panic!("{}: no recorded failure in {:?}", c.key, c.quality_errors));
+        assert!(e.metric == "perplexity" && e.message.contains("not finite"), "{e:?}");
+        // The second evaluator (the measured llama) still scored it.
+        assert!(c.quality.iter().any(|q| q.evaluator.as_deref() == Some("dllm-bench/synthetic-llama-tiny")));
+        // Diffusion continuations say how many positions stayed masked; AR ones do not have any.
+        for g in &c.generations {
+            assert_eq!(g.masked_tokens.is_some(), c.key.sampler != Sampler::ArGreedy, "{}", c.key);
+        }
+    }
+    // The evaluators' precision is stated in the embedded config.
+    assert_eq!(b.provenance.config.quality.as_ref().and_then(|q| q.dtype), Some(schema::grid::Precision::F32));
+}
+
+#[test]
+fn a_model_that_cannot_be_loaded_leaves_a_partial_bundle_and_exits_2() {
+    let sb = Sandbox::new();
+    // A LLaDA checkpoint whose weights file is cut short: found in the cache, refused when loaded.
+    let synth = sb.cmd(&["synth", "--kind", "llada", "--repo-id", "test/cut-llada", "--seed", "2"]);
+    assert_exit!(synth, 0);
+    let weights = PathBuf::from(stdout(&synth).trim()).join("model.safetensors");
+    let bytes = std::fs::read(&weights).expect("weights");
+    std::fs::remove_file(&weights).expect("unlink the blob link");
+    std::fs::write(&weights, &bytes[..bytes.len() / 2]).expect("truncated copy");
+    let cfg = demo().replacen(
+        "id = \"dllm-bench/synthetic-llada-tiny\"\n\n[models.synthetic]\npreset = \"tiny\"\nseed = 2\n",
+        "id = \"test/cut-llada\"\n",
+        1,
+    );
+    let cfg = cfg.split("\n[quality]").next().expect("config").to_string();
+    let path = sb.write("cut.toml", &cfg);
+    let dir = sb.path().join("job.run");
+    let mut args = vec!["run", "-c", path.to_str().expect("utf8"), "--run-dir", dir.to_str().expect("utf8")];
+    args.extend_from_slice(QUICK);
+    let out = sb.cmd(&args);
+    assert_exit!(out, 2);
+    assert!(stderr(&out).contains("test/cut-llada"), "{}", stderr(&out));
+    let partial = std::fs::read_to_string(dir.join("partial.json")).expect("a partial bundle beside the journal");
+    let b = schema::read_bundle(&partial).expect("valid partial bundle");
+    assert_eq!(b.cells.len(), 2, "the llama's cells, measured before the LLaDA failed to load");
+    assert!(b.cells.iter().all(|c| c.key.sampler == Sampler::ArGreedy && c.status == CellStatus::Ok));
+}
+
+#[test]
+fn memory_peaks_that_could_not_be_reset_are_dropped_one_by_one() {
+    use runner::device::{MemoryPeaks, PeakWindow};
+    let p = MemoryPeaks { allocated: Some(1), reserved: Some(2), device_used: Some(3), rss: Some(4) };
+    let no_rss = p.within(PeakWindow { pool: true, rss: false });
+    assert_eq!(no_rss, MemoryPeaks { rss: None, ..p }, "a read-only clear_refs drops only the RSS peak");
+    let no_pool = p.within(PeakWindow { pool: false, rss: true });
+    assert_eq!(no_pool, MemoryPeaks { allocated: None, reserved: None, ..p });
+}
