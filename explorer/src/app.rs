@@ -2,7 +2,7 @@
 //! drag-and-drop), the controls (view tabs, filters, axes, compare), the chart canvas with tooltips and
 //! clicks, the S_parity panel, the table of cells, and the PNG/CSV downloads.
 //!
-//! Every number shown is computed in [`crate::views`] (and, below it, `schema::derive`); this module keeps
+//! Every number shown is computed in [`crate::views`] (and, below it, `metrics::derive`); this module keeps
 //! the page state in signals, mirrors it in the URL, and hands figures to [`crate::figure`]. Strings from
 //! bundles are always rendered as text nodes, never as HTML.
 
@@ -10,10 +10,10 @@ use std::sync::Arc;
 
 use leptos::html;
 use leptos::prelude::*;
+use metrics::derive::MemoryMetric;
 use plotters::prelude::IntoDrawingArea;
 use plotters_canvas::CanvasBackend;
 use schema::IndexEntry;
-use schema::derive::MemoryMetric;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 

@@ -1,7 +1,7 @@
 //! Every chart of the explorer, drawn with plotters on any `DrawingBackend` from a [`Figure`].
 //!
 //! A [`Figure`] is plain data: axes, series of marks (points, lines, bars with error bars), reference
-//! lines, or heatmap panels. The numbers in it come ready-made from `schema::derive` (through
+//! lines, or heatmap panels. The numbers in it come ready-made from `metrics::derive` (through
 //! `crate::views`); this module only places them, and reports where each mark landed ([`Drawn`]) for
 //! tooltips, clicks and tests. No wasm dependency: the browser draws on a canvas, the tests into SVG.
 

@@ -1,9 +1,9 @@
 //! Loading: a bundle's text -> a [`LoadedBundle`] (parsed, upgraded and checked by `schema`, every cell
-//! summarized by `schema::derive`), its provenance rows, and the validation of what the page fetches (index
+//! summarized by `metrics::derive`), its provenance rows, and the validation of what the page fetches (index
 //! entries, file names). No browser API, so it is tested natively.
 
-use schema::derive::{CellSummary, summaries};
-use schema::parity::ParityRecord;
+use metrics::derive::{CellSummary, summaries};
+use metrics::parity::ParityRecord;
 use schema::{Bundle, BundleIndex, IndexEntry};
 
 /// Text of an index entry in the bundle selector.
@@ -46,7 +46,7 @@ pub struct LoadedBundle {
     pub synthetic_weights: bool,
     /// The bundle in the current format.
     pub bundle: Bundle,
-    /// `schema::derive::cell_summary` of every cell, in bundle order.
+    /// `metrics::derive::cell_summary` of every cell, in bundle order.
     pub summaries: Vec<CellSummary>,
     /// Quality values per cell (empty when the bundle has none).
     pub quality: Vec<Vec<QualityValue>>,
@@ -95,7 +95,7 @@ pub fn load_bundle(source: &str, json: &str) -> Result<LoadedBundle, String> {
     // evaluator is named with it, so that two evaluators' perplexities are two metrics to choose from. The
     // per-prompt values stay in the bundle's own cells (S_parity's bootstrap reads them there), not in every
     // cell's copy.
-    let quality = schema::parity::cell_quality(&read.bundle)
+    let quality = metrics::parity::cell_quality(&read.bundle)
         .into_iter()
         .map(|qs| {
             qs.into_iter()

@@ -1,13 +1,13 @@
 //! The explorer's views, filters and page state, without any browser API (so it is tested natively).
 //!
-//! Every number comes from `schema::derive` (summaries, throughput, memory, TTFT/ITL, step time, Pareto
+//! Every number comes from `metrics::derive` (summaries, throughput, memory, TTFT/ITL, step time, Pareto
 //! frontier, S_parity); this module picks the cells the filters keep, lays the numbers out as
 //! [`Figure`]s, panels and table rows, writes the CSV, and maps the page state to and from the URL.
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
-use schema::derive::{
+use metrics::derive::{
     self, CellRef, Direction, MemoryMetric, Parity, ParityPanel, QualityPoint, Summary, ar_timings, gigabytes,
     memory_heatmap, pareto_view, step_timings, throughput_bars,
 };
@@ -753,7 +753,7 @@ pub const NO_ROOFLINE: &str = "No roofline data in this bundle: its repetitions 
      the FLOP count (schema 1.2 and later do), so the achieved bandwidth and FLOP rate cannot be shown.";
 
 fn roofline(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec<String>) -> Result<Figure, String> {
-    if !bundles.iter().any(|lb| schema::roofline::has_roofline(&lb.bundle)) {
+    if !bundles.iter().any(|lb| metrics::roofline::has_roofline(&lb.bundle)) {
         return Err(NO_ROOFLINE.into());
     }
     let (peak_bw, peak_flops) = (o.peak_bw_tbs.map(|v| v * 1e12), o.peak_tflops.map(|v| v * 1e12));
@@ -762,7 +762,7 @@ fn roofline(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec
     let (mut x_lo, mut x_hi) = (f64::INFINITY, f64::NEG_INFINITY);
     for (bi, lb) in bundles.iter().enumerate() {
         let t = tag(bi, bundles.len());
-        for p in schema::roofline::roofline_points(&kept(lb, f)) {
+        for p in metrics::roofline::roofline_points(&kept(lb, f)) {
             let c = &lb.bundle.cells[p.cell];
             x_lo = x_lo.min(p.intensity);
             x_hi = x_hi.max(p.intensity);
@@ -777,7 +777,7 @@ fn roofline(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec
                 p.weights_read_bytes,
                 p.e2e_ms
             );
-            if let Some(roof) = schema::roofline::attainable_flops_per_s(p.intensity, peak_bw, peak_flops) {
+            if let Some(roof) = metrics::roofline::attainable_flops_per_s(p.intensity, peak_bw, peak_flops) {
                 let _ =
                     write!(tip, "\n{:.1}% of the roofline ({:.4} TFLOP/s)", 100.0 * p.flops_per_s / roof, roof / 1e12);
             }
@@ -801,7 +801,7 @@ fn roofline(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec
         let (a, b) = (x_lo / 2.0, x_hi * 2.0);
         let mut xs = vec![a, b];
         if let (Some(bw), Some(fl)) = (peak_bw, peak_flops)
-            && let Some(r) = schema::roofline::ridge_intensity(bw, fl)
+            && let Some(r) = metrics::roofline::ridge_intensity(bw, fl)
             && r > a
             && r < b
         {
@@ -810,7 +810,7 @@ fn roofline(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec
         let marks = xs
             .into_iter()
             .filter_map(|x| {
-                let y = schema::roofline::attainable_flops_per_s(x, peak_bw, peak_flops)? / 1e12;
+                let y = metrics::roofline::attainable_flops_per_s(x, peak_bw, peak_flops)? / 1e12;
                 Some(Mark { x, y, lo: None, hi: None, tip: String::new(), cell: None })
             })
             .collect();
@@ -840,7 +840,7 @@ fn roofline(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec
     }
     notes.push(
         "One point per successful cell kept by the filters (all B, N and K): analytic FLOPs and bytes of weights \
-         read (schema::roofline) over the median end-to-end latency."
+         read (metrics::roofline) over the median end-to-end latency."
             .into(),
     );
     Ok(Figure {
@@ -858,13 +858,12 @@ fn roofline(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec
 /// S_parity with (`quality.parity_metric`, scored by its primary evaluator), else the first any bundle has.
 pub fn quality_metric(bundles: &[&LoadedBundle], o: &Options) -> Option<(String, Direction)> {
     let all: Vec<&crate::view::QualityValue> = bundles.iter().flat_map(|b| b.quality.iter().flatten()).collect();
-    let run_metric =
-        bundles.first().and_then(|b| schema::parity::ParityOptions::from_config(&b.bundle)).map(|p| {
-            match p.evaluator {
-                Some(e) => format!("{} [{e}]", p.metric),
-                None => p.metric,
-            }
-        });
+    let run_metric = bundles.first().and_then(|b| metrics::parity::ParityOptions::from_config(&b.bundle)).map(|p| {
+        match p.evaluator {
+            Some(e) => format!("{} [{e}]", p.metric),
+            None => p.metric,
+        }
+    });
     let find = |m: &String| all.iter().find(|q| q.metric == *m);
     let pick =
         o.metric.as_ref().and_then(find).or_else(|| run_metric.as_ref().and_then(find)).or_else(|| all.first())?;
@@ -1005,18 +1004,18 @@ pub struct ParityRow {
 /// The bundle's S_parity records for a metric label of the explorer (`metric` or `metric [evaluator]`), with the
 /// bootstrap settings of the run's config (1000 resamples, seed 0 without one).
 /// Computed once per bundle and metric (the page redraws the table on every change of its state).
-fn parity_records(lb: &LoadedBundle, label: &str) -> std::sync::Arc<Vec<schema::parity::ParityRecord>> {
+fn parity_records(lb: &LoadedBundle, label: &str) -> std::sync::Arc<Vec<metrics::parity::ParityRecord>> {
     lb.parity_cache.get_or(label, || {
         let Some(q) = lb.bundle.cells.iter().flat_map(|c| &c.quality).find(|q| q.label() == label) else {
             return Vec::new();
         };
-        let opts = schema::parity::ParityOptions::for_metric(&lb.bundle, q.metric.clone(), q.evaluator.clone());
-        schema::parity::parity(&lb.bundle, &opts)
+        let opts = metrics::parity::ParityOptions::for_metric(&lb.bundle, q.metric.clone(), q.evaluator.clone());
+        metrics::parity::parity(&lb.bundle, &opts)
     })
 }
 
 /// The intervals of one batch size's row from its record.
-fn bootstrap_text(r: &schema::parity::ParityRecord, b: u32) -> Option<String> {
+fn bootstrap_text(r: &metrics::parity::ParityRecord, b: u32) -> Option<String> {
     let i = r.s_parity_interval?;
     let k = |x: Option<u32>| x.map_or("not reached".to_string(), |k| k.to_string());
     let mut t = format!("S_parity [{}, {}]", k(i.low), k(i.high));
@@ -1032,7 +1031,7 @@ fn bootstrap_text(r: &schema::parity::ParityRecord, b: u32) -> Option<String> {
 }
 
 /// A diffusion cell of a record's series at its N (for the series' label and the filters).
-fn record_cell<'a>(lb: &'a LoadedBundle, r: &schema::parity::ParityRecord) -> Option<&'a Cell> {
+fn record_cell<'a>(lb: &'a LoadedBundle, r: &metrics::parity::ParityRecord) -> Option<&'a Cell> {
     lb.bundle.cells.iter().find(|c| {
         c.key.seq_len == r.seq_len
             && c.key.model == r.diffusion_model
@@ -1043,7 +1042,7 @@ fn record_cell<'a>(lb: &'a LoadedBundle, r: &schema::parity::ParityRecord) -> Op
 
 /// The S_parity rows: per bundle, per (B, N) kept (N fixed by the filter or the smallest), per diffusion
 /// series; `Err` with the reason when there is no quality data. Every number comes from the bundle's parity
-/// records ([`schema::parity::parity`], as `report` and the stored `bundle.parity`), read per batch size by
+/// records ([`metrics::parity::parity`], as `report` and the stored `bundle.parity`), read per batch size by
 /// [`derive::parity_panel`]: the explorer never computes S_parity itself.
 pub fn parity_rows(bundles: &[&LoadedBundle], f: &Filters, o: &Options) -> Result<(String, Vec<ParityRow>), String> {
     let (metric, dir) = quality_metric(bundles, o).ok_or(NO_QUALITY)?;

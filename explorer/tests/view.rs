@@ -4,8 +4,8 @@
 use explorer::figure::{self, ChartStyle, Drawn, Figure, Plot, Style};
 use explorer::view::{LoadedBundle, is_plain_file_name, load_bundle, option_label, parse_index};
 use explorer::views::{self, Filters, Options, PageState, ViewKind, chart_view, parity_rows, rows};
+use metrics::derive::MemoryMetric;
 use plotters::prelude::*;
-use schema::derive::MemoryMetric;
 
 const DEMO: &str = include_str!("../e2e/fixtures/demo.json");
 const H200: &str = include_str!("../e2e/fixtures/study-h200.json");
@@ -529,8 +529,8 @@ fn s_parity_rows_agree_with_the_parity_records_when_cells_failed() {
     let q =
         b.bundle.cells.iter().flat_map(|c| &c.quality).find(|q| q.label() == metric.split(" (").next().unwrap_or(""));
     let q = q.expect("the metric's values");
-    let opts = schema::parity::ParityOptions::for_metric(&b.bundle, q.metric.clone(), q.evaluator.clone());
-    let records = schema::parity::parity(&b.bundle, &opts);
+    let opts = metrics::parity::ParityOptions::for_metric(&b.bundle, q.metric.clone(), q.evaluator.clone());
+    let records = metrics::parity::parity(&b.bundle, &opts);
     assert!(!rows.is_empty());
     for row in &rows {
         let r = records.iter().find(|r| r.seq_len == row.seq).expect("a record per N");

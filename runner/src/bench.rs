@@ -9,7 +9,7 @@
 //! - a LLaDA step: one full bidirectional forward over B x N tokens with logits for one block, as
 //!   `generate_llada` does per step (the forward only; the confidence ranking on the host is left out).
 //!
-//! From the work per forward ([`schema::roofline`]) it prints the achieved bandwidth and FLOP rate and the
+//! From the work per forward ([`metrics::roofline`]) it prints the achieved bandwidth and FLOP rate and the
 //! ratio to the floors of issue 3: decode time / (weights bytes / copy bandwidth), and step FLOP rate / matmul
 //! rate. Figures are medians over the repetitions. `runner/PERF.md` records what it measured.
 
@@ -19,9 +19,9 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
+use metrics::roofline::{self, Forward};
 use schema::ModelShape;
 use schema::grid::{DeviceSpec, ModelKind, Precision};
-use schema::roofline::{self, Forward};
 use serde::Serialize;
 
 use crate::InputError;
@@ -249,7 +249,7 @@ fn median_ms(reps: Reps, mut f: impl FnMut() -> Result<f64>) -> Result<f64> {
         f()?;
     }
     let v = (0..reps.measured).map(|_| f()).collect::<Result<Vec<f64>>>()?;
-    schema::derive::summarize(&v).map(|s| s.median).context("no measured repetition (--repetitions must be >= 1)")
+    metrics::derive::summarize(&v).map(|s| s.median).context("no measured repetition (--repetitions must be >= 1)")
 }
 
 /// Bytes read + written per second by a device-to-device copy into an existing buffer.

@@ -245,6 +245,6 @@ pub fn merge(inputs: &[(PathBuf, Bundle)], opts: MergeOptions) -> Result<Merged,
         cells,
         parity: Vec::new(),
     };
-    bundle.recompute_parity();
+    metrics::parity::recompute(&mut bundle);
     Ok(Merged { bundle, missing, devices: by_device.into_keys().collect() })
 }

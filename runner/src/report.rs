@@ -1,15 +1,15 @@
 //! `dllm-bench report`: S_parity, the speedup at parity and the verdict per batch size, as Markdown.
 //!
-//! Every number comes from `schema::parity::parity` (the explorer calls the same function), recomputed from the
+//! Every number comes from `metrics::parity::parity` (the explorer calls the same function), recomputed from the
 //! bundle's cells with the metric, evaluator and bootstrap settings asked for (default: the run's config).
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
+use metrics::derive::{ENTROPY_WARNING_RATIO, Parity};
+use metrics::parity::{Estimate, ParityOptions, ParityRecord, cell_quality, parity};
 use schema::Bundle;
 use schema::bundle::Direction;
-use schema::derive::{ENTROPY_WARNING_RATIO, Parity};
-use schema::parity::{Estimate, ParityOptions, ParityRecord, cell_quality, parity};
 
 /// What to report on; `None` fields take the bundle's config (or, without a `[quality]` table, the first
 /// perplexity found).
@@ -204,7 +204,7 @@ fn section(s: &mut String, bundle: &Bundle, quality: &[Vec<schema::bundle::Quali
             quality[i].iter().find(|q| q.metric == "unigram_entropy").map(|q| q.value)
         };
         if let (Some(d), Some(a)) = (row.diffusion_cell.as_ref().and_then(entropy), entropy(&row.ar_cell))
-            && schema::derive::entropy_warning(d, a)
+            && metrics::derive::entropy_warning(d, a)
         {
             let _ = writeln!(
                 s,

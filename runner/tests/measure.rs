@@ -1,5 +1,5 @@
 //! Measurement (issue 3) on the CPU: every timing and memory field of a run is present and consistent with the
-//! definitions (prefill < e2e, ITL and T_gen through `schema::derive`), the roofline counts are the schema's
+//! definitions (prefill < e2e, ITL and T_gen through `metrics::derive`), the roofline counts are the schema's
 //! formulas, an injected out-of-memory fails its cell while the grid goes on, `bench-kernels` prints its
 //! figures, and a broken checkpoint is refused naming the file and the tensor.
 
@@ -8,11 +8,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use candle_core::{DType, Device, Tensor};
+use metrics::{derive, roofline};
 use runner::generate::{EosPolicy, LladaParams, generate_ar, generate_llada};
 use runner::model::{LoadedModel, ModelFiles};
 use runner::synth::{Preset, SynthSpec, write_synthetic};
 use schema::grid::ModelKind;
-use schema::{Bundle, CellStatus, Sampler, derive, roofline};
+use schema::{Bundle, CellStatus, Sampler};
 
 use crate::assert_exit;
 use crate::util::{Sandbox, stderr, stdout};
@@ -235,7 +236,7 @@ fn llada_step_times_add_up_to_e2e() {
 
 #[test]
 fn roofline_counts_equal_the_checkpoints() {
-    // schema::roofline's parameter count (which the loader also reports) against the elements the synthetic
+    // metrics::roofline's parameter count (which the loader also reports) against the elements the synthetic
     // checkpoints hold, and its KV-cache bytes against the cache's shape written out.
     let dir = tempfile::tempdir().expect("tempdir");
     for preset in [Preset::Tiny, Preset::Small] {

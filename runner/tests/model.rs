@@ -106,7 +106,7 @@ fn synth_single_file_llada_loads_through_cache_layout() {
     assert_eq!(m.tokenizer.token_to_id("<|endoftext|>"), Some(m.special.eos));
     assert_ne!(m.special.pad, mask);
     assert_eq!(m.config.num_kv_heads, m.config.num_heads);
-    // The count (schema::roofline's formula) is the number of elements the checkpoint holds.
+    // The count (metrics::roofline's formula) is the number of elements the checkpoint holds.
     assert_eq!(m.parameter_count(), checkpoint_elements(&files));
     // Byte-level BPE: any UTF-8 round-trips.
     let text = "Grüße, naïve café — 東京 🚀 and plain words.";

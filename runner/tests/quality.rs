@@ -135,7 +135,7 @@ fn parity_search_closes_the_gap_below_s_parity_and_report_gives_the_verdict() {
         assert!(cells.iter().all(|c| c.status == schema::CellStatus::Ok));
         assert!(!cells[1].generations.is_empty() && cells[0].generations.is_empty());
     }
-    let schema::derive::Parity::Reached { steps } = r.outcome else {
+    let metrics::derive::Parity::Reached { steps } = r.outcome else {
         panic!("parity must be reached at this shape: {:?}, curve {ks:?}", r.outcome)
     };
     // One block: every K is valid, so the search stops only when the K just below S_parity missed.

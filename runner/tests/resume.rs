@@ -58,7 +58,7 @@ fn sigkill_at_random_moments_loses_no_finished_cell() {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
     });
     eprintln!("kill moments from seed {seed} (DLLM_KILL_SEED={seed} repeats them)");
-    let mut rng = schema::rng::SplitMix64::new(seed);
+    let mut rng = metrics::rng::SplitMix64::new(seed);
     // 27 cells: enough for 12 kills with work left between them.
     let args = [
         "run",

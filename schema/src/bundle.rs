@@ -6,11 +6,12 @@
 //!
 //! Field names carry their units (`_ms`, `_bytes`). A metric that was not measured is absent (`None`,
 //! omitted from the JSON), never 0. Raw per-repetition measurements are kept; summaries are derived in
-//! [`crate::derive`], never stored.
+//! the `metrics` crate, never stored.
 
 use serde::{Deserialize, Serialize};
 
-use crate::grid::{GridConfig, ModelKind, Precision};
+use crate::grid::GridConfig;
+pub use crate::key::{CellKey, Direction, ModelKind, Precision, Sampler};
 use crate::version::SchemaVersion;
 
 /// One result bundle: a run of a grid on one device.
@@ -27,7 +28,7 @@ pub struct Bundle {
     /// One entry per grid cell.
     pub cells: Vec<Cell>,
     /// Since 1.2: S_parity and the speedup at parity as the writer computed them with
-    /// [`crate::parity::parity`] from the cells (readers may recompute them; the explorer does).
+    /// `metrics::parity::parity` from the cells (readers may recompute them; the explorer does).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub parity: Vec<crate::parity::ParityRecord>,
 }
@@ -237,64 +238,6 @@ pub struct PromptSetInfo {
     pub sha256: Option<String>,
 }
 
-/// Which generation algorithm a cell ran.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Sampler {
-    /// Autoregressive greedy decoding with a KV cache, exactly N_out tokens.
-    ArGreedy,
-    /// LLaDA's reference sampler with low-confidence remasking.
-    LladaLowConfidence,
-    /// LLaDA's reference sampler with random remasking.
-    LladaRandom,
-}
-
-impl Sampler {
-    /// The architecture family that runs this sampler.
-    pub fn kind(self) -> ModelKind {
-        match self {
-            Sampler::ArGreedy => ModelKind::Llama,
-            Sampler::LladaLowConfidence | Sampler::LladaRandom => ModelKind::Llada,
-        }
-    }
-}
-
-/// What identifies a cell in the grid.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct CellKey {
-    /// Model id (see [`Bundle::models`]).
-    pub model: String,
-    /// Generation algorithm.
-    pub sampler: Sampler,
-    /// Diffusion steps K (diffusion samplers only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub steps: Option<u32>,
-    /// Batch size B.
-    pub batch_size: u32,
-    /// Sequence length N = prompt + output tokens.
-    pub seq_len: u32,
-    /// Prompt tokens per sequence.
-    pub prompt_tokens: u32,
-    /// Generated tokens per sequence (N_out).
-    pub output_tokens: u32,
-    /// Block length (diffusion samplers only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub block_length: Option<u32>,
-}
-
-impl std::fmt::Display for CellKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} N={} B={}", self.model, self.seq_len, self.batch_size)?;
-        if let Some(k) = self.steps {
-            write!(f, " K={k}")?;
-        }
-        if let Some(b) = self.block_length {
-            write!(f, " block={b}")?;
-        }
-        Ok(())
-    }
-}
-
 /// Outcome of a cell.
 #[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(tag = "state", rename_all = "snake_case")]
@@ -369,7 +312,7 @@ pub struct Cell {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub quality: Vec<QualityValue>,
     /// Since 1.2: the continuations the cell's quality was computed from, one per prompt of the set (only the
-    /// group's quality cell has them: see [`crate::parity::quality_cells`]).
+    /// group's quality cell has them: see `metrics::parity::quality_cells`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub generations: Vec<Generation>,
     /// Since 1.3: quality values that could not be computed (an evaluator failed, or no continuation had a token),
@@ -408,17 +351,6 @@ pub struct Generation {
     /// decode to nothing, so `text` and its perplexity cover fewer than N_out tokens). Absent for AR models.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub masked_tokens: Option<u32>,
-}
-
-/// Whether larger or smaller values of a quality metric are better.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Direction {
-    /// Perplexity and other losses.
-    #[default]
-    LowerIsBetter,
-    /// BERTScore, ROUGE and other scores.
-    HigherIsBetter,
 }
 
 /// One quality value of a cell: `{"metric": "perplexity", "direction": "lower_is_better", "value": 10.4}`.
@@ -526,15 +458,6 @@ pub struct Repetition {
 }
 
 impl Bundle {
-    /// Recomputes [`Bundle::parity`] from the cells with the options the config asks for (writers call this
-    /// last; no `[quality]` table: none).
-    pub fn recompute_parity(&mut self) {
-        self.parity = match crate::parity::ParityOptions::from_config(self) {
-            Some(o) => crate::parity::parity(self, &o),
-            None => Vec::new(),
-        };
-    }
-
     /// The model a cell refers to.
     pub fn model(&self, id: &str) -> Option<&ModelInfo> {
         self.models.iter().find(|m| m.id == id)

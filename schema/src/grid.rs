@@ -5,53 +5,10 @@
 //! field and the fix. [`GridConfig::cells`] expands the grid into cell keys, the unit of measurement.
 //! The fully resolved config is stored in each bundle's provenance, so a bundle says exactly what ran.
 
-use std::fmt;
-
 use serde::{Deserialize, Serialize};
 
-use crate::bundle::{CellKey, Sampler};
-
-/// The architecture family of a model, which decides how it generates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum ModelKind {
-    /// Autoregressive decoder in the HF llama layout (Meta-Llama-3-8B): causal attention, GQA, KV cache.
-    Llama,
-    /// Masked-diffusion model in the LLaDA/OLMo layout (LLaDA-8B-Base): bidirectional attention, full MHA.
-    Llada,
-}
-
-impl ModelKind {
-    /// `autoregressive` or `diffusion`.
-    pub fn generation(self) -> &'static str {
-        match self {
-            ModelKind::Llama => "autoregressive",
-            ModelKind::Llada => "diffusion",
-        }
-    }
-}
-
-/// Numeric precision of weights and activations.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Precision {
-    /// 32-bit float: the CPU validation configs.
-    F32,
-    /// bfloat16: the study's precision on GPUs.
-    Bf16,
-    /// IEEE half precision.
-    F16,
-}
-
-impl fmt::Display for Precision {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Precision::F32 => "f32",
-            Precision::Bf16 => "bf16",
-            Precision::F16 => "f16",
-        })
-    }
-}
+use crate::key::{CellKey, Sampler};
+pub use crate::key::{ModelKind, Precision};
 
 /// What the AR model does when EOS is its greedy choice before N_out tokens (models.md, "pitfalls").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, schemars::JsonSchema)]
@@ -421,8 +378,11 @@ fn default_parity_metric() -> String {
 }
 
 fn default_resamples() -> u32 {
-    crate::parity::ParityOptions::DEFAULT_RESAMPLES
+    DEFAULT_BOOTSTRAP_RESAMPLES
 }
+
+/// Bootstrap resamples when `quality.bootstrap_resamples` is not set.
+pub const DEFAULT_BOOTSTRAP_RESAMPLES: u32 = 1000;
 
 /// A model that scores generations.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]

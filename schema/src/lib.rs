@@ -1,24 +1,25 @@
-//! The on-disk formats of dllm-bench, shared by the runner (native) and the explorer (wasm).
+//! The on-disk formats of dllm-bench, shared by the runner (native) and the explorer (wasm): what is written,
+//! never what is derived from it (every derived number is in the `metrics` crate).
 //!
-//! - [`bundle`]: the result bundle (what a run measured), format 1.x; [`version`] states the
-//!   versioning policy and [`read`] upgrades older files and refuses newer ones.
-//! - [`grid`]: the grid configs (`config/*.toml`) with validation.
-//! - [`derive`](mod@derive): every derived number (statistics, throughput, Pareto front, S_parity, speedup).
-//! - [`parity`]: quality per cell group, S_parity and the speedup at parity with bootstrap intervals.
+//! Modules, each depending only on those above it:
+//! - [`key`]: the shared vocabulary (model kinds, precisions, samplers, cell keys, metric directions);
+//! - [`version`]: the versioning policy;
+//! - [`grid`]: the grid configs (`config/*.toml`) with validation and their expansion into cell keys;
+//! - [`parity`]: the parity records a bundle stores (their computation is `metrics::parity`);
+//! - [`bundle`]: the result bundle (what a run measured), format 1.x;
+//! - [`read`]: reading any supported version (upgrading older files, refusing newer ones) and the consistency
+//!   rules every reader and writer checks;
 //! - [`index`]: the list of bundles a site serves.
-//! - [`roofline`]: the analytic work of a generation (weights read, FLOPs, KV cache) from the model's shape.
 //!
 //! This crate has no runner logic and no I/O beyond parsing strings, so it compiles to wasm.
 #![warn(missing_docs)]
 
 pub mod bundle;
-pub mod derive;
 pub mod grid;
 pub mod index;
+pub mod key;
 pub mod parity;
 pub mod read;
-pub mod rng;
-pub mod roofline;
 pub mod version;
 
 pub use bundle::{

@@ -1,120 +1,56 @@
-//! Quality per cell group, S_parity, the speedup factor at parity and their bootstrap intervals.
-//!
-//! Quality does not depend on the batch size, so it is measured once per *group* of cells that differ only in B
-//! (same model, sampler, N, K, block length): in the group's cell with the largest B, over the whole prompt set
-//! (see `GridConfig::quality`). [`cell_quality`] gives every cell its group's values.
-//!
-//! For each N and each diffusion series (model, sampler, block length) against each AR model:
-//! - Q_llama = the AR group's value of the metric; f(k) = the diffusion group's value at K = k;
-//! - S_parity = min{ k : f(k) at least as good as Q_llama } ([`crate::derive::s_parity`]); "not reached up to
-//!   K_max" is an outcome, not an error;
-//! - per batch size B: speedup = median L_e2e(AR at B) / median L_e2e(diffusion at S_parity, B), naming the two
-//!   cells; missing or failed cells leave the speedup absent with a note;
-//! - 95% intervals by a seeded, paired bootstrap over prompts: each resample draws the prompt set's size of
-//!   prompt indices with replacement and pools every group's per-prompt values over the same draw; S_parity
-//!   and the speedup are recomputed per resample (latencies stay the measured medians). Percentile intervals.
-
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+//! The parity records a bundle stores (`bundle.parity`): S_parity, its interval and the speedup at parity per
+//! batch size, as the writer computed them. Only the format lives here; the computation is
+//! `metrics::parity::parity`, the one function every reader (report, explorer, writers) uses.
 
 use serde::{Deserialize, Serialize};
 
-use crate::bundle::{Bundle, Cell, CellKey, CellStatus, Direction, Pooling, QualityValue, Sampler};
-use crate::derive::{Parity, cell_summary, s_parity, speedup};
-use crate::rng::SplitMix64;
+use crate::key::{CellKey, Direction, Sampler};
 
-/// A cell's key without the batch size: the cells that share one quality measurement.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct GroupKey {
-    /// Model id.
-    pub model: String,
-    /// Generation algorithm.
-    pub sampler: Sampler,
-    /// Diffusion steps K.
-    pub steps: Option<u32>,
-    /// Sequence length N.
-    pub seq_len: u32,
-    /// Prompt tokens.
-    pub prompt_tokens: u32,
-    /// Output tokens.
-    pub output_tokens: u32,
-    /// Block length.
-    pub block_length: Option<u32>,
+/// The outcome of the S_parity search.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, schemars::JsonSchema)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum Parity {
+    /// The fewest steps of the grid at which the diffusion model is at least as good as the AR baseline.
+    Reached {
+        /// S_parity.
+        steps: u32,
+    },
+    /// No step count of the grid reached parity; `max_steps` is the largest tried.
+    NotReached {
+        /// K_max of the grid.
+        max_steps: u32,
+    },
+    /// No diffusion quality values at all.
+    NoData,
 }
 
-impl GroupKey {
-    /// The group of a cell.
-    pub fn of(k: &CellKey) -> GroupKey {
-        GroupKey {
-            model: k.model.clone(),
-            sampler: k.sampler,
-            steps: k.steps,
-            seq_len: k.seq_len,
-            prompt_tokens: k.prompt_tokens,
-            output_tokens: k.output_tokens,
-            block_length: k.block_length,
+/// Reads what the derived internally tagged form writes (`{"outcome": "reached", "steps": 8}`), with the same
+/// error messages, without serde's buffering into an intermediate tree (as `CellStatus` does).
+impl<'de> Deserialize<'de> for Parity {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        enum Outcome {
+            Reached,
+            NotReached,
+            NoData,
         }
-    }
-}
-
-/// Per group, the index of the cell whose quality stands for the group: among the group's cells that have
-/// quality values, the one with the largest batch size.
-pub fn quality_cells(bundle: &Bundle) -> HashMap<GroupKey, usize> {
-    let mut best: HashMap<GroupKey, usize> = HashMap::new();
-    for (i, c) in bundle.cells.iter().enumerate().filter(|(_, c)| !c.quality.is_empty()) {
-        let g = GroupKey::of(&c.key);
-        match best.get(&g) {
-            Some(&j) if bundle.cells[j].key.batch_size >= c.key.batch_size => {}
-            _ => {
-                best.insert(g, i);
-            }
+        #[derive(Deserialize)]
+        struct Repr {
+            outcome: Outcome,
+            #[serde(default)]
+            steps: Option<u32>,
+            #[serde(default)]
+            max_steps: Option<u32>,
         }
-    }
-    best
-}
-
-/// The quality values of every cell, in bundle order: its own, else its group's (empty when neither).
-pub fn cell_quality(bundle: &Bundle) -> Vec<Vec<QualityValue>> {
-    let groups = quality_cells(bundle);
-    bundle
-        .cells
-        .iter()
-        .map(|c| {
-            if !c.quality.is_empty() {
-                return c.quality.clone();
-            }
-            groups.get(&GroupKey::of(&c.key)).map(|&i| bundle.cells[i].quality.clone()).unwrap_or_default()
+        let r = Repr::deserialize(d)?;
+        let field = |v: Option<u32>, name| v.ok_or_else(|| serde::de::Error::missing_field(name));
+        Ok(match r.outcome {
+            Outcome::Reached => Parity::Reached { steps: field(r.steps, "steps")? },
+            Outcome::NotReached => Parity::NotReached { max_steps: field(r.max_steps, "max_steps")? },
+            Outcome::NoData => Parity::NoData,
         })
-        .collect()
-}
-
-/// Pools per-prompt values as `pooling` says, each prompt counted `weight(prompt)` times; `None` when no prompt
-/// with a value has a positive weight.
-pub fn pool(q: &QualityValue, weight: impl Fn(u32) -> f64) -> Option<f64> {
-    let mut num = 0.0;
-    let mut den = 0.0;
-    for p in &q.per_prompt {
-        let w = weight(p.prompt);
-        if w <= 0.0 || !p.value.is_finite() {
-            continue;
-        }
-        match q.pooling.unwrap_or(Pooling::Mean) {
-            Pooling::Mean => {
-                num += w * p.value;
-                den += w;
-            }
-            Pooling::TokenPerplexity => {
-                let t = p.tokens.unwrap_or(0) as f64 * w;
-                if p.value > 0.0 {
-                    num += t * p.value.ln();
-                    den += t;
-                }
-            }
-        }
     }
-    (den > 0.0).then(|| match q.pooling.unwrap_or(Pooling::Mean) {
-        Pooling::Mean => num / den,
-        Pooling::TokenPerplexity => (num / den).exp(),
-    })
 }
 
 /// A value with its 95% bootstrap interval (absent without per-prompt values).
@@ -131,7 +67,8 @@ pub struct Estimate {
 }
 
 impl Estimate {
-    fn point(value: f64) -> Estimate {
+    /// A point estimate without an interval.
+    pub fn point(value: f64) -> Estimate {
         Estimate { value, low: None, high: None }
     }
 }
@@ -230,226 +167,4 @@ pub struct ParityRecord {
     /// The bootstrap's settings (absent when the values have no per-prompt detail).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bootstrap: Option<BootstrapInfo>,
-}
-
-/// What S_parity is computed over.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ParityOptions {
-    /// The metric (e.g. `perplexity`).
-    pub metric: String,
-    /// Its evaluator (`None`: values without an evaluator, i.e. text statistics).
-    pub evaluator: Option<String>,
-    /// Bootstrap resamples (0: no intervals).
-    pub resamples: u32,
-    /// Bootstrap seed.
-    pub seed: u64,
-}
-
-impl ParityOptions {
-    /// Bootstrap resamples when a bundle's config does not say.
-    pub const DEFAULT_RESAMPLES: u32 = 1000;
-
-    /// `metric` scored by `evaluator`, with the bootstrap settings of the bundle's config (or
-    /// [`Self::DEFAULT_RESAMPLES`] and seed 0 without a `[quality]` table).
-    pub fn for_metric(bundle: &Bundle, metric: String, evaluator: Option<String>) -> ParityOptions {
-        let cfg = Self::from_config(bundle);
-        ParityOptions {
-            metric,
-            evaluator,
-            resamples: cfg.as_ref().map_or(Self::DEFAULT_RESAMPLES, |c| c.resamples),
-            seed: cfg.as_ref().map_or(0, |c| c.seed),
-        }
-    }
-
-    /// The options a bundle's config asks for: `quality.parity_metric`, the primary evaluator for perplexity,
-    /// `quality.bootstrap_resamples`, `run.seed`. `None` when the config has no `[quality]` table.
-    pub fn from_config(bundle: &Bundle) -> Option<ParityOptions> {
-        let cfg = &bundle.provenance.config;
-        let q = cfg.quality.as_ref()?;
-        let evaluator = (q.parity_metric == "perplexity").then(|| q.evaluators.first().map(|e| e.id.clone())).flatten();
-        Some(ParityOptions {
-            metric: q.parity_metric.clone(),
-            evaluator,
-            resamples: q.bootstrap_resamples,
-            seed: cfg.run.seed,
-        })
-    }
-}
-
-/// The value at quantile `p` of sorted values (nearest rank).
-fn quantile<T: Copy>(sorted: &[T], p: f64) -> Option<T> {
-    let n = sorted.len();
-    (n > 0).then(|| sorted[((n - 1) as f64 * p).round() as usize])
-}
-
-fn interval(mut v: Vec<f64>, value: f64) -> Estimate {
-    v.retain(|x| x.is_finite());
-    v.sort_unstable_by(f64::total_cmp);
-    Estimate { value, low: quantile(&v, 0.025), high: quantile(&v, 0.975) }
-}
-
-/// S_parity and the speedup for every N, diffusion series and AR model of the bundle that have values of the
-/// metric. Ordered by N, AR model, diffusion model, sampler, block length.
-pub fn parity(bundle: &Bundle, opts: &ParityOptions) -> Vec<ParityRecord> {
-    let groups = quality_cells(bundle);
-    let value_of = |g: &GroupKey| -> Option<&QualityValue> {
-        let cell = &bundle.cells[*groups.get(g)?];
-        cell.quality.iter().find(|q| q.metric == opts.metric && q.evaluator == opts.evaluator)
-    };
-    // Medians of ok cells by key.
-    let e2e: HashMap<&CellKey, f64> = bundle
-        .cells
-        .iter()
-        .filter(|c| c.status == CellStatus::Ok)
-        .filter_map(|c| Some((&c.key, cell_summary(c).e2e_ms?.median)))
-        .collect();
-    // Inserted, not collected: a collect into a set instantiates a whole stable sort (wasm size).
-    let mut quality_groups: BTreeSet<GroupKey> = BTreeSet::new();
-    groups.keys().for_each(|g| {
-        quality_groups.insert(g.clone());
-    });
-    let ar_groups: Vec<&GroupKey> = quality_groups.iter().filter(|g| g.sampler == Sampler::ArGreedy).collect();
-    // Diffusion series: (N, model, sampler, block) -> K -> group.
-    type Series<'a> = BTreeMap<(u32, String, Sampler, Option<u32>), BTreeMap<u32, &'a GroupKey>>;
-    let mut series: Series<'_> = BTreeMap::new();
-    for g in quality_groups.iter().filter(|g| g.sampler != Sampler::ArGreedy) {
-        if let Some(k) = g.steps {
-            series.entry((g.seq_len, g.model.clone(), g.sampler, g.block_length)).or_default().insert(k, g);
-        }
-    }
-    let prompts = bundle.prompt_set.count;
-    let mut out = Vec::new();
-    for ar in ar_groups {
-        let Some(base_q) = value_of(ar) else { continue };
-        for ((n, model, sampler, block), by_k) in series.iter().filter(|((n, ..), _)| *n == ar.seq_len) {
-            let curve_q: Vec<(u32, &QualityValue)> =
-                by_k.iter().filter_map(|(&k, g)| Some((k, value_of(g)?))).collect();
-            if curve_q.is_empty() {
-                continue;
-            }
-            let direction = base_q.direction;
-            let points: Vec<(u32, f64)> = curve_q.iter().map(|(k, q)| (*k, q.value)).collect();
-            let outcome = s_parity(&points, base_q.value, direction);
-            // Batch sizes of the AR cells at this N, with the diffusion cells they are matched with.
-            let ar_cells: Vec<&Cell> = bundle
-                .cells
-                .iter()
-                .filter(|c| GroupKey::of(&c.key) == *ar && c.status == CellStatus::Ok && e2e.contains_key(&c.key))
-                .collect();
-            let diff_cell = |k: u32, b: u32| -> Option<(&CellKey, f64)> {
-                let g = by_k.get(&k)?;
-                bundle.cells.iter().find_map(|c| {
-                    (GroupKey::of(&c.key) == **g && c.key.batch_size == b).then_some(())?;
-                    Some((&c.key, *e2e.get(&c.key)?))
-                })
-            };
-            // Bootstrap.
-            let with_detail = !base_q.per_prompt.is_empty() && curve_q.iter().all(|(_, q)| !q.per_prompt.is_empty());
-            let resamples = if with_detail && prompts > 0 { opts.resamples } else { 0 };
-            let mut rng = SplitMix64::new(opts.seed ^ u64::from(*n).rotate_left(32));
-            let mut boot_base = Vec::new();
-            let mut boot_curve: Vec<Vec<f64>> = vec![Vec::new(); curve_q.len()];
-            let mut boot_steps: Vec<Option<u32>> = Vec::new();
-            let mut counts = vec![0u32; prompts as usize];
-            for _ in 0..resamples {
-                counts.iter_mut().for_each(|c| *c = 0);
-                for _ in 0..prompts {
-                    counts[rng.below(prompts) as usize] += 1;
-                }
-                let w = |p: u32| counts.get(p as usize).map_or(0.0, |&c| f64::from(c));
-                let Some(b) = pool(base_q, w) else { continue };
-                boot_base.push(b);
-                let mut pts = Vec::new();
-                for (i, (k, q)) in curve_q.iter().enumerate() {
-                    if let Some(v) = pool(q, w) {
-                        boot_curve[i].push(v);
-                        pts.push((*k, v));
-                    }
-                }
-                boot_steps.push(match s_parity(&pts, b, direction) {
-                    Parity::Reached { steps } => Some(steps),
-                    _ => None,
-                });
-            }
-            let boot = resamples > 0 && !boot_steps.is_empty();
-            let baseline = if boot { interval(boot_base, base_q.value) } else { Estimate::point(base_q.value) };
-            let curve = curve_q
-                .iter()
-                .zip(boot_curve)
-                .map(|((k, q), v)| StepQuality {
-                    steps: *k,
-                    quality: if boot { interval(v, q.value) } else { Estimate::point(q.value) },
-                })
-                .collect();
-            let (s_parity_interval, reached_fraction) = if boot {
-                // Not reached sorts above every K.
-                let mut s: Vec<u32> = boot_steps.iter().map(|s| s.unwrap_or(u32::MAX)).collect();
-                s.sort_unstable();
-                let bound = |p| quantile(&s, p).filter(|&k| k != u32::MAX);
-                let reached = boot_steps.iter().filter(|s| s.is_some()).count() as f64 / boot_steps.len() as f64;
-                (Some(StepsInterval { low: bound(0.025), high: bound(0.975) }), Some(reached))
-            } else {
-                (None, None)
-            };
-            let speedups = ar_cells
-                .iter()
-                .map(|c| {
-                    let b = c.key.batch_size;
-                    let ar_ms = e2e[&c.key];
-                    let mut row = SpeedupRow {
-                        batch_size: b,
-                        ar_cell: c.key.clone(),
-                        ar_e2e_ms: ar_ms,
-                        diffusion_cell: None,
-                        diffusion_e2e_ms: None,
-                        speedup: None,
-                        viable: None,
-                        note: None,
-                    };
-                    let Parity::Reached { steps } = outcome else {
-                        row.note = Some(match outcome {
-                            Parity::NotReached { max_steps } => format!("parity not reached up to K = {max_steps}"),
-                            _ => "no diffusion quality values".into(),
-                        });
-                        return row;
-                    };
-                    let Some((key, ms)) = diff_cell(steps, b) else {
-                        row.note = Some(format!("no ok diffusion cell at K = {steps}, B = {b}"));
-                        return row;
-                    };
-                    let Some(point) = speedup(ar_ms, ms) else { return row };
-                    let est = if boot {
-                        let v: Vec<f64> =
-                            boot_steps.iter().flatten().filter_map(|&k| speedup(ar_ms, diff_cell(k, b)?.1)).collect();
-                        interval(v, point)
-                    } else {
-                        Estimate::point(point)
-                    };
-                    row.diffusion_cell = Some(key.clone());
-                    row.diffusion_e2e_ms = Some(ms);
-                    row.speedup = Some(est);
-                    row.viable = Some(point > 1.0);
-                    row
-                })
-                .collect();
-            out.push(ParityRecord {
-                metric: opts.metric.clone(),
-                evaluator: opts.evaluator.clone(),
-                direction,
-                seq_len: *n,
-                ar_model: ar.model.clone(),
-                diffusion_model: model.clone(),
-                sampler: *sampler,
-                block_length: *block,
-                baseline,
-                curve,
-                outcome,
-                s_parity_interval,
-                reached_fraction,
-                speedups,
-                bootstrap: boot.then_some(BootstrapInfo { resamples, seed: opts.seed, prompts }),
-            });
-        }
-    }
-    out
 }

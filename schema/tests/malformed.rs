@@ -139,7 +139,7 @@ fn a_cell_status_is_read_as_written_and_a_bad_one_is_named() {
 
 #[test]
 fn a_parity_outcome_is_read_as_written() {
-    use schema::derive::Parity;
+    use schema::parity::Parity;
     for p in [Parity::Reached { steps: 8 }, Parity::NotReached { max_steps: 64 }, Parity::NoData] {
         let text = serde_json::to_string(&p).expect("serialize");
         assert_eq!(serde_json::from_str::<Parity>(&text).expect("read back"), p, "{text}");

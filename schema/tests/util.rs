@@ -6,7 +6,8 @@ use schema::bundle::*;
 use schema::grid::{GridConfig, ModelKind, Precision};
 
 pub fn fixture(rel: &str) -> String {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(rel);
+    // Shared with the metrics crate's tests: the path goes through the schema crate's folder from either.
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../schema/tests/fixtures").join(rel);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
 }
 

@@ -59,18 +59,18 @@ impl ModelConfig {
         }
     }
 
-    /// Parameters of one transformer block (attention + MLP + two norms): `schema::roofline`'s formula, the one
+    /// Parameters of one transformer block (attention + MLP + two norms): `metrics::roofline`'s formula, the one
     /// the bundles' roofline counts use.
     pub fn parameters_per_layer(&self) -> u64 {
-        schema::roofline::matrix_params_per_layer(&self.shape()) + 2 * self.hidden_size as u64
+        metrics::roofline::matrix_params_per_layer(&self.shape()) + 2 * self.hidden_size as u64
     }
 
-    /// Total parameters: embedding, blocks, final norm, untied LM head (`schema::roofline::parameters`).
+    /// Total parameters: embedding, blocks, final norm, untied LM head (`metrics::roofline::parameters`).
     pub fn parameter_count(&self) -> u64 {
-        schema::roofline::parameters(&self.shape())
+        metrics::roofline::parameters(&self.shape())
     }
 
-    /// The shape summary a bundle records (and `schema::roofline` computes from).
+    /// The shape summary a bundle records (and `metrics::roofline` computes from).
     pub fn shape(&self) -> schema::ModelShape {
         schema::ModelShape {
             layers: self.num_layers as u32,
@@ -88,9 +88,9 @@ impl ModelConfig {
     }
 
     /// Bytes of K and V for one token over all layers, at `dtype_bytes` per element
-    /// (`schema::roofline::kv_cache_bytes` of one row and one token).
+    /// (`metrics::roofline::kv_cache_bytes` of one row and one token).
     pub fn kv_bytes_per_token(&self, dtype_bytes: usize) -> u64 {
-        schema::roofline::kv_cache_bytes(&self.shape(), 1, 1, dtype_bytes as u64)
+        metrics::roofline::kv_cache_bytes(&self.shape(), 1, 1, dtype_bytes as u64)
     }
 
     fn check(&self, path: &Path) -> Result<(), ModelError> {

@@ -59,7 +59,7 @@ fn pooled(
         pooling: Some(pooling),
         per_prompt,
     };
-    q.value = schema::parity::pool(&q, |_| 1.0)?;
+    q.value = metrics::parity::pool(&q, |_| 1.0)?;
     Some(q)
 }
 

@@ -11,7 +11,7 @@
 //! models so their logits are not flat), norm weights 1 + N(0, 0.05); never all zeros.
 
 /// The project's PRNG, shared with the schema crate's bootstrap.
-pub use schema::rng;
+pub use metrics::rng;
 mod tokenizer;
 mod weights;
 

@@ -21,9 +21,9 @@
 //!
 //! Activation memory is derived, not stored: peak allocated - weights - KV cache ([`activation_bytes`]).
 
-use crate::bundle::{Bundle, CellStatus, ModelShape, Repetition};
 use crate::derive::CellRef;
-use crate::grid::Precision;
+use schema::bundle::{Bundle, CellStatus, ModelShape, Repetition};
+use schema::grid::Precision;
 
 /// Bytes per element of a precision.
 pub fn precision_bytes(p: Precision) -> u64 {
@@ -289,8 +289,8 @@ mod tests {
 
     #[test]
     fn roofline_points_use_the_median_latency() {
-        let json = include_str!("../tests/fixtures/v1.2/demo-quality.json");
-        let b = crate::read_bundle(json).expect("fixture reads");
+        let json = include_str!("../../schema/tests/fixtures/v1.2/demo-quality.json");
+        let b = schema::read_bundle(json).expect("fixture reads");
         assert!(has_roofline(&b));
         let sums = crate::derive::summaries(&b);
         let cells: Vec<CellRef> = b

@@ -8,7 +8,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::bundle::{Bundle, Cell, CellStatus, Repetition, Sampler};
+pub use schema::bundle::Direction;
+use schema::bundle::{Bundle, Cell, CellStatus, Repetition, Sampler};
+pub use schema::parity::Parity;
 
 /// Summary statistics of a sample.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -201,18 +203,6 @@ pub fn latency_vs_steps(bundle: &Bundle) -> Vec<LatencySeries> {
         .collect()
 }
 
-pub use crate::bundle::Direction;
-
-impl Direction {
-    /// True when `a` is at least as good as `b`.
-    pub fn at_least_as_good(self, a: f64, b: f64) -> bool {
-        match self {
-            Direction::LowerIsBetter => a <= b,
-            Direction::HigherIsBetter => a >= b,
-        }
-    }
-}
-
 /// Indices of the points on the Pareto front of (latency, quality): no other point is at least as fast and
 /// at least as good while strictly better in one of the two. Sorted by latency. Non-finite points are ignored.
 pub fn pareto_front(points: &[(f64, f64)], direction: Direction) -> Vec<usize> {
@@ -228,53 +218,6 @@ pub fn pareto_front(points: &[(f64, f64)], direction: Direction) -> Vec<usize> {
         .collect();
     front.sort_unstable_by(|&a, &b| points[a].0.total_cmp(&points[b].0).then(a.cmp(&b)));
     front
-}
-
-/// The outcome of the S_parity search.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, schemars::JsonSchema)]
-#[serde(tag = "outcome", rename_all = "snake_case")]
-pub enum Parity {
-    /// The fewest steps of the grid at which the diffusion model is at least as good as the AR baseline.
-    Reached {
-        /// S_parity.
-        steps: u32,
-    },
-    /// No step count of the grid reached parity; `max_steps` is the largest tried.
-    NotReached {
-        /// K_max of the grid.
-        max_steps: u32,
-    },
-    /// No diffusion quality values at all.
-    NoData,
-}
-
-/// Reads what the derived internally tagged form writes (`{"outcome": "reached", "steps": 8}`), with the same
-/// error messages, without serde's buffering into an intermediate tree (as `CellStatus` does).
-impl<'de> Deserialize<'de> for Parity {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(rename_all = "snake_case")]
-        enum Outcome {
-            Reached,
-            NotReached,
-            NoData,
-        }
-        #[derive(Deserialize)]
-        struct Repr {
-            outcome: Outcome,
-            #[serde(default)]
-            steps: Option<u32>,
-            #[serde(default)]
-            max_steps: Option<u32>,
-        }
-        let r = Repr::deserialize(d)?;
-        let field = |v: Option<u32>, name| v.ok_or_else(|| serde::de::Error::missing_field(name));
-        Ok(match r.outcome {
-            Outcome::Reached => Parity::Reached { steps: field(r.steps, "steps")? },
-            Outcome::NotReached => Parity::NotReached { max_steps: field(r.max_steps, "max_steps")? },
-            Outcome::NoData => Parity::NoData,
-        })
-    }
 }
 
 /// S_parity = min{ k : f(k) at least as good as `baseline` } over `(k, f(k))` points (any order).
@@ -512,9 +455,9 @@ pub struct ParityPanel {
 /// and the K below it, the AR cell and the diffusion cell at S_parity at batch size `b`, the speedup and the
 /// verdict. `None` when the record has no AR cell at `b` (the record's speedup rows list every B with one).
 /// `cells` are the bundle's cells, for the points' indices.
-pub fn parity_panel(record: &crate::parity::ParityRecord, b: u32, cells: &[Cell]) -> Option<ParityPanel> {
+pub fn parity_panel(record: &schema::parity::ParityRecord, b: u32, cells: &[Cell]) -> Option<ParityPanel> {
     let row = record.speedups.iter().find(|s| s.batch_size == b)?;
-    let index = |key: &crate::bundle::CellKey| cells.iter().position(|c| c.key == *key);
+    let index = |key: &schema::CellKey| cells.iter().position(|c| c.key == *key);
     let ar =
         QualityPoint { cell: index(&row.ar_cell)?, steps: None, e2e_ms: row.ar_e2e_ms, quality: record.baseline.value };
     let interval = match record.outcome {

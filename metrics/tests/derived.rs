@@ -1,7 +1,7 @@
 //! Derived metrics against hand-computed values.
 
+use metrics::derive::*;
 use schema::bundle::Repetition;
-use schema::derive::*;
 
 use crate::util::sample_bundle;
 
@@ -16,7 +16,7 @@ fn summary_of_known_values() {
 
 #[test]
 fn the_median_by_selection_equals_the_sorted_median() {
-    let mut rng = schema::rng::SplitMix64::new(7);
+    let mut rng = metrics::rng::SplitMix64::new(7);
     for n in 1..40 {
         // Few distinct values, so ties are common.
         let v: Vec<f64> = (0..n).map(|_| f64::from(rng.below(6)) * 0.5).collect();
@@ -207,8 +207,8 @@ fn pareto_view_spans_both_models() {
 #[test]
 fn parity_panel_reads_the_one_parity_record_per_batch_size() {
     let b = schema::read_bundle(&crate::util::fixture("v1.2/demo-quality.json")).expect("fixture");
-    let opts = schema::parity::ParityOptions::from_config(&b).expect("quality config");
-    let records = schema::parity::parity(&b, &opts);
+    let opts = metrics::parity::ParityOptions::from_config(&b).expect("quality config");
+    let records = metrics::parity::parity(&b, &opts);
     assert!(!records.is_empty());
     let mut panels = 0;
     for r in &records {

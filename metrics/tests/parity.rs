@@ -1,8 +1,8 @@
 //! S_parity and the speedup at parity on hand-made bundles (medians are K x B + N + 1, AR: 10 x B + N + 1).
 
+use metrics::derive::Parity;
+use metrics::parity::{GroupKey, ParityOptions, cell_quality, parity, pool, quality_cells};
 use schema::bundle::{Bundle, Direction, Pooling, PromptValue, QualityValue, Sampler};
-use schema::derive::Parity;
-use schema::parity::{GroupKey, ParityOptions, cell_quality, parity, pool, quality_cells};
 
 use crate::util::sample_bundle;
 
@@ -221,7 +221,7 @@ fn writers_store_the_parity_the_config_asks_for() {
             c.quality = vec![q];
         }
     }
-    b.recompute_parity();
+    metrics::parity::recompute(&mut b);
     assert_eq!(b.parity.len(), 2, "one record per N");
     assert!(b.parity.iter().all(|r| r.outcome == Parity::Reached { steps: 4 } && r.evaluator == Some(primary.clone())));
     assert_eq!(b.parity[0].bootstrap.map(|x| x.resamples), Some(cfg.bootstrap_resamples));
@@ -245,7 +245,7 @@ fn the_demo_bundle_has_quality_and_an_s_parity_entry_that_recomputes_the_same() 
     assert!(b.cells.iter().any(|c| !c.generations.is_empty() && c.quality.iter().any(|q| q.metric == "perplexity")));
     assert_eq!(b.parity.len(), 2, "one S_parity entry per N");
     let mut again = b.clone();
-    again.recompute_parity();
+    metrics::parity::recompute(&mut again);
     assert_eq!(again.parity.len(), b.parity.len());
     for (x, y) in b.parity.iter().zip(&again.parity) {
         assert_eq!((x.outcome, x.s_parity_interval, x.seq_len), (y.outcome, y.s_parity_interval, y.seq_len));

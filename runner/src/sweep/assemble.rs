@@ -1,0 +1,45 @@
+//! The bundle of what a journal holds: the planned cells done so far, in grid order, with the models they used.
+
+use super::*;
+
+/// The bundle of what the journal holds: the planned cells done so far, in grid order.
+pub(super) fn assemble(resolved: &ResolvedConfig, journal: &Journal, planned: &[CellKey], spec: DeviceSpec) -> Bundle {
+    let h = &journal.header;
+    let by_key: HashMap<&CellKey, &Cell> = journal.state.cells.iter().map(|c| (&c.key, c)).collect();
+    let cells: Vec<Cell> = planned.iter().filter_map(|k| by_key.get(k).map(|c| (*c).clone())).collect();
+    let mut used: HashSet<&str> = cells.iter().map(|c| c.key.model.as_str()).collect();
+    used.extend(cells.iter().flat_map(|c| c.quality.iter().filter_map(|q| q.evaluator.as_deref())));
+    // Config order (measured models, then evaluators), and only models with cells or quality values (a model
+    // loaded just before a stop has none).
+    let mut models: Vec<ModelInfo> = Vec::new();
+    for m in resolved.config.models.iter().chain(&resolved.config.evaluators()) {
+        if let Some(x) = journal.state.models.iter().find(|x| x.id == m.id && used.contains(x.id.as_str()))
+            && !models.iter().any(|y| y.id == x.id)
+        {
+            models.push(x.clone());
+        }
+    }
+    Bundle {
+        schema_version: SchemaVersion::CURRENT,
+        provenance: Provenance {
+            tool: "dllm-bench".into(),
+            tool_version: env!("CARGO_PKG_VERSION").into(),
+            git_commit: sysinfo::git_commit(),
+            created_at: h.created_at.clone(),
+            host: sysinfo::host(),
+            device: journal.state.executions.last().map_or_else(|| execution::device_info(spec), |e| e.device.clone()),
+            synthetic_weights: models.iter().any(|m| m.synthetic),
+            config_source: h.config_source.clone(),
+            config: resolved.config.clone(),
+            attention: attention(&resolved.config),
+            config_sha256: Some(h.config_sha256.clone()),
+            shard: h.shard,
+            planned_cells: Some(planned.len() as u32),
+            executions: journal.state.executions.clone(),
+        },
+        models,
+        prompt_set: h.prompt_set.clone(),
+        cells,
+        parity: Vec::new(),
+    }
+}

@@ -1,0 +1,206 @@
+//! Measuring one cell: warm-ups, then timed repetitions, each one generation of a batch with the cell's algorithm;
+//! its memory peaks and analytic work; a failure (out of memory, NaN) becomes the cell's status.
+
+use super::*;
+
+/// Warms up and measures one cell; failures become the cell's status. `None` when a stop was requested
+/// before the cell finished: the cell is abandoned, not recorded, and measured again on resume.
+pub(super) fn measure_cell(
+    model: &LoadedModel,
+    key: &CellKey,
+    cfg: &GridConfig,
+    prompts: &PromptSet,
+    tokens: &mut TokenCache,
+    stop: &Stop,
+) -> Option<Cell> {
+    let warmup = cfg.run.warmup;
+    let mut reps = Vec::new();
+    let mut run = |i: usize, measured: bool| -> Result<()> {
+        let indices = prompts.batch_indices(i, key.batch_size as usize);
+        let batch =
+            indices.iter().map(|&p| tokens.prompt(model, prompts, p, key.prompt_tokens)).collect::<Result<Vec<_>>>()?;
+        if measured && let Some(fault) = device::injected_oom(&key.to_string()) {
+            return Err(fault);
+        }
+        // On the CPU an allocation that fails aborts the process: a cell that cannot fit is refused first.
+        if i == 0 {
+            device::check_host_memory(&model.device, cell_bytes(model, key, &batch))?;
+        }
+        // Peaks that could not be reset would be an earlier run's: absent instead.
+        let window = measured.then(|| device::reset_peaks(&model.device));
+        let mut rep = generate_once(model, key, cfg, &batch, i as u64)?;
+        if measured {
+            let peaks = match window {
+                Some(w) => device::read_peaks(&model.device).within(w),
+                None => device::MemoryPeaks::default(),
+            };
+            rep.prompt_indices = indices;
+            rep.peak_allocated_bytes = peaks.allocated;
+            rep.peak_reserved_bytes = peaks.reserved;
+            rep.device_used_bytes = peaks.device_used;
+            rep.peak_rss_bytes = peaks.rss;
+            reps.push(rep);
+        }
+        Ok(())
+    };
+    let schedule = (0..warmup as usize).map(|i| (i, false)).chain((0..cfg.run.repetitions as usize).map(|i| (i, true)));
+    let mut outcome = Ok(());
+    for (i, measured) in schedule {
+        if stop.requested().is_some() {
+            return None;
+        }
+        if let Err(e) = run(i, measured) {
+            // A stop inside a repetition abandons it (and the cell), leaving the journal as it was.
+            if stop.requested().is_some() {
+                return None;
+            }
+            outcome = Err(e);
+            break;
+        }
+    }
+    let status = match outcome {
+        Ok(()) => CellStatus::Ok,
+        Err(e) => {
+            // The failed run's tensors are dropped by now: give their memory back before the next cell.
+            device::release(&model.device);
+            tracing::warn!(cell = %key, "cell failed: {e:#}");
+            if device::is_out_of_memory(&e) {
+                CellStatus::Oom { message: oom_message(key, &e) }
+            } else {
+                CellStatus::Error { message: format!("{e:#}") }
+            }
+        }
+    };
+    Some(Cell {
+        key: key.clone(),
+        status,
+        warmup_runs: warmup,
+        repetitions: reps,
+        execution: None,
+        quality: vec![],
+        generations: vec![],
+        quality_errors: vec![],
+    })
+}
+
+/// An out-of-memory status names what the cell asked for, so the grid's limit can be read from the bundle.
+pub(super) fn oom_message(key: &CellKey, e: &anyhow::Error) -> String {
+    let steps = key.steps.map_or(String::new(), |k| format!(", K={k}"));
+    format!(
+        "out of memory at B={}, N={} ({} prompt + {} output tokens){steps}: {e:#}; fix: a smaller batch size or \
+         sequence length, or a device with more memory",
+        key.batch_size, key.seq_len, key.prompt_tokens, key.output_tokens
+    )
+}
+
+/// One generation of a batch with the cell's algorithm.
+pub(super) fn generate_once(
+    model: &LoadedModel,
+    key: &CellKey,
+    cfg: &GridConfig,
+    batch: &[Vec<u32>],
+    run: u64,
+) -> Result<Repetition> {
+    let (rows, mut rep) = generate_rows(model, key, cfg, batch, run)?;
+    let work = roofline_work(model, key, batch);
+    rep.weights_read_bytes = Some(work.weights_read_bytes);
+    rep.flop_count = Some(work.flops);
+    rep.kv_cache_bytes = work.kv_cache_bytes;
+    rep.output_tokens = rows.iter().map(|r| r.len() as u64).sum();
+    for row in &rows {
+        let text = model.tokenizer.decode(row, true).map_err(|e| anyhow::anyhow!("tokenizer: {e}"))?;
+        rep.output_bytes += text.len() as u64;
+    }
+    Ok(rep)
+}
+
+/// The largest working set of one generation of `batch` beyond the weights, in bytes, from the model's shape: the
+/// attention scores of a full pass (B x heads x len x len, f32), the KV cache (AR), the logits (with the
+/// selection's f64 copy for LLaDA) and the MLP activations. A lower bound of what the run allocates.
+pub(super) fn cell_bytes(model: &LoadedModel, key: &CellKey, batch: &[Vec<u32>]) -> u64 {
+    let s = model.config.shape();
+    let (b, prompt) = (batch.len() as u64, batch.iter().map(Vec::len).max().unwrap_or(0) as u64);
+    let n_out = u64::from(key.output_tokens);
+    let len = prompt + n_out;
+    let (heads, hidden, inter, vocab) =
+        (u64::from(s.heads), u64::from(s.hidden), u64::from(s.intermediate), u64::from(s.vocab));
+    let dtype = model.dtype.size_in_bytes() as u64;
+    let f32b = 4u64;
+    let sat = |xs: &[u64]| xs.iter().fold(1u64, |a, &x| a.saturating_mul(x));
+    match key.sampler {
+        Sampler::ArGreedy => {
+            let scores = sat(&[b, heads, prompt, prompt, f32b]);
+            let kv = metrics::roofline::kv_cache_bytes(&s, b, len, dtype);
+            let acts = sat(&[b, prompt, inter.max(hidden), dtype, 3]);
+            scores.saturating_add(kv).saturating_add(acts).saturating_add(sat(&[b, vocab, f32b]))
+        }
+        Sampler::LladaLowConfidence | Sampler::LladaRandom => {
+            let block = u64::from(key.block_length.unwrap_or(key.output_tokens));
+            let scores = sat(&[b, heads, len, len, f32b]);
+            let logits = sat(&[b, block, vocab, f32b + 8]);
+            let acts = sat(&[b, len, inter.max(hidden), dtype, 3]);
+            scores.saturating_add(logits).saturating_add(acts)
+        }
+    }
+}
+
+/// The analytic work of one generation of `batch` (left-padded to its longest prompt) for the roofline context.
+pub(super) fn roofline_work(model: &LoadedModel, key: &CellKey, batch: &[Vec<u32>]) -> metrics::roofline::Work {
+    let shape = model.config.shape();
+    let dtype_bytes = model.dtype.size_in_bytes() as u64;
+    let (b, prompt) = (batch.len() as u64, batch.iter().map(Vec::len).max().unwrap_or(0) as u64);
+    let n_out = u64::from(key.output_tokens);
+    match key.sampler {
+        Sampler::ArGreedy => metrics::roofline::autoregressive(&shape, b, prompt, n_out, dtype_bytes),
+        Sampler::LladaLowConfidence | Sampler::LladaRandom => {
+            let steps = u64::from(key.steps.unwrap_or(key.output_tokens));
+            let block = u64::from(key.block_length.unwrap_or(key.output_tokens));
+            metrics::roofline::diffusion(&shape, b, prompt + n_out, block, steps, dtype_bytes)
+        }
+    }
+}
+
+/// One generation of a batch with the cell's algorithm: the generated ids of each row, and the timings.
+pub(crate) fn generate_rows(
+    model: &LoadedModel,
+    key: &CellKey,
+    cfg: &GridConfig,
+    batch: &[Vec<u32>],
+    run: u64,
+) -> Result<(Vec<Vec<u32>>, Repetition)> {
+    let n_out = key.output_tokens as usize;
+    let (rows, rep) = match key.sampler {
+        Sampler::ArGreedy => {
+            let out = generate::generate_ar(model, batch, n_out, cfg.grid.eos)?;
+            let rep = Repetition {
+                e2e_ms: out.e2e_ms,
+                prefill_ms: Some(out.prefill_ms),
+                forward_passes: Some(n_out as u32),
+                ..Repetition::default()
+            };
+            (out.tokens, rep)
+        }
+        Sampler::LladaLowConfidence | Sampler::LladaRandom => {
+            let params = LladaParams {
+                steps: key.steps.unwrap_or(n_out as u32) as usize,
+                block_length: key.block_length.unwrap_or(key.output_tokens) as usize,
+                temperature: cfg.grid.temperature,
+                remasking: match key.sampler {
+                    Sampler::LladaRandom => generate::Remasking::Random,
+                    _ => generate::Remasking::LowConfidence,
+                },
+                seed: cfg.run.seed.wrapping_add(run),
+            };
+            let out = generate::generate_llada(model, batch, n_out, &params)?;
+            let rep = Repetition {
+                e2e_ms: out.e2e_ms,
+                first_block_ms: Some(out.first_block_ms),
+                step_ms: Some(out.step_ms.clone()),
+                forward_passes: Some(out.nfe as u32),
+                ..Repetition::default()
+            };
+            (out.tokens, rep)
+        }
+    };
+    Ok((rows, rep))
+}

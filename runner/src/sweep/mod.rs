@@ -1,0 +1,298 @@
+//! The sweep: for each model, for each cell of the plan (or of this shard), warm up, measure, record; then
+//! write the bundle.
+//!
+//! One module per job: `folder` (run folder, lock, journal, same-run check), the orchestration here ([`run`]),
+//! `models` (the model loop), `measure` (one cell), `tokens` (prompts as ids), `scoring` (quality), `search` (the
+//! parity search), `assemble` (journal to bundle), `progress`.
+//!
+//! Models are loaded one at a time so that one model's weights never count in the other's memory figures.
+//! Every model with cells to run is found in the cache (or written, when synthetic) before anything is
+//! measured, so a missing file fails the run at once. Each finished cell is appended to the run's
+//! [`journal`](crate::journal) (synced) and the partial bundle rewritten before the next cell starts; a resumed
+//! run skips the cells its journal holds. A cell that fails is recorded with its status and message and the
+//! sweep goes on; the exit status says whether any cell failed. A stop request ([`Stop`]) abandons the current
+//! cell between two runs of it and ends the sweep with a valid partial bundle. Bundles are written atomically.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::{Instant, SystemTime};
+
+use anyhow::{Context, Result};
+use candle_core::{DType, Device};
+use metrics::derive;
+use schema::bundle::{
+    Bundle, Cell, CellKey, CellStatus, Generation, ModelInfo, PromptSetInfo, Provenance, Repetition, Sampler,
+    TokenizerInfo,
+};
+use schema::grid::{DeviceSpec, GridConfig, ModelKind, ModelSpec, Precision};
+use schema::{SchemaVersion, ShardInfo};
+use sha2::{Digest, Sha256};
+
+use crate::generate::{self, LladaParams};
+use crate::journal::{Header, JOURNAL_FORMAT, Journal, Record, RunLock};
+use crate::model::{LoadedModel, ModelFiles, TransformerOptions};
+use crate::plan::{ResolvedConfig, config_diff};
+use crate::prompts::PromptSet;
+use crate::signals::Stop;
+use crate::{InputError, device, execution, output, quality, shard, synth, sysinfo};
+
+mod assemble;
+mod folder;
+mod measure;
+mod models;
+mod progress;
+mod scoring;
+mod search;
+mod tokens;
+
+use assemble::*;
+use folder::*;
+use measure::*;
+use models::*;
+use progress::*;
+use scoring::*;
+use search::*;
+use tokens::*;
+
+/// The attention both models use (the study's fairness rule), recorded in every bundle.
+pub const ATTENTION: &str = "candle matmul-softmax-matmul attention in the run's precision, identical for both \
+                             models; causal mask for llama, no mask for llada; padding mask for left-padded rows";
+
+/// The attention of a run as recorded in its bundle: [`ATTENTION`], or its f32 variant when the config asks.
+pub fn attention(cfg: &GridConfig) -> String {
+    if cfg.run.attention_f32 {
+        ATTENTION.replace("in the run's precision", "with q, k, v upcast to f32 (run.attention_f32)")
+    } else {
+        ATTENTION.to_string()
+    }
+}
+
+/// File name of the partial bundle in a run folder.
+pub const PARTIAL: &str = "partial.json";
+
+/// Where the run folder (journal, partial bundle) is, and where the final bundle goes.
+#[derive(Debug, Clone)]
+pub enum RunFolder {
+    /// A new folder `OUTPUT/NAME-STAMP.run`; the final bundle is `OUTPUT/NAME-STAMP.json`, after which the
+    /// folder is removed.
+    New {
+        /// The results folder.
+        output_dir: PathBuf,
+    },
+    /// This folder: a new run when it has no journal, else that run resumed (job scripts: the same command
+    /// after a requeue). The final bundle is `DIR/bundle.json`; the folder is kept.
+    At(PathBuf),
+    /// Resume the run in this folder, which must have a journal; the bundle goes where the run said.
+    Resume(PathBuf),
+}
+
+/// Where the sweep reads and writes.
+#[derive(Debug, Clone)]
+pub struct SweepOptions {
+    /// The run folder.
+    pub folder: RunFolder,
+    /// The HF hub cache (models--org--name folders).
+    pub model_cache_dir: PathBuf,
+    /// Show a progress bar (when stderr is a terminal) or progress lines.
+    pub progress: bool,
+    /// The shard of the grid to run; `None`: all of it.
+    pub shard: Option<ShardInfo>,
+    /// Set by signal handlers: stop cleanly.
+    pub stop: Stop,
+}
+
+/// How a sweep ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// Every planned cell has a result (some may have failed); the final bundle is written.
+    Complete,
+    /// Stopped early by this signal; the partial bundle is written and the run can be resumed.
+    Interrupted(&'static str),
+}
+
+/// What a sweep produced.
+#[derive(Debug)]
+pub struct SweepOutcome {
+    /// The bundle written (partial when interrupted).
+    pub bundle: Bundle,
+    /// Where: the final bundle, or the partial one.
+    pub path: PathBuf,
+    /// The run folder (already removed when a new run completed).
+    pub run_dir: PathBuf,
+    /// Cells whose status is not `ok`.
+    pub failed_cells: usize,
+    /// Cells taken from the journal of an earlier attempt.
+    pub resumed_cells: usize,
+    /// Complete or interrupted.
+    pub ending: Ending,
+}
+
+/// The torch-like dtype of a precision.
+pub fn dtype_of(p: Precision) -> DType {
+    match p {
+        Precision::F32 => DType::F32,
+        Precision::Bf16 => DType::BF16,
+        Precision::F16 => DType::F16,
+    }
+}
+
+/// Opens the device a config asks for (moved to [`crate::device::open`], the one module with CUDA code).
+pub use crate::device::open as open_device;
+
+/// Runs the plan (or this shard of it), resuming what the run folder's journal holds, and writes the bundle.
+pub fn run(resolved: &ResolvedConfig, opts: &SweepOptions) -> Result<SweepOutcome> {
+    let cfg = &resolved.config;
+    let spec = resolved.device();
+    let device = open_device(spec)?;
+    let dtype = dtype_of(cfg.run.dtype);
+    let prompts = PromptSet::load(&cfg.prompts, &resolved.dir, &opts.model_cache_dir)?;
+    let prompt_info = PromptSetInfo {
+        source: prompts.source.clone(),
+        selection: prompts.selection.clone(),
+        count: prompts.texts.len() as u32,
+        sha256: Some(prompts.sha256()),
+    };
+    let search = cfg.quality.as_ref().is_some_and(|q| q.parity_search);
+    if search && opts.shard.is_some() {
+        return Err(InputError(
+            "quality.parity_search needs the whole grid's quality, and this run is one shard; fix: run the parity \
+             search after merging, as one run without --shard (or turn parity_search off for the shards)"
+                .into(),
+        )
+        .into());
+    }
+    let mut planned = shard::select(&cfg.cells(), opts.shard);
+    let opened = open_folder(resolved, opts, &prompt_info)?;
+    let done: HashSet<CellKey> =
+        opened.journal.iter().flat_map(|j| j.state.cells.iter().map(|c| c.key.clone())).collect();
+    if search {
+        // A resumed parity search: the cells it added are part of the run.
+        let grid: HashSet<CellKey> = planned.iter().cloned().collect();
+        let extra = opened.journal.iter().flat_map(|j| &j.state.cells).filter(|c| !grid.contains(&c.key));
+        planned.extend(extra.map(|c| c.key.clone()).collect::<Vec<_>>());
+    }
+    let resumed_cells = planned.iter().filter(|k| done.contains(k)).count();
+    let todo: Vec<CellKey> = planned.iter().filter(|k| !done.contains(k)).cloned().collect();
+
+    // Every model with cells to run, and every evaluator, is found (or written) before anything is measured or
+    // created.
+    let mut to_load = Vec::new();
+    for m in &cfg.models {
+        if todo.iter().any(|k| k.model == m.id) {
+            to_load.push((m, model_files(m, &opts.model_cache_dir, cfg.run.dtype)?));
+        }
+    }
+    let evaluators = cfg.evaluators();
+    let mut evaluator_files = Vec::new();
+    if cfg.quality.is_some() {
+        for e in &evaluators {
+            evaluator_files.push((e, model_files(e, &opts.model_cache_dir, cfg.run.dtype)?));
+        }
+    }
+    let header = opened.header().clone();
+    let unique = matches!(opts.folder, RunFolder::New { .. });
+    // Held until the sweep returns: no other process runs this folder meanwhile.
+    let (run_dir, mut journal, _lock) = match (opened.journal, opened.lock) {
+        (Some(j), Some(lock)) => (opened.dir.clone(), j, lock),
+        // A journal is only opened under the folder's lock; without one this is a new run.
+        (_, lock) => create_journal(&opened.dir, &header, unique, lock)?,
+    };
+    if resumed_cells > 0 && opts.progress {
+        eprintln!("resuming {}: {resumed_cells} of {} cells already done", run_dir.display(), planned.len());
+    }
+    let mut progress = Progress::new(planned.len(), resumed_cells, opts.progress);
+    let env = Env { resolved, opts, spec, device: &device, dtype, prompts: &prompts, run_dir: &run_dir };
+    let mut stopped = opts.stop.requested();
+    let mut exec = None;
+    if !todo.is_empty() && stopped.is_none() {
+        let keys: Vec<&CellKey> = todo.iter().collect();
+        let r = measure_keys(&env, &keys, &to_load, &mut journal, &mut progress, &planned, &mut exec);
+        stopped = env.keep_partial(r, &journal, &planned)?;
+    }
+    progress.done();
+    if stopped.is_none() {
+        let r = score_all(&env, &evaluator_files, &mut journal, &planned);
+        stopped = env.keep_partial(r, &journal, &planned)?;
+    }
+    // --parity-search: bisect K between each S_parity and the K below it, measuring the new cells like any other.
+    while search && stopped.is_none() {
+        let mut now = assemble(resolved, &journal, &planned, spec);
+        metrics::parity::recompute(&mut now);
+        let extra = parity_search_cells(cfg, &now, &planned);
+        if extra.is_empty() {
+            break;
+        }
+        if opts.progress {
+            let ks: BTreeSet<String> =
+                extra.iter().map(|k| format!("N={} K={}", k.seq_len, k.steps.unwrap_or(0))).collect();
+            eprintln!("parity search: {} more cells ({})", extra.len(), ks.into_iter().collect::<Vec<_>>().join(", "));
+        }
+        planned.extend(extra.iter().cloned());
+        let keys: Vec<&CellKey> = extra.iter().collect();
+        let mut files = Vec::new();
+        for m in cfg.models.iter().filter(|m| extra.iter().any(|k| k.model == m.id)) {
+            files.push((m, model_files(m, &opts.model_cache_dir, cfg.run.dtype)?));
+        }
+        let mut p = Progress::new(extra.len(), 0, opts.progress);
+        let r = measure_keys(&env, &keys, &files, &mut journal, &mut p, &planned, &mut exec);
+        stopped = env.keep_partial(r, &journal, &planned)?;
+        p.done();
+        if stopped.is_none() {
+            let r = score_all(&env, &evaluator_files, &mut journal, &planned);
+            stopped = env.keep_partial(r, &journal, &planned)?;
+        }
+    }
+
+    let mut bundle = assemble(resolved, &journal, &planned, spec);
+    metrics::parity::recompute(&mut bundle);
+    let failed_cells = bundle.cells.iter().filter(|c| c.status != CellStatus::Ok).count();
+    // A stop while evaluators score leaves every cell measured but some unscored: still partial (resumable).
+    let complete = bundle.cells.len() == planned.len() && stopped.is_none();
+    if !complete {
+        let path = run_dir.join(PARTIAL);
+        output::write_bundle(&path, &bundle)?;
+        let ending = Ending::Interrupted(stopped.unwrap_or("a stop request"));
+        return Ok(SweepOutcome { bundle, path, run_dir, failed_cells, resumed_cells, ending });
+    }
+    let path = final_bundle_path(&run_dir, &journal.header);
+    output::write_bundle(&path, &bundle)?;
+    if journal.header.remove_when_done {
+        drop(journal);
+        std::fs::remove_dir_all(&run_dir)
+            .with_context(|| format!("wrote {} but cannot remove {}", path.display(), run_dir.display()))?;
+    } else {
+        let _ = std::fs::remove_file(run_dir.join(PARTIAL));
+    }
+    Ok(SweepOutcome { bundle, path, run_dir, failed_cells, resumed_cells, ending: Ending::Complete })
+}
+
+/// What every step of a sweep reads.
+struct Env<'a> {
+    resolved: &'a ResolvedConfig,
+    opts: &'a SweepOptions,
+    spec: DeviceSpec,
+    device: &'a Device,
+    dtype: DType,
+    prompts: &'a PromptSet,
+    run_dir: &'a Path,
+}
+
+impl Env<'_> {
+    /// On an error that ends the sweep (a model that cannot be loaded), first writes the partial bundle of what the
+    /// journal holds, so the run folder has a readable bundle beside its journal; then returns the error.
+    fn keep_partial<T>(&self, r: Result<T>, journal: &Journal, planned: &[CellKey]) -> Result<T> {
+        if r.is_err()
+            && let Err(e) = self.write_partial(journal, planned)
+        {
+            tracing::warn!("cannot write the partial bundle after the error: {e:#}");
+        }
+        r
+    }
+
+    /// Rewrites the partial bundle from the journal.
+    fn write_partial(&self, journal: &Journal, planned: &[CellKey]) -> Result<()> {
+        let partial = assemble(self.resolved, journal, planned, self.spec);
+        output::write_bundle(&self.run_dir.join(PARTIAL), &partial)
+    }
+}

@@ -1,0 +1,123 @@
+//! The model loop: each model with cells to run is found in the cache (or written, when synthetic), loaded once, and
+//! its cells measured in grid order, each journaled and the partial bundle rewritten after it.
+
+use super::*;
+
+/// Measures `keys`, model by model (each loaded once, in config order), journaling each cell and rewriting the
+/// partial bundle after it. The first call records this process's execution. Returns the signal of a stop.
+pub(super) fn measure_keys(
+    env: &Env<'_>,
+    keys: &[&CellKey],
+    models: &[(&ModelSpec, ModelFiles)],
+    journal: &mut Journal,
+    progress: &mut Progress,
+    planned: &[CellKey],
+    exec: &mut Option<u32>,
+) -> Result<Option<&'static str>> {
+    let cfg = &env.resolved.config;
+    let exec = match *exec {
+        Some(e) => e,
+        None => {
+            journal.append(Record::Execution(execution::current(env.spec, env.opts.shard)))?;
+            let e = (journal.state.executions.len() - 1) as u32;
+            *exec = Some(e);
+            e
+        }
+    };
+    let max_b = cfg.grid.batch_sizes.iter().copied().max().unwrap_or(1);
+    let quality = cfg.quality.is_some();
+    for (m, files) in models {
+        tracing::info!(model = %m.id, commit = %files.commit, "loading");
+        let opts = TransformerOptions { attention_f32: cfg.run.attention_f32 };
+        let model = LoadedModel::load_with(files, m.kind, env.device, env.dtype, opts)
+            .with_context(|| format!("cannot load model {} from {}", m.id, files.snapshot_dir.display()))?;
+        let info = model_info(m, &model, files, cfg.run.dtype);
+        match journal.state.models.iter().find(|x| x.id == info.id) {
+            Some(old) if old.commit != info.commit => {
+                return Err(InputError(format!(
+                    "cannot resume {}: model {} changed since the run started (snapshot {} then, {} now); \
+                     fix: restore that snapshot (refs/{}), or start a new run folder",
+                    env.run_dir.display(),
+                    m.id,
+                    old.commit.as_deref().unwrap_or("?"),
+                    info.commit.as_deref().unwrap_or("?"),
+                    m.revision
+                ))
+                .into());
+            }
+            Some(_) => {}
+            None => journal.append(Record::Model(info))?,
+        }
+        let mut tokens = TokenCache::default();
+        for key in keys.iter().filter(|k| k.model == m.id) {
+            if let Some(sig) = env.opts.stop.requested() {
+                return Ok(Some(sig));
+            }
+            progress.start(key);
+            let Some(mut cell) = measure_cell(&model, key, cfg, env.prompts, &mut tokens, &env.opts.stop) else {
+                return Ok(env.opts.stop.requested().or(Some("a stop request")));
+            };
+            // Quality once per group: in its cell of the largest batch size.
+            if quality && cell.status == CellStatus::Ok && key.batch_size == max_b {
+                add_generations(&mut cell, &model, cfg, env.prompts, &mut tokens);
+                if let Some(sig) = env.opts.stop.requested() {
+                    // Interrupted while generating for quality: the cell is measured again on resume.
+                    return Ok(Some(sig));
+                }
+            }
+            cell.execution = Some(exec);
+            journal.append(Record::Cell(cell.clone()))?;
+            progress.finish(&cell);
+            env.write_partial(journal, planned)?;
+        }
+    }
+    Ok(None)
+}
+
+/// Finds a model in the HF cache, first writing synthetic weights when the config asks for them.
+pub(super) fn model_files(m: &ModelSpec, cache: &Path, run_dtype: Precision) -> Result<ModelFiles> {
+    if let Some(s) = &m.synthetic {
+        let spec = synth::SynthSpec::from_config(s, run_dtype);
+        synth::write_synthetic(cache, &m.id, m.kind, &spec)
+            .with_context(|| format!("cannot write synthetic weights for {} into {}", m.id, cache.display()))?;
+    }
+    ModelFiles::from_hf_cache(cache, &m.id, &m.revision).map_err(|e| {
+        anyhow::Error::new(InputError(format!(
+            "{e}; fix: download {} into the cache {} where there is network (`dllm-bench fetch --config \
+             CONFIG --model-cache-dir {}` on a login node, or `huggingface-cli download {}`), point \
+             --model-cache-dir at the cache that has it, or add a [models.synthetic] table to the config",
+            m.id,
+            cache.display(),
+            cache.display(),
+            m.id
+        )))
+    })
+}
+
+pub(super) fn model_info(m: &ModelSpec, model: &LoadedModel, files: &ModelFiles, dtype: Precision) -> ModelInfo {
+    let c = &model.config;
+    let tokenizer_sha = std::fs::read(&files.tokenizer).ok().map(|b| hex(&Sha256::digest(b)));
+    ModelInfo {
+        id: m.id.clone(),
+        revision: m.revision.clone(),
+        commit: Some(files.commit.clone()),
+        kind: m.kind,
+        generation: m.kind.generation().into(),
+        parameters: model.parameter_count(),
+        weights_bytes: Some(model.weights_bytes()),
+        dtype,
+        tokenizer: TokenizerInfo {
+            vocab_size: model.tokenizer.get_vocab_size(true) as u32,
+            bos_id: Some(model.special.bos),
+            eos_id: Some(model.special.eos),
+            mask_id: model.special.mask,
+            sha256: tokenizer_sha,
+        },
+        synthetic: files.is_synthetic(),
+        shape: c.shape(),
+    }
+}
+
+pub(super) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

@@ -1,0 +1,105 @@
+//! Prompts as token ids, tokenized once per model, and where a cell's prompt ends in its text (the true
+//! continuation that text metrics compare with).
+
+use super::*;
+
+/// A prompt text's token ids and their byte ranges in the text.
+pub(super) type Encoded = (Vec<u32>, Vec<(usize, usize)>);
+
+/// Each prompt text tokenized once per model.
+#[derive(Default)]
+pub(super) struct TokenCache(HashMap<u32, Encoded>);
+
+impl TokenCache {
+    /// The ids and byte offsets of a whole prompt text.
+    pub(super) fn encoded(&mut self, model: &LoadedModel, prompts: &PromptSet, index: u32) -> Result<&Encoded> {
+        Ok(match self.0.entry(index) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                let text = &prompts.texts[index as usize];
+                let enc =
+                    model.tokenizer.encode(text.as_str(), false).map_err(|e| anyhow::anyhow!("tokenizer: {e}"))?;
+                e.insert((enc.get_ids().to_vec(), enc.get_offsets().to_vec()))
+            }
+        })
+    }
+
+    /// BOS followed by the first `prompt_tokens - 1` tokens of the prompt. A prompt too short to fill the
+    /// cell's prompt length is an error of the cell, never a silently shorter sequence: N must be real.
+    pub(super) fn prompt(
+        &mut self,
+        model: &LoadedModel,
+        prompts: &PromptSet,
+        index: u32,
+        prompt_tokens: u32,
+    ) -> Result<Vec<u32>> {
+        let (ids, _) = self.encoded(model, prompts, index)?;
+        let take = (prompt_tokens as usize).saturating_sub(1);
+        if ids.len() < take {
+            anyhow::bail!(
+                "prompt {index} has {} tokens but the cell needs {take} after BOS (prompt_tokens {prompt_tokens}); \
+                 fix: use longer prompts, or shorter sequence lengths",
+                ids.len()
+            );
+        }
+        let mut row = Vec::with_capacity(take + 1);
+        row.push(model.special.bos);
+        row.extend_from_slice(&ids[..take]);
+        Ok(row)
+    }
+
+    /// Where a cell's prompt ends in the prompt text (bytes; BOS + the first `prompt_tokens - 1` tokens), and the
+    /// true continuation: the text after the cut, followed by the prompt's reference when the set has one, cut
+    /// to the first `output_tokens` tokens.
+    pub(super) fn cut(
+        &mut self,
+        model: &LoadedModel,
+        prompts: &PromptSet,
+        index: u32,
+        prompt_tokens: u32,
+        output_tokens: u32,
+    ) -> Result<(u32, Option<String>)> {
+        let text = &prompts.texts[index as usize];
+        let (_, offsets) = self.encoded(model, prompts, index)?;
+        let take = (prompt_tokens as usize).saturating_sub(1);
+        let mut cut = match take {
+            0 => 0,
+            _ => offsets.get(take - 1).map_or(text.len(), |o| o.1),
+        };
+        while !text.is_char_boundary(cut) {
+            cut += 1;
+        }
+        let mut rest = text[cut..].to_string();
+        if let Some(Some(r)) = prompts.references.get(index as usize) {
+            if !rest.is_empty() && !rest.ends_with(char::is_whitespace) && !r.starts_with(char::is_whitespace) {
+                rest.push(' ');
+            }
+            rest.push_str(r);
+        }
+        // Only the first `output_tokens` tokens are kept, and a Wikitext document runs to its article's end (tens
+        // of kilobytes): tokenize a prefix that holds them with room to spare, the whole rest only when the prefix
+        // does not (pre-tokenization splits locally, so tokens ending well before the prefix's end are the rest's).
+        let encode = |t: &str| model.tokenizer.encode(t, false).map_err(|e| anyhow::anyhow!("tokenizer: {e}"));
+        let mut prefix = ((output_tokens as usize + 8) * 32).min(rest.len());
+        while !rest.is_char_boundary(prefix) {
+            prefix += 1;
+        }
+        let mut enc = encode(&rest[..prefix])?;
+        let last = (output_tokens as usize).checked_sub(1).and_then(|i| enc.get_offsets().get(i).map(|o| o.1));
+        if prefix < rest.len() && last.is_none_or(|end| end + 256 > prefix) {
+            enc = encode(&rest)?;
+        }
+        let n = enc.get_offsets().len().min(output_tokens as usize);
+        let reference = match n {
+            0 => None,
+            _ => {
+                let mut end = enc.get_offsets()[n - 1].1.min(rest.len());
+                while !rest.is_char_boundary(end) {
+                    end += 1;
+                }
+                Some(rest[..end].trim().to_string()).filter(|r| !r.is_empty())
+            }
+        };
+        Ok((cut as u32, reference))
+    }
+}
