@@ -9,6 +9,11 @@ cell by cell, and `jobs/compare_bundles.py` can print them side by side.
 
 Only torch, transformers and the standard library. See jobs/README.md ("HF transformers reference").
 
+The config is checked and resolved as `dllm-bench plan` does (the same fields, types, defaults, overrides and
+rules; exit 2 where the runner refuses it), and `--plan` prints the result as JSON without importing torch.
+runner/tests/hf_reference.rs holds this script to the runner on the CPU: the same resolution for every config of
+config/, and bundles that validate and equal a `dllm-bench run` of the same tiny config cell for cell.
+
 What is measured, per cell (W warm-ups, then R repetitions, each stored raw):
 - AR (Llama): greedy decoding with HF's DynamicCache, exactly N_out tokens (EOS is an ordinary token with
   `eos = "ignore"`; its logit is -inf with `eos = "suppress"`): one prefill pass (logits for the last position
@@ -106,30 +111,121 @@ def int_list(text: str) -> list[int]:
     return values
 
 
+# The runner's config schema (schema/src/grid.rs: serde with deny_unknown_fields): per table, each field's type
+# and whether it is required. An unknown field (a typo), a missing required one or a wrong type is refused, as
+# the runner refuses it, instead of running another grid than the runner would.
+U32_MAX, U64_MAX = 2**32 - 1, 2**64 - 1
+SYNTHETIC_FIELDS = {"preset": (("tiny", "small", "real"), True), "seed": ("u64", False),
+                    "dtype": (tuple(DTYPE_BYTES), False), "shards": ("u32", False), "layers": ("u32", False),
+                    "hidden": ("u32", False)}
+SCHEMA = {
+    "run": {"name": ("str", True), "device": ("str", False), "dtype": (tuple(DTYPE_BYTES), True),
+            "warmup": ("u32", True), "repetitions": ("u32", True), "seed": ("u64", False),
+            "attention_f32": ("bool", False)},
+    "prompts": {"source": (("embedded", "wikitext", "file"), True), "count": ("u32", False),
+                "preset": (("small", "medium", "large"), False), "path": ("str", False), "seed": ("u64", False),
+                "dataset": ("str", False), "revision": ("str", False), "min_chars": ("u32", False)},
+    "grid": {"seq_lengths": ("u32s", True), "batch_sizes": ("u32s", True), "steps": ("u32s", True),
+             "output_tokens": ("u32", False), "prompt_fraction": ("f64", False), "block_length": ("u32", False),
+             "remasking": (("low_confidence", "random"), False), "temperature": ("f64", False),
+             "eos": (("ignore", "suppress"), False)},
+    "model": {"kind": (("llama", "llada"), True), "id": ("str", True), "revision": ("str", False),
+              "synthetic": (SYNTHETIC_FIELDS, False)},
+    "quality": {"evaluators": ("evaluators", False), "parity_metric": ("str", False),
+                "bootstrap_resamples": ("u32", False), "parity_search": ("bool", False)},
+    "evaluator": {"id": ("str", True), "revision": ("str", False), "synthetic": (SYNTHETIC_FIELDS, False)},
+}
+PROMPT_PRESETS = {"small": 8, "medium": 32, "large": 128}
+# schema::grid::limits
+LIMITS = {"seq_len": 131_072, "batch_size": 4096, "steps_per_output_token": 16, "warmup": 1000,
+          "repetitions": 10_000, "prompts": 1_000_000, "bootstrap_resamples": 1_000_000, "temperature": 100.0,
+          "run_name_chars": 100, "id_chars": 200, "synth_layers": 1024, "synth_hidden": 65_536,
+          "synth_shards": 1024}
+TEXT_METRICS = ("unigram_entropy", "distinct_1", "distinct_2", "rouge_l_f1", "token_f1")
+
+
+def is_uint(v, most: int) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= most
+
+
+def check_fields(table, spec: dict, where: str, label: str) -> None:
+    """The table's fields against `spec` (name -> (type, required)); raises InputError naming the field."""
+    def fail(problem: str):
+        raise InputError(f"{label}: {problem}\n  fix: compare with config/experiments.toml, which documents every "
+                         "field")
+
+    if not isinstance(table, dict):
+        fail(f"`{where}` is not a table")
+    for key in table:
+        if key not in spec:
+            fail(f"unknown field `{where + '.' if where else ''}{key}`, expected one of "
+                 + ", ".join(f"`{k}`" for k in spec))
+    for key, (kind, required) in spec.items():
+        field = f"{where}.{key}" if where else key
+        if key not in table:
+            if required:
+                fail(f"missing field `{field}`")
+            continue
+        v = table[key]
+        if isinstance(kind, dict):
+            check_fields(v, kind, field, label)
+            continue
+        if isinstance(kind, tuple):
+            ok, want = isinstance(v, str) and v in kind, "one of " + ", ".join(f'"{k}"' for k in kind)
+        elif kind == "u32":
+            ok, want = is_uint(v, U32_MAX), "an integer from 0 to 4294967295"
+        elif kind == "u64":
+            ok, want = is_uint(v, U64_MAX), "a non-negative integer"
+        elif kind == "u32s":
+            ok, want = isinstance(v, list) and all(is_uint(x, U32_MAX) for x in v), "a list of non-negative integers"
+        elif kind == "f64":
+            ok, want = isinstance(v, (int, float)) and not isinstance(v, bool), "a number"
+        elif kind == "bool":
+            ok, want = isinstance(v, bool), "true or false"
+        elif kind == "table":
+            ok, want = isinstance(v, dict), f"a table ([{field}])"
+        elif kind == "tables":
+            ok, want = isinstance(v, list), f"an array of tables ([[{field}]])"
+        elif kind == "evaluators":
+            ok, want = isinstance(v, list), "an array of tables ([[quality.evaluators]])"
+            for i, e in enumerate(v if ok else []):
+                check_fields(e, SCHEMA["evaluator"], f"{field}[{i}]", label)
+        else:
+            ok, want = isinstance(v, str), "a string"
+        if not ok:
+            fail(f"field `{field}` = {v!r}: expected {want}")
+
+
+def check_structure(raw: dict, label: str) -> None:
+    """What the runner's TOML parsing refuses: unknown, missing and mistyped fields."""
+    top = {"run": ("table", True), "prompts": ("table", True), "grid": ("table", True), "models": ("tables", True),
+           "quality": ("table", False)}
+    check_fields(raw, top, "", label)
+    for name in ("run", "prompts", "grid", "quality"):
+        if name in raw:
+            check_fields(raw[name], SCHEMA[name], name, label)
+    for i, m in enumerate(raw["models"]):
+        check_fields(m, SCHEMA["model"], f"models[{i}]", label)
+
+
 def resolve_config(args) -> tuple[dict, str]:
+    """GridConfig::from_toml, then plan::resolve's overrides: the same checks, in the same order."""
     path = Path(args.config)
     try:
         raw = tomllib.loads(path.read_text())
     except OSError as e:
         raise InputError(f"cannot read the config file {path}: {e}; fix: check the path") from e
-    except tomllib.TOMLDecodeError as e:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise InputError(f"{path}: {e}") from e
     label = str(args.config)
-    run, prompts, grid = dict(raw.get("run", {})), dict(raw.get("prompts", {})), dict(raw.get("grid", {}))
-    models = [dict(m) for m in raw.get("models", [])]
-    for name, table in (("run", run), ("prompts", prompts), ("grid", grid)):
-        if not table:
-            raise InputError(f"{label}: missing [{name}] table; fix: compare with config/experiments.toml")
-    if not models:
-        raise InputError(f"{label}: no [[models]]; fix: add [[models]] tables with kind and id")
-    # Defaults of the runner's serde types.
+    check_structure(raw, label)
+    run, prompts, grid = dict(raw["run"]), dict(raw["prompts"]), dict(raw["grid"])
+    models = [dict(m) for m in raw["models"]]
+    # Defaults of the runner's serde types (the fields it always writes back).
     run.setdefault("device", "cpu")
     run.setdefault("seed", 0)
+    prompts.setdefault("count", 0)
     prompts.setdefault("seed", 0)
-    preset_counts = {"small": 8, "medium": 32, "large": 128}
-    if not prompts.get("count"):
-        prompts["count"] = preset_counts.get(prompts.get("preset"), 0)
-    grid.setdefault("steps", [])
     grid.setdefault("remasking", "low_confidence")
     grid.setdefault("temperature", 0.0)
     grid.setdefault("eos", "ignore")
@@ -138,6 +234,12 @@ def resolve_config(args) -> tuple[dict, str]:
         if "synthetic" in m:
             m["synthetic"] = dict(m["synthetic"])
             m["synthetic"].setdefault("seed", 0)
+    quality = raw.get("quality")
+    config = {"run": run, "prompts": prompts, "grid": grid, "models": models}
+    validate_config(config, quality, label)
+    # A preset is recorded as the count it stands for.
+    if not prompts["count"]:
+        prompts["count"] = PROMPT_PRESETS[prompts["preset"]]
 
     overrides = []
     list_text = lambda v: ",".join(map(str, v))  # noqa: E731
@@ -153,6 +255,7 @@ def resolve_config(args) -> tuple[dict, str]:
     if args.max_prompts is not None:
         overrides.append(f"--max-prompts {args.max_prompts}")
         if args.max_prompts < prompts["count"]:
+            # A smaller set than the preset's: the count now says the size (the preset no longer applies).
             prompts["count"] = args.max_prompts
             prompts.pop("preset", None)
     if args.device:
@@ -167,67 +270,202 @@ def resolve_config(args) -> tuple[dict, str]:
     if args.repetitions is not None:
         overrides.append(f"--repetitions {args.repetitions}")
         run["repetitions"] = args.repetitions
+    source = " ".join([label, *overrides])
+    # Errors now name the overrides too, since they may be the cause.
+    check_fields(run, SCHEMA["run"], "run", source)
+    check_fields(prompts, SCHEMA["prompts"], "prompts", source)
+    validate_config(config, quality, source)
+    if run.get("attention_f32"):
+        raise InputError(f"{source}: field `run.attention_f32`: the runner upcasts q, k and v to f32 for the "
+                         "attention; HF transformers' attention has no such option, so the reference would measure "
+                         "another computation\n  fix: compare the two on a config without run.attention_f32")
     # The reference measures no quality: the [quality] table is left out of the stored config (a bundle whose
     # config asks for quality but has none would read as a failed quality run).
-    config = {"run": run, "prompts": prompts, "grid": grid, "models": models}
-    source = " ".join([label, *overrides])
-    validate_config(config, source)
     return config, source
 
 
 def split(config: dict, n: int):
+    """GridConfig::split: (prompt, output) tokens of N, or None when either would be empty."""
     g = config["grid"]
     if g.get("output_tokens") is not None:
         prompt, out = n - g["output_tokens"], g["output_tokens"]
     else:
-        prompt = math.floor(n * g["prompt_fraction"] + 0.5)  # Rust's f64::round for positive values
+        # Rust's f64::round: half away from zero (the values are positive). x - floor(x) is exact.
+        x = n * g["prompt_fraction"]
+        prompt = math.floor(x)
+        prompt += 1 if x - prompt >= 0.5 else 0
         out = n - prompt
     return (prompt, out) if prompt > 0 and out > 0 else None
 
 
-def validate_config(config: dict, source: str) -> None:
-    def bad(field, problem, fix):
+def hub_id_problem(id_: str) -> str | None:
+    if not id_:
+        return "the id is empty"
+    if len(id_) > LIMITS["id_chars"]:
+        return f"the id has {len(id_)} characters, more than {LIMITS['id_chars']}"
+    bad = next((c for c in id_ if not ((c.isascii() and c.isalnum()) or c in "-_./")), None)
+    if bad is not None:
+        return f"{id_!r} contains {bad!r}; a hub id has only letters, digits, '-', '_', '.' and one '/'"
+    parts = id_.split("/")
+    if len(parts) > 2 or any(not p or p in (".", "..") or p.startswith(".") for p in parts):
+        return f"{id_!r} is not ORG/NAME"
+    return None
+
+
+def revision_problem(rev: str) -> str | None:
+    if not rev.strip():
+        return "the revision is empty"
+    if len(rev) > LIMITS["id_chars"]:
+        return f"the revision has {len(rev)} characters, more than {LIMITS['id_chars']}"
+    bad = next((c for c in rev if not c.isprintable() or c.isspace() or c in '\\:*?"<>|'), None)
+    if bad is not None:
+        return f"{rev!r} contains {bad!r}, which no branch, tag or commit has"
+    if any(p in ("", ".", "..") for p in rev.split("/")):
+        return f"{rev!r} has an empty, '.' or '..' path component"
+    return None
+
+
+def synthetic_problem(s: dict, kind: str) -> str | None:
+    """plan::check_synthetic (SynthSpec::check): the runner can build this checkpoint."""
+    for name, limit in (("shards", "synth_shards"), ("layers", "synth_layers"), ("hidden", "synth_hidden")):
+        v = s.get(name)
+        if v == 0:
+            return f"`{name}`: 0 is not allowed"
+        if v is not None and v > LIMITS[limit]:
+            return f"`{name}`: {v} is more than the limit {LIMITS[limit]}"
+    h, layers, heads = PRESETS[(s["preset"], kind)][:3]
+    h, layers = s.get("hidden", h), s.get("layers", layers)
+    if h % heads or (h // heads) % 2:
+        return f"hidden {h} is not {heads} heads of an even head size"
+    tensors = 3 + 9 * layers
+    shards = s.get("shards", 1 if s["preset"] != "real" else (4 if kind == "llama" else 6))
+    if shards > tensors:
+        return f"{shards} shards for the {tensors} tensors of this model: use 1 to {tensors}"
+    return None
+
+
+def validate_config(config: dict, quality: dict | None, source: str) -> None:
+    """GridConfig::validate and plan::check_synthetic: the rules the runner refuses a config by (exit 2)."""
+    def bad(field, problem, fix="compare with config/experiments.toml"):
         raise InputError(f"{source}: field `{field}`: {problem}\n  fix: {fix}")
 
-    run, g = config["run"], config["grid"]
-    for key in ("name", "dtype", "warmup", "repetitions"):
-        if key not in run:
-            bad(f"run.{key}", "missing", "compare with config/experiments.toml")
-    if run["dtype"] not in DTYPE_BYTES:
-        bad("run.dtype", f"{run['dtype']!r} is not a precision", "use f32, bf16 or f16")
+    run, p, g = config["run"], config["prompts"], config["grid"]
+    name = run["name"]
+    if not name or name.startswith(".") or not all((c.isascii() and c.isalnum()) or c in "-_." for c in name):
+        bad("run.name", f"{name!r} is not a usable file-name prefix", "use letters, digits, '-', '_' or '.'")
+    if len(name) > LIMITS["run_name_chars"]:
+        bad("run.name", f"{len(name)} characters, more than {LIMITS['run_name_chars']}", "use a shorter name")
+    dev = run["device"]
+    if not (dev in ("cpu", "cuda") or (dev.startswith("cuda:") and dev[5:].isascii() and dev[5:].isdigit())):
+        bad("run.device", f"{dev!r} is not a device", 'use "cpu", "cuda" or "cuda:N"')
     if run["repetitions"] < 1:
         bad("run.repetitions", "0 measured runs would measure nothing", "set repetitions to 1 or more")
-    dev = run["device"]
-    if not (dev in ("cpu", "cuda") or (dev.startswith("cuda:") and dev[5:].isdigit())):
-        bad("run.device", f"{dev!r} is not a device", 'use "cpu", "cuda" or "cuda:N"')
-    if config["prompts"]["count"] < 1:
-        bad("prompts.count", "no prompts", "set preset or count")
-    for field in ("seq_lengths", "batch_sizes"):
-        if not g.get(field) or any(v <= 0 for v in g[field]):
-            bad(f"grid.{field}", "empty or not positive", "list values of 1 or more")
+    for field, limit in (("repetitions", "repetitions"), ("warmup", "warmup")):
+        if run[field] > LIMITS[limit]:
+            bad(f"run.{field}", f"{run[field]} is more than the limit {LIMITS[limit]}", "use a smaller value")
+    count = p["count"] or PROMPT_PRESETS.get(p.get("preset"), 0)
+    if count > LIMITS["prompts"]:
+        bad("prompts.count", f"{count} prompts, more than the limit {LIMITS['prompts']}", "use a smaller count")
+    if count == 0:
+        bad("prompts.count", "no prompts: neither count (1 or more) nor preset is set", "set preset or count")
+    if p["count"] and p.get("preset") and p["count"] != PROMPT_PRESETS[p["preset"]]:
+        bad("prompts.preset", f"count = {p['count']} and preset = {p['preset']} are both set", "keep one of them")
+    if p["source"] == "file" and "path" not in p:
+        bad("prompts.path", 'source = "file" needs a path', 'set path = "prompts.jsonl"')
+    if p["source"] != "file" and "path" in p:
+        bad("prompts.path", 'a path is only read with source = "file"', 'remove path, or set source = "file"')
+    if p["source"] != "wikitext":
+        for field in ("dataset", "revision", "min_chars"):
+            if field in p:
+                bad(f"prompts.{field}", 'only used with source = "wikitext"', 'remove it, or set source = "wikitext"')
+    dataset = p.get("dataset", "Salesforce/wikitext")
+    if dataset.count("/") > 1 or any(not s for s in dataset.split("/")) or any(c.isspace() for c in dataset):
+        bad("prompts.dataset", f"{dataset!r} is not a hub dataset id", 'use ORG/NAME, e.g. "Salesforce/wikitext"')
+    if not p.get("revision", "main").strip():
+        bad("prompts.revision", "empty revision", 'use a branch, tag or commit, e.g. "main"')
+    if p.get("min_chars") == 0:
+        bad("prompts.min_chars", "0 would admit empty documents", "use e.g. 6000 (the default)")
+    for field, limit in (("seq_lengths", "seq_len"), ("batch_sizes", "batch_size")):
+        values = g[field]
+        if not values:
+            bad(f"grid.{field}", "the list is empty", "list at least one value")
+        for i, v in enumerate(values):
+            if v == 0:
+                bad(f"grid.{field}[{i}]", "0 is not allowed", "use values of 1 or more")
+            if v > LIMITS[limit]:
+                bad(f"grid.{field}[{i}]", f"{v} is more than the limit {LIMITS[limit]}", "use smaller values")
+    for field in ("seq_lengths", "batch_sizes", "steps"):
+        values = g[field]
+        dup = next((i for i, v in enumerate(values) if v in values[:i]), None)
+        if dup is not None:
+            bad(f"grid.{field}[{dup}]", f"{values[dup]} is listed twice (two cells would have one key)",
+                "list each value once")
     if (g.get("output_tokens") is None) == (g.get("prompt_fraction") is None):
         bad("grid.output_tokens", "exactly one of output_tokens and prompt_fraction must be set", "set one")
-    has_llada = False
-    for i, m in enumerate(config["models"]):
-        if m.get("kind") not in ("llama", "llada"):
-            bad(f"models[{i}].kind", f"{m.get('kind')!r}", 'use "llama" or "llada"')
-        has_llada |= m["kind"] == "llada"
+    if g.get("prompt_fraction") is not None and not 0.0 < g["prompt_fraction"] < 1.0:
+        bad("grid.prompt_fraction", f"{g['prompt_fraction']} is not strictly between 0 and 1", "use e.g. 0.5")
+    if not 0.0 <= g["temperature"] <= LIMITS["temperature"]:
+        bad("grid.temperature", f"{g['temperature']} is not a temperature", "use 0 (greedy) or a small value")
+    models = config["models"]
+    if not models:
+        bad("models", "no models", 'add [[models]] tables with kind = "llama" or "llada" and an id')
+    for i, m in enumerate(models):
+        if (problem := hub_id_problem(m["id"])) is not None:
+            bad(f"models[{i}].id", problem, 'use a hub id such as "GSAI-ML/LLaDA-8B-Base"')
+        if (problem := revision_problem(m["revision"])) is not None:
+            bad(f"models[{i}].revision", problem, 'use a branch, tag or commit, e.g. "main"')
+        if any(o["id"] == m["id"] for o in models[:i]):
+            bad(f"models[{i}].id", f"{m['id']} is listed twice", "list each model once")
+        if "synthetic" in m and (problem := synthetic_problem(m["synthetic"], m["kind"])) is not None:
+            bad(f"models[{i}].synthetic", f"the runner cannot build this checkpoint: {problem}",
+                "remove hidden, layers and shards to use the preset's shapes")
+    if quality is not None:
+        evaluators = quality.get("evaluators", [])
+        for i, e in enumerate(evaluators):
+            field = f"quality.evaluators[{i}]"
+            same = next((m for m in models if m["id"] == e["id"]), None)
+            if same is not None and same["kind"] != "llama":
+                bad(f"{field}.id", f"{e['id']} is a {same['kind']} model; an evaluator scores text left to right",
+                    "name a Llama-layout checkpoint")
+            if same is not None and ("synthetic" in e or e.get("revision", same["revision"]) != same["revision"]):
+                bad(field, f"{e['id']} is also a measured model; it cannot have its own revision or weights",
+                    "give only the id to reuse the measured model, or use another id")
+            if (problem := hub_id_problem(e["id"])) is not None:
+                bad(f"{field}.id", problem, 'use a hub id such as "meta-llama/Meta-Llama-3-8B"')
+            if "revision" in e and (problem := revision_problem(e["revision"])) is not None:
+                bad(f"{field}.revision", problem, 'use a branch, tag or commit, e.g. "main"')
+            if "synthetic" in e and (problem := synthetic_problem(e["synthetic"], "llama")) is not None:
+                bad(f"{field}.synthetic", f"the runner cannot build this checkpoint: {problem}",
+                    "remove hidden, layers and shards to use the preset's shapes")
+            if any(o["id"] == e["id"] for o in evaluators[:i]):
+                bad(f"{field}.id", f"{e['id']} is listed twice", "list it once")
+        metric = quality.get("parity_metric", "perplexity")
+        if metric == "perplexity" and not evaluators:
+            bad("quality.parity_metric", "perplexity needs an evaluator, and quality.evaluators is empty",
+                'add [[quality.evaluators]], or use parity_metric = "rouge_l_f1"')
+        if metric != "perplexity" and metric not in TEXT_METRICS:
+            bad("quality.parity_metric", f"unknown metric {metric!r}", f"use perplexity or one of {TEXT_METRICS}")
+        resamples = quality.get("bootstrap_resamples", 1000)
+        if not 0 < resamples <= LIMITS["bootstrap_resamples"]:
+            bad("quality.bootstrap_resamples", f"{resamples} resamples", "use 1000 (the default)")
+    has_llada = any(m["kind"] == "llada" for m in models)
     if has_llada and not g["steps"]:
         bad("grid.steps", "a LLaDA model needs diffusion steps", "list steps, e.g. [32, 64, 128]")
-    if g["remasking"] not in ("low_confidence", "random"):
-        bad("grid.remasking", repr(g["remasking"]), 'use "low_confidence" or "random"')
-    if g["eos"] not in ("ignore", "suppress"):
-        bad("grid.eos", repr(g["eos"]), 'use "ignore" or "suppress"')
     for i, n in enumerate(g["seq_lengths"]):
         s = split(config, n)
         if s is None:
             bad(f"grid.seq_lengths[{i}]", f"N = {n} leaves no prompt or no output tokens", "use larger N")
         if not has_llada:
             continue
-        block = g.get("block_length") or s[1]
-        if s[1] % block:
+        block = g.get("block_length", s[1])
+        if block == 0 or s[1] % block:
             bad("grid.block_length", f"{block} does not divide the {s[1]} output tokens of N = {n}", "change it")
         blocks = s[1] // block
+        most = s[1] * LIMITS["steps_per_output_token"]
+        for j, k in enumerate(g["steps"]):
+            if k > most:
+                bad(f"grid.steps[{j}]", f"{k} steps for {s[1]} output tokens at N = {n}: more than "
+                    f"{LIMITS['steps_per_output_token']} steps per token", f"use at most {most} steps")
         for j, k in enumerate(g["steps"]):
             if k <= 0 or k % blocks:
                 bad(f"grid.steps[{j}]", f"{k} steps is not a positive multiple of the {blocks} blocks at N = {n}",
@@ -773,6 +1011,9 @@ def parse_args(argv=None):
     ap.add_argument("--model-cache-dir", help="HF hub cache to look for tokenizers in (output_bytes)")
     ap.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's)")
     ap.add_argument("--output", help="bundle path (default results/NAME-hf-ATTN-STAMP.json)")
+    ap.add_argument("--plan", action="store_true",
+                    help="print the resolved config and its cells as JSON (as `dllm-bench plan` resolves them) and "
+                         "exit, without torch")
     args = ap.parse_args(argv)
     return args
 
@@ -784,6 +1025,10 @@ def main(argv=None) -> int:
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if args.plan:
+        # What the runner's `plan` resolves, as JSON: the test suite compares it with the runner's.
+        print(json.dumps({"config_source": source, "config": config, "cells": cells(config)}, indent=1))
+        return 0
     import torch
     import transformers
 

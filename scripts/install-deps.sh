@@ -13,6 +13,8 @@
 #   rustup: the wasm32-unknown-unknown target
 #   cargo:  trunk 0.21.14 (0.22 needs a newer rustc), wasm-bindgen-cli at the Cargo.lock version
 #   npm:    binaryen@132 (wasm-opt) and playwright-core into .tools/node (from explorer/e2e/package-lock.json)
+#   pip:    torch and transformers (pinned) into a venv at .tools/hf-reference/venv, for the tests of
+#           jobs/hf_reference.py (runner/tests/hf_reference.rs, on the CPU); SKIP_HF=1 leaves it out
 # Never downloads a browser: tests drive Debian's /usr/bin/chromium.
 set -euo pipefail
 
@@ -32,6 +34,8 @@ command -v npm >/dev/null 2>&1 || APT_PKGS+=(npm)
 # The e2e and benchmark scripts use python3 (free port, fixtures) and curl (waiting for the server).
 command -v python3 >/dev/null 2>&1 || APT_PKGS+=(python3)
 command -v curl >/dev/null 2>&1 || APT_PKGS+=(curl)
+# The venvs under .tools/ (Debian ships venv and ensurepip apart from python3).
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || APT_PKGS+=(python3-venv)
 missing=()
 for p in "${APT_PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -138,6 +142,37 @@ else
     echo "$want" >"$STAMP"
 fi
 say wasm-opt "$("$NODE_DIR/node_modules/.bin/wasm-opt" --version)"
+
+# --- Python venv for the tests of jobs/hf_reference.py (runner/tests/hf_reference.rs) -----------------
+# torch and transformers, used on the CPU. PyPI has no CPU-only torch for Linux x86_64: its wheel is the CUDA
+# build and pulls the CUDA libraries, about 2.8 GB of downloads and 4.9 GB installed, about 2 minutes on a fast
+# link. pip's cache is not used (it would keep a second copy). transformers 5.x: hf_reference.py relies on its
+# bidirectional mask for `is_causal = False` (it checks it at start).
+HF_VENV="$ROOT/.tools/hf-reference/venv"
+HF_PINS=(torch==2.11.0 transformers==5.23.0)
+if [ -n "${SKIP_HF:-}" ]; then
+    say hf-reference "SKIPPED (SKIP_HF set): the jobs/hf_reference.py tests will not run"
+elif ! python3 -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 11))' >/dev/null 2>&1; then
+    echo "hf-reference: needs python3 >= 3.11 with venv (hf_reference.py reads TOML with tomllib); found" \
+        "$(python3 --version 2>&1)" >&2
+    exit 1
+else
+    [ -x "$HF_VENV/bin/python" ] || python3 -m venv "$HF_VENV"
+    # `pip freeze` lists exactly `name==version`: both pins present and importable means nothing to do.
+    have="$("$HF_VENV/bin/python" -m pip freeze 2>/dev/null || true)"
+    hf_need=()
+    for p in "${HF_PINS[@]}"; do
+        grep -qixF "$p" <<<"$have" || hf_need+=("$p")
+    done
+    if [ ${#hf_need[@]} -eq 0 ] && "$HF_VENV/bin/python" -c 'import torch, transformers' >/dev/null 2>&1; then
+        say hf-reference "ok (${HF_PINS[*]}, $HF_VENV)"
+    else
+        say hf-reference "installing ${HF_PINS[*]} into $HF_VENV (about 2.8 GB to download)"
+        "$HF_VENV/bin/python" -m pip install -q --no-cache-dir --disable-pip-version-check "${HF_PINS[@]}"
+        "$HF_VENV/bin/python" -c 'import torch, transformers' ||
+            { echo "hf-reference: torch or transformers does not import after the install" >&2; exit 1; }
+    fi
+fi
 
 # --- crates, so that trunk's offline build finds them -------------------------------------------------
 (cd "$ROOT" && cargo fetch --quiet)

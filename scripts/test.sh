@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, on a fresh Debian machine with rustup: installs what it needs (idempotently), then
 # checks formatting, lints (native, CUDA and wasm), that the CUDA build compiles (no GPU needed), docs, all
-# native tests (the job scripts of jobs/ included, on a real one-node SLURM that the tests start on 127.0.0.1),
+# native tests (the job scripts of jobs/ included, on a real one-node SLURM that the tests start on 127.0.0.1;
+# jobs/hf_reference.py against the runner, with CPU torch and transformers from a venv under .tools/),
 # and the explorer in headless Chromium.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,9 +34,10 @@ step "clippy (explorer, wasm32)"
 cargo clippy -p explorer --target wasm32-unknown-unknown --locked -- -D warnings
 step "docs"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
-step "tests (schema, runner incl. the SLURM job tests on a private cluster, explorer charts)"
-# The SLURM job tests (runner/tests/slurm.rs) skip loudly without SLURM; here they must run.
-DLLM_BENCH_REQUIRE_SLURM=1 cargo test --workspace --locked
+step "tests (schema, runner incl. the SLURM job tests on a private cluster and hf_reference.py vs the runner, explorer charts)"
+# The SLURM job tests (runner/tests/slurm.rs) skip loudly without SLURM, and the tests of jobs/hf_reference.py
+# (runner/tests/hf_reference.rs) without the torch venv of install-deps.sh; here both must run.
+DLLM_BENCH_REQUIRE_SLURM=1 DLLM_BENCH_REQUIRE_HF=1 cargo test --workspace --locked
 step "explorer in headless Chromium (static server, site under a sub-path)"
 scripts/e2e-browser.sh
 step "explorer in headless Chromium (dllm-bench serve, as the demo serves it)"

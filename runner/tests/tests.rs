@@ -3,6 +3,7 @@
 mod cli;
 mod faults;
 mod fetch;
+mod hf_reference;
 mod measure;
 mod model;
 mod prompts;
