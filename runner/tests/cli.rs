@@ -273,3 +273,47 @@ fn attention_f32_is_asked_for_by_the_config_and_recorded() {
     assert!(b.provenance.config.run.attention_f32);
     assert!(b.provenance.attention.contains("upcast to f32"), "{}", b.provenance.attention);
 }
+
+#[test]
+fn guided_llada_cells_record_two_forward_passes_per_step() {
+    let sb = Sandbox::new();
+    let demo = std::fs::read_to_string(repo_file("config/demo.toml")).expect("demo");
+    let cfg = demo.replace("temperature = 0.0", "temperature = 0.0\ncfg_scale = 2.0");
+    let cfg = cfg.split("\n[quality]").next().expect("config").to_string();
+    let path = sb.write("cfg.toml", &cfg);
+    let out = sb.cmd(&[
+        "run",
+        "-c",
+        path.to_str().expect("utf8"),
+        "-o",
+        "out",
+        "-q",
+        "--seq-len",
+        "40",
+        "--batch-size",
+        "2",
+        "--steps",
+        "4",
+        "--repetitions",
+        "1",
+    ]);
+    assert_exit!(out, 0);
+    let b = schema::read_bundle(&std::fs::read_to_string(sb.path().join(stdout(&out).trim())).expect("bundle"))
+        .expect("valid");
+    assert_eq!(b.provenance.config.grid.cfg_scale, 2.0, "the bundle says guidance was used");
+    for c in &b.cells {
+        let want = match c.key.steps {
+            Some(k) => 2 * k,
+            None => c.key.output_tokens,
+        };
+        assert!(c.repetitions.iter().all(|r| r.forward_passes == Some(want)), "{}", c.key);
+    }
+    refused_cfg(&sb, &demo.replace("temperature = 0.0", "temperature = 0.0\ncfg_scale = -1.0"));
+}
+
+fn refused_cfg(sb: &Sandbox, text: &str) {
+    let path = sb.write("bad-cfg.toml", text);
+    let out = sb.cmd(&["plan", "-c", path.to_str().expect("utf8")]);
+    assert_exit!(out, 2);
+    assert!(stderr(&out).contains("grid.cfg_scale"), "{}", stderr(&out));
+}

@@ -628,7 +628,7 @@ fn llada_sampling_and_random_remasking_are_seeded() {
     for (temperature, remasking) in
         [(1.0, Remasking::LowConfidence), (0.0, Remasking::Random), (0.7, Remasking::Random)]
     {
-        let params = |seed| LladaParams { steps: 16, block_length: 8, temperature, remasking, seed };
+        let params = |seed| LladaParams { steps: 16, block_length: 8, temperature, remasking, seed, cfg_scale: 0.0 };
         let a = generate_llada(&m, &prompts, 16, &params(1)).expect("a");
         let b = generate_llada(&m, &prompts, 16, &params(1)).expect("b");
         assert_eq!(a.tokens, b.tokens);
@@ -692,4 +692,48 @@ fn tiny_cpu_timing() {
         "tiny CPU: AR prefill {:.3} ms, {decode:.3} ms/token; LLaDA N=48: {step:.3} ms/step, e2e {:.1} ms",
         ar.prefill_ms, ll.e2e_ms
     );
+}
+
+#[test]
+fn classifier_free_guidance_uses_the_masked_prompt_pass_and_counts_two_forwards_per_step() {
+    let (_d, m) = tiny_model(ModelKind::Llada);
+    let mask = m.special.mask.expect("mask");
+    let prompt = vec![11u32, 12, 13, 14];
+    let (p, n_out, s) = (prompt.len(), 8, 1.5);
+    let params = LladaParams { steps: 8, block_length: 8, cfg_scale: s, ..Default::default() };
+    let mut first: Option<Vec<u32>> = None;
+    let out = generate_llada_observed(&m, std::slice::from_ref(&prompt), n_out, &params, &mut |step, x| {
+        if step == 0 {
+            first = Some(x[0].clone());
+        }
+    })
+    .expect("generate");
+    assert_eq!(out.nfe, 16, "two forward evaluations per step");
+    assert_eq!(out.step_ms.len(), 8);
+
+    // The first step by hand: conditional logits of prompt + masks, unconditional of masks only (the prompt
+    // masked), guided = un + (s + 1) (cond - un); the most confident masked position takes its argmax.
+    let row = |r: Vec<u32>| Tensor::new(r.as_slice(), &Device::Cpu).and_then(|t| t.unsqueeze(0)).expect("ids");
+    let x0: Vec<u32> = prompt.iter().copied().chain(std::iter::repeat_n(mask, n_out)).collect();
+    let un0: Vec<u32> = std::iter::repeat_n(mask, p + n_out).collect();
+    let logits = |ids: Vec<u32>| -> Vec<Vec<f64>> {
+        let l = m.forward_full(&row(ids), None).expect("forward").i((0, p..p + n_out)).expect("block");
+        l.to_dtype(DType::F64).expect("f64").to_vec2::<f64>().expect("values")
+    };
+    let (cond, un) = (logits(x0), logits(un0));
+    let mut best: Option<(f64, usize, u32)> = None;
+    for j in 0..n_out {
+        let g: Vec<f64> = cond[j].iter().zip(&un[j]).map(|(c, u)| u + (s + 1.0) * (c - u)).collect();
+        let (arg, max) =
+            g.iter().enumerate().fold((0, f64::NEG_INFINITY), |a, (i, &v)| if v > a.1 { (i, v) } else { a });
+        let conf = 1.0 / g.iter().map(|v| (v - max).exp()).sum::<f64>();
+        if best.is_none_or(|(c, ..)| conf > c) {
+            best = Some((conf, j, arg as u32));
+        }
+    }
+    let (_, j, token) = best.expect("a position");
+    let first = first.expect("step 0 observed");
+    let committed: Vec<(usize, u32)> =
+        (0..n_out).filter(|&i| first[p + i] != mask).map(|i| (i, first[p + i])).collect();
+    assert_eq!(committed, [(j, token)], "step 0 commits the guided logits' most confident position");
 }

@@ -287,9 +287,18 @@ pub struct GridAxes {
     /// Sampling temperature; 0 is greedy (the study's setting).
     #[serde(default)]
     pub temperature: f64,
+    /// LLaDA classifier-free guidance scale (the reference sampler's `cfg_scale`); 0 (the default, the study's
+    /// setting) is none. With s > 0 every step also runs the unconditional pass (the prompt masked) and uses
+    /// `un + (s + 1) * (cond - un)`: twice the forward evaluations, recorded per repetition.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cfg_scale: f64,
     /// AR behaviour at EOS.
     #[serde(default)]
     pub eos: EosPolicy,
+}
+
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
 }
 
 /// How runs are executed and measured.
@@ -482,6 +491,8 @@ pub mod limits {
     pub const BOOTSTRAP_RESAMPLES: u32 = 1_000_000;
     /// Highest sampling temperature (logits divided by more than this are noise).
     pub const TEMPERATURE: f64 = 100.0;
+    /// Highest classifier-free guidance scale.
+    pub const CFG_SCALE: f64 = 100.0;
     /// Longest run name (it prefixes file names: NAME-STAMP.json must fit a file system's 255 bytes).
     pub const RUN_NAME_CHARS: usize = 100;
     /// Longest model id or revision.
@@ -718,6 +729,13 @@ impl GridConfig {
                     "use 0 (greedy, the study's setting) or a small positive value such as 0.1 (at most {})",
                     limits::TEMPERATURE
                 ),
+            ));
+        }
+        if !(g.cfg_scale >= 0.0 && g.cfg_scale <= limits::CFG_SCALE) {
+            return Err(bad(
+                "grid.cfg_scale",
+                format!("{} is not a guidance scale", g.cfg_scale),
+                &format!("use 0 (no guidance, the default) or a positive scale up to {}", limits::CFG_SCALE),
             ));
         }
         if self.models.is_empty() {

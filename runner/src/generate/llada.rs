@@ -51,6 +51,11 @@ pub struct LladaParams {
     /// Seed of the Gumbel noise and of random remasking.
     #[serde(default)]
     pub seed: u64,
+    /// Classifier-free guidance scale s (the reference's `cfg_scale`): 0 is none; s > 0 adds an unconditional
+    /// pass per step with the prompt masked, and the logits become `un + (s + 1) * (cond - un)`: 2 forward
+    /// evaluations per step (both rows of a step go through one batched forward of 2B rows).
+    #[serde(default)]
+    pub cfg_scale: f64,
 }
 
 fn default_remasking() -> Remasking {
@@ -60,7 +65,14 @@ fn default_remasking() -> Remasking {
 impl Default for LladaParams {
     /// The reference defaults: 128 steps, one block of 128, temperature 0, low-confidence remasking.
     fn default() -> Self {
-        Self { steps: 128, block_length: 128, temperature: 0.0, remasking: Remasking::LowConfidence, seed: 0 }
+        Self {
+            steps: 128,
+            block_length: 128,
+            temperature: 0.0,
+            remasking: Remasking::LowConfidence,
+            seed: 0,
+            cfg_scale: 0.0,
+        }
     }
 }
 
@@ -89,6 +101,9 @@ impl LladaParams {
         if !(self.temperature.is_finite() && self.temperature >= 0.0) {
             return params_err(format!("temperature must be >= 0, got {}", self.temperature));
         }
+        if !(self.cfg_scale.is_finite() && self.cfg_scale >= 0.0) {
+            return params_err(format!("cfg_scale must be >= 0, got {}", self.cfg_scale));
+        }
         Ok((blocks, self.steps / blocks))
     }
 }
@@ -113,7 +128,7 @@ pub struct LladaOutput {
     pub first_block_ms: f64,
     /// Wall time of each step (forward + selection).
     pub step_ms: Vec<f64>,
-    /// Forward evaluations (= steps).
+    /// Forward evaluations: steps, twice that with classifier-free guidance.
     pub nfe: usize,
     /// Tokens committed at each step, per row: `transfers[step][row]`.
     pub transfers: Vec<Vec<usize>>,
@@ -175,7 +190,13 @@ pub fn generate_llada_observed(
     let mut lap = Stopwatch::start(device)?;
     let rope = tf.rope(&Positions::Range { start: 0, len })?;
     let valid = batch.any_pad.then_some(key_valid.as_slice());
-    let bias = tf.attention_bias(valid, b, 0, len, len)?;
+    // With guidance, each step's forward runs the B conditional rows and their B unconditional twins (the prompt's
+    // real tokens masked; padding stays padding) as one batch of 2B rows.
+    let guided = params.cfg_scale > 0.0;
+    let rows = if guided { 2 * b } else { b };
+    let key_valid_rows: Vec<Vec<bool>> = key_valid.iter().cycle().take(rows).cloned().collect();
+    let valid_rows = batch.any_pad.then_some(key_valid_rows.as_slice());
+    let bias = tf.attention_bias(if guided { valid_rows } else { valid }, rows, 0, len, len)?;
     let mut step_ms = Vec::with_capacity(params.steps);
     let mut transfers = Vec::with_capacity(params.steps);
     let mut first_block_ms = 0.0;
@@ -189,9 +210,19 @@ pub fn generate_llada_observed(
             .collect();
         for s in 0..spb {
             check_interrupted()?;
-            let flat: Vec<u32> = x.iter().flatten().copied().collect();
-            let ids = Tensor::from_vec(flat, (b, len), device)?;
-            let logits = tf.forward(&ids, &rope, bias.as_ref(), None, LogitsSpan::Range { start, len: bl })?;
+            let mut flat: Vec<u32> = x.iter().flatten().copied().collect();
+            if guided {
+                for (row, valid) in x.iter().zip(&batch.valid) {
+                    let masked_prompt = row.iter().enumerate().map(|(j, &t)| if j < p && valid[j] { mask } else { t });
+                    flat.extend(masked_prompt);
+                }
+            }
+            let ids = Tensor::from_vec(flat, (rows, len), device)?;
+            let mut logits = tf.forward(&ids, &rope, bias.as_ref(), None, LogitsSpan::Range { start, len: bl })?;
+            if guided {
+                let (cond, un) = (logits.narrow(0, 0, b)?, logits.narrow(0, b, b)?);
+                logits = (&un + ((cond - &un)? * (params.cfg_scale + 1.0))?)?;
+            }
             let (pred, conf) = predict(&logits, params, &mut rng)?;
             last_logits = Some(logits);
             let mut applied = Vec::with_capacity(b);
@@ -223,7 +254,7 @@ pub fn generate_llada_observed(
         e2e_ms,
         first_block_ms,
         step_ms,
-        nfe: step,
+        nfe: if guided { 2 * step } else { step },
         transfers,
         prompt_len: p,
     })

@@ -24,7 +24,7 @@ pub(super) fn measure_cell(
         }
         // On the CPU an allocation that fails aborts the process: a cell that cannot fit is refused first.
         if i == 0 {
-            device::check_host_memory(&model.device, cell_bytes(model, key, &batch))?;
+            device::check_host_memory(&model.device, cell_bytes(model, key, &batch, cfg.grid.cfg_scale))?;
         }
         // Peaks that could not be reset would be an earlier run's: absent instead.
         let window = measured.then(|| device::reset_peaks(&model.device));
@@ -102,7 +102,7 @@ pub(super) fn generate_once(
     run: u64,
 ) -> Result<Repetition> {
     let (rows, mut rep) = generate_rows(model, key, cfg, batch, run)?;
-    let work = roofline_work(model, key, batch);
+    let work = roofline_work(model, key, batch, cfg.grid.cfg_scale);
     rep.weights_read_bytes = Some(work.weights_read_bytes);
     rep.flop_count = Some(work.flops);
     rep.kv_cache_bytes = work.kv_cache_bytes;
@@ -117,9 +117,11 @@ pub(super) fn generate_once(
 /// The largest working set of one generation of `batch` beyond the weights, in bytes, from the model's shape: the
 /// attention scores of a full pass (B x heads x len x len, f32), the KV cache (AR), the logits (with the
 /// selection's f64 copy for LLaDA) and the MLP activations. A lower bound of what the run allocates.
-pub(super) fn cell_bytes(model: &LoadedModel, key: &CellKey, batch: &[Vec<u32>]) -> u64 {
+pub(super) fn cell_bytes(model: &LoadedModel, key: &CellKey, batch: &[Vec<u32>], cfg_scale: f64) -> u64 {
     let s = model.config.shape();
     let (b, prompt) = (batch.len() as u64, batch.iter().map(Vec::len).max().unwrap_or(0) as u64);
+    // Guidance doubles the rows of a LLaDA forward.
+    let b = if cfg_scale > 0.0 && key.sampler != Sampler::ArGreedy { 2 * b } else { b };
     let n_out = u64::from(key.output_tokens);
     let len = prompt + n_out;
     let (heads, hidden, inter, vocab) =
@@ -145,17 +147,25 @@ pub(super) fn cell_bytes(model: &LoadedModel, key: &CellKey, batch: &[Vec<u32>])
 }
 
 /// The analytic work of one generation of `batch` (left-padded to its longest prompt) for the roofline context.
-pub(super) fn roofline_work(model: &LoadedModel, key: &CellKey, batch: &[Vec<u32>]) -> metrics::roofline::Work {
+/// With classifier-free guidance (`cfg_scale` > 0) a LLaDA step is one forward of 2B rows (the weights are read
+/// once per step, the FLOPs double).
+pub(super) fn roofline_work(
+    model: &LoadedModel,
+    key: &CellKey,
+    batch: &[Vec<u32>],
+    cfg_scale: f64,
+) -> metrics::roofline::Work {
     let shape = model.config.shape();
     let dtype_bytes = model.dtype.size_in_bytes() as u64;
     let (b, prompt) = (batch.len() as u64, batch.iter().map(Vec::len).max().unwrap_or(0) as u64);
+    let guided_rows = if cfg_scale > 0.0 { 2 } else { 1 };
     let n_out = u64::from(key.output_tokens);
     match key.sampler {
         Sampler::ArGreedy => metrics::roofline::autoregressive(&shape, b, prompt, n_out, dtype_bytes),
         Sampler::LladaLowConfidence | Sampler::LladaRandom => {
             let steps = u64::from(key.steps.unwrap_or(key.output_tokens));
             let block = u64::from(key.block_length.unwrap_or(key.output_tokens));
-            metrics::roofline::diffusion(&shape, b, prompt + n_out, block, steps, dtype_bytes)
+            metrics::roofline::diffusion(&shape, b * guided_rows, prompt + n_out, block, steps, dtype_bytes)
         }
     }
 }
@@ -190,6 +200,7 @@ pub(crate) fn generate_rows(
                     _ => generate::Remasking::LowConfidence,
                 },
                 seed: cfg.run.seed.wrapping_add(run),
+                cfg_scale: cfg.grid.cfg_scale,
             };
             let out = generate::generate_llada(model, batch, n_out, &params)?;
             let rep = Repetition {
