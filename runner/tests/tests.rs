@@ -8,6 +8,7 @@ mod model;
 mod prompts;
 mod quality;
 mod resume;
+mod sampler;
 mod serve;
 mod slurm;
 mod util;
