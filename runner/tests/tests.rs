@@ -9,6 +9,7 @@ mod model;
 mod prompts;
 mod quality;
 mod resume;
+mod sampler;
 mod serve;
 mod silent;
 mod slurm;

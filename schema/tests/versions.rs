@@ -15,9 +15,34 @@ fn bundle_round_trips_through_json() {
 
 #[test]
 fn absent_metrics_are_omitted_not_zero() {
-    let text = write_bundle(&sample_bundle());
+    // The LLaDA cells measure the first block, the AR cells cannot: the key must be written where it was
+    // measured and be absent (not null, not 0) where it was not.
+    let mut b = sample_bundle();
+    for c in b.cells.iter_mut().filter(|c| c.key.steps.is_some()) {
+        for r in &mut c.repetitions {
+            r.first_block_ms = Some(r.e2e_ms / 2.0);
+        }
+    }
+    let text = write_bundle(&b);
     assert!(!text.contains("peak_allocated_bytes"), "a CPU bundle has no device memory figures");
-    assert!(!text.contains("\"first_block_ms\": 0"), "unmeasured values must be absent");
+    let json: serde_json::Value = serde_json::from_str(&text).expect("json");
+    let (mut measured, mut unmeasured) = (0, 0);
+    for (cell, written) in b.cells.iter().zip(json["cells"].as_array().expect("cells")) {
+        for (r, w) in cell.repetitions.iter().zip(written["repetitions"].as_array().expect("repetitions")) {
+            match r.first_block_ms {
+                Some(ms) => {
+                    assert_eq!(w["first_block_ms"].as_f64(), Some(ms), "{w}");
+                    measured += 1;
+                }
+                None => {
+                    assert!(w.get("first_block_ms").is_none(), "unmeasured values must be absent: {w}");
+                    unmeasured += 1;
+                }
+            }
+        }
+    }
+    assert!(measured > 0 && unmeasured > 0, "the demo grid has LLaDA and AR cells: {measured}, {unmeasured}");
+    assert_eq!(read_bundle(&text).expect("reads back"), b);
 }
 
 #[test]

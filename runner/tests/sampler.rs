@@ -1,0 +1,358 @@
+//! The LLaDA sampler's choices against models whose logits are known: which positions a step commits
+//! (low-confidence remasking ranks the masked positions by the softmax probability of the predicted token, not
+//! left to right) and which tokens temperature sampling draws (softmax(logits / T)).
+//!
+//! Every test runs the real path: a tiny synthetic LLaDA checkpoint in the cache layout (its weights rewritten by
+//! hand where the test needs known logits), the loader, the transformer and `generate_llada_observed`. A sampler
+//! whose confidence were constant commits left to right and passes the schedule tests in `model.rs`; these fail.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use candle_core::{DType, Device, IndexOp, Tensor};
+use runner::generate::{LladaParams, generate_llada, generate_llada_observed, transfer_schedule};
+use runner::model::{LoadedModel, ModelConfig, ModelFiles, WeightNames};
+use runner::synth::{Preset, SynthSpec, write_synthetic};
+use schema::grid::ModelKind;
+
+const REPO: &str = "test-org/crafted-llada";
+
+/// Writes a tiny synthetic LLaDA checkpoint into `dir` and loads it (f32, CPU).
+fn synthetic_llada(dir: &Path, seed: u64) -> (ModelFiles, LoadedModel) {
+    write_synthetic(dir, REPO, ModelKind::Llada, &SynthSpec::new(Preset::Tiny, seed)).expect("write synthetic");
+    let files = ModelFiles::from_hf_cache(dir, REPO, "main").expect("resolve");
+    let m = LoadedModel::load(&files, ModelKind::Llada, &Device::Cpu, DType::F32).expect("load");
+    (files, m)
+}
+
+/// Every tensor of a checkpoint as a flat f32 buffer with its shape, to be set entry by entry.
+struct Weights {
+    cfg: ModelConfig,
+    names: WeightNames,
+    mask: usize,
+    tensors: HashMap<String, (Vec<usize>, Vec<f32>)>,
+}
+
+impl Weights {
+    fn set(&mut self, name: &str, row: usize, col: usize, value: f32) {
+        let (shape, data) = self.tensors.get_mut(name).unwrap_or_else(|| panic!("no tensor {name}"));
+        assert!(shape.len() == 2 && row < shape[0] && col < shape[1], "{name}[{row}][{col}] is outside {shape:?}");
+        data[row * shape[1] + col] = value;
+    }
+
+    fn embed(&self) -> String {
+        format!("{}.weight", self.names.embed)
+    }
+
+    fn lm_head(&self) -> String {
+        format!("{}.weight", self.names.lm_head)
+    }
+
+    fn layer(&self, l: usize, part: &str) -> String {
+        format!("{}.{l}.{part}.weight", self.names.layers)
+    }
+
+    /// Each token's embedding is one unit vector: the mask's `MASK_DIM`, `PROMPT`'s `PROMPT_DIM`, every other
+    /// token's `OTHER_DIM`. Nothing else reads or writes `OTHER_DIM`, so committed tokens carry no signal.
+    fn one_hot_embeddings(&mut self) {
+        let embed = self.embed();
+        for t in 0..self.cfg.vocab_size {
+            let dim = match t {
+                t if t == self.mask => MASK_DIM,
+                t if t == PROMPT as usize => PROMPT_DIM,
+                _ => OTHER_DIM,
+            };
+            self.set(&embed, t, dim, 1.0);
+        }
+    }
+}
+
+/// The tiny LLaDA checkpoint with every matrix zero and every norm weight one, then `craft` sets the entries that
+/// matter; written over the snapshot's weights file and loaded (f32, CPU). With zero output projections
+/// (attention and MLP) a layer adds nothing to the residual stream.
+fn crafted_llada(dir: &Path, craft: impl FnOnce(&mut Weights)) -> LoadedModel {
+    let (files, m) = synthetic_llada(dir, 1);
+    assert_eq!(files.weights.len(), 1, "one weights file");
+    let names = WeightNames::for_kind(ModelKind::Llada);
+    let tensors = names
+        .tensors(&m.config)
+        .into_iter()
+        .map(|(name, shape)| {
+            let fill = if shape.len() == 1 { 1.0 } else { 0.0 };
+            let n = shape.iter().product();
+            (name, (shape, vec![fill; n]))
+        })
+        .collect();
+    let mask = m.special.mask.expect("mask id") as usize;
+    for t in [PROMPT, FAVOURED].into_iter().chain(SUPPORT) {
+        assert!(t as usize != mask && t != m.special.pad && !m.special.stop.contains(&t), "{t} is a special id");
+    }
+    let mut w = Weights { cfg: m.config.clone(), names, mask, tensors };
+    drop(m);
+    craft(&mut w);
+    let tensors: HashMap<String, Tensor> = w
+        .tensors
+        .into_iter()
+        .map(|(name, (shape, data))| (name, Tensor::from_vec(data, shape, &Device::Cpu).expect("tensor")))
+        .collect();
+    let path = &files.weights[0];
+    std::fs::remove_file(path).expect("remove the snapshot's link");
+    candle_core::safetensors::save(&tensors, path).expect("save");
+    LoadedModel::load(&files, ModelKind::Llada, &Device::Cpu, DType::F32).expect("load crafted")
+}
+
+// Embedding dimensions of the crafted models (one role each) and the tokens they give roles to.
+const MASK_DIM: usize = 0;
+const PROMPT_DIM: usize = 1;
+const SIGNAL_DIM: usize = 2;
+const OTHER_DIM: usize = 3;
+/// The one prompt token of the ordering model.
+const PROMPT: u32 = 100;
+/// The token the ordering model predicts at every masked position.
+const FAVOURED: u32 = 200;
+/// The RoPE pair the ordering model's attention uses: rotate-half pair i turns by theta^(-2i / head_dim) radians
+/// per position; pair 1 at the tiny preset (theta 500000, head_dim 16) by 0.194, so 16 positions after the
+/// prompt stay within half a turn.
+const PAIR: usize = 1;
+
+/// A model under which the confidence of a masked position grows with its position, so low-confidence remasking
+/// commits RIGHT to left (a constant confidence commits left to right).
+///
+/// Layer 0's head 0 does it. The mask token's query and `PROMPT`'s key meet in RoPE pair `PAIR` with opposite
+/// signs, so a masked position j scores -S cos(ωj) on the prompt at position 0 (S = 4): rising with j while
+/// ωj < π. Every other key (masks, committed tokens) is zero, scores 0 and carries a zero value, so the weight on
+/// the prompt, and with it what the prompt's value writes into `SIGNAL_DIM` through the output projection, grows
+/// with j. The LM head reads `SIGNAL_DIM` into `FAVOURED` alone (every other logit 0): `FAVOURED` is the
+/// prediction everywhere and its softmax probability grows with j. Committed tokens look like masks to the
+/// attention, so the confidences stay the same from step to step.
+fn right_to_left_llada(dir: &Path) -> LoadedModel {
+    crafted_llada(dir, |w| {
+        w.one_hot_embeddings();
+        let half = w.cfg.head_dim / 2;
+        assert!(PAIR < half);
+        // After the attention norm a one-hot embedding is sqrt(hidden) = 8 in its dimension: q = 8 * 0.5,
+        // k = -8 * 0.5, scaled by 1/sqrt(head_dim) = 1/4: S = 4.
+        w.set(&w.layer(0, w.names.q), PAIR, MASK_DIM, 0.5);
+        w.set(&w.layer(0, w.names.k), PAIR, PROMPT_DIM, -0.5);
+        w.set(&w.layer(0, w.names.v), 0, PROMPT_DIM, 0.5);
+        w.set(&w.layer(0, w.names.o), SIGNAL_DIM, 0, 1.0);
+        w.set(&w.lm_head(), FAVOURED as usize, SIGNAL_DIM, 1.0);
+    })
+}
+
+/// Softmax probability and id of the argmax at each position of `logits` `(len, vocab)`.
+fn argmax_confidences(logits: &Tensor) -> Vec<(u32, f64)> {
+    let rows = logits.to_dtype(DType::F64).expect("f64").to_vec2::<f64>().expect("rows");
+    rows.iter()
+        .map(|l| {
+            let (arg, max) = l
+                .iter()
+                .copied()
+                .enumerate()
+                .fold((0, f64::NEG_INFINITY), |best, (i, x)| if x > best.1 { (i, x) } else { best });
+            let sum: f64 = l.iter().map(|x| (x - max).exp()).sum();
+            (arg as u32, 1.0 / sum)
+        })
+        .collect()
+}
+
+/// Step at which each generated position stopped being a mask, from the sequences observed after each step.
+fn commit_steps(m: &LoadedModel, prompt: &[u32], n_out: usize, params: &LladaParams) -> (Vec<usize>, Vec<u32>) {
+    let mask = m.special.mask.expect("mask");
+    let p = prompt.len();
+    let mut at = vec![None; n_out];
+    let out = generate_llada_observed(m, &[prompt.to_vec()], n_out, params, &mut |step, x| {
+        for (j, slot) in at.iter_mut().enumerate() {
+            if x[0][p + j] != mask && slot.is_none() {
+                *slot = Some(step);
+            }
+        }
+    })
+    .expect("generate");
+    (at.into_iter().map(|a| a.expect("every position committed")).collect(), out.tokens[0].clone())
+}
+
+#[test]
+fn llada_commits_by_confidence_right_to_left_on_a_crafted_model() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let m = right_to_left_llada(dir.path());
+    let mask = m.special.mask.expect("mask");
+    let n_max = 16;
+    let omega = m.config.rope_theta.powf(-2.0 * PAIR as f64 / m.config.head_dim as f64);
+    assert!(omega * n_max as f64 <= 0.99 * std::f64::consts::PI, "pair {PAIR} turns {omega} rad per position");
+    // The crafting, seen from the logits: FAVOURED predicted everywhere, its probability rising with position.
+    let seq: Vec<u32> = std::iter::once(PROMPT).chain(std::iter::repeat_n(mask, n_max)).collect();
+    let ids = Tensor::new(seq.as_slice(), &Device::Cpu).expect("ids").unsqueeze(0).expect("batch");
+    let logits = m.forward_full(&ids, None).expect("forward").i((0, 1..)).expect("generated positions");
+    let conf = argmax_confidences(&logits);
+    assert!(conf.iter().all(|&(t, _)| t == FAVOURED), "{conf:?}");
+    for pair in conf.windows(2) {
+        assert!(pair[1].1 > pair[0].1 * 1.0001, "confidence must rise with position: {conf:?}");
+    }
+    assert!(conf[0].1 < 0.01 && conf[n_max - 1].1 > 0.5, "{conf:?}");
+
+    // (n_out, block_length, steps): one commit per step; two per step over two blocks; an uneven schedule.
+    for (n_out, bl, steps) in [(16, 16, 16), (16, 8, 8), (12, 4, 6), (15, 15, 4)] {
+        let params = LladaParams { steps, block_length: bl, ..LladaParams::default() };
+        let spb = steps / (n_out / bl);
+        let schedule = transfer_schedule(bl, spb);
+        // Within a block, the right-most masked position first; block by block, each step its scheduled count.
+        let expected: Vec<usize> = (0..n_out)
+            .map(|j| {
+                let (block, rank) = (j / bl, (j / bl + 1) * bl - 1 - j);
+                let mut done = 0;
+                let s = schedule
+                    .iter()
+                    .position(|&k| {
+                        done += k;
+                        done > rank
+                    })
+                    .expect("scheduled");
+                block * spb + s
+            })
+            .collect();
+        let (at, tokens) = commit_steps(&m, &[PROMPT], n_out, &params);
+        let case = format!("n_out {n_out}, block {bl}, steps {steps}");
+        assert_eq!(at, expected, "{case}: step at which each position was committed");
+        assert!(tokens.iter().all(|&t| t == FAVOURED), "{case}: {tokens:?}");
+    }
+}
+
+#[test]
+fn llada_commits_the_most_confident_positions_of_a_random_model() {
+    // Each step's commits against the confidences recomputed from an uncached forward of the sequence before the
+    // step: the committed positions hold the argmax tokens and are the k most confident masked positions of the
+    // block (the random weights make near ties rare; 1e-6 allows for rounding).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_files, m) = synthetic_llada(dir.path(), 7);
+    let mask = m.special.mask.expect("mask");
+    let prompts = vec![vec![11u32, 12, 13, 14, 15], vec![21, 22]];
+    let p = 5;
+    for (n_out, bl, steps) in [(16, 8, 8), (12, 12, 5)] {
+        let case = format!("n_out {n_out}, block {bl}, steps {steps}");
+        let params = LladaParams { steps, block_length: bl, ..LladaParams::default() };
+        let spb = steps / (n_out / bl);
+        let first: Vec<Vec<u32>> = prompts
+            .iter()
+            .map(|r| {
+                let pad = std::iter::repeat_n(m.special.pad, p - r.len());
+                pad.chain(r.iter().copied()).chain(std::iter::repeat_n(mask, n_out)).collect()
+            })
+            .collect();
+        let valid: Vec<Vec<bool>> =
+            prompts.iter().map(|r| (0..p + n_out).map(|j| j + r.len() >= p).collect()).collect();
+        let mut seqs = vec![first];
+        let out =
+            generate_llada_observed(&m, &prompts, n_out, &params, &mut |_, x| seqs.push(x.to_vec())).expect("generate");
+        assert_eq!(seqs.len(), steps + 1);
+        let mut out_of_order = 0;
+        for s in 0..steps {
+            let (before, after) = (&seqs[s], &seqs[s + 1]);
+            let flat: Vec<u32> = before.iter().flatten().copied().collect();
+            let ids = Tensor::from_vec(flat, (prompts.len(), p + n_out), &Device::Cpu).expect("ids");
+            let logits = m.forward_full(&ids, Some(&valid)).expect("forward");
+            let start = p + (s / spb) * bl;
+            for r in 0..prompts.len() {
+                let conf = argmax_confidences(&logits.i(r).expect("row"));
+                let masked: Vec<usize> = (start..start + bl).filter(|&j| before[r][j] == mask).collect();
+                let (committed, left): (Vec<usize>, Vec<usize>) =
+                    masked.iter().copied().partition(|&j| after[r][j] != mask);
+                assert_eq!(committed.len(), out.transfers[s][r], "{case}, step {s}, row {r}");
+                for &j in &committed {
+                    assert_eq!(after[r][j], conf[j].0, "{case}, step {s}, row {r}: position {j} takes the argmax");
+                }
+                let lowest_in = committed.iter().map(|&j| conf[j].1).fold(f64::INFINITY, f64::min);
+                let highest_out = left.iter().map(|&j| conf[j].1).fold(f64::NEG_INFINITY, f64::max);
+                assert!(
+                    lowest_in >= highest_out - 1e-6,
+                    "{case}, step {s}, row {r}: committed {committed:?} (lowest confidence {lowest_in}) while a \
+                     masked position kept {highest_out}"
+                );
+                if committed[..] != masked[..committed.len()] {
+                    out_of_order += 1;
+                }
+            }
+        }
+        // Left to right would be the order of a constant confidence: it must not be what happened.
+        assert!(
+            out_of_order * 2 >= steps,
+            "{case}: only {out_of_order} of {steps} x 2 (step, row) commits were out of left-to-right order"
+        );
+    }
+}
+
+/// The tokens the sampling model gives a probability, and their logits.
+const SUPPORT: [u32; 4] = [300, 301, 302, 303];
+const SUPPORT_LOGITS: [f32; 4] = [0.0, 0.6, 1.2, 1.8];
+
+/// A model whose logits at every masked position are `SUPPORT_LOGITS` on `SUPPORT` and -100 on every other
+/// token: no layer writes anything, so a position's final state is its token's embedding, and the LM head reads
+/// the mask's dimension (scaled by 1/sqrt(hidden), as the final norm makes a one-hot embedding sqrt(hidden)).
+fn fixed_logits_llada(dir: &Path) -> LoadedModel {
+    crafted_llada(dir, |w| {
+        w.one_hot_embeddings();
+        let scale = 1.0 / (w.cfg.hidden_size as f32).sqrt();
+        let head = w.lm_head();
+        for t in 0..w.cfg.vocab_size {
+            let logit = SUPPORT.iter().position(|&s| s as usize == t).map_or(-100.0, |i| SUPPORT_LOGITS[i]);
+            w.set(&head, t, MASK_DIM, logit * scale);
+        }
+    })
+}
+
+/// Pearson's chi-square statistic of `counts` against probabilities `probs`.
+fn chi_square(counts: &[usize], probs: &[f64]) -> f64 {
+    let n: usize = counts.iter().sum();
+    counts.iter().zip(probs).map(|(&c, &p)| (c as f64 - n as f64 * p).powi(2) / (n as f64 * p)).sum()
+}
+
+fn softmax(logits: &[f64], temperature: f64) -> Vec<f64> {
+    let max = logits.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let e: Vec<f64> = logits.iter().map(|l| ((l - max) / temperature).exp()).collect();
+    let sum: f64 = e.iter().sum();
+    e.iter().map(|x| x / sum).collect()
+}
+
+#[test]
+fn llada_temperature_samples_from_softmax_of_logits_over_t() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let m = fixed_logits_llada(dir.path());
+    let mask = m.special.mask.expect("mask");
+    // One block of n_out masks filled in one step: every position is an independent draw of the sampler.
+    let n_out = 512;
+    let seq: Vec<u32> = std::iter::once(PROMPT).chain(std::iter::repeat_n(mask, n_out)).collect();
+    let ids = Tensor::new(seq.as_slice(), &Device::Cpu).expect("ids").unsqueeze(0).expect("batch");
+    let logits = m.forward_full(&ids, None).expect("forward").i((0, 1..)).expect("generated positions");
+    let logits = logits.to_dtype(DType::F64).expect("f64").to_vec2::<f64>().expect("rows");
+    // The crafting: the same logits at every masked position, SUPPORT_LOGITS (up to the norm's eps) on SUPPORT.
+    assert!(logits.iter().all(|l| *l == logits[0]), "the logits must not depend on the position");
+    let support: Vec<f64> = SUPPORT.iter().map(|&t| logits[0][t as usize]).collect();
+    for (got, want) in support.iter().zip(SUPPORT_LOGITS) {
+        assert!((got - f64::from(want)).abs() < 1e-3, "{support:?}");
+    }
+    assert!(logits[0].iter().enumerate().all(|(t, &l)| SUPPORT.contains(&(t as u32)) || l < -99.0));
+
+    let greedy = LladaParams { steps: 1, block_length: n_out, ..LladaParams::default() };
+    let out = generate_llada(&m, &[vec![PROMPT]], n_out, &greedy).expect("temperature 0");
+    assert!(out.tokens[0].iter().all(|&t| t == SUPPORT[3]), "temperature 0 is the argmax");
+
+    let untempered = softmax(&support, 1.0);
+    for temperature in [0.5, 2.0] {
+        let mut counts = [0usize; 4];
+        for seed in 0..8 {
+            let params = LladaParams { temperature, seed, ..greedy };
+            let out = generate_llada(&m, &[vec![PROMPT]], n_out, &params).expect("sample");
+            for t in &out.tokens[0] {
+                let i = SUPPORT.iter().position(|s| s == t);
+                counts[i.unwrap_or_else(|| panic!("T {temperature}: drew {t}, outside the support"))] += 1;
+            }
+        }
+        let want = softmax(&support, temperature);
+        // 3 degrees of freedom: P(chi2 > 30) is about 1.4e-6 (and the seeds are fixed).
+        let fit = chi_square(&counts, &want);
+        assert!(fit < 30.0, "T {temperature}: counts {counts:?} against softmax(logits / T) {want:?}: chi2 {fit}");
+        // What a sampler that ignored T would draw is far off: the two distributions differ clearly.
+        let off = chi_square(&counts, &untempered);
+        assert!(off > 150.0, "T {temperature}: counts {counts:?} against softmax(logits) {untempered:?}: chi2 {off}");
+    }
+}
