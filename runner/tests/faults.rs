@@ -3,11 +3,11 @@
 //! fix; two processes never run one run folder; a bundle readers would refuse is never written.
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use crate::assert_exit;
-use crate::util::{Sandbox, stderr};
+use crate::util::{Sandbox, spawn, stderr};
 
 /// `dllm-bench ARGS` must exit 2 before doing any work, and its message must contain every `want`.
 fn refused(sb: &Sandbox, args: &[&str], want: &[&str]) {
@@ -129,18 +129,6 @@ fn resume_of_a_missing_or_empty_folder_is_bad_input() {
     refused(&sb, &["run", "--resume", "nowhere.run"], &["cannot resume nowhere.run", "does not exist"]);
     std::fs::create_dir(sb.path().join("empty.run")).expect("mkdir");
     refused(&sb, &["run", "--resume", "empty.run"], &["cannot resume empty.run", "no journal.jsonl"]);
-}
-
-fn spawn(sb: &Sandbox, args: &[&str]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_dllm-bench"))
-        .args(args)
-        .current_dir(sb.path())
-        .env("HF_HUB_CACHE", sb.cache())
-        .env_remove("HF_HOME")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn dllm-bench")
 }
 
 fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {

@@ -4,28 +4,16 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use schema::{Bundle, CellKey, CellStatus};
 
 use crate::assert_exit;
-use crate::util::{Sandbox, stderr, stdout};
+use crate::util::{Sandbox, poison, spawn, stderr, stdout};
 
 /// 12 cells (4 AR, 8 LLaDA) of the demo models; about 5 s in a debug build.
 const GRID: &[&str] = &["--seq-len", "40,48", "--batch-size", "1,2", "--steps", "4,8", "--repetitions", "6", "-q"];
-
-fn spawn(sb: &Sandbox, args: &[&str]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_dllm-bench"))
-        .args(args)
-        .current_dir(sb.path())
-        .env("HF_HUB_CACHE", sb.cache())
-        .env_remove("HF_HOME")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn dllm-bench")
-}
 
 fn read_bundle(path: &Path) -> Bundle {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -179,21 +167,6 @@ fn sigterm_writes_a_partial_bundle_and_exits_75_then_resume_completes() {
         assert_eq!(done, c, "a cell of the first attempt is kept as it was");
     }
     assert!(!run_dir.exists(), "the .run folder is removed once the bundle is written");
-}
-
-/// Overwrites the values of one f32 tensor in a safetensors file with NaN.
-fn poison(file: &Path, tensor: &str) {
-    let mut bytes = std::fs::read(file).expect("weights");
-    let n = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")) as usize;
-    let header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + n]).expect("header");
-    let info = &header[tensor];
-    assert_eq!(info["dtype"], "F32", "{tensor}: {info}");
-    let (a, b) =
-        (info["data_offsets"][0].as_u64().expect("a") as usize, info["data_offsets"][1].as_u64().expect("b") as usize);
-    for chunk in bytes[8 + n + a..8 + n + b].chunks_mut(4) {
-        chunk.copy_from_slice(&f32::NAN.to_le_bytes());
-    }
-    std::fs::write(file, bytes).expect("write");
 }
 
 #[test]

@@ -2,25 +2,12 @@
 //! be loaded leaves a readable partial bundle, diffusion continuations count their masked positions, the
 //! evaluators' precision is stated.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use schema::{CellStatus, Sampler};
 
 use crate::assert_exit;
-use crate::util::{Sandbox, stderr, stdout};
-
-/// Overwrites one f32 tensor of a safetensors file with NaN.
-fn poison(file: &Path, tensor: &str) {
-    let mut bytes = std::fs::read(file).expect("weights");
-    let n = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")) as usize;
-    let header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + n]).expect("header");
-    let info = &header[tensor];
-    let at = |i: usize| info["data_offsets"][i].as_u64().expect("offset") as usize;
-    for chunk in bytes[8 + n + at(0)..8 + n + at(1)].chunks_mut(4) {
-        chunk.copy_from_slice(&f32::NAN.to_le_bytes());
-    }
-    std::fs::write(file, bytes).expect("write");
-}
+use crate::util::{Sandbox, poison, stderr, stdout};
 
 fn demo() -> String {
     std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../config/demo.toml")).expect("demo")

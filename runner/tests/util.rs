@@ -1,7 +1,7 @@
 //! Test harness: a temp dir and a command builder for the real `dllm-bench` binary.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 
 /// A scratch folder with a model cache and an output folder, removed on drop.
 pub struct Sandbox {
@@ -64,4 +64,31 @@ macro_rules! assert_exit {
             $crate::util::stderr(out)
         );
     }};
+}
+
+/// `dllm-bench ARGS` started in the background with the sandbox's cache (stdout discarded, stderr piped).
+pub fn spawn(sb: &Sandbox, args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_dllm-bench"))
+        .args(args)
+        .current_dir(sb.path())
+        .env("HF_HUB_CACHE", sb.cache())
+        .env_remove("HF_HOME")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn dllm-bench")
+}
+
+/// Overwrites the values of one f32 tensor in a safetensors file with NaN.
+pub fn poison(file: &Path, tensor: &str) {
+    let mut bytes = std::fs::read(file).expect("weights");
+    let n = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")) as usize;
+    let header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + n]).expect("header");
+    let info = &header[tensor];
+    assert_eq!(info["dtype"], "F32", "{tensor}: {info}");
+    let at = |i: usize| info["data_offsets"][i].as_u64().expect("offset") as usize;
+    for chunk in bytes[8 + n + at(0)..8 + n + at(1)].chunks_mut(4) {
+        chunk.copy_from_slice(&f32::NAN.to_le_bytes());
+    }
+    std::fs::write(file, bytes).expect("write");
 }
