@@ -242,6 +242,18 @@ pub struct ReportArgs {
 /// Runs `dllm-bench report`.
 pub fn main(args: &ReportArgs) -> anyhow::Result<std::process::ExitCode> {
     let bundle = crate::input::read_bundle_file(&args.bundle)?.bundle;
+    if let Some(r) = args.resamples {
+        let draws = u64::from(r) * u64::from(bundle.prompt_set.count);
+        if draws > schema::grid::limits::BOOTSTRAP_DRAWS {
+            return Err(crate::InputError(format!(
+                "--resamples {r}: over the bundle's {} prompts that is {draws} bootstrap draws, more than the limit {}; \
+                 fix: use fewer resamples",
+                bundle.prompt_set.count,
+                schema::grid::limits::BOOTSTRAP_DRAWS
+            ))
+            .into());
+        }
+    }
     let opts = ReportOptions {
         metric: args.metric.clone(),
         evaluator: args.evaluator.clone(),

@@ -489,6 +489,9 @@ pub mod limits {
     pub const PROMPTS: u32 = 1_000_000;
     /// Most bootstrap resamples.
     pub const BOOTSTRAP_RESAMPLES: u32 = 1_000_000;
+    /// Most prompt draws of a whole bootstrap (resamples x prompts): each draw pools every cell group's
+    /// per-prompt values, so this bounds the time `report` and the writers spend on intervals (minutes at most).
+    pub const BOOTSTRAP_DRAWS: u64 = 100_000_000;
     /// Highest sampling temperature (logits divided by more than this are noise).
     pub const TEMPERATURE: f64 = 100.0;
     /// Highest classifier-free guidance scale.
@@ -826,6 +829,19 @@ impl GridConfig {
                     "quality.parity_metric",
                     format!("unknown metric {m:?}"),
                     &format!("use \"perplexity\" or one of {}", text_metrics.join(", ")),
+                ));
+            }
+            let draws = u64::from(q.bootstrap_resamples) * u64::from(self.prompts.prompt_count());
+            if draws > limits::BOOTSTRAP_DRAWS {
+                return Err(bad(
+                    "quality.bootstrap_resamples",
+                    format!(
+                        "{} resamples of {} prompts are {draws} draws, more than the limit {}",
+                        q.bootstrap_resamples,
+                        self.prompts.prompt_count(),
+                        limits::BOOTSTRAP_DRAWS
+                    ),
+                    "use fewer resamples (1000, the default, gives stable 95% intervals)",
                 ));
             }
             if q.bootstrap_resamples == 0 || q.bootstrap_resamples > limits::BOOTSTRAP_RESAMPLES {

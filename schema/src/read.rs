@@ -301,6 +301,17 @@ fn check(b: &Bundle) -> Result<(), BundleError> {
             crate::grid::limits::PROMPTS
         ));
     }
+    if let Some(q) = &b.provenance.config.quality {
+        let draws = u64::from(q.bootstrap_resamples) * u64::from(prompts);
+        if draws > crate::grid::limits::BOOTSTRAP_DRAWS {
+            return inconsistent(format!(
+                "quality.bootstrap_resamples {} x prompt_set.count {prompts} = {draws} bootstrap draws, more than the \
+                 limit {}",
+                q.bootstrap_resamples,
+                crate::grid::limits::BOOTSTRAP_DRAWS
+            ));
+        }
+    }
     if let Some(s) = b.provenance.shard
         && (s.count == 0 || s.index >= s.count || s.count > crate::grid::limits::SHARDS)
     {

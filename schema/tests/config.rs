@@ -272,3 +272,15 @@ fn sizes_beyond_what_a_machine_holds_are_refused_naming_the_limit() {
         .replace("steps = [8, 16]", &format!("steps = [{}]", 32 * limits::STEPS_PER_OUTPUT_TOKEN));
     GridConfig::from_toml(&at, "my.toml").expect("values at the limits are valid");
 }
+
+#[test]
+fn bootstrap_work_is_bounded_by_resamples_times_prompts() {
+    // 1,000,000 resamples are allowed, but not over 1,000 prompts (10^9 draws: hours of report).
+    let text = |resamples: u32| {
+        format!("{BASE}\n[quality]\nparity_metric = \"rouge_l_f1\"\nbootstrap_resamples = {resamples}\n")
+            .replace("count = 4", "count = 1000")
+    };
+    GridConfig::from_toml(&text(100_000), "my.toml").expect("10^8 draws are within the limit");
+    let err = GridConfig::from_toml(&text(1_000_000), "my.toml").expect_err("10^9 draws");
+    assert!(err.to_string().contains("draws"), "{err}");
+}
