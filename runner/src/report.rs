@@ -71,6 +71,41 @@ fn steps_text(k: Option<u32>, max: u32) -> String {
     k.map_or_else(|| format!("not reached (> {max})"), |k| k.to_string())
 }
 
+/// What a reader must know before the numbers: quality values that could not be computed (S_parity skips
+/// their K) and diffusion continuations with positions left masked (their text, and its perplexity, covers fewer
+/// tokens than N_out).
+fn caveats(s: &mut String, bundle: &Bundle) {
+    let errors: Vec<(&schema::Cell, &schema::bundle::QualityError)> =
+        bundle.cells.iter().flat_map(|c| c.quality_errors.iter().map(move |e| (c, e))).collect();
+    if !errors.is_empty() {
+        let _ = writeln!(
+            s,
+            "**{} quality values could not be computed** (S_parity skips those K):
+",
+            errors.len()
+        );
+        for (c, e) in &errors {
+            let by = e.evaluator.as_deref().map_or(String::new(), |e| format!(" under {e}"));
+            let _ = writeln!(s, "- {} {}{by}: {}", c.key, e.metric, e.message);
+        }
+        let _ = writeln!(s);
+    }
+    let (mut rows, mut masked) = (0usize, 0u64);
+    for g in bundle.cells.iter().flat_map(|c| &c.generations) {
+        if let Some(m) = g.masked_tokens.filter(|&m| m > 0) {
+            rows += 1;
+            masked += u64::from(m);
+        }
+    }
+    if rows > 0 {
+        let _ = writeln!(
+            s,
+            "**{masked} generated positions were left as the mask token** in {rows} diffusion continuations: they \
+             decode to nothing, so those texts and their perplexities cover fewer tokens than N_out.\n"
+        );
+    }
+}
+
 /// The report as Markdown. `source` names the bundle.
 pub fn render(bundle: &Bundle, source: &str, o: &ReportOptions) -> String {
     let mut s = String::new();
@@ -89,6 +124,7 @@ pub fn render(bundle: &Bundle, source: &str, o: &ReportOptions) -> String {
         bundle.cells.len(),
         p.created_at
     );
+    caveats(&mut s, bundle);
     let Some(opts) = resolve(bundle, o) else {
         let _ = writeln!(
             s,

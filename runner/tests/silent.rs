@@ -34,7 +34,11 @@ fn a_perplexity_that_cannot_be_scored_is_recorded_and_fails_the_run() {
     let out = sb.cmd(&args);
     assert_exit!(out, 1);
     assert!(stderr(&out).contains("quality values could not be computed"), "{}", stderr(&out));
-    let text = std::fs::read_to_string(sb.path().join(stdout(&out).trim())).expect("bundle");
+    let bundle_path = sb.path().join(stdout(&out).trim());
+    let report = sb.cmd(&["report", bundle_path.to_str().expect("utf8")]);
+    assert_exit!(report, 0);
+    assert!(stdout(&report).contains("quality values could not be computed"), "{}", stdout(&report));
+    let text = std::fs::read_to_string(&bundle_path).expect("bundle");
     let b = schema::read_bundle(&text).expect("valid bundle");
     let scored: Vec<_> = b.cells.iter().filter(|c| !c.generations.is_empty()).collect();
     assert_eq!(scored.len(), 3, "one quality cell per group (AR, K = 4, K = 8)");
