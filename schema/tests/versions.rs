@@ -51,6 +51,7 @@ fn every_v1_fixture_reads() {
         ("v1.0", VersionNumber { major: 1, minor: 0 }),
         ("v1.1", SchemaVersion::V1_1.number()),
         ("v1.2", SchemaVersion::V1_2.number()),
+        ("v1.3", SchemaVersion::V1_3.number()),
     ] {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(minor);
         let mut n = 0;
