@@ -151,8 +151,8 @@ pub struct Rope {
 }
 
 /// Per-layer keys and values of the tokens seen so far (Llama decoding): preallocated buffers of `capacity`
-/// positions, written in place.
-#[derive(Debug, Clone)]
+/// positions, written in place. Not `Clone`: a clone would share the buffers that the next forward writes.
+#[derive(Debug)]
 pub struct KvCache {
     /// `(keys, values)` per layer, each `(batch, kv_heads, capacity, head_dim)`, allocated at the first forward.
     layers: Vec<Option<(Tensor, Tensor)>>,
