@@ -348,7 +348,7 @@ fn decode_bench(
     let mut rng = SplitMix64::new(args.seed ^ 0xDEC0DE);
     let ids = Tensor::from_vec(random_ids(b, prompt, cfg.vocab_size, &mut rng), (b, prompt), device)?;
     let ms = median_ms(reps, || {
-        let mut cache = tf.new_cache();
+        let mut cache = tf.new_cache(n);
         let rope = tf.rope(&Positions::Range { start: 0, len: prompt })?;
         let bias = tf.attention_bias(None, b, 0, prompt, prompt)?;
         let logits = tf.forward(&ids, &rope, bias.as_ref(), Some(&mut cache), LogitsSpan::Last)?;

@@ -460,6 +460,85 @@ fn ar_cached_decode_equals_uncached_forward_with_left_padding() {
     assert_eq!(alone.tokens[0], out.tokens[2]);
 }
 
+/// Greedy tokens of candle-transformers' llama (its growing `Tensor::cat` cache and `repeat_kv` attention), one
+/// unpadded row at a time.
+fn candle_greedy(files: &ModelFiles, prompt: &[u32], n_out: usize) -> Vec<u32> {
+    use candle_transformers::models::llama as ct;
+    let text = std::fs::read_to_string(&files.config).expect("config");
+    let cfg: ct::LlamaConfig = serde_json::from_str(&text).expect("candle config");
+    let cfg = cfg.into_config(false);
+    let vb = candle_nn::VarBuilder::from_tensors(
+        candle_core::safetensors::load(&files.weights[0], &Device::Cpu).expect("load"),
+        DType::F32,
+        &Device::Cpu,
+    );
+    let model = ct::Llama::load(vb, &cfg).expect("candle llama");
+    let mut cache = ct::Cache::new(true, DType::F32, &cfg, &Device::Cpu).expect("cache");
+    let ids = Tensor::new(prompt, &Device::Cpu).expect("ids").unsqueeze(0).expect("u");
+    let mut logits = model.forward(&ids, 0, &mut cache).expect("prefill");
+    let mut out = Vec::with_capacity(n_out);
+    for s in 0..n_out {
+        let t =
+            logits.argmax(candle_core::D::Minus1).expect("argmax").i(0).expect("row").to_scalar::<u32>().expect("id");
+        out.push(t);
+        if s + 1 < n_out {
+            let ids = Tensor::new(&[[t]], &Device::Cpu).expect("ids");
+            logits = model.forward(&ids, prompt.len() + s, &mut cache).expect("step");
+        }
+    }
+    out
+}
+
+#[test]
+fn ar_preallocated_cache_and_grouped_attention_decode_as_candle_llama() {
+    // The preallocated in-place cache and the grouped-query attention (no KV head copied; the tiny Llama has 4
+    // query heads over 2 KV heads) against candle-transformers' concatenating cache with repeated KV heads, at
+    // several batch sizes with left padding: the same greedy tokens in every row.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let files = tiny_files(dir.path(), ModelKind::Llama, &spec(11, None));
+    let m = load(&files, ModelKind::Llama);
+    assert!(m.config.num_heads > m.config.num_kv_heads, "the test needs grouped-query attention");
+    let pool: Vec<Vec<u32>> =
+        vec![vec![5, 9, 200], vec![17, 3, 88, 120, 61, 7, 400], vec![42], vec![300, 301, 302, 303, 304], vec![64, 65]];
+    let n_out = 12;
+    let want: Vec<Vec<u32>> = pool.iter().map(|p| candle_greedy(&files, p, n_out)).collect();
+    for b in [1, 2, 3, 5] {
+        let out = generate_ar(&m, &pool[..b], n_out, EosPolicy::Ignore).expect("generate");
+        assert_eq!(out.tokens, want[..b], "batch {b}");
+    }
+}
+
+#[test]
+fn kv_cache_is_preallocated_for_exactly_the_tokens_fed() {
+    // A generation of n_out tokens feeds the prompt and n_out - 1 tokens: the buffers hold exactly that, the
+    // bytes metrics::roofline::kv_cache_bytes counts; one token more is refused.
+    let (_d, m) = tiny_model(ModelKind::Llama);
+    let tf = &m.transformer;
+    let (b, p, n_out) = (3, 4, 5);
+    let mut cache = tf.new_cache(p + n_out - 1);
+    assert_eq!(cache.allocated_bytes(), 0);
+    let ids = Tensor::from_vec(vec![7u32; b * p], (b, p), &Device::Cpu).expect("ids");
+    let rope = tf.rope(&Positions::Range { start: 0, len: p }).expect("rope");
+    let bias = tf.attention_bias(None, b, 0, p, p).expect("bias");
+    tf.forward(&ids, &rope, bias.as_ref(), Some(&mut cache), LogitsSpan::Last).expect("prefill");
+    let expected = metrics::roofline::kv_cache_bytes(&m.config.shape(), b as u64, (p + n_out - 1) as u64, 4);
+    assert_eq!(cache.allocated_bytes() as u64, expected);
+    let step = |cache: &mut runner::model::KvCache| {
+        let pos = cache.len();
+        let ids = Tensor::from_vec(vec![9u32; b], (b, 1), &Device::Cpu).expect("ids");
+        let rope = tf.rope(&Positions::Range { start: pos, len: 1 }).expect("rope");
+        let bias = tf.attention_bias(None, b, pos, 1, pos + 1).expect("bias");
+        tf.forward(&ids, &rope, bias.as_ref(), Some(cache), LogitsSpan::Last)
+    };
+    for _ in 1..n_out {
+        step(&mut cache).expect("decode step");
+    }
+    assert_eq!(cache.len(), p + n_out - 1);
+    assert_eq!(cache.allocated_bytes() as u64, expected, "written in place, never grown");
+    let err = step(&mut cache).expect_err("past the capacity");
+    assert!(err.to_string().contains("KV cache full"), "{err}");
+}
+
 /// Rewrites the tiny Llama so that EOS is the greedy choice everywhere (a large constant component in every
 /// embedding, read by the EOS row of the LM head).
 fn eos_loving_llama(dir: &Path) -> LoadedModel {
@@ -628,7 +707,8 @@ fn llada_sampling_and_random_remasking_are_seeded() {
     for (temperature, remasking) in
         [(1.0, Remasking::LowConfidence), (0.0, Remasking::Random), (0.7, Remasking::Random)]
     {
-        let params = |seed| LladaParams { steps: 16, block_length: 8, temperature, remasking, seed, cfg_scale: 0.0 };
+        let params =
+            |seed| LladaParams { steps: 16, block_length: 8, temperature, remasking, seed, ..LladaParams::default() };
         let a = generate_llada(&m, &prompts, 16, &params(1)).expect("a");
         let b = generate_llada(&m, &prompts, 16, &params(1)).expect("b");
         assert_eq!(a.tokens, b.tokens);

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use candle_core::{DType, Device, IndexOp, Tensor};
-use runner::generate::{LladaParams, generate_llada, generate_llada_observed, transfer_schedule};
+use runner::generate::{ConfidenceDtype, LladaParams, generate_llada, generate_llada_observed, transfer_schedule};
 use runner::model::{LoadedModel, ModelConfig, ModelFiles, WeightNames};
 use runner::synth::{Preset, SynthSpec, write_synthetic};
 use schema::grid::ModelKind;
@@ -354,5 +354,81 @@ fn llada_temperature_samples_from_softmax_of_logits_over_t() {
         // What a sampler that ignored T would draw is far off: the two distributions differ clearly.
         let off = chi_square(&counts, &untempered);
         assert!(off > 150.0, "T {temperature}: counts {counts:?} against softmax(logits) {untempered:?}: chi2 {off}");
+    }
+}
+
+// ---------------------------------------------------------------- confidence precision
+
+/// Tokens and per-step commits of a generation with the confidence in `dtype`.
+fn run_with(
+    m: &LoadedModel,
+    prompts: &[Vec<u32>],
+    n_out: usize,
+    params: LladaParams,
+    dtype: ConfidenceDtype,
+) -> (Vec<Vec<u32>>, Vec<Vec<usize>>) {
+    let params = LladaParams { confidence: dtype, ..params };
+    let out = generate_llada(m, prompts, n_out, &params).expect("generate");
+    (out.tokens, out.transfers)
+}
+
+#[test]
+fn f32_confidence_on_the_device_commits_as_the_f64_reference() {
+    // The default selection (argmax and 1 / sum(exp(l - max)) reduced in f32, only B x block values to the host)
+    // against the reference's full f64 copy of the block's logits: the same tokens, committed at the same steps,
+    // for several K and blocks, left-padded rows, greedy and sampled.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_files, m) = synthetic_llada(dir.path(), 7);
+    let prompts = vec![vec![11u32, 12, 13, 14, 15], vec![21, 22], vec![31, 32, 33]];
+    for (n_out, bl, steps) in [(16, 8, 8), (12, 12, 5), (16, 4, 16), (8, 8, 3), (8, 2, 4)] {
+        for temperature in [0.0, 0.7] {
+            let case = format!("n_out {n_out}, block {bl}, steps {steps}, temperature {temperature}");
+            let params = LladaParams { steps, block_length: bl, temperature, seed: 5, ..LladaParams::default() };
+            let f64_run = run_with(&m, &prompts, n_out, params, ConfidenceDtype::F64);
+            let f32_run = run_with(&m, &prompts, n_out, params, ConfidenceDtype::F32);
+            assert_eq!(f32_run, f64_run, "{case}");
+        }
+    }
+}
+
+#[test]
+fn f32_confidence_breaks_ties_towards_the_lower_position_and_token() {
+    // Every masked position has the same logits (no layer writes anything), and two tokens share the largest
+    // logit: the argmax ties between tokens and the confidence ties between positions. Both precisions pick the
+    // lower token id and commit left to right.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let m = crafted_llada(dir.path(), |w| {
+        w.one_hot_embeddings();
+        let scale = 1.0 / (w.cfg.hidden_size as f32).sqrt();
+        let head = w.lm_head();
+        for (&t, logit) in SUPPORT.iter().zip([1.5f32, 1.5, 0.5, -0.5]) {
+            w.set(&head, t as usize, MASK_DIM, logit * scale);
+        }
+    });
+    for (n_out, bl, steps) in [(8, 8, 8), (8, 4, 4), (12, 4, 6), (6, 6, 4)] {
+        let params = LladaParams { steps, block_length: bl, ..LladaParams::default() };
+        let spb = steps / (n_out / bl);
+        let schedule = transfer_schedule(bl, spb);
+        // Left to right within each block: position j of a block goes at the step its rank j is scheduled.
+        let expected: Vec<usize> = (0..n_out)
+            .map(|j| {
+                let (block, rank) = (j / bl, j % bl);
+                let mut done = 0;
+                let s = schedule
+                    .iter()
+                    .position(|&k| {
+                        done += k;
+                        done > rank
+                    })
+                    .expect("scheduled");
+                block * spb + s
+            })
+            .collect();
+        for dtype in [ConfidenceDtype::F32, ConfidenceDtype::F64] {
+            let case = format!("n_out {n_out}, block {bl}, steps {steps}, {dtype:?}");
+            let (at, tokens) = commit_steps(&m, &[PROMPT], n_out, &LladaParams { confidence: dtype, ..params });
+            assert_eq!(at, expected, "{case}: ties must commit the lower position first");
+            assert!(tokens.iter().all(|&t| t == SUPPORT[0]), "{case}: the lower of the tied tokens: {tokens:?}");
+        }
     }
 }

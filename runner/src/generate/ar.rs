@@ -71,7 +71,8 @@ pub fn generate_ar(
 
     let total = Stopwatch::start(device)?;
     let mut lap = Stopwatch::start(device)?;
-    let mut cache = tf.new_cache();
+    // Sized for every token fed: the padded prompt and the n_out - 1 generated tokens fed back.
+    let mut cache = tf.new_cache(p + n_out - 1);
     let rope = tf.rope(&prefill_pos)?;
     let bias = tf.attention_bias(valid, b, 0, p, p)?;
     let mut logits = tf.forward(&ids, &rope, bias.as_ref(), Some(&mut cache), LogitsSpan::Last)?;

@@ -5,8 +5,8 @@
 //! a block, each row's M masked positions get a schedule: every step unmasks floor(M / steps_per_block) tokens
 //! and the first M mod steps_per_block steps one more ([`transfer_schedule`]). Each step is one full
 //! bidirectional forward over the whole sequence (no cache; NFE = steps). Per row, the masked positions of the
-//! current block are ranked by confidence (softmax probability of the predicted token in f64, or uniform random
-//! numbers) and the top k take their predicted tokens; everything else gets -inf. A committed token is never
+//! current block are ranked by confidence (softmax probability of the predicted token, computed on the device in
+//! f32 by default or in f64 as the reference does, see [`ConfidenceDtype`]; or uniform random numbers) and the top k take their predicted tokens; everything else gets -inf. A committed token is never
 //! remasked and there is no early stop.
 //!
 //! Deliberate, result-preserving differences from the reference:
@@ -56,6 +56,27 @@ pub struct LladaParams {
     /// evaluations per step (both rows of a step go through one batched forward of 2B rows).
     #[serde(default)]
     pub cfg_scale: f64,
+    /// Precision of the low-confidence ranking (see [`ConfidenceDtype`]).
+    #[serde(default)]
+    pub confidence: ConfidenceDtype,
+}
+
+/// The precision in which the argmax and the chosen token's softmax probability are computed.
+///
+/// Either way the argmax is exact (f32 holds every bf16, f16 and f32 logit) and ties break towards the lower
+/// position; the two differ only in the confidence's rounding, so a ranking can differ when two positions'
+/// probabilities agree to about 1e-7 (f32 then ties them, and the lower position goes first).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ConfidenceDtype {
+    /// On the device in f32: the argmax and the confidence 1 / sum(exp(l - max)) (or exp(l_chosen - max) / sum
+    /// when Gumbel noise moved the choice) reduced over the vocabulary; only B x block ids and confidences
+    /// reach the host. The logits are upcast to f32 when the model runs in bf16 or f16.
+    #[default]
+    F32,
+    /// The block's logits copied to f64 (B x block x vocab) and the softmax computed there, as the reference
+    /// does in float64: the slower, memory-hungry path, kept as the precise reference.
+    F64,
 }
 
 fn default_remasking() -> Remasking {
@@ -72,6 +93,7 @@ impl Default for LladaParams {
             remasking: Remasking::LowConfidence,
             seed: 0,
             cfg_scale: 0.0,
+            confidence: ConfidenceDtype::F32,
         }
     }
 }
@@ -279,14 +301,21 @@ fn nan_low(x: f64) -> f64 {
 }
 
 /// Predicted token and confidence for each position of `logits` `(batch, block, vocab)`, row-major.
+///
+/// With temperature > 0 the Gumbel noise is drawn on the host (the seeded stream, reproducible on every device)
+/// and the perturbed argmax taken in f64 either way, so the samples do not depend on [`ConfidenceDtype`].
 fn predict(logits: &Tensor, params: &LladaParams, rng: &mut SplitMix64) -> Result<(Vec<u32>, Vec<f64>), GenerateError> {
     let (b, bl, v) = logits.dims3()?;
-    let lf = logits.to_dtype(DType::F64)?;
+    let wide = match params.confidence {
+        ConfidenceDtype::F32 => DType::F32,
+        ConfidenceDtype::F64 => DType::F64,
+    };
+    let lf = logits.to_dtype(wide)?;
     let pred = if params.temperature > 0.0 {
         // Standard Gumbel noise g = -log(-log U), U in (0, 1).
         let noise: Vec<f64> = (0..b * bl * v).map(|_| -(-rng.next_open01().ln()).ln() * params.temperature).collect();
         let noise = Tensor::from_vec(noise, (b, bl, v), lf.device())?;
-        (&lf + noise)?.argmax_keepdim(D::Minus1)?
+        (logits.to_dtype(DType::F64)? + noise)?.argmax_keepdim(D::Minus1)?
     } else {
         lf.argmax_keepdim(D::Minus1)?
     };
@@ -295,8 +324,18 @@ fn predict(logits: &Tensor, params: &LladaParams, rng: &mut SplitMix64) -> Resul
         Remasking::LowConfidence => {
             let max = lf.max_keepdim(D::Minus1)?;
             let sum = lf.broadcast_sub(&max)?.exp()?.sum_keepdim(D::Minus1)?;
-            let chosen = lf.gather(&pred.contiguous()?, D::Minus1)?;
-            ((chosen - max)?.exp()? / sum)?.flatten_all()?.to_vec1::<f64>()?
+            let conf = if params.temperature > 0.0 || params.confidence == ConfidenceDtype::F64 {
+                let chosen = lf.gather(&pred.contiguous()?, D::Minus1)?;
+                ((chosen - max)?.exp()? / sum)?
+            } else {
+                // The chosen token is the maximum: exp(0) / sum.
+                sum.recip()?
+            };
+            let conf = conf.flatten_all()?;
+            match params.confidence {
+                ConfidenceDtype::F32 => conf.to_vec1::<f32>()?.into_iter().map(f64::from).collect(),
+                ConfidenceDtype::F64 => conf.to_vec1::<f64>()?,
+            }
         }
         Remasking::Random => (0..b * bl).map(|_| rng.next_f64()).collect(),
     };

@@ -9,7 +9,8 @@ mod llada;
 
 pub use ar::{ArOutput, generate_ar};
 pub use llada::{
-    LladaOutput, LladaParams, Remasking, generate_llada, generate_llada_observed, select_positions, transfer_schedule,
+    ConfidenceDtype, LladaOutput, LladaParams, Remasking, generate_llada, generate_llada_observed, select_positions,
+    transfer_schedule,
 };
 
 /// What to do with EOS when exactly `n_out` tokens must come out: the config's enum, one type for both.

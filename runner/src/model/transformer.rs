@@ -1,8 +1,8 @@
 //! The one decoder-only transformer both architectures run on.
 //!
 //! Llama-3 and LLaDA share every kernel: embedding, N pre-norm blocks (RMSNorm, q/k/v projections, rotate-half
-//! RoPE, attention with GQA by repeating KV heads, output projection, RMSNorm, SwiGLU MLP), final RMSNorm and an
-//! untied LM head. They differ only in the causal flag, the head counts and the tensor names ([`WeightNames`]).
+//! RoPE, attention with grouped queries, output projection, RMSNorm, SwiGLU MLP), final RMSNorm and an untied LM
+//! head. They differ only in the causal flag, the head counts and the tensor names ([`WeightNames`]).
 //!
 //! Numerics, chosen once for both:
 //! - RMSNorm is computed in f32 and cast back before the weight multiplies (as HF llama and OLMo do).
@@ -14,8 +14,14 @@
 //! - Masking is an additive bias (0 / -inf) in the model dtype. A query may always attend to itself, so the rows
 //!   of left-padding positions stay finite (they never feed a real position: real queries never see pad keys).
 //!
-//! The KV cache concatenates (`Tensor::cat`) per step, like candle-transformers' llama: simple, and the copy is
-//! small against a decode step's weight traffic. A preallocated cache is left to the performance work.
+//! - Grouped-query attention copies no KV head: the queries of the `heads / kv_heads` query heads sharing a KV
+//!   head are stacked, `(B, kv_heads, group * q_len, head_dim)`, and multiply that head's keys and values in one
+//!   batched matmul (the same products as repeating the KV heads, without the copies).
+//!
+//! The KV cache ([`KvCache`]) is preallocated: each layer's keys and values get a `(B, kv_heads, capacity,
+//! head_dim)` buffer at the first forward, written in place (`Tensor::slice_set`) as tokens arrive, and attention
+//! reads a view of its filled prefix. A generation sizes it for exactly the tokens it feeds (prompt + N_out - 1),
+//! the bytes `metrics::roofline::kv_cache_bytes` counts, as HF's static cache would hold them.
 
 use candle_core::{D, DType, Device, Module, Tensor};
 use candle_nn::{Embedding, Linear, VarBuilder};
@@ -144,25 +150,68 @@ pub struct Rope {
     sin: Tensor,
 }
 
-/// Per-layer keys and values of the tokens seen so far (Llama decoding).
-#[derive(Debug, Clone)]
+/// Per-layer keys and values of the tokens seen so far (Llama decoding): preallocated buffers of `capacity`
+/// positions, written in place. Not `Clone`: a clone would share the buffers that the next forward writes.
+#[derive(Debug)]
 pub struct KvCache {
+    /// `(keys, values)` per layer, each `(batch, kv_heads, capacity, head_dim)`, allocated at the first forward.
     layers: Vec<Option<(Tensor, Tensor)>>,
+    len: usize,
+    capacity: usize,
 }
 
 impl KvCache {
-    pub fn new(num_layers: usize) -> Self {
-        Self { layers: vec![None; num_layers] }
+    /// A cache for `capacity` positions per row (the buffers are allocated at the first forward, which fixes the
+    /// batch and the dtype).
+    pub fn new(num_layers: usize, capacity: usize) -> Self {
+        Self { layers: vec![None; num_layers], len: 0, capacity }
     }
 
     /// Tokens cached so far.
     pub fn len(&self) -> usize {
-        self.layers.first().and_then(|l| l.as_ref()).and_then(|(k, _)| k.dim(2).ok()).unwrap_or(0)
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.len == 0
     }
+
+    /// Positions per row the cache holds.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Bytes of the allocated buffers (0 before the first forward).
+    pub fn allocated_bytes(&self) -> usize {
+        self.layers.iter().flatten().map(|(k, v)| (k.elem_count() + v.elem_count()) * k.dtype().size_in_bytes()).sum()
+    }
+}
+
+/// Writes `k`, `v` `(batch, kv_heads, t, head_dim)` of one layer at position `start` of its buffers (allocating
+/// them at the first call) and returns views of the filled prefix `0..start + t`.
+fn cache_append(
+    slot: &mut Option<(Tensor, Tensor)>,
+    capacity: usize,
+    start: usize,
+    k: &Tensor,
+    v: &Tensor,
+) -> candle_core::Result<(Tensor, Tensor)> {
+    let (b, kvh, t, d) = k.dims4()?;
+    let end = start + t;
+    if end > capacity {
+        candle_core::bail!("KV cache full: {end} positions needed, capacity {capacity}");
+    }
+    if slot.is_none() {
+        let zeros = || Tensor::zeros((b, kvh, capacity, d), k.dtype(), k.device());
+        *slot = Some((zeros()?, zeros()?));
+    }
+    let Some((ck, cv)) = slot.as_ref() else { unreachable!("allocated above") };
+    if ck.dims4()? != (b, kvh, capacity, d) {
+        candle_core::bail!("KV cache of shape {:?} fed keys of shape {:?}", ck.shape(), k.shape());
+    }
+    ck.slice_set(&k.contiguous()?, 2, start)?;
+    cv.slice_set(&v.contiguous()?, 2, start)?;
+    Ok((ck.narrow(2, 0, end)?, cv.narrow(2, 0, end)?))
 }
 
 #[derive(Debug, Clone)]
@@ -283,8 +332,10 @@ impl Transformer {
         &self.device
     }
 
-    pub fn new_cache(&self) -> KvCache {
-        KvCache::new(self.cfg.num_layers)
+    /// A preallocated KV cache for `capacity` positions per row: the padded prompt plus every token fed after it
+    /// (a generation of N_out tokens feeds N_out - 1).
+    pub fn new_cache(&self, capacity: usize) -> KvCache {
+        KvCache::new(self.cfg.num_layers, capacity)
     }
 
     /// cos/sin tables (f32) for the given positions.
@@ -373,10 +424,13 @@ impl Transformer {
         let mut x = self.embed.forward(ids)?;
         for (l, block) in self.blocks.iter().enumerate() {
             let layer_cache = match cache.as_deref_mut() {
-                Some(c) => Some(&mut c.layers[l]),
+                Some(c) => Some(CacheSlot { slot: &mut c.layers[l], start: c.len, capacity: c.capacity }),
                 None => None,
             };
             x = self.block_forward(block, &x, rope, bias, layer_cache)?;
+        }
+        if let Some(c) = cache {
+            c.len += t;
         }
         let x = match span {
             LogitsSpan::All => x,
@@ -393,7 +447,7 @@ impl Transformer {
         x: &Tensor,
         rope: &Rope,
         bias: Option<&Tensor>,
-        cache: Option<&mut Option<(Tensor, Tensor)>>,
+        cache: Option<CacheSlot<'_>>,
     ) -> candle_core::Result<Tensor> {
         let h = blk.attn_norm.forward(x)?;
         let a = self.attention(blk, &h, rope, bias, cache)?;
@@ -414,7 +468,7 @@ impl Transformer {
         x: &Tensor,
         rope: &Rope,
         bias: Option<&Tensor>,
-        cache: Option<&mut Option<(Tensor, Tensor)>>,
+        cache: Option<CacheSlot<'_>>,
     ) -> candle_core::Result<Tensor> {
         let (b, t, _) = x.dims3()?;
         let (nh, nkv, hd) = (self.cfg.num_heads, self.cfg.num_kv_heads, self.cfg.head_dim);
@@ -424,41 +478,36 @@ impl Transformer {
         let q = self.apply_rope(&q, rope)?;
         let k = self.apply_rope(&k, rope)?;
         let (k, v) = match cache {
-            Some(slot) => {
-                let (k, v) = match slot.as_ref() {
-                    Some((ck, cv)) => (Tensor::cat(&[ck, &k], 2)?, Tensor::cat(&[cv, &v], 2)?),
-                    None => (k, v),
-                };
-                *slot = Some((k.clone(), v.clone()));
-                (k, v)
-            }
+            Some(c) => cache_append(c.slot, c.capacity, c.start, &k, &v)?,
             None => (k, v),
         };
-        let k = repeat_kv(&k, nh / nkv)?;
-        let v = repeat_kv(&v, nh / nkv)?;
         let ad = self.attn_dtype();
         // The 1/sqrt(d) scale goes on q (t x d per head), not on the scores (t x keys): the same product, and one
         // pass over far fewer elements (on the CPU the scores' pass cost a quarter of a long sequence's step).
         let scale = 1.0 / (hd as f64).sqrt();
         let (q, k, v) = ((q.to_dtype(ad)? * scale)?, k.to_dtype(ad)?, v.to_dtype(ad)?);
-        let mut att = q.matmul(&k.t()?)?;
+        // Grouped queries: head h uses KV head h / group, so the group's heads are adjacent and `q` (contiguous,
+        // `(b, nh, t, hd)`) reshapes for free to `(b, nkv, group * t, hd)`. The keys and values stay as they are
+        // (a strided view of the cache's filled prefix): no copy per token.
+        let group = nh / nkv;
+        let kl = k.dim(2)?;
+        let q = q.contiguous()?.reshape((b, nkv, group * t, hd))?;
+        let mut att = q.matmul(&k.t()?)?.reshape((b, nh, t, kl))?;
         if let Some(bias) = bias {
             att = att.broadcast_add(bias)?;
         }
-        let att = candle_nn::ops::softmax_last_dim(&att)?;
-        let y = att.matmul(&v.contiguous()?)?.to_dtype(self.dtype)?;
+        let att = candle_nn::ops::softmax_last_dim(&att)?.reshape((b, nkv, group * t, kl))?;
+        let y = att.matmul(&v)?.reshape((b, nh, t, hd))?.to_dtype(self.dtype)?;
         let y = y.transpose(1, 2)?.reshape((b, t, nh * hd))?;
         blk.o.forward(&y)
     }
 }
 
-/// `(b, kv_heads, t, d)` -> `(b, kv_heads * n_rep, t, d)`, each KV head repeated for its group of query heads.
-fn repeat_kv(x: &Tensor, n_rep: usize) -> candle_core::Result<Tensor> {
-    if n_rep == 1 {
-        return Ok(x.clone());
-    }
-    let (b, kvh, t, d) = x.dims4()?;
-    x.unsqueeze(2)?.expand((b, kvh, n_rep, t, d))?.reshape((b, kvh * n_rep, t, d))
+/// One layer's share of a [`KvCache`] during a forward: its buffers, where the new tokens go, the capacity.
+struct CacheSlot<'a> {
+    slot: &'a mut Option<(Tensor, Tensor)>,
+    start: usize,
+    capacity: usize,
 }
 
 /// Greedy choice per row from logits `(batch, vocab)` (any float dtype); `banned` ids get -inf first.

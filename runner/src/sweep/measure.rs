@@ -201,6 +201,7 @@ pub(crate) fn generate_rows(
                 },
                 seed: cfg.run.seed.wrapping_add(run),
                 cfg_scale: cfg.grid.cfg_scale,
+                confidence: generate::ConfidenceDtype::default(),
             };
             let out = generate::generate_llada(model, batch, n_out, &params)?;
             let rep = Repetition {

@@ -57,7 +57,10 @@ use tokens::*;
 
 /// The attention both models use (the study's fairness rule), recorded in every bundle.
 pub const ATTENTION: &str = "candle matmul-softmax-matmul attention in the run's precision, identical for both \
-                             models; causal mask for llama, no mask for llada; padding mask for left-padded rows";
+                             models; grouped-query heads by batched matmul over each KV head's group of queries \
+                             (no KV head copied); causal mask for llama, no mask for llada; padding mask for \
+                             left-padded rows; llama decodes with a KV cache preallocated for prompt + N_out - 1 \
+                             positions and written in place";
 
 /// The attention of a run as recorded in its bundle: [`ATTENTION`], or its f32 variant when the config asks.
 pub fn attention(cfg: &GridConfig) -> String {
