@@ -317,3 +317,34 @@ fn refused_cfg(sb: &Sandbox, text: &str) {
     assert_exit!(out, 2);
     assert!(stderr(&out).contains("grid.cfg_scale"), "{}", stderr(&out));
 }
+
+#[test]
+fn the_ranking_precision_and_the_noise_source_are_config_choices_recorded_in_the_bundle() {
+    let sb = Sandbox::new();
+    let demo = std::fs::read_to_string(repo_file("config/demo.toml")).expect("demo");
+    let demo = demo.split("\n[quality]").next().expect("config").to_string();
+    let run = |name: &str, text: &str| {
+        let path = sb.write(name, text);
+        let mut args = vec!["run", "-c", path.to_str().expect("utf8"), "-o", "out", "-q"];
+        args.extend_from_slice(QUICK);
+        let out = sb.cmd(&args);
+        assert_exit!(out, 0);
+        let text = std::fs::read_to_string(sb.path().join(stdout(&out).trim())).expect("bundle");
+        (schema::read_bundle(&text).expect("valid"), text)
+    };
+    // The defaults are written out, so a bundle says how it ranked even when the config did not.
+    let (b, text) = run("default.toml", &demo);
+    assert_eq!(b.provenance.config.grid.confidence, schema::grid::Confidence::F32);
+    assert!(text.contains("\"confidence\": \"f32\"") && text.contains("\"gumbel_noise\": \"device\""), "{text}");
+    let chosen = demo.replace("temperature = 0.0", "temperature = 0.5\nconfidence = \"f64\"\ngumbel_noise = \"host\"");
+    assert_ne!(chosen, demo, "the demo config sets the temperature");
+    let (b, _) = run("chosen.toml", &chosen);
+    assert_eq!(b.provenance.config.grid.confidence, schema::grid::Confidence::F64);
+    assert_eq!(b.provenance.config.grid.gumbel_noise, schema::grid::GumbelNoise::Host);
+    assert!(b.cells.iter().all(|c| c.status == schema::bundle::CellStatus::Ok), "every cell ran");
+
+    let bad = sb.write("bad.toml", &demo.replace("temperature = 0.0", "temperature = 0.0\nconfidence = \"f16\""));
+    let out = sb.cmd(&["plan", "-c", bad.to_str().expect("utf8")]);
+    assert_exit!(out, 2);
+    assert!(stderr(&out).contains("confidence") && stderr(&out).contains("f32"), "{}", stderr(&out));
+}

@@ -10,7 +10,9 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use candle_core::{DType, Device, IndexOp, Tensor};
-use runner::generate::{ConfidenceDtype, LladaParams, generate_llada, generate_llada_observed, transfer_schedule};
+use runner::generate::{
+    Confidence, GumbelNoise, LladaParams, generate_llada, generate_llada_observed, transfer_schedule,
+};
 use runner::model::{LoadedModel, ModelConfig, ModelFiles, WeightNames};
 use runner::synth::{Preset, SynthSpec, write_synthetic};
 use schema::grid::ModelKind;
@@ -365,7 +367,7 @@ fn run_with(
     prompts: &[Vec<u32>],
     n_out: usize,
     params: LladaParams,
-    dtype: ConfidenceDtype,
+    dtype: Confidence,
 ) -> (Vec<Vec<u32>>, Vec<Vec<usize>>) {
     let params = LladaParams { confidence: dtype, ..params };
     let out = generate_llada(m, prompts, n_out, &params).expect("generate");
@@ -384,9 +386,12 @@ fn f32_confidence_on_the_device_commits_as_the_f64_reference() {
         for temperature in [0.0, 0.7] {
             let case = format!("n_out {n_out}, block {bl}, steps {steps}, temperature {temperature}");
             let params = LladaParams { steps, block_length: bl, temperature, seed: 5, ..LladaParams::default() };
-            let f64_run = run_with(&m, &prompts, n_out, params, ConfidenceDtype::F64);
-            let f32_run = run_with(&m, &prompts, n_out, params, ConfidenceDtype::F32);
+            let f64_run = run_with(&m, &prompts, n_out, params, Confidence::F64);
+            let f32_run = run_with(&m, &prompts, n_out, params, Confidence::F32);
             assert_eq!(f32_run, f64_run, "{case}");
+            // In an f32 run the logits' own dtype is f32: the `logits` choice takes the same path's values.
+            let logits_run = run_with(&m, &prompts, n_out, params, Confidence::Logits);
+            assert_eq!(logits_run, f64_run, "{case}: confidence in the logits' dtype");
         }
     }
 }
@@ -424,11 +429,30 @@ fn f32_confidence_breaks_ties_towards_the_lower_position_and_token() {
                 block * spb + s
             })
             .collect();
-        for dtype in [ConfidenceDtype::F32, ConfidenceDtype::F64] {
+        for dtype in [Confidence::F32, Confidence::F64, Confidence::Logits] {
             let case = format!("n_out {n_out}, block {bl}, steps {steps}, {dtype:?}");
             let (at, tokens) = commit_steps(&m, &[PROMPT], n_out, &LladaParams { confidence: dtype, ..params });
             assert_eq!(at, expected, "{case}: ties must commit the lower position first");
             assert!(tokens.iter().all(|&t| t == SUPPORT[0]), "{case}: the lower of the tied tokens: {tokens:?}");
         }
     }
+}
+
+#[test]
+fn gumbel_noise_on_the_cpu_is_the_host_stream_whichever_source_is_asked() {
+    // candle's CPU generator cannot be seeded, so `gumbel_noise = "device"` draws the host's seeded stream there:
+    // both sources give the same samples on the CPU, a seed reproduces them, and another seed changes them.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_files, m) = synthetic_llada(dir.path(), 7);
+    let prompts = vec![vec![11u32, 12, 13, 14, 15], vec![21, 22]];
+    let sample = |seed: u64, gumbel_noise: GumbelNoise| {
+        let params =
+            LladaParams { steps: 8, block_length: 8, temperature: 1.5, seed, gumbel_noise, ..LladaParams::default() };
+        generate_llada(&m, &prompts, 16, &params).expect("sample").tokens
+    };
+    let host = sample(3, GumbelNoise::Host);
+    assert_eq!(sample(3, GumbelNoise::Device), host, "device noise on the CPU is the host stream");
+    assert_eq!(sample(3, GumbelNoise::Host), host, "a seed reproduces its samples");
+    let others: Vec<_> = (4..8).map(|seed| sample(seed, GumbelNoise::Device)).collect();
+    assert!(others.iter().any(|t| *t != host), "other seeds must draw other samples: {others:?} vs {host:?}");
 }

@@ -32,6 +32,41 @@ pub enum Remasking {
     Random,
 }
 
+/// The precision in which LLaDA's sampler takes the argmax of a step's logits and the chosen token's softmax
+/// probability (the low-confidence ranking).
+///
+/// The argmax is exact in each (f32 holds every bf16, f16 and f32 logit) and ties break towards the lower
+/// position on every device; the choices differ only in the confidence's rounding, so a ranking can differ where
+/// two positions' probabilities agree to within that rounding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Confidence {
+    /// On the device in f32: the argmax and 1 / sum(exp(l - max)) reduced over the vocabulary; only B x block
+    /// ids and confidences reach the host. The runner's default.
+    #[default]
+    F32,
+    /// The block's logits copied to f64 (B x block x vocab) and the softmax taken there, as the reference sampler
+    /// does: slower and memory-hungry (4 GB per step at B = 32, block 128, LLaDA's vocabulary). Runners before
+    /// this option existed always ranked this way.
+    F64,
+    /// In the dtype the logits come out in (bf16 in a bf16 run): what a sampler that never upcasts would do.
+    Logits,
+}
+
+/// Where LLaDA's Gumbel noise (temperature > 0) is drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum GumbelNoise {
+    /// On the device from its seeded generator (candle's: cuRAND on CUDA), f32, nothing uploaded: the runner's
+    /// default. The values are not the host stream's, so samples differ between devices; on the CPU, whose
+    /// candle generator cannot be seeded, the host stream is used (the host is the device there).
+    #[default]
+    Device,
+    /// On the host from the run's seeded SplitMix64 stream, f64, uploaded at every step (B x block x vocab
+    /// values inside the timed region): the same samples on every device, for reproducibility checks.
+    Host,
+}
+
 /// Size presets of synthetic checkpoints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -292,6 +327,16 @@ pub struct GridAxes {
     /// `un + (s + 1) * (cond - un)`: twice the forward evaluations, recorded per repetition.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cfg_scale: f64,
+    /// LLaDA: the precision of the low-confidence ranking (`f32`, the default; `f64` as the reference sampler;
+    /// `logits`). Always written into a bundle's embedded config; bundles from runners before this field ranked
+    /// in f64.
+    #[serde(default)]
+    pub confidence: Confidence,
+    /// LLaDA with temperature > 0: where the Gumbel noise is drawn (`device`, the default; `host`, the same samples
+    /// on every device). Always written into a bundle's embedded config; bundles from runners before this field
+    /// drew it on the host.
+    #[serde(default)]
+    pub gumbel_noise: GumbelNoise,
     /// AR behaviour at EOS.
     #[serde(default)]
     pub eos: EosPolicy,

@@ -6,7 +6,8 @@
 //! and the first M mod steps_per_block steps one more ([`transfer_schedule`]). Each step is one full
 //! bidirectional forward over the whole sequence (no cache; NFE = steps). Per row, the masked positions of the
 //! current block are ranked by confidence (softmax probability of the predicted token, computed on the device in
-//! f32 by default or in f64 as the reference does, see [`ConfidenceDtype`]; or uniform random numbers) and the top k take their predicted tokens; everything else gets -inf. A committed token is never
+//! f32 by default, in f64 as the reference does, or in the logits' dtype: see [`Confidence`]; or uniform random
+//! numbers) and the top k take their predicted tokens; everything else gets -inf. A committed token is never
 //! remasked and there is no early stop.
 //!
 //! Deliberate, result-preserving differences from the reference:
@@ -14,9 +15,10 @@
 //!   (or the position is already committed), so those logits are never used. The transformer body still runs
 //!   over the whole sequence each step; only the head's unused rows are skipped (about 6% of a step's FLOPs at
 //!   the 8B shapes with N = 1024, block 32).
-//! - Gumbel-max is computed as argmax(logits + T * Gumbel) in f64, the logarithm of the reference's
-//!   exp(logits) / (-log U)^T: the same argmax without overflowing exp. Random numbers come from a seeded
-//!   SplitMix64 on the host, so runs are reproducible on every device (but not bitwise torch's).
+//! - Gumbel-max is computed as argmax(logits + T * Gumbel), the logarithm of the reference's
+//!   exp(logits) / (-log U)^T: the same argmax without overflowing exp. The noise is drawn on the device in f32
+//!   from its seeded generator by default, or on the host from a seeded SplitMix64 in f64 ([`GumbelNoise`]):
+//!   the host stream gives the same samples on every device (but not bitwise torch's); the device's does not.
 //! - Ties in the top-k break towards the lower position (torch.topk leaves them unspecified).
 //! - A prompt containing the mask id is refused (the reference would let the sampler overwrite it).
 //!
@@ -32,8 +34,9 @@ use crate::model::{LoadedModel, LogitsSpan, Positions};
 use crate::synth::rng::SplitMix64;
 use crate::timing::Stopwatch;
 
-/// How the positions to commit are ranked within a block: the config's enum, one type for both.
-pub use schema::grid::Remasking;
+/// How the positions to commit are ranked within a block, the precision of that ranking and where Gumbel noise
+/// is drawn: the config's enums, one type each for config and sampler.
+pub use schema::grid::{Confidence, GumbelNoise, Remasking};
 
 /// Sampler parameters (`gen_length` is the `n_out` argument).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -56,27 +59,12 @@ pub struct LladaParams {
     /// evaluations per step (both rows of a step go through one batched forward of 2B rows).
     #[serde(default)]
     pub cfg_scale: f64,
-    /// Precision of the low-confidence ranking (see [`ConfidenceDtype`]).
+    /// Precision of the low-confidence ranking (see [`Confidence`]).
     #[serde(default)]
-    pub confidence: ConfidenceDtype,
-}
-
-/// The precision in which the argmax and the chosen token's softmax probability are computed.
-///
-/// Either way the argmax is exact (f32 holds every bf16, f16 and f32 logit) and ties break towards the lower
-/// position; the two differ only in the confidence's rounding, so a ranking can differ when two positions'
-/// probabilities agree to about 1e-7 (f32 then ties them, and the lower position goes first).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ConfidenceDtype {
-    /// On the device in f32: the argmax and the confidence 1 / sum(exp(l - max)) (or exp(l_chosen - max) / sum
-    /// when Gumbel noise moved the choice) reduced over the vocabulary; only B x block ids and confidences
-    /// reach the host. The logits are upcast to f32 when the model runs in bf16 or f16.
-    #[default]
-    F32,
-    /// The block's logits copied to f64 (B x block x vocab) and the softmax computed there, as the reference
-    /// does in float64: the slower, memory-hungry path, kept as the precise reference.
-    F64,
+    pub confidence: Confidence,
+    /// Where the Gumbel noise of temperature > 0 is drawn (see [`GumbelNoise`]).
+    #[serde(default)]
+    pub gumbel_noise: GumbelNoise,
 }
 
 fn default_remasking() -> Remasking {
@@ -93,7 +81,8 @@ impl Default for LladaParams {
             remasking: Remasking::LowConfidence,
             seed: 0,
             cfg_scale: 0.0,
-            confidence: ConfidenceDtype::F32,
+            confidence: Confidence::F32,
+            gumbel_noise: GumbelNoise::Device,
         }
     }
 }
@@ -207,6 +196,7 @@ pub fn generate_llada_observed(
     let device = tf.device();
     let bl = params.block_length;
     let mut rng = SplitMix64::new(params.seed);
+    let device_noise = seed_device_noise(device, params)?;
 
     let total = Stopwatch::start(device)?;
     let mut lap = Stopwatch::start(device)?;
@@ -245,7 +235,7 @@ pub fn generate_llada_observed(
                 let (cond, un) = (logits.narrow(0, 0, b)?, logits.narrow(0, b, b)?);
                 logits = (&un + ((cond - &un)? * (params.cfg_scale + 1.0))?)?;
             }
-            let (pred, conf) = predict(&logits, params, &mut rng)?;
+            let (pred, conf) = predict(&logits, params, device_noise, &mut rng)?;
             last_logits = Some(logits);
             let mut applied = Vec::with_capacity(b);
             let rows = x.iter_mut().zip(&schedules).zip(conf.chunks(bl).zip(pred.chunks(bl)));
@@ -300,22 +290,51 @@ fn nan_low(x: f64) -> f64 {
     if x.is_nan() { f64::NEG_INFINITY } else { x }
 }
 
+/// Whether this generation's Gumbel noise comes from the device's generator: `gumbel_noise = "device"` with
+/// temperature > 0 on a device whose generator can be seeded (not the CPU's). Seeds it with the run's seed, so
+/// each repetition draws the same noise on the same device and library version.
+pub(crate) fn seed_device_noise(device: &candle_core::Device, params: &LladaParams) -> Result<bool, GenerateError> {
+    let on_device = params.temperature > 0.0 && params.gumbel_noise == GumbelNoise::Device && !device.is_cpu();
+    if on_device {
+        device.set_seed(params.seed)?;
+    }
+    Ok(on_device)
+}
+
 /// Predicted token and confidence for each position of `logits` `(batch, block, vocab)`, row-major.
 ///
-/// With temperature > 0 the Gumbel noise is drawn on the host (the seeded stream, reproducible on every device)
-/// and the perturbed argmax taken in f64 either way, so the samples do not depend on [`ConfidenceDtype`].
-fn predict(logits: &Tensor, params: &LladaParams, rng: &mut SplitMix64) -> Result<(Vec<u32>, Vec<f64>), GenerateError> {
+/// With temperature > 0 the Gumbel noise comes from the device's generator when `device_noise` (f32, see
+/// [`seed_device_noise`]) or else from the host stream `rng` (f64, uploaded); the perturbed argmax is taken in
+/// that precision whatever [`Confidence`] says, so the samples do not depend on it. Random remasking draws its
+/// B x block values from `rng`.
+pub(crate) fn predict(
+    logits: &Tensor,
+    params: &LladaParams,
+    device_noise: bool,
+    rng: &mut SplitMix64,
+) -> Result<(Vec<u32>, Vec<f64>), GenerateError> {
     let (b, bl, v) = logits.dims3()?;
     let wide = match params.confidence {
-        ConfidenceDtype::F32 => DType::F32,
-        ConfidenceDtype::F64 => DType::F64,
+        Confidence::F32 => DType::F32,
+        Confidence::F64 => DType::F64,
+        Confidence::Logits => logits.dtype(),
     };
     let lf = logits.to_dtype(wide)?;
     let pred = if params.temperature > 0.0 {
         // Standard Gumbel noise g = -log(-log U), U in (0, 1).
-        let noise: Vec<f64> = (0..b * bl * v).map(|_| -(-rng.next_open01().ln()).ln() * params.temperature).collect();
-        let noise = Tensor::from_vec(noise, (b, bl, v), lf.device())?;
-        (logits.to_dtype(DType::F64)? + noise)?.argmax_keepdim(D::Minus1)?
+        let t = params.temperature;
+        let perturbed = if device_noise {
+            // The generator's U may be 0 or 1 (cuRAND's is in (0, 1]): clamp to the open interval's f32 ends.
+            let u = Tensor::rand(0f32, 1f32, (b, bl, v), logits.device())?;
+            let u = u.clamp(f32::MIN_POSITIVE, 1.0 - f32::EPSILON / 2.0)?;
+            let g = u.log()?.neg()?.log()?.neg()?;
+            (logits.to_dtype(DType::F32)? + (g * t)?)?
+        } else {
+            let noise: Vec<f64> = (0..b * bl * v).map(|_| -(-rng.next_open01().ln()).ln() * t).collect();
+            let noise = Tensor::from_vec(noise, (b, bl, v), logits.device())?;
+            (logits.to_dtype(DType::F64)? + noise)?
+        };
+        perturbed.argmax_keepdim(D::Minus1)?
     } else {
         lf.argmax_keepdim(D::Minus1)?
     };
@@ -324,18 +343,15 @@ fn predict(logits: &Tensor, params: &LladaParams, rng: &mut SplitMix64) -> Resul
         Remasking::LowConfidence => {
             let max = lf.max_keepdim(D::Minus1)?;
             let sum = lf.broadcast_sub(&max)?.exp()?.sum_keepdim(D::Minus1)?;
-            let conf = if params.temperature > 0.0 || params.confidence == ConfidenceDtype::F64 {
+            let conf = if params.temperature > 0.0 || params.confidence == Confidence::F64 {
                 let chosen = lf.gather(&pred.contiguous()?, D::Minus1)?;
                 ((chosen - max)?.exp()? / sum)?
             } else {
                 // The chosen token is the maximum: exp(0) / sum.
                 sum.recip()?
             };
-            let conf = conf.flatten_all()?;
-            match params.confidence {
-                ConfidenceDtype::F32 => conf.to_vec1::<f32>()?.into_iter().map(f64::from).collect(),
-                ConfidenceDtype::F64 => conf.to_vec1::<f64>()?,
-            }
+            // B x block values: widening them on the device changes nothing of their rounding.
+            conf.flatten_all()?.to_dtype(DType::F64)?.to_vec1::<f64>()?
         }
         Remasking::Random => (0..b * bl).map(|_| rng.next_f64()).collect(),
     };

@@ -9,8 +9,8 @@ mod llada;
 
 pub use ar::{ArOutput, generate_ar};
 pub use llada::{
-    ConfidenceDtype, LladaOutput, LladaParams, Remasking, generate_llada, generate_llada_observed, select_positions,
-    transfer_schedule,
+    Confidence, GumbelNoise, LladaOutput, LladaParams, Remasking, generate_llada, generate_llada_observed,
+    select_positions, transfer_schedule,
 };
 
 /// What to do with EOS when exactly `n_out` tokens must come out: the config's enum, one type for both.

@@ -201,7 +201,8 @@ pub(crate) fn generate_rows(
                 },
                 seed: cfg.run.seed.wrapping_add(run),
                 cfg_scale: cfg.grid.cfg_scale,
-                confidence: generate::ConfidenceDtype::default(),
+                confidence: cfg.grid.confidence,
+                gumbel_noise: cfg.grid.gumbel_noise,
             };
             let out = generate::generate_llada(model, batch, n_out, &params)?;
             let rep = Repetition {
