@@ -7,7 +7,10 @@
 //! - an AR decode token: one single-token forward with the KV cache, then the greedy choice on the host, as
 //!   `generate_ar` does per token, over the last `decode_tokens` positions of an N-token sequence;
 //! - a LLaDA step: one full bidirectional forward over B x N tokens with logits for one block, as
-//!   `generate_llada` does per step (the forward only; the confidence ranking on the host is left out).
+//!   `generate_llada` does per step (the forward only);
+//! - the LLaDA selection that follows each step's forward, on B x block x vocab logits: the sampler's own
+//!   `predict` (argmax and confidence, greedy in f32 and in f64, sampled with the Gumbel noise from either
+//!   source) up to the B x block values that reach the host, so a step with its selection is the sum of the two.
 //!
 //! From the work per forward ([`metrics::roofline`]) it prints the achieved bandwidth and FLOP rate and the
 //! ratio to the floors of issue 3: decode time / (weights bytes / copy bandwidth), and step FLOP rate / matmul
@@ -101,6 +104,9 @@ pub struct BenchArgs {
     /// Measured runs of each benchmark (the median is reported).
     #[arg(long, default_value_t = 5)]
     pub repetitions: usize,
+    /// Batch of the LLaDA selection benchmark (default: `--batch`).
+    #[arg(long)]
+    pub selection_batch: Option<usize>,
     /// Seed of the synthetic weights and token ids.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -132,6 +138,28 @@ pub struct Report {
     pub decode: Phase,
     /// LLaDA step.
     pub llada_step: Phase,
+    /// LLaDA selection after a step's forward.
+    pub llada_selection: Selection,
+}
+
+/// The LLaDA selection of one step (the sampler's `predict`) on `(batch, block, vocab)` logits in the run's dtype.
+#[derive(Debug, Clone, Serialize)]
+pub struct Selection {
+    /// Rows B.
+    pub batch: usize,
+    /// Positions per row that get logits (the block).
+    pub block: usize,
+    /// Vocabulary of the LLaDA shape.
+    pub vocab: usize,
+    /// Greedy, `confidence = "f32"` (the default): reduced on the device, B x block values to the host.
+    pub greedy_f32_ms: f64,
+    /// Greedy, `confidence = "f64"`: the block's logits copied to f64 first (the reference's precision).
+    pub greedy_f64_ms: f64,
+    /// Temperature 1, `gumbel_noise = "device"` (on the CPU this is the host stream: its generator cannot be
+    /// seeded).
+    pub sampled_device_noise_ms: f64,
+    /// Temperature 1, `gumbel_noise = "host"`: B x block x vocab f64 values drawn on the host and uploaded.
+    pub sampled_host_noise_ms: f64,
 }
 
 /// One timed phase: its shape, time, work and rates.
@@ -209,6 +237,7 @@ pub fn run(args: &BenchArgs) -> Result<Report> {
     let decode = decode_bench(args, &llama, &device, dtype, reps, copy_bytes_per_s).context("AR decode")?;
     let llada = bench_config(args, ModelKind::Llada)?;
     let llada_step = step_bench(args, &llada, &device, dtype, reps, matmul_flops_per_s).context("LLaDA step")?;
+    let llada_selection = selection_bench(args, &llada, &device, dtype, reps).context("LLaDA selection")?;
 
     let clock = Stopwatch::start(&device)?.kind().to_string();
     let info = crate::execution::device_info(spec);
@@ -229,6 +258,7 @@ pub fn run(args: &BenchArgs) -> Result<Report> {
         matmul_size,
         decode,
         llada_step,
+        llada_selection,
     })
 }
 
@@ -423,6 +453,41 @@ fn step_bench(
     })
 }
 
+fn selection_bench(
+    args: &BenchArgs,
+    cfg: &ModelConfig,
+    device: &Device,
+    dtype: DType,
+    reps: Reps,
+) -> Result<Selection> {
+    use crate::generate::{Confidence, GumbelNoise, LladaParams, predict, seed_device_noise};
+    let (b, bl, v) = (args.selection_batch.unwrap_or(args.batch), args.block_length, cfg.vocab_size);
+    // Logits of a trained model's spread (normal, std 3), in the run's dtype on the device.
+    let logits = (Tensor::randn(0f32, 3f32, (b, bl, v), &Device::Cpu)?.to_dtype(dtype)?).to_device(device)?;
+    let mut rng = SplitMix64::new(args.seed ^ 0x5E1EC7);
+    let mut time = |params: LladaParams| -> Result<f64> {
+        let device_noise = seed_device_noise(device, &params)?;
+        median_ms(reps, || {
+            let sw = Stopwatch::start(device)?;
+            let (ids, conf) = predict(&logits, &params, device_noise, &mut rng)?;
+            let ms = sw.elapsed_ms()?;
+            anyhow::ensure!(ids.len() == b * bl && conf.len() == b * bl, "selection returned {} ids", ids.len());
+            Ok(ms)
+        })
+    };
+    let greedy = LladaParams { block_length: bl, ..LladaParams::default() };
+    let sampled = LladaParams { temperature: 1.0, seed: args.seed, ..greedy };
+    Ok(Selection {
+        batch: b,
+        block: bl,
+        vocab: v,
+        greedy_f32_ms: time(LladaParams { confidence: Confidence::F32, ..greedy })?,
+        greedy_f64_ms: time(LladaParams { confidence: Confidence::F64, ..greedy })?,
+        sampled_device_noise_ms: time(LladaParams { gumbel_noise: GumbelNoise::Device, ..sampled })?,
+        sampled_host_noise_ms: time(LladaParams { gumbel_noise: GumbelNoise::Host, ..sampled })?,
+    })
+}
+
 fn shape_line(s: &ModelShape) -> String {
     format!(
         "layers {} hidden {} heads {}/{} kv ffn {} vocab {} ({:.3} B params)",
@@ -450,7 +515,11 @@ pub fn text(r: &Report) -> String {
          \x20                       {:.2} GB/s, {:.2} GFLOP/s; {:.2}x the bandwidth floor ({:.3} ms; target <= 1.5x)\n\
          LLaDA step              {:>10.3} ms  llada shape: {}\n\
          \x20                       B={} N={}; {:.3} GFLOP and {:.2} MB of weights per step\n\
-         \x20                       {:.2} GFLOP/s = {:.0}% of the matmul rate (target >= 60%)\n",
+         \x20                       {:.2} GFLOP/s = {:.0}% of the matmul rate (target >= 60%)\n\
+         LLaDA selection         {:>10.3} ms  greedy, confidence f32 on the device; B={} block={} vocab={}\n\
+         \x20                       {:>10.3} ms  greedy, confidence f64 (the block's logits copied to f64)\n\
+         \x20                       {:>10.3} ms  temperature 1, Gumbel noise from the device{}\n\
+         \x20                       {:>10.3} ms  temperature 1, Gumbel noise from the host (f64, uploaded)\n",
         r.framework,
         r.device,
         r.dtype,
@@ -476,6 +545,14 @@ pub fn text(r: &Report) -> String {
         s.weights_bytes as f64 / 1e6,
         s.flops_per_s / 1e9,
         100.0 * s.ratio_to_floor,
+        r.llada_selection.greedy_f32_ms,
+        r.llada_selection.batch,
+        r.llada_selection.block,
+        r.llada_selection.vocab,
+        r.llada_selection.greedy_f64_ms,
+        r.llada_selection.sampled_device_noise_ms,
+        if r.threads.is_some() { " (the CPU's: the host stream)" } else { "" },
+        r.llada_selection.sampled_host_noise_ms,
         n = r.matmul_size,
     )
 }

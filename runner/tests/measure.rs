@@ -294,6 +294,13 @@ fn bench_kernels_prints_its_figures_on_the_cpu() {
             assert!(r[phase][key].as_f64().is_some_and(|x| x > 0.0 && x.is_finite()), "{phase}.{key}: {r}");
         }
     }
+    // The selection ran on the step's B x block x vocab logits, each variant timed.
+    let sel = &r["llada_selection"];
+    assert_eq!((sel["batch"].as_u64(), sel["block"].as_u64()), (Some(2), Some(8)), "{sel}");
+    assert_eq!(sel["vocab"], r["llada_step"]["shape"]["vocab"], "{sel}");
+    for key in ["greedy_f32_ms", "greedy_f64_ms", "sampled_device_noise_ms", "sampled_host_noise_ms"] {
+        assert!(sel[key].as_f64().is_some_and(|x| x > 0.0 && x.is_finite()), "llada_selection.{key}: {r}");
+    }
     // The step's FLOPs are the schema's formula for the LLaDA shape at B=2, N=64, logits for 8 positions.
     let shape: schema::ModelShape = serde_json::from_value(r["llada_step"]["shape"].clone()).expect("shape");
     let f = roofline::Forward { batch: 2, tokens: 64, context: 64, logits: 8 };
@@ -304,7 +311,15 @@ fn bench_kernels_prints_its_figures_on_the_cpu() {
     let out = sb.cmd(&args);
     assert_exit!(out, 0);
     let text = stdout(&out);
-    for want in ["copy bandwidth", "matmul rate", "AR decode token", "LLaDA step", "target <= 1.5x", "target >= 60%"] {
+    for want in [
+        "copy bandwidth",
+        "matmul rate",
+        "AR decode token",
+        "LLaDA step",
+        "LLaDA selection",
+        "target <= 1.5x",
+        "target >= 60%",
+    ] {
         assert!(text.contains(want), "{want:?} in\n{text}");
     }
 }

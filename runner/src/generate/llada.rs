@@ -341,14 +341,13 @@ pub(crate) fn predict(
     let pred_ids = pred.flatten_all()?.to_vec1::<u32>()?;
     let conf = match params.remasking {
         Remasking::LowConfidence => {
-            let max = lf.max_keepdim(D::Minus1)?;
-            let sum = lf.broadcast_sub(&max)?.exp()?.sum_keepdim(D::Minus1)?;
-            let conf = if params.temperature > 0.0 || params.confidence == Confidence::F64 {
-                let chosen = lf.gather(&pred.contiguous()?, D::Minus1)?;
-                ((chosen - max)?.exp()? / sum)?
+            // One fused softmax over the vocabulary (candle's kernel: exp(l - max) / sum per row, parallel over
+            // rows): the chosen token's probability is the row's maximum when it is the argmax.
+            let probs = candle_nn::ops::softmax_last_dim(&lf.contiguous()?)?;
+            let conf = if params.temperature > 0.0 {
+                probs.gather(&pred.contiguous()?, D::Minus1)?
             } else {
-                // The chosen token is the maximum: exp(0) / sum.
-                sum.recip()?
+                probs.max_keepdim(D::Minus1)?
             };
             // B x block values: widening them on the device changes nothing of their rounding.
             conf.flatten_all()?.to_dtype(DType::F64)?.to_vec1::<f64>()?

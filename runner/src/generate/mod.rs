@@ -12,6 +12,7 @@ pub use llada::{
     Confidence, GumbelNoise, LladaOutput, LladaParams, Remasking, generate_llada, generate_llada_observed,
     select_positions, transfer_schedule,
 };
+pub(crate) use llada::{predict, seed_device_noise};
 
 /// What to do with EOS when exactly `n_out` tokens must come out: the config's enum, one type for both.
 /// `Suppress` blocks every stop id (EOS and `<|eot_id|>`), not just EOS.
