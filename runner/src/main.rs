@@ -3,6 +3,8 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    #[cfg(unix)]
+    settle_thread_count();
     match runner::cli::main() {
         Ok(code) => code,
         Err(err) => {
@@ -10,4 +12,29 @@ fn main() -> ExitCode {
             ExitCode::from(runner::exit_code(&err) as u8)
         }
     }
+}
+
+/// Makes candle's CPU thread count a constant of the process.
+///
+/// candle's CPU matmul asks for its thread count at every call, and without `RAYON_NUM_THREADS` it works it out
+/// each time, reading `/proc/cpuinfo` for the physical core count: a file read inside every matmul of every
+/// timed forward (on a 2-core machine it made a tiny model's decode token 5x slower; on a many-core node the file
+/// is larger still). Setting the variable is only sound while no other thread runs, and our code has no `unsafe`,
+/// so the process replaces itself once, at its start, with `RAYON_NUM_THREADS` set to the count candle picks (the
+/// same PID, arguments and environment otherwise). A valid value the user set is kept; if the replacement fails
+/// the process goes on as before.
+#[cfg(unix)]
+fn settle_thread_count() {
+    use std::os::unix::process::CommandExt;
+    // candle reads the variable as a positive integer and ignores anything else.
+    if std::env::var("RAYON_NUM_THREADS").ok().and_then(|v| v.parse::<usize>().ok()).is_some_and(|n| n > 0) {
+        return;
+    }
+    let Ok(exe) = std::env::current_exe() else { return };
+    let mut args = std::env::args_os();
+    let arg0 = args.next().unwrap_or_else(|| exe.clone().into_os_string());
+    let threads = candle_core::utils::get_num_threads();
+    // `exec` returns only when it failed.
+    let _failed =
+        std::process::Command::new(&exe).arg0(arg0).args(args).env("RAYON_NUM_THREADS", threads.to_string()).exec();
 }

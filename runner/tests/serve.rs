@@ -25,7 +25,17 @@ impl Drop for Server {
 
 /// `dllm-bench serve` on a free port, its log (stderr) in `log`; returns the server and its address.
 fn start(results: &Path, explorer: &Path, log: &Path) -> (Server, String) {
-    let child = Command::new(env!("CARGO_BIN_EXE_dllm-bench"))
+    start_with_threads(results, explorer, log, None)
+}
+
+/// [`start`] with `RAYON_NUM_THREADS` set to `threads`, or removed from its environment.
+fn start_with_threads(results: &Path, explorer: &Path, log: &Path, threads: Option<&str>) -> (Server, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_dllm-bench"));
+    match threads {
+        Some(n) => cmd.env("RAYON_NUM_THREADS", n),
+        None => cmd.env_remove("RAYON_NUM_THREADS"),
+    };
+    let child = cmd
         .args(["serve", "--addr", "127.0.0.1:0", "--results"])
         .arg(results)
         .arg("--explorer")
@@ -283,4 +293,24 @@ fn site_holds_the_explorer_the_bundles_and_their_index() {
     assert_eq!(index.bundles.iter().map(|b| b.file.as_str()).collect::<Vec<_>>(), ["run-a.json"]);
     schema::read_bundle(&std::fs::read_to_string(out.join("bundles/run-a.json")).expect("bundle")).expect("valid");
     assert!(!out.join("bundles/broken.json").exists(), "only readable bundles are published");
+}
+
+#[test]
+fn the_process_fixes_candles_thread_count_once_at_its_start() {
+    // Without RAYON_NUM_THREADS candle's CPU matmul re-reads /proc/cpuinfo at every call, inside the timed
+    // forwards: the binary replaces itself at its start (same PID) with the variable set to candle's own count,
+    // and keeps a value the user set.
+    let sb = Sandbox::new();
+    let (results, explorer) = folders(&sb);
+    let environ = |server: &Server| {
+        let raw = std::fs::read(format!("/proc/{}/environ", server.0.id())).expect("the server's environment");
+        raw.split(|&b| b == 0).map(|v| String::from_utf8_lossy(v).into_owned()).collect::<Vec<_>>()
+    };
+    let (server, _) = start_with_threads(&results, &explorer, &sb.path().join("unset.log"), None);
+    let set: Vec<String> = environ(&server).into_iter().filter(|v| v.starts_with("RAYON_NUM_THREADS=")).collect();
+    let n: Vec<usize> = set.iter().filter_map(|v| v["RAYON_NUM_THREADS=".len()..].parse().ok()).collect();
+    assert!(n.len() == 1 && n[0] >= 1, "the running server's RAYON_NUM_THREADS: {set:?}");
+    drop(server);
+    let (server, _) = start_with_threads(&results, &explorer, &sb.path().join("set.log"), Some("1"));
+    assert!(environ(&server).contains(&"RAYON_NUM_THREADS=1".to_string()), "the user's value is kept");
 }
