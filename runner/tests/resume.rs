@@ -47,19 +47,19 @@ fn sigkill_at_random_moments_loses_no_finished_cell() {
     });
     eprintln!("kill moments from seed {seed} (DLLM_KILL_SEED={seed} repeats them)");
     let mut rng = metrics::rng::SplitMix64::new(seed);
-    // 27 cells: enough for 12 kills with work left between them.
+    // 27 cells of 12 repetitions: enough for 12 kills with work left between them (a few seconds of work).
     let args = [
         "run",
         "--run-dir",
         dir_s,
         "--seq-len",
-        "40,48,56",
+        "48,64,96",
         "--batch-size",
         "1,2,4",
         "--steps",
         "4,8",
         "--repetitions",
-        "4",
+        "12",
         "-q",
     ];
     let mut before: BTreeMap<CellKey, String> = BTreeMap::new();
