@@ -29,7 +29,7 @@ fn repo() -> PathBuf {
 
 /// The venv's interpreter when it imports torch and transformers; None (after a loud message) when it does not,
 /// and a failure then if DLLM_BENCH_REQUIRE_HF is set.
-fn hf_python() -> Option<&'static Path> {
+pub(crate) fn hf_python() -> Option<&'static Path> {
     static PYTHON: OnceLock<Option<PathBuf>> = OnceLock::new();
     PYTHON
         .get_or_init(|| {

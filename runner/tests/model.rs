@@ -817,3 +817,188 @@ fn classifier_free_guidance_uses_the_masked_prompt_pass_and_counts_two_forwards_
         (0..n_out).filter(|&i| first[p + i] != mask).map(|i| (i, first[p + i])).collect();
     assert_eq!(committed, [(j, token)], "step 0 commits the guided logits' most confident position");
 }
+
+// ---------------------------------------------------------------- other checkpoints of the llama layout
+
+/// Llama-3.1's published RoPE scaling (Meta-Llama-3.1-8B's config.json).
+fn llama31_scaling() -> serde_json::Value {
+    serde_json::json!({
+        "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192, "rope_type": "llama3"
+    })
+}
+
+/// A Llama-3-8B-shaped config.json (head_dim 128, theta 500000) edited by `edit`, parsed as the llama kind.
+fn llama8b_config(dir: &Path, edit: impl FnOnce(&mut serde_json::Value)) -> Result<ModelConfig, String> {
+    let mut j = serde_json::json!({
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
+        "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+        "rms_norm_eps": 1e-5, "rope_theta": 500000.0, "vocab_size": 128256, "max_position_embeddings": 131072,
+        "hidden_act": "silu"
+    });
+    edit(&mut j);
+    let p = dir.join("config.json");
+    std::fs::write(&p, j.to_string()).expect("config");
+    ModelConfig::from_file(&p, ModelKind::Llama).map_err(|e| e.to_string())
+}
+
+#[test]
+fn llama31_rope_scaling_gives_the_published_frequencies() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let scaled = llama8b_config(dir.path(), |j| j["rope_scaling"] = llama31_scaling()).expect("llama3 scaling");
+    let f = scaled.rope_inv_freq();
+    assert_eq!(f.len(), 64);
+    // Worked by hand from theta = 500000, head_dim = 128 (inv_freq_i = theta^(-i/64)), factor 8, low 1, high 4,
+    // original context 8192: wavelengths below 8192/4 = 2048 keep their frequency, above 8192/1 are divided by 8.
+    // i = 0: inv 1, wavelength 2 pi: kept.
+    assert_eq!(f[0], 1.0);
+    // i = 32: inv = 500000^-0.5 = 1.4142136e-3, wavelength 2 pi / inv = 4442.883 (medium): smooth =
+    // (8192 / 4442.883 - 1) / 3 = 0.2812818, scaled = inv * ((1 - smooth) / 8 + smooth) = inv * 0.3711216
+    // = 5.24846e-4.
+    assert!((f[32] - 5.24846e-4).abs() < 1e-9, "{}", f[32]);
+    // i = 63: inv = 500000^(-63/64) = exp(-12.917327) = 2.455141e-6, wavelength 2.56e6 (long): divided by 8
+    // = 3.068926e-7.
+    assert!((f[63] - 3.068926e-7).abs() < 1e-12, "{}", f[63]);
+    // Unscaled, the same config gives theta^(-i/64) everywhere.
+    let plain = llama8b_config(dir.path(), |_| {}).expect("plain");
+    assert!((plain.rope_inv_freq()[32] - 1.414214e-3).abs() < 1e-9);
+    assert!(plain.rope_scaling.is_none());
+    // transformers 5 writes the same fields under rope_parameters, beside rope_theta.
+    let v5 = llama8b_config(dir.path(), |j| {
+        let mut p = llama31_scaling();
+        p["rope_theta"] = 500000.0.into();
+        j["rope_parameters"] = p;
+        j.as_object_mut().expect("object").remove("rope_theta");
+    })
+    .expect("transformers-5 spelling");
+    assert_eq!(v5.rope_inv_freq(), f);
+    // Other scalings, and a llama3 scaling with a field missing, are refused naming the field.
+    let err =
+        llama8b_config(dir.path(), |j| j["rope_scaling"] = serde_json::json!({"rope_type": "yarn", "factor": 4.0}))
+            .expect_err("yarn");
+    assert!(err.contains("rope_scaling.rope_type") && err.contains("yarn"), "{err}");
+    let err = llama8b_config(dir.path(), |j| {
+        let mut s = llama31_scaling();
+        s.as_object_mut().expect("object").remove("low_freq_factor");
+        j["rope_scaling"] = s;
+    })
+    .expect_err("incomplete");
+    assert!(err.contains("rope_scaling.low_freq_factor"), "{err}");
+}
+
+#[test]
+fn qwen2_and_llama_attention_biases_are_read_from_the_config() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let qwen2 = llama8b_config(dir.path(), |j| {
+        j["architectures"] = serde_json::json!(["Qwen2ForCausalLM"]);
+        j["model_type"] = "qwen2".into();
+    })
+    .expect("qwen2 loads as the llama layout");
+    assert!(qwen2.qkv_bias && !qwen2.o_bias, "Qwen2: biases on q, k, v only");
+    let biased = llama8b_config(dir.path(), |j| j["attention_bias"] = true.into()).expect("attention_bias");
+    assert!(biased.qkv_bias && biased.o_bias, "Llama's attention_bias: all four projections");
+    let plain = llama8b_config(dir.path(), |_| {}).expect("plain");
+    assert!(!plain.qkv_bias && !plain.o_bias);
+    let names = runner::model::WeightNames::for_kind(ModelKind::Llama);
+    let count = |c: &ModelConfig| names.tensors(c).iter().filter(|(n, _)| n.ends_with(".bias")).count();
+    assert_eq!((count(&plain), count(&qwen2), count(&biased)), (0, 3 * 32, 4 * 32));
+    for (field, value, want) in [
+        ("mlp_bias", serde_json::json!(true), "mlp_bias"),
+        ("use_sliding_window", serde_json::json!(true), "use_sliding_window"),
+        ("architectures", serde_json::json!(["MistralForCausalLM"]), "Qwen2ForCausalLM"),
+    ] {
+        let err = llama8b_config(dir.path(), |j| j[field] = value).expect_err(field);
+        assert!(err.contains(want), "{field}: {err}");
+    }
+}
+
+/// The tiny synthetic Llama rewritten as a Qwen2 checkpoint: q/k/v biases from `bias(name, len)`.
+fn tiny_qwen2(cache: &Path, name: &str, from: &ModelFiles, bias: impl Fn(&str, usize) -> Tensor) -> ModelFiles {
+    let mut tensors = candle_core::safetensors::load(&from.weights[0], &Device::Cpu).expect("weights");
+    let names: Vec<(String, usize)> = tensors
+        .iter()
+        .filter(|(n, _)| n.ends_with("q_proj.weight") || n.ends_with("k_proj.weight") || n.ends_with("v_proj.weight"))
+        .map(|(n, t)| (n.replace(".weight", ".bias"), t.dims()[0]))
+        .collect();
+    for (n, len) in names {
+        tensors.insert(n.clone(), bias(&n, len));
+    }
+    write_checkpoint(cache, name, from, &tensors, |c| {
+        c["architectures"] = serde_json::json!(["Qwen2ForCausalLM"]);
+        c["model_type"] = "qwen2".into();
+    })
+}
+
+#[test]
+fn qwen2_biases_are_loaded_and_change_the_logits() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let files = tiny_files(dir.path(), ModelKind::Llama, &spec(13, None));
+    let llama = load(&files, ModelKind::Llama);
+    let zeros =
+        tiny_qwen2(dir.path(), "qwen-zero", &files, |_, len| Tensor::zeros(len, DType::F32, &Device::Cpu).expect("z"));
+    let biased = tiny_qwen2(dir.path(), "qwen-biased", &files, |n, len| {
+        let seed = n.bytes().map(f32::from).sum::<f32>();
+        let v: Vec<f32> = (0..len).map(|i| ((i as f32 + seed) * 0.37).sin() * 0.5).collect();
+        Tensor::from_vec(v, len, &Device::Cpu).expect("bias")
+    });
+    let ids = Tensor::new(&[[1u32, 40, 41, 42, 43, 44]], &Device::Cpu).expect("ids");
+    let base = llama.forward_full(&ids, None).expect("llama");
+    let with_zeros = load(&zeros, ModelKind::Llama);
+    assert!(with_zeros.config.qkv_bias);
+    assert_eq!(max_abs_diff(&with_zeros.forward_full(&ids, None).expect("zeros"), &base), 0.0, "zero biases add 0");
+    let d = max_abs_diff(&load(&biased, ModelKind::Llama).forward_full(&ids, None).expect("biased"), &base);
+    assert!(d > 1e-2, "the biases must reach the logits: max difference {d}");
+    // A Qwen2 checkpoint without its biases is refused, naming the tensor.
+    let tensors = candle_core::safetensors::load(&files.weights[0], &Device::Cpu).expect("weights");
+    let bare = write_checkpoint(dir.path(), "qwen-bare", &files, &tensors, |c| c["model_type"] = "qwen2".into());
+    let err = LoadedModel::load(&bare, ModelKind::Llama, &Device::Cpu, DType::F32).expect_err("no biases").to_string();
+    assert!(err.contains("q_proj.bias"), "{err}");
+}
+
+#[test]
+fn qwen2_and_llama31_logits_match_hf_transformers() {
+    // The same checkpoints through transformers' Qwen2ForCausalLM and LlamaForCausalLM (f32, eager attention).
+    let Some(python) = crate::hf_reference::hf_python() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let files = tiny_files(dir.path(), ModelKind::Llama, &spec(17, None));
+    let qwen2 = tiny_qwen2(dir.path(), "qwen", &files, |n, len| {
+        let seed = n.bytes().map(f32::from).sum::<f32>();
+        let v: Vec<f32> = (0..len).map(|i| ((i as f32 + seed) * 0.61).cos() * 0.3).collect();
+        Tensor::from_vec(v, len, &Device::Cpu).expect("bias")
+    });
+    let tensors = candle_core::safetensors::load(&files.weights[0], &Device::Cpu).expect("weights");
+    // A short original context, so that the scaling moves the frequencies these positions use.
+    let scaled = write_checkpoint(dir.path(), "llama31", &files, &tensors, |c| {
+        let mut s = llama31_scaling();
+        s["original_max_position_embeddings"] = 64.into();
+        c["rope_scaling"] = s;
+    });
+    let ids: Vec<u32> = vec![1, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56];
+    let script = r#"
+import json, sys, torch, transformers
+path, ids = sys.argv[1], json.loads(sys.argv[2])
+model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="eager")
+with torch.no_grad():
+    print(json.dumps(model(torch.tensor([ids])).logits[0].tolist()))
+"#;
+    let plain = load(&files, ModelKind::Llama);
+    let t = Tensor::new(ids.as_slice(), &Device::Cpu).expect("ids").unsqueeze(0).expect("batch");
+    for (name, files) in [("qwen2", &qwen2), ("llama3 rope scaling", &scaled)] {
+        let out = std::process::Command::new(python)
+            .args(["-c", script])
+            .arg(&files.snapshot_dir)
+            .arg(serde_json::to_string(&ids).expect("ids"))
+            .env("OMP_NUM_THREADS", "1")
+            .output()
+            .expect("python");
+        assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+        let hf: Vec<Vec<f32>> = serde_json::from_slice(&out.stdout).expect("logits json");
+        let hf = Tensor::new(hf, &Device::Cpu).expect("hf").unsqueeze(0).expect("batch");
+        let ours = load(files, ModelKind::Llama).forward_full(&t, None).expect("ours");
+        let d = max_abs_diff(&ours, &hf);
+        assert!(d < 1e-4, "{name}: max |ours - transformers| = {d}");
+        // And the feature is visible: without it the logits are far from transformers'.
+        let without = max_abs_diff(&plain.forward_full(&t, None).expect("plain"), &hf);
+        assert!(without > 1e-2, "{name}: the plain model is within {without} of transformers: the test sees nothing");
+    }
+}

@@ -2,9 +2,14 @@
 //!
 //! Llama checkpoints use the HF llama field names (`hidden_size`, `num_hidden_layers`, ...); LLaDA uses the OLMo
 //! names (`d_model`, `n_layers`, ...). Each raw struct mirrors its file; `into_config` applies the defaults the
-//! upstream code applies, and refuses what the shared transformer cannot run (biases, tied weights, other
-//! activations, RoPE scaling), naming the file, the field and the way out. RoPE's base is never defaulted: a file
-//! with neither `rope_theta` nor transformers-5 `rope_parameters.rope_theta` is refused.
+//! upstream code applies, and refuses what the shared transformer cannot run (MLP biases, other activations,
+//! RoPE scaling other than Llama-3.1's, sliding windows), naming the file, the field and the way out. RoPE's base
+//! is never defaulted: a file with neither `rope_theta` nor transformers-5 `rope_parameters.rope_theta` is
+//! refused.
+//!
+//! The `llama` kind is a layout, not a name: HF's `LlamaForCausalLM` and `Qwen2ForCausalLM` (the same causal
+//! decoder; Qwen2 always has biases on the q, k and v projections, Llama when `attention_bias` is true, then on
+//! the output projection too) both load as `llama`.
 
 use std::path::Path;
 
@@ -39,6 +44,45 @@ pub struct ModelConfig {
     /// The LM head is the token embedding (`tie_word_embeddings` / OLMo's `weight_tying`: Llama-3.2-1B/3B and
     /// most small models): the checkpoint has no LM head tensor of its own.
     pub tied_lm_head: bool,
+    /// The q, k and v projections have biases (Qwen2 always; Llama with `attention_bias`).
+    pub qkv_bias: bool,
+    /// The attention's output projection has a bias (Llama with `attention_bias`; never Qwen2).
+    pub o_bias: bool,
+    /// Llama-3.1's RoPE frequency scaling (`rope_type: "llama3"`), when the checkpoint asks for it.
+    pub rope_scaling: Option<Llama3RopeScaling>,
+}
+
+/// Llama-3.1's RoPE frequency scaling (`rope_scaling` / `rope_parameters` with `rope_type: "llama3"`): long
+/// wavelengths are divided by `factor`, short ones kept, and those in between interpolated smoothly.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Llama3RopeScaling {
+    /// 8 for Llama-3.1 and 3.2 (3.2: 32).
+    pub factor: f64,
+    /// 1 for Llama-3.1.
+    pub low_freq_factor: f64,
+    /// 4 for Llama-3.1.
+    pub high_freq_factor: f64,
+    /// The context the model was first trained at: 8192 for Llama-3.1.
+    pub original_max_position_embeddings: f64,
+}
+
+impl Llama3RopeScaling {
+    /// The scaled inverse frequency of one RoPE pair whose unscaled inverse frequency is `inv_freq` (the formula
+    /// of Meta's reference code and transformers' `_compute_llama3_parameters`).
+    pub fn scale(&self, inv_freq: f64) -> f64 {
+        let old = self.original_max_position_embeddings;
+        let low_freq_wavelen = old / self.low_freq_factor;
+        let high_freq_wavelen = old / self.high_freq_factor;
+        let wavelen = 2.0 * std::f64::consts::PI / inv_freq;
+        if wavelen < high_freq_wavelen {
+            inv_freq
+        } else if wavelen > low_freq_wavelen {
+            inv_freq / self.factor
+        } else {
+            let smooth = (old / wavelen - self.low_freq_factor) / (self.high_freq_factor - self.low_freq_factor);
+            (1.0 - smooth) * inv_freq / self.factor + smooth * inv_freq
+        }
+    }
 }
 
 impl ModelConfig {
@@ -80,6 +124,17 @@ impl ModelConfig {
             intermediate: self.intermediate_size as u32,
             vocab: self.vocab_size as u32,
         }
+    }
+
+    /// RoPE's inverse frequencies, one per pair of the head dimension: theta^(-2i / head_dim), then Llama-3.1's
+    /// scaling when the checkpoint has it. Computed in f64 (the transformer rounds them to f32).
+    pub fn rope_inv_freq(&self) -> Vec<f64> {
+        (0..self.head_dim / 2)
+            .map(|i| {
+                let f = 1.0 / self.rope_theta.powf(2.0 * i as f64 / self.head_dim as f64);
+                self.rope_scaling.map_or(f, |s| s.scale(f))
+            })
+            .collect()
     }
 
     /// Whether attention is causal (autoregressive) for this architecture.
@@ -126,44 +181,46 @@ impl ModelConfig {
     }
 }
 
-/// The `architectures` and `model_type` each layout is written with (HF llama; LLaDA's remote code).
-fn architecture_names(kind: ModelKind) -> (&'static str, &'static str) {
+/// The `architectures` and `model_type` pairs each layout loads (HF llama and Qwen2; LLaDA's remote code).
+fn architecture_names(kind: ModelKind) -> &'static [(&'static str, &'static str)] {
     match kind {
-        ModelKind::Llama => ("LlamaForCausalLM", "llama"),
-        ModelKind::Llada => ("LLaDAModelLM", "llada"),
+        ModelKind::Llama => &[("LlamaForCausalLM", "llama"), ("Qwen2ForCausalLM", "qwen2")],
+        ModelKind::Llada => &[("LLaDAModelLM", "llada")],
     }
 }
 
 /// Refuses a `config.json` whose `architectures` or `model_type` names another architecture than `kind`'s (a
 /// file with neither is taken as `kind`). Naming the other supported kind when the file is one.
 fn check_architecture(json: &serde_json::Value, path: &Path, kind: ModelKind) -> Result<(), ModelError> {
-    let (arch, model_type) = architecture_names(kind);
+    let names = architecture_names(kind);
     let archs: Vec<&str> = json
         .get("architectures")
         .and_then(|a| a.as_array())
         .map_or(vec![], |a| a.iter().filter_map(|v| v.as_str()).collect());
     let mt = json.get("model_type").and_then(|v| v.as_str());
-    let (field, value) = if !archs.is_empty() && !archs.contains(&arch) {
+    let (field, value) = if !archs.is_empty() && !names.iter().any(|(a, _)| archs.contains(a)) {
         ("architectures", format!("{archs:?}"))
-    } else if mt.is_some_and(|m| m != model_type) {
+    } else if mt.is_some_and(|m| !names.iter().any(|&(_, t)| t == m)) {
         ("model_type", format!("{:?}", mt.unwrap_or_default()))
     } else {
         return Ok(());
     };
-    let other = [ModelKind::Llama, ModelKind::Llada].into_iter().find(|&k| {
-        let (a, m) = architecture_names(k);
-        k != kind && (archs.contains(&a) || mt == Some(m))
-    });
+    let other = [ModelKind::Llama, ModelKind::Llada]
+        .into_iter()
+        .find(|&k| k != kind && architecture_names(k).iter().any(|(a, m)| archs.contains(a) || mt == Some(m)));
+    let listed = |k: ModelKind| architecture_names(k).iter().map(|(a, _)| *a).collect::<Vec<_>>().join(" or ");
     let fix = match other {
         Some(k) => format!(
             "this is a {} checkpoint, not {}: give the model kind = \"{}\" in the config",
-            architecture_names(k).0,
-            arch,
+            listed(k),
+            listed(kind),
             format!("{k:?}").to_lowercase()
         ),
-        None => "unknown architecture: the runner implements LlamaForCausalLM (kind \"llama\") and LLaDAModelLM \
-                 (kind \"llada\") only"
-            .to_string(),
+        None => format!(
+            "unknown architecture: the runner implements {} (kind \"llama\") and {} (kind \"llada\") only",
+            listed(ModelKind::Llama),
+            listed(ModelKind::Llada)
+        ),
     };
     Err(ModelError::Unsupported { path: path.to_path_buf(), field: field.into(), value, fix })
 }
@@ -171,17 +228,6 @@ fn check_architecture(json: &serde_json::Value, path: &Path, kind: ModelKind) ->
 /// `rope_theta` at the top level (transformers 4) or under `rope_parameters` (transformers 5).
 fn rope_theta(path: &Path, top: Option<f64>, params: Option<&RopeParameters>) -> Result<f64, ModelError> {
     let nested = params.and_then(|p| p.rope_theta);
-    if let Some(p) = params
-        && let Some(t) = &p.rope_type
-        && t != "default"
-    {
-        return Err(ModelError::Unsupported {
-            path: path.to_path_buf(),
-            field: "rope_parameters.rope_type".into(),
-            value: t.clone(),
-            fix: "only plain RoPE (rope_type \"default\") is implemented".into(),
-        });
-    }
     match (top, nested) {
         (Some(a), Some(b)) if a != b => Err(ModelError::Unsupported {
             path: path.to_path_buf(),
@@ -201,10 +247,72 @@ fn rope_theta(path: &Path, top: Option<f64>, params: Option<&RopeParameters>) ->
     }
 }
 
+/// The RoPE scaling of a config: transformers 4's `rope_scaling` or transformers 5's `rope_parameters` (whose
+/// `rope_type` is "default" when there is none). Only Llama-3.1's `llama3` is implemented; `allowed` is false for
+/// a layout that never has scaling (LLaDA), where any type but "default" is refused.
+fn rope_scaling(
+    path: &Path,
+    legacy: Option<&serde_json::Value>,
+    params: Option<&RopeParameters>,
+    allowed: bool,
+) -> Result<Option<Llama3RopeScaling>, ModelError> {
+    let unsupported = unsupported_in(path);
+    let legacy = legacy.filter(|v| !v.is_null());
+    let (field, obj) = match (legacy, params) {
+        (Some(v), _) => ("rope_scaling", v.clone()),
+        (None, Some(p)) => ("rope_parameters", serde_json::to_value(&p.rest).unwrap_or_default()),
+        (None, None) => return Ok(None),
+    };
+    let kind = obj.get("rope_type").or_else(|| obj.get("type")).and_then(|t| t.as_str());
+    let kind = kind.or(params.and_then(|p| p.rope_type.as_deref())).unwrap_or("default");
+    if kind == "default" {
+        return Ok(None);
+    }
+    if kind != "llama3" || !allowed {
+        let supported = if allowed { "plain RoPE and Llama-3.1's \"llama3\" scaling are" } else { "plain RoPE is" };
+        return Err(unsupported(
+            &format!("{field}.rope_type"),
+            kind.to_string(),
+            &format!("only {supported} implemented"),
+        ));
+    }
+    let num = |name: &str| -> Result<f64, ModelError> {
+        let v = obj.get(name).and_then(|v| v.as_f64());
+        match v {
+            Some(x) if x.is_finite() && x > 0.0 => Ok(x),
+            Some(x) => Err(unsupported(&format!("{field}.{name}"), x.to_string(), "must be a positive number")),
+            None => Err(ModelError::MissingField {
+                path: path.to_path_buf(),
+                field: format!("{field}.{name}"),
+                fix: "Llama-3.1's llama3 scaling needs factor, low_freq_factor, high_freq_factor and \
+                      original_max_position_embeddings (8, 1, 4, 8192 in Meta's release)"
+                    .into(),
+            }),
+        }
+    };
+    let s = Llama3RopeScaling {
+        factor: num("factor")?,
+        low_freq_factor: num("low_freq_factor")?,
+        high_freq_factor: num("high_freq_factor")?,
+        original_max_position_embeddings: num("original_max_position_embeddings")?,
+    };
+    if s.high_freq_factor <= s.low_freq_factor {
+        return Err(unsupported(
+            &format!("{field}.high_freq_factor"),
+            s.high_freq_factor.to_string(),
+            "must exceed low_freq_factor",
+        ));
+    }
+    Ok(Some(s))
+}
+
 #[derive(Debug, Clone, Deserialize)]
 struct RopeParameters {
     rope_theta: Option<f64>,
     rope_type: Option<String>,
+    /// The scaling's own fields (transformers 5 puts them beside `rope_theta`).
+    #[serde(flatten)]
+    rest: serde_json::Map<String, serde_json::Value>,
 }
 
 /// `eos_token_id` may be one id or a list (Llama-3 Instruct).
@@ -251,17 +359,28 @@ struct LlamaConfigFile {
     attention_bias: bool,
     #[serde(default)]
     mlp_bias: bool,
+    /// Qwen2: `qwen2`, whose q/k/v projections always have biases.
+    model_type: Option<String>,
+    architectures: Option<Vec<String>>,
+    /// Qwen2's sliding-window attention (off in the released base models).
+    #[serde(default)]
+    use_sliding_window: bool,
     dllm_bench_synthetic: Option<serde_json::Value>,
 }
 
 impl LlamaConfigFile {
     fn into_config(self, path: &Path) -> Result<ModelConfig, ModelError> {
         let unsupported = unsupported_in(path);
-        if self.attention_bias || self.mlp_bias {
+        let qwen2 = self.model_type.as_deref() == Some("qwen2")
+            || self.architectures.as_ref().is_some_and(|a| a.iter().any(|n| n == "Qwen2ForCausalLM"));
+        if self.mlp_bias {
+            return Err(unsupported("mlp_bias", "true".into(), "only bias-free MLP projections are implemented"));
+        }
+        if self.use_sliding_window {
             return Err(unsupported(
-                "attention_bias/mlp_bias",
+                "use_sliding_window",
                 "true".into(),
-                "only bias-free projections are implemented",
+                "sliding-window attention is not implemented: every layer attends to the whole sequence",
             ));
         }
         if let Some(act) = &self.hidden_act
@@ -269,15 +388,7 @@ impl LlamaConfigFile {
         {
             return Err(unsupported("hidden_act", act.clone(), "only \"silu\" (SwiGLU) is implemented"));
         }
-        if let Some(s) = &self.rope_scaling
-            && !s.is_null()
-        {
-            return Err(unsupported(
-                "rope_scaling",
-                s.to_string(),
-                "RoPE scaling (Llama-3.1's \"llama3\") is not implemented; use Meta-Llama-3-8B",
-            ));
-        }
+        let scaling = rope_scaling(path, self.rope_scaling.as_ref(), self.rope_parameters.as_ref(), true)?;
         let theta = rope_theta(path, self.rope_theta, self.rope_parameters.as_ref())?;
         let head_dim = self.hidden_size / self.num_attention_heads.max(1);
         if let Some(hd) = self.head_dim
@@ -308,6 +419,9 @@ impl LlamaConfigFile {
             checkpoint_dtype: self.torch_dtype.or(self.dtype),
             synthetic: self.dllm_bench_synthetic,
             tied_lm_head: self.tie_word_embeddings,
+            qkv_bias: qwen2 || self.attention_bias,
+            o_bias: !qwen2 && self.attention_bias,
+            rope_scaling: scaling,
         };
         cfg.check(path)?;
         Ok(cfg)
@@ -391,6 +505,7 @@ impl LladaConfigFile {
             }
         }
         let theta = rope_theta(path, self.rope_theta, self.rope_parameters.as_ref())?;
+        rope_scaling(path, None, self.rope_parameters.as_ref(), false)?;
         let intermediate = match (self.mlp_hidden_size, self.mlp_ratio) {
             (Some(h), _) => h,
             (None, Some(r)) => r * self.d_model,
@@ -423,6 +538,9 @@ impl LladaConfigFile {
             checkpoint_dtype: self.torch_dtype.or(self.dtype),
             synthetic: self.dllm_bench_synthetic,
             tied_lm_head: self.weight_tying,
+            qkv_bias: false,
+            o_bias: false,
+            rope_scaling: None,
         };
         cfg.check(path)?;
         Ok(cfg)

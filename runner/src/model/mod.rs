@@ -13,7 +13,7 @@ use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use schema::grid::ModelKind;
 
-pub use config::ModelConfig;
+pub use config::{Llama3RopeScaling, ModelConfig};
 pub use files::ModelFiles;
 pub use transformer::{KvCache, LogitsSpan, Positions, Rope, Transformer, TransformerOptions, WeightNames};
 

@@ -1,8 +1,11 @@
 //! The one decoder-only transformer both architectures run on.
 //!
 //! Llama-3 and LLaDA share every kernel: embedding, N pre-norm blocks (RMSNorm, q/k/v projections, rotate-half
-//! RoPE, attention with grouped queries, output projection, RMSNorm, SwiGLU MLP), final RMSNorm and an untied LM
-//! head. They differ only in the causal flag, the head counts and the tensor names ([`WeightNames`]).
+//! RoPE, attention with grouped queries, output projection, RMSNorm, SwiGLU MLP), final RMSNorm and an LM head
+//! (untied, or the embedding itself). They differ only in the causal flag, the head counts and the tensor names
+//! ([`WeightNames`]). What other checkpoints of the same layout need is read from their `config.json`, never
+//! defaulted: q/k/v (and output) projection biases (Qwen2; Llama's `attention_bias`) and Llama-3.1's RoPE
+//! frequency scaling ([`super::Llama3RopeScaling`]).
 //!
 //! Numerics, chosen once for both:
 //! - RMSNorm is computed in f32 and cast back before the weight multiplies (as HF llama and OLMo do).
@@ -84,7 +87,7 @@ impl WeightNames {
     }
 
     /// Every tensor of the checkpoint with its shape, in file order (embedding, blocks, final norm, head).
-    /// Norm weights are the 1-D entries.
+    /// Norm weights and projection biases (names ending in `.bias`) are the 1-D entries.
     pub fn tensors(&self, cfg: &ModelConfig) -> Vec<(String, Vec<usize>)> {
         let h = cfg.hidden_size;
         let q = cfg.num_heads * cfg.head_dim;
@@ -105,6 +108,14 @@ impl WeightNames {
                 (self.down, vec![h, i]),
             ] {
                 out.push((format!("{p}.{name}.weight"), shape));
+            }
+            for (name, len, on) in [(self.q, q, cfg.qkv_bias), (self.k, kv, cfg.qkv_bias), (self.v, kv, cfg.qkv_bias)]
+                .into_iter()
+                .chain([(self.o, h, cfg.o_bias)])
+            {
+                if on {
+                    out.push((format!("{p}.{name}.bias"), vec![len]));
+                }
             }
         }
         out.push((format!("{}.weight", self.final_norm), vec![h]));
@@ -251,8 +262,14 @@ struct Block {
 }
 
 fn linear(vb: &VarBuilder, name: &str, out_dim: usize, in_dim: usize) -> candle_core::Result<Linear> {
+    linear_b(vb, name, out_dim, in_dim, false)
+}
+
+/// A projection `name.weight` `(out_dim, in_dim)`, with `name.bias` `(out_dim)` when `bias`.
+fn linear_b(vb: &VarBuilder, name: &str, out_dim: usize, in_dim: usize, bias: bool) -> candle_core::Result<Linear> {
     let w = vb.pp(name).get((out_dim, in_dim), "weight")?;
-    Ok(Linear::new(w, None))
+    let b = if bias { Some(vb.pp(name).get(out_dim, "bias")?) } else { None };
+    Ok(Linear::new(w, b))
 }
 
 impl Block {
@@ -263,10 +280,10 @@ impl Block {
         let i = cfg.intermediate_size;
         Ok(Self {
             attn_norm: RmsNorm::load(vb.pp(n.attn_norm), h, cfg.rms_norm_eps)?,
-            q: linear(&vb, n.q, q, h)?,
-            k: linear(&vb, n.k, kv, h)?,
-            v: linear(&vb, n.v, kv, h)?,
-            o: linear(&vb, n.o, h, q)?,
+            q: linear_b(&vb, n.q, q, h, cfg.qkv_bias)?,
+            k: linear_b(&vb, n.k, kv, h, cfg.qkv_bias)?,
+            v: linear_b(&vb, n.v, kv, h, cfg.qkv_bias)?,
+            o: linear_b(&vb, n.o, h, q, cfg.o_bias)?,
             mlp_norm: RmsNorm::load(vb.pp(n.mlp_norm), h, cfg.rms_norm_eps)?,
             gate: linear(&vb, n.gate, i, h)?,
             up: linear(&vb, n.up, i, h)?,
@@ -304,8 +321,7 @@ impl Transformer {
         let lm_head =
             if cfg.tied_lm_head { Linear::new(embed_w, None) } else { linear(&vb, n.lm_head, cfg.vocab_size, h)? };
         let half = cfg.head_dim / 2;
-        let inv_freq: Vec<f32> =
-            (0..half).map(|i| (1.0 / cfg.rope_theta.powf(2.0 * i as f64 / cfg.head_dim as f64)) as f32).collect();
+        let inv_freq: Vec<f32> = cfg.rope_inv_freq().into_iter().map(|f| f as f32).collect();
         let inv_freq = Tensor::from_vec(inv_freq, (1, half), vb.device())?;
         Ok(Self {
             cfg: cfg.clone(),

@@ -448,7 +448,11 @@ pub fn write_synthetic(
         .tensors(&model_cfg)
         .into_iter()
         .map(|(name, shape)| {
-            let init = if shape.len() == 1 { Init { mean: 1.0, std: 0.05 } } else { Init { mean: 0.0, std } };
+            let init = match shape.len() {
+                _ if name.ends_with(".bias") => Init { mean: 0.0, std },
+                1 => Init { mean: 1.0, std: 0.05 },
+                _ => Init { mean: 0.0, std },
+            };
             TensorSpec { name, shape, init }
         })
         .collect();
