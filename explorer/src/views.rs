@@ -165,10 +165,11 @@ pub struct Options {
     pub bytes: bool,
     /// Quality metric name; `None`: the first the bundles have.
     pub metric: Option<String>,
-    /// Roofline: the device's peak memory bandwidth in TB/s (10^12 bytes/s), entered by the user (bundles do
-    /// not store peaks).
+    /// Roofline: the device's peak memory bandwidth in TB/s (10^12 bytes/s), entered by the user; it overrides
+    /// the copy bandwidth the run measured (bundles of format 1.4 and later).
     pub peak_bw_tbs: Option<f64>,
-    /// Roofline: the device's peak FLOP rate in TFLOP/s, entered by the user.
+    /// Roofline: the device's peak FLOP rate in TFLOP/s, entered by the user; it overrides the measured matmul
+    /// rate.
     pub peak_tflops: Option<f64>,
 }
 
@@ -756,7 +757,12 @@ fn roofline(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec
     if !bundles.iter().any(|lb| metrics::roofline::has_roofline(&lb.bundle)) {
         return Err(NO_ROOFLINE.into());
     }
-    let (peak_bw, peak_flops) = (o.peak_bw_tbs.map(|v| v * 1e12), o.peak_tflops.map(|v| v * 1e12));
+    // Ceilings: what the user entered, else what the (first) bundle's run measured on its device.
+    let recorded: Vec<(usize, &schema::bundle::DevicePeaks)> =
+        bundles.first().map(|lb| metrics::roofline::recorded_peaks(&lb.bundle)).unwrap_or_default();
+    let measured = recorded.first().map(|&(_, p)| p);
+    let peak_bw = o.peak_bw_tbs.map(|v| v * 1e12).or(measured.map(|p| p.copy_bytes_per_s));
+    let peak_flops = o.peak_tflops.map(|v| v * 1e12).or(measured.map(|p| p.matmul_flops_per_s));
     let mut pal = Palette::default();
     let mut series = Vec::new();
     let (mut x_lo, mut x_hi) = (f64::INFINITY, f64::NEG_INFINITY);
@@ -814,9 +820,12 @@ fn roofline(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec
                 Some(Mark { x, y, lo: None, hi: None, tip: String::new(), cell: None })
             })
             .collect();
+        let source = |entered: bool| if entered { "entered" } else { "measured" };
         let mut what = Vec::new();
-        what.extend(o.peak_bw_tbs.map(|v| format!("{v} TB/s")));
-        what.extend(o.peak_tflops.map(|v| format!("{v} TFLOP/s")));
+        what.extend(peak_bw.map(|v| format!("{} TB/s {}", figure::fmt_num(v / 1e12), source(o.peak_bw_tbs.is_some()))));
+        what.extend(
+            peak_flops.map(|v| format!("{} TFLOP/s {}", figure::fmt_num(v / 1e12), source(o.peak_tflops.is_some()))),
+        );
         series.insert(
             0,
             Series {
@@ -827,14 +836,36 @@ fn roofline(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec
                 marks,
             },
         );
-        notes.push(format!(
-            "Roofline ceilings from the peaks you entered ({}); bundles do not store the device's peaks.",
-            what.join(", ")
-        ));
+        if let Some(p) = measured.filter(|_| o.peak_bw_tbs.is_none() || o.peak_tflops.is_none()) {
+            let (i, _) = recorded[0];
+            let device = &bundles[0].bundle.provenance.executions[i].device;
+            notes.push(format!(
+                "Ceilings measured by the run on its device ({}) before its first cell: copy bandwidth {} GB/s (read + \
+                 write, a {} MiB device-to-device copy) and matmul rate {} TFLOP/s ({n}x{n}x{n}, {}), medians of {}; \
+                 enter peaks above to override them.",
+                device.name.as_deref().unwrap_or(&device.kind),
+                figure::fmt_num(p.copy_bytes_per_s / 1e9),
+                p.copy_bytes >> 20,
+                figure::fmt_num(p.matmul_flops_per_s / 1e12),
+                p.dtype,
+                p.repetitions,
+                n = p.matmul_size,
+            ));
+            if recorded.iter().any(|(_, q)| *q != p) {
+                notes.push(format!(
+                    "The bundle's {} executions measured different ceilings; the first one's are drawn.",
+                    recorded.len()
+                ));
+            }
+        }
+        if o.peak_bw_tbs.is_some() || o.peak_tflops.is_some() {
+            notes.push("Ceilings you entered replace the measured ones.".into());
+        }
     } else {
         notes.push(
-            "Achieved rates without ceilings: bundles do not store the device's peaks. Enter the peak bandwidth \
-             (TB/s) and peak FLOP rate (TFLOP/s) above to draw the roofline."
+            "Achieved rates without ceilings: this bundle does not record its device's peaks (runners before \
+             format 1.4 did not measure them). Enter the peak bandwidth (TB/s) and peak FLOP rate (TFLOP/s) above \
+             to draw the roofline."
                 .into(),
         );
     }

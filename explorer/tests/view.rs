@@ -475,6 +475,30 @@ fn roofline_plots_intensity_and_achieved_rate_with_ceilings_when_given() {
     let f1 = fig(ViewKind::Roofline, &[&b], &Filters { batch: Some(1), ..Filters::default() }, &o);
     assert!(f1.mark_count() < ok);
 
+    // A 1.4 bundle carries the ceilings its run measured: drawn without typing, named in the label and a note;
+    // peaks entered replace them.
+    let text = include_str!("../../schema/tests/fixtures/v1.4/demo-peaks.json");
+    let measured = load_bundle("demo-peaks.json", text).expect("1.4 fixture loads");
+    let p = measured.bundle.provenance.executions[0].device_peaks.clone().expect("measured peaks");
+    let cv = chart_view(ViewKind::Roofline, &[&measured], &Filters::default(), &Options::default());
+    let f = cv.figure.expect("roofline");
+    let (series, _) = xy(&f);
+    let roof = series.iter().find(|s| s.style == Style::Frontier).expect("the measured ceilings are drawn");
+    assert!(roof.label.contains("measured"), "{}", roof.label);
+    let ridge = p.matmul_flops_per_s / p.copy_bytes_per_s;
+    let at = |x: f64| roof.marks.iter().find(|m| close(m.x, x)).map(|m| m.y);
+    if let Some(y) = at(ridge) {
+        assert!(close(y, p.matmul_flops_per_s / 1e12), "the ridge is at the measured matmul rate: {y}");
+    }
+    let first = &roof.marks[0];
+    let want = (first.x * p.copy_bytes_per_s).min(p.matmul_flops_per_s) / 1e12;
+    assert!(close(first.y, want), "{} vs {want}", first.y);
+    assert!(cv.notes.iter().any(|n| n.contains("Ceilings measured by the run")), "{:?}", cv.notes);
+    let cv = chart_view(ViewKind::Roofline, &[&measured], &Filters::default(), &o);
+    let (series, _) = xy(cv.figure.as_ref().expect("roofline"));
+    let roof = series.iter().find(|s| s.style == Style::Frontier).expect("ceilings");
+    assert!(roof.label.contains("0.01 TB/s entered") && roof.label.contains("0.02 TFLOP/s entered"), "{}", roof.label);
+
     // Older bundles say why there is nothing to show.
     let old = h200();
     let e = chart_view(ViewKind::Roofline, &[&old], &Filters::default(), &Options::default()).figure.unwrap_err();

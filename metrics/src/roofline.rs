@@ -22,7 +22,7 @@
 //! Activation memory is derived, not stored: peak allocated - weights - KV cache ([`activation_bytes`]).
 
 use crate::derive::CellRef;
-use schema::bundle::{Bundle, CellStatus, ModelShape, Repetition};
+use schema::bundle::{Bundle, CellStatus, DevicePeaks, ModelShape, Repetition};
 use schema::grid::Precision;
 
 /// Bytes per element of a precision.
@@ -219,6 +219,13 @@ pub fn roofline_points(cells: &[CellRef<'_>]) -> Vec<RooflinePoint> {
 /// True when any cell of the bundle recorded its work (weights read and FLOPs), i.e. a roofline can be drawn.
 pub fn has_roofline(bundle: &Bundle) -> bool {
     bundle.cells.iter().flat_map(|c| &c.repetitions).any(|r| r.flop_count.is_some() && r.weights_read_bytes.is_some())
+}
+
+/// The device ceilings a bundle recorded (since 1.4: each execution's probes before its first cell), with the
+/// index of the execution that measured them, in execution order. The roofline's ceilings are the first's; every
+/// reader takes them from here.
+pub fn recorded_peaks(bundle: &Bundle) -> Vec<(usize, &DevicePeaks)> {
+    bundle.provenance.executions.iter().enumerate().filter_map(|(i, e)| Some((i, e.device_peaks.as_ref()?))).collect()
 }
 
 /// The roofline ceiling at arithmetic intensity `intensity` (FLOP/byte): min(peak FLOP rate, intensity x peak

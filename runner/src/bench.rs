@@ -295,6 +295,28 @@ fn copy_bandwidth(device: &Device, bytes: usize, reps: Reps) -> Result<f64> {
     Ok(2.0 * (n * 4) as f64 / (ms / 1e3))
 }
 
+/// The device's ceilings a run records at its start ([`schema::bundle::DevicePeaks`]): the same copy and matmul
+/// probes as `bench-kernels` at its default sizes (1 GiB and 8192 on CUDA, 256 MiB and 1024 on the CPU), one
+/// warm-up and three measured repetitions each (about a second on an H100, a quarter of one on two CPU cores).
+pub fn probe_peaks(device: &Device, precision: Precision) -> Result<schema::bundle::DevicePeaks> {
+    let cuda = device.is_cuda();
+    let reps = Reps { warmup: 1, measured: 3 };
+    let copy_bytes = if cuda { 1usize << 30 } else { 256 << 20 };
+    let matmul_size = if cuda { 8192 } else { 1024 };
+    let dtype = crate::sweep::dtype_of(precision);
+    let copy_bytes_per_s = copy_bandwidth(device, copy_bytes, reps).context("copy bandwidth probe")?;
+    let matmul_flops_per_s = matmul_rate(device, dtype, matmul_size, 0, reps).context("matmul rate probe")?;
+    crate::device::release(device);
+    Ok(schema::bundle::DevicePeaks {
+        copy_bytes_per_s,
+        copy_bytes: copy_bytes as u64,
+        matmul_flops_per_s,
+        matmul_size: matmul_size as u32,
+        dtype: precision,
+        repetitions: reps.measured as u32,
+    })
+}
+
 /// FLOP/s of a square `size` matmul in `dtype`.
 fn matmul_rate(device: &Device, dtype: DType, size: usize, seed: u64, reps: Reps) -> Result<f64> {
     let a = random(device, &[size, size], 0.0, 1.0, seed)?.to_dtype(dtype)?;

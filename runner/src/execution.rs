@@ -37,6 +37,7 @@ pub fn current(spec: DeviceSpec, shard: Option<ShardInfo>) -> Execution {
         device: device_info(spec),
         shard,
         slurm: slurm_info(|k| std::env::var(k).ok()),
+        device_peaks: None,
     }
 }
 

@@ -335,6 +335,11 @@ fn the_ranking_precision_and_the_noise_source_are_config_choices_recorded_in_the
     // The defaults are written out, so a bundle says how it ranked even when the config did not.
     let (b, text) = run("default.toml", &demo);
     assert_eq!(b.provenance.config.grid.confidence, schema::grid::Confidence::F32);
+    // The run measured its device's ceilings before its first cell (the roofline's defaults).
+    let peaks = b.provenance.executions[0].device_peaks.as_ref().expect("device peaks");
+    assert!(
+        peaks.copy_bytes_per_s > 1e6 && peaks.matmul_flops_per_s > 1e6 && peaks.dtype == b.provenance.config.run.dtype
+    );
     assert!(text.contains("\"confidence\": \"f32\"") && text.contains("\"gumbel_noise\": \"device\""), "{text}");
     let chosen = demo.replace("temperature = 0.0", "temperature = 0.5\nconfidence = \"f64\"\ngumbel_noise = \"host\"");
     assert_ne!(chosen, demo, "the demo config sets the temperature");

@@ -105,6 +105,28 @@ pub struct Execution {
     /// The SLURM job, when it ran under SLURM.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slurm: Option<SlurmInfo>,
+    /// Since 1.4: the device's ceilings, measured by this process before its first cell. Absent when they were
+    /// not measured (older runners, or a probe that failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_peaks: Option<DevicePeaks>,
+}
+
+/// The device's ceilings as the runner measures them at its start (`bench-kernels`' copy and matmul probes,
+/// median of the repetitions): the roofline view's defaults.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct DevicePeaks {
+    /// Device-to-device copy into an existing buffer: bytes read + written per second.
+    pub copy_bytes_per_s: f64,
+    /// Bytes copied by one probe.
+    pub copy_bytes: u64,
+    /// A square matmul in `dtype`: FLOP/s (2 n^3 per product).
+    pub matmul_flops_per_s: f64,
+    /// Side n of the square matmul.
+    pub matmul_size: u32,
+    /// The matmul's precision: the run's.
+    pub dtype: crate::grid::Precision,
+    /// Measured repetitions each figure is the median of.
+    pub repetitions: u32,
 }
 
 /// SLURM facts of an [`Execution`], from the job's environment.

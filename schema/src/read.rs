@@ -270,10 +270,11 @@ fn upgrade_step(from: SchemaVersion, value: &mut Value) -> Result<SchemaVersion,
         }
         // 1.0 -> 1.1 only added optional fields: nothing to transform.
         SchemaVersion::V1_0 => Ok(SchemaVersion::V1_1),
-        // 1.1 -> 1.2 and 1.2 -> 1.3 likewise.
+        // 1.1 -> 1.2, 1.2 -> 1.3 and 1.3 -> 1.4 likewise.
         SchemaVersion::V1_1 => Ok(SchemaVersion::V1_2),
         SchemaVersion::V1_2 => Ok(SchemaVersion::V1_3),
-        SchemaVersion::V1_3 => Ok(SchemaVersion::V1_3),
+        SchemaVersion::V1_3 => Ok(SchemaVersion::V1_4),
+        SchemaVersion::V1_4 => Ok(SchemaVersion::V1_4),
     }
 }
 
@@ -318,6 +319,22 @@ fn check(b: &Bundle) -> Result<(), BundleError> {
         return inconsistent(format!("provenance.shard is {}/{}: not a shard (0 <= index < count)", s.index, s.count));
     }
     let mut seen = std::collections::HashSet::with_capacity_and_hasher(b.cells.len(), KeyHasherBuild::default());
+    for (i, e) in b.provenance.executions.iter().enumerate() {
+        if let Some(p) = &e.device_peaks {
+            let rate_ok = |v: f64| v.is_finite() && v > 0.0;
+            if !(rate_ok(p.copy_bytes_per_s) && rate_ok(p.matmul_flops_per_s))
+                || p.copy_bytes == 0
+                || p.matmul_size == 0
+                || p.repetitions == 0
+            {
+                return inconsistent(format!(
+                    "provenance.executions[{i}].device_peaks: rates must be finite and > 0 and the probe sizes and \
+                     repetitions >= 1 (copy {} B/s over {} bytes, matmul {} FLOP/s at {}, {} repetitions)",
+                    p.copy_bytes_per_s, p.copy_bytes, p.matmul_flops_per_s, p.matmul_size, p.repetitions
+                ));
+            }
+        }
+    }
     for (i, cell) in b.cells.iter().enumerate() {
         if let Some(q) = cell.quality.iter().find(|q| !q.value.is_finite()) {
             return Err(BundleError::Inconsistent(format!(

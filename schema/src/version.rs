@@ -3,7 +3,7 @@
 //! The policy follows Cargo's lockfile:
 //! - Every bundle states `schema_version` as `"MAJOR.MINOR"`, first in the file.
 //! - A new MINOR version only adds optional fields. Readers of an older minor ignore what they do not know,
-//!   so a `1.3` bundle still reads in a `1.0` build; the explorer says that fields may be missing.
+//!   so a `1.4` bundle still reads in a `1.0` build; the explorer says that fields may be missing.
 //! - A new MAJOR version changes or removes fields. Every build reads all older majors and upgrades them
 //!   in code ([`crate::read_bundle`]); a bundle of a newer major is refused with a message naming its version
 //!   and telling the user to upgrade dllm-bench.
@@ -39,6 +39,9 @@ pub enum SchemaVersion {
     /// (`masked_tokens`, dropped from its text), and the prompt set's `sha256` may be absent (a 0.1 draft never had
     /// one; it was written as an empty string before). A 1.x file reads unchanged.
     V1_3,
+    /// `1.4`: each execution may carry `device_peaks`, the copy bandwidth and matmul rate the runner measured on
+    /// its device before its first cell (the roofline's ceilings). A 1.x file reads unchanged.
+    V1_4,
 }
 
 /// A version as written in a file: may be newer than any variant this build knows.
@@ -52,11 +55,17 @@ pub struct VersionNumber {
 
 impl SchemaVersion {
     /// The version this build writes.
-    pub const CURRENT: SchemaVersion = SchemaVersion::V1_3;
+    pub const CURRENT: SchemaVersion = SchemaVersion::V1_4;
 
     /// Every known version, oldest first.
-    pub const ALL: [SchemaVersion; 5] =
-        [SchemaVersion::V0_1, SchemaVersion::V1_0, SchemaVersion::V1_1, SchemaVersion::V1_2, SchemaVersion::V1_3];
+    pub const ALL: [SchemaVersion; 6] = [
+        SchemaVersion::V0_1,
+        SchemaVersion::V1_0,
+        SchemaVersion::V1_1,
+        SchemaVersion::V1_2,
+        SchemaVersion::V1_3,
+        SchemaVersion::V1_4,
+    ];
 
     /// The number written in files.
     pub fn number(self) -> VersionNumber {
@@ -66,6 +75,7 @@ impl SchemaVersion {
             SchemaVersion::V1_1 => VersionNumber { major: 1, minor: 1 },
             SchemaVersion::V1_2 => VersionNumber { major: 1, minor: 2 },
             SchemaVersion::V1_3 => VersionNumber { major: 1, minor: 3 },
+            SchemaVersion::V1_4 => VersionNumber { major: 1, minor: 4 },
         }
     }
 

@@ -52,6 +52,7 @@ fn every_v1_fixture_reads() {
         ("v1.1", SchemaVersion::V1_1.number()),
         ("v1.2", SchemaVersion::V1_2.number()),
         ("v1.3", SchemaVersion::V1_3.number()),
+        ("v1.4", SchemaVersion::V1_4.number()),
     ] {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(minor);
         let mut n = 0;
@@ -223,4 +224,24 @@ fn newer_minor_with_unknown_fields_in_the_embedded_config_is_read() {
     let r = read_bundle_detailed(&v.to_string()).expect("a newer minor with unknown config fields reads");
     assert!(r.newer_minor());
     assert_eq!(r.bundle.provenance.config, sample_bundle().provenance.config);
+}
+
+#[test]
+fn v1_4_records_the_device_peaks_and_refuses_impossible_ones() {
+    let b = read_bundle(&fixture("v1.4/demo-peaks.json")).expect("1.4 fixture");
+    let peaks = b.provenance.executions[0].device_peaks.as_ref().expect("a 1.4 run measures its device");
+    assert!(peaks.copy_bytes_per_s > 0.0 && peaks.matmul_flops_per_s > 0.0 && peaks.repetitions >= 1, "{peaks:?}");
+    // Older bundles have none: absent, not zero.
+    let old = read_bundle(&fixture("v1.3/demo-quality.json")).expect("1.3 fixture");
+    assert!(old.provenance.executions.iter().all(|e| e.device_peaks.is_none()));
+    for (what, edit) in [
+        ("zero rate", Box::new(|p: &mut schema::bundle::DevicePeaks| p.copy_bytes_per_s = 0.0) as Box<dyn Fn(&mut _)>),
+        ("infinite rate", Box::new(|p: &mut schema::bundle::DevicePeaks| p.matmul_flops_per_s = f64::INFINITY)),
+        ("no repetitions", Box::new(|p: &mut schema::bundle::DevicePeaks| p.repetitions = 0)),
+    ] {
+        let mut bad = b.clone();
+        edit(bad.provenance.executions[0].device_peaks.as_mut().expect("peaks"));
+        let err = schema::check_bundle(&bad).expect_err(what).to_string();
+        assert!(err.contains("provenance.executions[0].device_peaks"), "{what}: {err}");
+    }
 }

@@ -18,7 +18,16 @@ pub(super) fn measure_keys(
     let exec = match *exec {
         Some(e) => e,
         None => {
-            journal.append(Record::Execution(execution::current(env.spec, env.opts.shard)))?;
+            let mut here = execution::current(env.spec, env.opts.shard);
+            // The roofline's ceilings, measured once before any cell (never a guess: absent when a probe fails).
+            here.device_peaks = match crate::bench::probe_peaks(env.device, cfg.run.dtype) {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    tracing::warn!("the device's copy and matmul probes failed, the bundle records no peaks: {e:#}");
+                    None
+                }
+            };
+            journal.append(Record::Execution(here))?;
             let e = (journal.state.executions.len() - 1) as u32;
             *exec = Some(e);
             e
