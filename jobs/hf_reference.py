@@ -21,8 +21,10 @@ What is measured, per cell (W warm-ups, then R repetitions, each stored raw):
   pass and its argmax; e2e_ms = from the prompt ids on the device to the last token. forward_passes = N_out.
 - LLaDA: the reference sampler (ML-GSAI/LLaDA generate.py): prompt + N_out masks, N_out / block_length blocks,
   K / blocks steps per block, each step one full bidirectional forward; the transfer schedule floor(M / spb) plus
-  one for the first M mod spb steps; low-confidence (softmax probability in float64 of the argmax token) or
-  random remasking; top-k per row over the current block's masked positions; no early stop. step_ms per step
+  one for the first M mod spb steps; low-confidence (softmax probability of the argmax token, in the precision
+  `grid.confidence` names: float32 by default as the runner, float64 as generate.py, or the logits' dtype) or
+  random remasking (Gumbel noise and random ranks from torch's seeded generator whatever `grid.gumbel_noise`
+  says: neither of the runner's streams); top-k per row over the current block's masked positions; no early stop. step_ms per step
   (forward + commit), first_block_ms, e2e_ms, forward_passes = K. By default the logits and the float64 softmax
   cover every position, as generate.py does (`--llada-logits full`); `--llada-logits block` computes the LM head
   and the confidences for the current block only, the runner's work.
@@ -128,6 +130,7 @@ SCHEMA = {
     "grid": {"seq_lengths": ("u32s", True), "batch_sizes": ("u32s", True), "steps": ("u32s", True),
              "output_tokens": ("u32", False), "prompt_fraction": ("f64", False), "block_length": ("u32", False),
              "remasking": (("low_confidence", "random"), False), "temperature": ("f64", False),
+             "confidence": (("f32", "f64", "logits"), False), "gumbel_noise": (("device", "host"), False),
              "eos": (("ignore", "suppress"), False)},
     "model": {"kind": (("llama", "llada"), True), "id": ("str", True), "revision": ("str", False),
               "synthetic": (SYNTHETIC_FIELDS, False)},
@@ -229,6 +232,8 @@ def resolve_config(args) -> tuple[dict, str]:
     grid.setdefault("remasking", "low_confidence")
     grid.setdefault("temperature", 0.0)
     grid.setdefault("eos", "ignore")
+    grid.setdefault("confidence", "f32")
+    grid.setdefault("gumbel_noise", "device")
     for m in models:
         m.setdefault("revision", "main")
         if "synthetic" in m:
@@ -681,7 +686,7 @@ def generate_ar(model, ids, n_out, stop_ids, clock, last_only):
 
 
 def generate_llada(model, prompt, n_out, steps, block_length, temperature, remasking, mask_id, clock, gen,
-                   full_logits):
+                   full_logits, confidence="f64"):
     import torch
 
     b, p = prompt.shape
@@ -715,7 +720,8 @@ def generate_llada(model, prompt, n_out, steps, block_length, temperature, remas
             else:
                 x0 = logits.argmax(dim=-1)
             if remasking == "low_confidence":
-                probs = torch.softmax(logits.to(torch.float64), dim=-1)
+                dt = {"f32": torch.float32, "f64": torch.float64}.get(confidence, logits.dtype)
+                probs = torch.softmax(logits.to(dt), dim=-1).to(torch.float64)
                 x0_p = torch.gather(probs, -1, x0.unsqueeze(-1)).squeeze(-1)
             else:
                 x0_p = torch.rand(x0.shape, dtype=torch.float64, device=x0.device, generator=gen)
@@ -841,7 +847,8 @@ def measure_cell(model, spec, shape, ids, tokenizer, key, config, device, dtype_
             else:
                 gen = torch.Generator(device=device).manual_seed(run["seed"] * 1_000_003 + i)
                 out = generate_llada(model, prompt, n_out, key["steps"], key["block_length"], g["temperature"],
-                                     g["remasking"], ids["mask"], clock, gen, args.llada_logits == "full")
+                                     g["remasking"], ids["mask"], clock, gen, args.llada_logits == "full",
+                                     g["confidence"])
         if not measured:
             return
         rep = {"prompt_indices": indices, "e2e_ms": out["e2e_ms"]}
