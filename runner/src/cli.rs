@@ -59,6 +59,9 @@ pub enum Command {
     BenchKernels(crate::bench::BenchArgs),
     /// S_parity, the speedup at parity and the verdict per batch size of a bundle, as Markdown.
     Report(crate::report::ReportArgs),
+    /// The study's figures of a bundle as SVG files (the explorer's views, drawn headless), the S_parity table as
+    /// Markdown and LaTeX, and captions.md saying what each shows.
+    Figures(crate::figures::FiguresArgs),
 }
 
 /// Where models live.
@@ -274,6 +277,7 @@ pub fn main() -> Result<ExitCode> {
         Command::Fetch(args) => fetch_cmd(args),
         Command::BenchKernels(args) => crate::bench::main(&args),
         Command::Report(args) => crate::report::main(&args),
+        Command::Figures(args) => crate::figures::main(&args),
     }
 }
 

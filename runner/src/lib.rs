@@ -13,6 +13,7 @@ pub mod cli;
 pub mod device;
 pub mod execution;
 pub mod fetch;
+pub mod figures;
 pub mod generate;
 pub mod input;
 pub mod journal;

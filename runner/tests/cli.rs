@@ -353,3 +353,63 @@ fn the_ranking_precision_and_the_noise_source_are_config_choices_recorded_in_the
     assert_exit!(out, 2);
     assert!(stderr(&out).contains("confidence") && stderr(&out).contains("f32"), "{}", stderr(&out));
 }
+
+#[test]
+fn figures_writes_every_figure_the_bundle_can_fill_with_captions() {
+    let sb = Sandbox::new();
+    let bundle = repo_file("schema/tests/fixtures/v1.4/demo-peaks.json");
+    let out = sb.cmd(&["figures", bundle.as_str(), "-o", "figs"]);
+    assert_exit!(out, 0);
+    let dir = sb.path().join("figs");
+    let b = schema::read_bundle(&std::fs::read_to_string(&bundle).expect("fixture")).expect("valid");
+    let captions = std::fs::read_to_string(dir.join("captions.md")).expect("captions");
+    assert!(captions.contains("SYNTHETIC weights") && captions.contains("demo-peaks.json"), "{captions}");
+    let mut shapes: Vec<(u32, u32)> = b.cells.iter().map(|c| (c.key.seq_len, c.key.batch_size)).collect();
+    shapes.sort_unstable();
+    shapes.dedup();
+    let mut want: Vec<String> = Vec::new();
+    for (n, bs) in &shapes {
+        for stem in ["latency_vs_steps", "quality_vs_steps", "pareto_frontier"] {
+            want.push(format!("{stem}_N{n}_B{bs}.svg"));
+        }
+    }
+    for n in shapes.iter().map(|s| s.0).collect::<std::collections::BTreeSet<_>>() {
+        want.push(format!("throughput_by_batch_size_N{n}.svg"));
+        want.push(format!("step_time_N{n}.svg"));
+    }
+    want.extend(["memory_heatmap.svg", "roofline.svg"].map(String::from));
+    for file in &want {
+        let text = std::fs::read_to_string(dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        let body = text.trim();
+        assert!(body.starts_with("<svg") && body.ends_with("</svg>"), "{file} is not one SVG document");
+        assert_eq!(body.matches("<svg").count(), 1, "{file}");
+        // Drawn marks, and the title says the weights were synthetic.
+        assert!(body.contains("<circle") || body.contains("<rect"), "{file} draws nothing");
+        assert!(body.contains("[SYNTHETIC weights]"), "{file}: no synthetic label in its title");
+        assert!(captions.contains(&format!("## {file}")), "{file} has no caption");
+    }
+    // The roofline draws the ceilings the run measured.
+    let roofline = std::fs::read_to_string(dir.join("roofline.svg")).expect("roofline");
+    assert!(roofline.contains("TFLOP/s measured"), "the measured ceilings are in the legend");
+    // The S_parity table: the report and a LaTeX tabular with a row per (N, B).
+    let md = std::fs::read_to_string(dir.join("s_parity.md")).expect("markdown");
+    assert!(md.contains("S_parity"), "{md}");
+    let tex = std::fs::read_to_string(dir.join("s_parity.tex")).expect("latex");
+    assert!(tex.contains("\\begin{tabular}") && tex.trim_end().ends_with("\\end{tabular}"), "{tex}");
+    assert_eq!(tex.lines().filter(|l| l.ends_with("\\\\") && !l.starts_with('$')).count(), shapes.len(), "{tex}");
+
+    // A bundle without quality: the quality figures are listed as not drawn, with the reason; nothing empty.
+    let old = repo_file("schema/tests/fixtures/v1.0/demo.json");
+    let out = sb.cmd(&["figures", old.as_str(), "-o", "old"]);
+    assert_exit!(out, 0);
+    let captions = std::fs::read_to_string(sb.path().join("old/captions.md")).expect("captions");
+    assert!(captions.contains("(not drawn)"), "{captions}");
+    assert!(!sb.path().join("old/s_parity.tex").exists(), "no table without quality");
+    // Formats other than SVG are refused, naming the ones there are.
+    let out = sb.cmd(&["figures", old.as_str(), "--format", "png"]);
+    assert_exit!(out, 2);
+    assert!(stderr(&out).contains("svg"), "{}", stderr(&out));
+    let out = sb.cmd(&["figures", "missing.json"]);
+    assert_exit!(out, 2);
+    assert!(stderr(&out).contains("missing.json"), "{}", stderr(&out));
+}

@@ -262,9 +262,11 @@ fn config_without_rope_theta_is_refused() {
 fn config_with_unsupported_features_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     for (field, value) in [
-        ("attention_bias", serde_json::json!(true)),
+        ("mlp_bias", serde_json::json!(true)),
         ("hidden_act", serde_json::json!("gelu")),
+        // Incomplete llama3 scaling, and a scaling that is not implemented.
         ("rope_scaling", serde_json::json!({"rope_type": "llama3", "factor": 8.0})),
+        ("rope_scaling", serde_json::json!({"rope_type": "dynamic", "factor": 2.0})),
     ] {
         let mut j = llama_json();
         j[field] = value;

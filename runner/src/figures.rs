@@ -1,0 +1,249 @@
+//! `dllm-bench figures`: the study's figures as files, headless (a compute node with no browser and no network).
+//!
+//! Every figure is the explorer's own: the same view code (`explorer::views::chart_view`, whose numbers come from
+//! `metrics`) drawn by the same plotters function (`explorer::figure::draw`), here into SVG. Per (N, B) shape of
+//! the bundle: latency against K, quality against K, the Pareto frontier; per N: throughput by batch size; once:
+//! the memory heatmaps and the roofline; per N: the step times. Titles of figures from synthetic weights say so. The S_parity table comes from `report` (Markdown) and the
+//! same `metrics::parity` records (LaTeX). `captions.md` says, per file, what it shows: the cells drawn, the
+//! explorer's notes, the device and whether the weights were synthetic; a view the bundle cannot fill (no
+//! quality, no roofline counts) is listed there with the reason instead of being drawn empty.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use explorer::figure::{self, ChartStyle};
+use explorer::view::LoadedBundle;
+use explorer::views::{Filters, Options, ViewKind, chart_view};
+use plotters::prelude::{IntoDrawingArea, SVGBackend};
+
+use crate::InputError;
+use crate::report::{ReportOptions, render, resolve};
+
+/// Output formats of `figures`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FigureFormat {
+    /// Scalable vector graphics (text as text; any SVG tool converts it to PNG or PDF).
+    Svg,
+}
+
+/// `dllm-bench figures`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct FiguresArgs {
+    /// The bundle.
+    #[arg(value_name = "BUNDLE")]
+    pub bundle: PathBuf,
+    /// A second bundle drawn beside the first (as the explorer's compare mode: its series dashed).
+    #[arg(long, value_name = "BUNDLE")]
+    pub compare: Option<PathBuf>,
+    /// Folder the figures go to (created if missing; files of the same names are replaced atomically).
+    #[arg(long, short, value_name = "DIR", default_value = "results/figures")]
+    pub output: PathBuf,
+    /// Formats, comma-separated. Only svg is implemented: PNG and PDF need a font rasteriser this build does not
+    /// carry; convert the SVG files (e.g. `rsvg-convert -f pdf`).
+    #[arg(long, value_delimiter = ',', default_value = "svg")]
+    pub format: Vec<FigureFormat>,
+    /// Width of each figure in pixels.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(200..=8000))]
+    pub width: u32,
+    /// Height of each figure in pixels.
+    #[arg(long, default_value_t = 560, value_parser = clap::value_parser!(u32).range(150..=8000))]
+    pub height: u32,
+}
+
+/// One figure to draw: file stem, view, filters.
+struct Spec {
+    stem: String,
+    view: ViewKind,
+    filters: Filters,
+}
+
+/// The figures of `b`, in the order of the captions.
+fn specs(b: &LoadedBundle) -> Vec<Spec> {
+    let mut shapes: Vec<(u32, u32)> = b.bundle.cells.iter().map(|c| (c.key.seq_len, c.key.batch_size)).collect();
+    shapes.sort_unstable();
+    shapes.dedup();
+    let mut lengths: Vec<u32> = shapes.iter().map(|s| s.0).collect();
+    lengths.dedup();
+    let at = |n: u32, bs: u32| Filters { seq: Some(n), batch: Some(bs), ..Filters::default() };
+    let mut out = Vec::new();
+    for (stem, view) in [
+        ("latency_vs_steps", ViewKind::Latency),
+        ("quality_vs_steps", ViewKind::QualitySteps),
+        ("pareto_frontier", ViewKind::Pareto),
+    ] {
+        for &(n, bs) in &shapes {
+            out.push(Spec { stem: format!("{stem}_N{n}_B{bs}"), view, filters: at(n, bs) });
+        }
+    }
+    for &n in &lengths {
+        out.push(Spec {
+            stem: format!("throughput_by_batch_size_N{n}"),
+            view: ViewKind::Throughput,
+            filters: Filters { seq: Some(n), ..Filters::default() },
+        });
+    }
+    for &n in &lengths {
+        out.push(Spec {
+            stem: format!("step_time_N{n}"),
+            view: ViewKind::StepTime,
+            filters: Filters { seq: Some(n), ..Filters::default() },
+        });
+    }
+    for (stem, view) in [("memory_heatmap", ViewKind::Memory), ("roofline", ViewKind::Roofline)] {
+        out.push(Spec { stem: stem.into(), view, filters: Filters::default() });
+    }
+    out
+}
+
+fn load(path: &Path) -> Result<LoadedBundle> {
+    let text = crate::input::read_text_file(
+        path,
+        "bundle",
+        "pass a result bundle (a .json file that `dllm-bench run` or `merge` wrote)",
+    )?;
+    let name = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
+    explorer::view::load_bundle(&name, &text)
+        .map_err(|e| anyhow::Error::new(InputError(format!("{}: {e}", path.display()))))
+}
+
+/// The SVG text of `fig`.
+fn svg(fig: &figure::Figure, width: u32, height: u32) -> Result<String> {
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (width, height)).into_drawing_area();
+        figure::draw(&root, fig, ChartStyle::default()).map_err(|e| anyhow::anyhow!("drawing failed: {e:?}"))?;
+        root.present().map_err(|e| anyhow::anyhow!("drawing failed: {e:?}"))?;
+    }
+    Ok(out)
+}
+
+/// One line naming where the bundle's numbers come from.
+fn provenance_line(b: &LoadedBundle) -> String {
+    let p = &b.bundle.provenance;
+    let device = p.device.name.as_deref().map_or(p.device.kind.clone(), |n| format!("{} ({n})", p.device.kind));
+    let weights =
+        if b.synthetic_weights { "SYNTHETIC weights: timing is real, quality is meaningless" } else { "real weights" };
+    format!(
+        "{}: {} cells on {device}, {}, created {}, {} {}; {weights}",
+        b.source,
+        b.bundle.cells.len(),
+        p.config.run.dtype,
+        p.created_at,
+        p.tool,
+        p.git_commit.as_deref().unwrap_or("commit unknown")
+    )
+}
+
+/// The S_parity table as a LaTeX `tabular` (booktabs), from the same records as `report`.
+fn parity_latex(b: &schema::Bundle, opts: &metrics::parity::ParityOptions) -> String {
+    let esc =
+        |s: &str| s.replace('\\', "\\textbackslash{}").replace('_', "\\_").replace('%', "\\%").replace('&', "\\&");
+    let est = |e: &schema::parity::Estimate| match (e.low, e.high) {
+        (Some(l), Some(h)) => format!("{:.3} [{:.3}, {:.3}]", e.value, l, h),
+        _ => format!("{:.3}", e.value),
+    };
+    let mut s = String::new();
+    let _ = writeln!(s, "% dllm-bench figures: S_parity and the speedup at parity ({}).", esc(&opts.metric));
+    let _ = writeln!(s, "\\begin{{tabular}}{{rrlrrll}}\n\\toprule");
+    let _ = writeln!(
+        s,
+        "$N$ & $B$ & $S_\\mathrm{{parity}}$ & $L_\\mathrm{{e2e}}$ AR (ms) & $L_\\mathrm{{e2e}}$ diffusion (ms) & \
+         speedup [95\\%] & verdict \\\\\n\\midrule"
+    );
+    for r in metrics::parity::parity(b, opts) {
+        let s_par = match r.outcome {
+            metrics::derive::Parity::Reached { steps } => steps.to_string(),
+            metrics::derive::Parity::NotReached { max_steps } => format!("$>{max_steps}$"),
+            metrics::derive::Parity::NoData => "--".into(),
+        };
+        for row in &r.speedups {
+            let (diff, sp, verdict) = match (&row.speedup, row.diffusion_e2e_ms) {
+                (Some(e), Some(ms)) => {
+                    (format!("{ms:.1}"), est(e), if e.value > 1.0 { "viable" } else { "not viable" }.to_string())
+                }
+                _ => ("--".into(), "--".into(), "not viable".into()),
+            };
+            let _ = writeln!(
+                s,
+                "{} & {} & {s_par} & {:.1} & {diff} & {sp} & {verdict} \\\\",
+                r.seq_len, row.batch_size, row.ar_e2e_ms
+            );
+        }
+    }
+    let _ = writeln!(s, "\\bottomrule\n\\end{{tabular}}");
+    s
+}
+
+/// Runs `dllm-bench figures`.
+pub fn main(args: &FiguresArgs) -> Result<ExitCode> {
+    let first = load(&args.bundle)?;
+    let second = args.compare.as_deref().map(load).transpose()?;
+    let bundles: Vec<&LoadedBundle> = std::iter::once(&first).chain(second.as_ref()).collect();
+    std::fs::create_dir_all(&args.output)
+        .with_context(|| format!("cannot create the output folder {}", args.output.display()))?;
+    let mut captions = String::new();
+    let _ = writeln!(captions, "# Figures\n");
+    for b in &bundles {
+        let _ = writeln!(captions, "- {}", provenance_line(b));
+    }
+    if bundles.len() > 1 {
+        let _ = writeln!(captions, "\nThe second bundle's series are dashed and their labels start with \"B: \".");
+    }
+    let (mut written, mut skipped) = (0usize, 0usize);
+    let options = Options::default();
+    for spec in specs(&first) {
+        let view = chart_view(spec.view, &bundles, &spec.filters, &options);
+        match view.figure {
+            Ok(mut fig) => {
+                // The figure itself says so when any of its numbers come from synthetic weights.
+                if bundles.iter().any(|b| b.synthetic_weights) {
+                    fig.title = format!("{} [SYNTHETIC weights]", fig.title);
+                }
+                for format in &args.format {
+                    let (file, bytes) = match format {
+                        FigureFormat::Svg => (format!("{}.svg", spec.stem), svg(&fig, args.width, args.height)?),
+                    };
+                    crate::output::write_atomic(&args.output.join(&file), bytes.as_bytes())?;
+                    written += 1;
+                    let _ = writeln!(captions, "\n## {file}\n\n{} ({} marks).", fig.title, fig.mark_count());
+                }
+                for note in &view.notes {
+                    let _ = writeln!(captions, "- {note}");
+                }
+            }
+            Err(why) => {
+                skipped += 1;
+                let _ = writeln!(captions, "\n## {} (not drawn)\n\n{why}", spec.stem);
+            }
+        }
+    }
+    // The S_parity table: the report (Markdown) and the same records as LaTeX.
+    let b = &first.bundle;
+    let md = render(b, &first.source, &ReportOptions::default());
+    crate::output::write_atomic(&args.output.join("s_parity.md"), md.as_bytes())?;
+    let _ = writeln!(captions, "\n## s_parity.md\n\nThe `dllm-bench report` of {}.", first.source);
+    written += 1;
+    match resolve(b, &ReportOptions::default()) {
+        Some(opts) => {
+            crate::output::write_atomic(&args.output.join("s_parity.tex"), parity_latex(b, &opts).as_bytes())?;
+            let _ = writeln!(
+                captions,
+                "\n## s_parity.tex\n\nS_parity and the speedup at parity per (N, B) for {} (booktabs tabular).",
+                opts.metric
+            );
+            written += 1;
+        }
+        None => {
+            skipped += 1;
+            let _ = writeln!(captions, "\n## s_parity.tex (not written)\n\nThe bundle has no quality values.");
+        }
+    }
+    crate::output::write_atomic(&args.output.join("captions.md"), captions.as_bytes())?;
+    eprintln!(
+        "figures: {written} files and captions.md in {} ({skipped} not drawn: captions.md says why)",
+        args.output.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
