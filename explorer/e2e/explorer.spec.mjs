@@ -216,10 +216,13 @@ async function checkViews(page) {
   pass('the K filter redraws the chart with fewer series (AR kept as the reference)');
   await redraw(page, () => page.click('[data-testid="reset-filters"]'));
 
-  // Memory: GB labels and OOM marks.
+  // Memory: labels in the unit that fits the values (MB when every peak is below 1 GB), OOM marks.
   await redraw(page, () => view(page, 'memory'));
   fig = await figure(page);
   assert.equal(fig.plot.kind, 'heat');
+  const peaks = bundle.cells.filter(ok).flatMap((c) => c.repetitions.map((r) => r.peak_allocated_bytes));
+  const [unit, per] = Math.max(...peaks) < 1e9 ? ['MB', 1e6] : ['GB', 1e9];
+  assert.equal(fig.plot.unit, unit, 'the colour bar unit');
   for (const panel of fig.plot.panels) {
     for (const cell of panel.cells) {
       const N = Number(fig.plot.y.categories[cell.row]);
@@ -229,13 +232,13 @@ async function checkViews(page) {
       const oom = same.some((c) => c.status.state === 'oom');
       const peak = Math.max(...same.filter(ok).flatMap((c) => c.repetitions.map((r) => r.peak_allocated_bytes)));
       assert.equal(cell.oom, oom);
-      assert.equal(cell.text, oom ? 'OOM' : `${(peak / 1e9).toFixed(2)} GB`);
+      assert.equal(cell.text, oom ? 'OOM' : `${(peak / per).toFixed(2)} ${unit}`);
     }
   }
   await marksPainted(page);
   await page.screenshot({ path: `${SHOTS}-memory.png`, fullPage: true });
   const oomCells = fig.plot.panels.flatMap((p) => p.cells).filter((c) => c.oom).length;
-  pass(`memory: ${fig.plot.panels.length} heatmaps, GB labels = the largest peak allocated, ${oomCells} OOM cell marked`);
+  pass(`memory: ${fig.plot.panels.length} heatmaps, ${unit} labels = the largest peak allocated, ${oomCells} OOM cell marked`);
   await redraw(page, () => page.selectOption('[data-testid="memory-metric"]', 'reserved'));
   assert.match((await figure(page)).title, /reserved/);
   pass('memory: the reserved toggle redraws');

@@ -86,6 +86,9 @@ pub struct Mark {
     pub tip: String,
     /// The cell it shows.
     pub cell: Option<CellId>,
+    /// A short text drawn beside the point (e.g. `K=64` on a diffusion point whose x is not K).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
 }
 
 /// How a series is drawn.
@@ -186,6 +189,8 @@ pub enum Plot {
         y: Axis,
         /// Panels, side by side.
         panels: Vec<Panel>,
+        /// Unit of the cells' values (the colour bar's label).
+        unit: String,
     },
 }
 
@@ -443,7 +448,7 @@ pub fn draw<DB: DrawingBackend>(
     root.fill(&WHITE).map_err(backend_err)?;
     let drawn = match &fig.plot {
         Plot::Xy { x, y, series, refs } => draw_xy(root, &fig.title, x, y, series, refs, style)?,
-        Plot::Heat { x, y, panels } => draw_heat(root, &fig.title, x, y, panels, style)?,
+        Plot::Heat { x, y, panels, unit } => draw_heat(root, &fig.title, x, y, panels, unit, style)?,
     };
     root.present().map_err(backend_err)?;
     Ok(drawn)
@@ -558,6 +563,14 @@ fn draw_xy<DB: DrawingBackend>(
                 .map_err(backend_err)?;
         }
         if !matches!(se.style, Style::Bars { .. }) {
+            // Point labels (K of a diffusion point), up and to the right of the marker, in the series' colour.
+            let text = font(11.0).color(&c);
+            let off = (si(6.0) as i32, -(si(16.0) as i32));
+            cc.draw_series(se.marks.iter().filter_map(|m| {
+                let (p, label) = (pt(m)?, m.label.as_ref()?);
+                Some(EmptyElement::at(p) + Text::new(label.clone(), off, text.clone()))
+            }))
+            .map_err(backend_err)?;
             let r = si(4.5);
             if se.alt {
                 cc.draw_series(pts.iter().map(|&p| EmptyElement::at(p) + triangle(r + 1, c.filled())))
@@ -621,6 +634,7 @@ fn draw_heat<DB: DrawingBackend>(
     xa: &Axis,
     ya: &Axis,
     panels: &[Panel],
+    unit: &str,
     style: ChartStyle,
 ) -> Result<Drawn, ChartError> {
     if panels.iter().all(|p| p.cells.is_empty()) {
@@ -633,6 +647,27 @@ fn draw_heat<DB: DrawingBackend>(
     let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| (a.min(v), b.max(v)));
     let t_of = |v: f64| if hi > lo { (v - lo) / (hi - lo) } else { 0.5 };
     let root = root.titled(title, font(18.0)).map_err(backend_err)?;
+    // A colour bar on the right: the scale from the smallest to the largest value, in the figure's unit.
+    let (w, h) = root.dim_in_pixel();
+    let (root, bar) = root.split_horizontally(w.saturating_sub(si(86.0)));
+    if lo <= hi {
+        let (x0, x1) = (si(14.0) as i32, si(32.0) as i32);
+        let (top, bottom) = (si(40.0) as i32, h as i32 - si(60.0) as i32);
+        let steps = 48;
+        for i in 0..steps {
+            let (a, b) = (i as f64 / steps as f64, (i + 1) as f64 / steps as f64);
+            let y = |t: f64| bottom - ((bottom - top) as f64 * t).round() as i32;
+            bar.draw(&Rectangle::new([(x0, y(b)), (x1, y(a))], viridis((a + b) / 2.0).filled()))
+                .map_err(backend_err)?;
+        }
+        let label = font(12.0).color(&BLACK);
+        let fmt = |v: f64| format!("{v:.2}");
+        bar.draw(&Text::new(fmt(hi), (x1 + si(4.0) as i32, top - si(6.0) as i32), label.clone()))
+            .map_err(backend_err)?;
+        bar.draw(&Text::new(fmt(lo), (x1 + si(4.0) as i32, bottom - si(6.0) as i32), label.clone()))
+            .map_err(backend_err)?;
+        bar.draw(&Text::new(unit.to_string(), (x0, bottom + si(10.0) as i32), label)).map_err(backend_err)?;
+    }
     let areas = root.split_evenly((1, panels.len().max(1)));
     let mut hits = Vec::new();
     for (pi, (panel, area)) in panels.iter().zip(&areas).enumerate() {

@@ -484,6 +484,7 @@ fn latency(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec<
                         hi: Some(e.max),
                         tip: format!("{}\nL_e2e {}", key_text(&t, c.cell), ms(&e)),
                         cell: Some(CellId { bundle: bi, cell: c.index }),
+                        label: Some(format!("K={k}")),
                     };
                     push_mark(&mut series, label, pal.of(c.cell), Style::Line, bi > 0, mark);
                 }
@@ -567,6 +568,7 @@ fn throughput(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut V
                     byt.max
                 ),
                 cell: Some(CellId { bundle: *bi, cell: *ci }),
+                label: None,
             });
         }
         let k = id.3.map(|k| format!(" K={k}")).unwrap_or_default();
@@ -593,8 +595,8 @@ fn throughput(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut V
 fn memory(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec<String>) -> Result<Figure, String> {
     let ch = filter_choices(bundles);
     let (xs, ys) = (ch.batches.clone(), ch.seqs.clone());
-    let mut panels = Vec::new();
     let mut metric_names = BTreeSet::new();
+    let mut heats = Vec::new();
     for (bi, lb) in bundles.iter().enumerate() {
         let t = tag(bi, bundles.len());
         let cells = kept(lb, f);
@@ -610,16 +612,25 @@ fn memory(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec<S
         if cpu && o.memory == MemoryMetric::Reserved {
             notes.push(format!("{t}CPU bundle: it has no reserved device memory, so RSS is shown."));
         }
-        let heat = memory_heatmap(&cells, metric);
+        heats.push((bi, t, metric, memory_heatmap(&cells, metric)));
+    }
+    // One unit for the whole figure, fitted to its values: MB when every peak is below 1 GB.
+    let largest = heats.iter().flat_map(|h| h.3.iter().filter_map(|c| c.peak_bytes)).max().unwrap_or(0);
+    let (unit, per) = if largest < 1_000_000_000 { ("MB", 1e6) } else { ("GB", 1e9) };
+    let mut panels = Vec::new();
+    for (bi, t, metric, heat) in &heats {
         let models = set(heat.iter().map(|h| h.model.as_str()));
         for m in models {
             let cells = heat
                 .iter()
                 .filter(|h| h.model == m)
                 .map(|h| {
-                    let gb = h.peak_bytes.map(gigabytes);
-                    let text =
-                        if h.oom { "OOM".to_string() } else { gb.map_or("n/a".into(), |g| format!("{g:.2} GB")) };
+                    let value = h.peak_bytes.map(|v| v as f64 / per);
+                    let text = if h.oom {
+                        "OOM".to_string()
+                    } else {
+                        value.map_or("n/a".into(), |v| format!("{v:.2} {unit}"))
+                    };
                     let mut tip = format!("{t}{m} N={} B={} ({} cells)\n", h.seq_len, h.batch_size, h.cells.len());
                     match (h.peak_bytes, h.oom) {
                         (Some(v), oom) => {
@@ -634,11 +645,11 @@ fn memory(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec<S
                     HeatCell {
                         row: ys.iter().position(|n| *n == h.seq_len).unwrap_or(0),
                         col: xs.iter().position(|b| *b == h.batch_size).unwrap_or(0),
-                        value: gb,
+                        value,
                         text,
                         oom: h.oom,
                         tip,
-                        cell: h.cells.first().map(|&cell| CellId { bundle: bi, cell }),
+                        cell: h.cells.first().map(|&cell| CellId { bundle: *bi, cell }),
                     }
                 })
                 .collect();
@@ -653,13 +664,18 @@ fn memory(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec<S
     if panels.is_empty() {
         return Err("no cell matches the filters".into());
     }
-    notes.push("Largest peak over the diffusion steps K at each (N, B) (filter K to see one); GB = 10^9 bytes.".into());
+    notes.push(format!(
+        "Largest peak over the diffusion steps K at each (N, B) (filter K to see one); {unit} = 10^{} bytes; the \
+         colour bar spans the figure's smallest to largest value.",
+        if unit == "MB" { 6 } else { 9 }
+    ));
     Ok(Figure {
         title: format!("Memory: {}", metric_names.into_iter().collect::<Vec<_>>().join("; ")),
         plot: Plot::Heat {
             x: Axis::categorical("batch size B", xs.iter().map(|b| b.to_string()).collect()),
             y: Axis::categorical("sequence length N", ys.iter().map(|n| n.to_string()).collect()),
             panels,
+            unit: unit.into(),
         },
     })
 }
@@ -687,6 +703,7 @@ fn ar_timing(bundles: &[&LoadedBundle], f: &Filters, o: &Options) -> Result<Figu
                     hi: Some(s.max),
                     tip: format!("{}\nTTFT {}\nITL {}", key_text(&t, c), ms(&a.ttft_ms), ms(&a.itl_ms)),
                     cell: id,
+                    label: None,
                 };
                 let label = format!("{t}{name} {what}, N={}", c.key.seq_len);
                 push_mark(&mut series, label, colour, Style::Line, bi > 0, mark);
@@ -729,6 +746,7 @@ fn step_time(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Ve
                 hi: Some(st.step_ms.max),
                 tip: format!("{}\ntime per step {}", key_text(&t, c), ms(&st.step_ms)),
                 cell: Some(CellId { bundle: bi, cell: st.cell }),
+                label: None,
             };
             let label = format!("{t}{} B={}", series_label(c), c.key.batch_size);
             push_mark(&mut series, label, j, Style::Line, bi > 0, mark);
@@ -794,6 +812,7 @@ fn roofline(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec
                 hi: None,
                 tip,
                 cell: Some(CellId { bundle: bi, cell: p.cell }),
+                label: None,
             };
             push_mark(&mut series, format!("{t}{}", series_label(c)), pal.of(c), Style::Points, bi > 0, mark);
         }
@@ -817,7 +836,7 @@ fn roofline(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec
             .into_iter()
             .filter_map(|x| {
                 let y = metrics::roofline::attainable_flops_per_s(x, peak_bw, peak_flops)? / 1e12;
-                Some(Mark { x, y, lo: None, hi: None, tip: String::new(), cell: None })
+                Some(Mark { x, y, lo: None, hi: None, tip: String::new(), cell: None, label: None })
             })
             .collect();
         let source = |entered: bool| if entered { "entered" } else { "measured" };
@@ -951,7 +970,7 @@ fn pareto(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec<S
             .iter()
             .map(|&i| {
                 let p = &pts[i];
-                Mark { x: p.e2e_ms, y: p.quality, lo: None, hi: None, tip: String::new(), cell: None }
+                Mark { x: p.e2e_ms, y: p.quality, lo: None, hi: None, tip: String::new(), cell: None, label: None }
             })
             .collect();
         if !front.is_empty() {
@@ -980,6 +999,7 @@ fn pareto(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec<S
                     if on { "on the Pareto frontier" } else { "dominated" }
                 ),
                 cell: Some(CellId { bundle: bi, cell: p.cell }),
+                label: p.steps.map(|k| format!("K={k}")),
             };
             let (label, style) = match p.steps {
                 Some(_) => (format!("{t}{} over K", series_label(c)), Style::Line),
@@ -1201,6 +1221,7 @@ fn quality_steps(
                     p.e2e_ms
                 ),
                 cell: Some(CellId { bundle: bi, cell: p.cell }),
+                label: None,
             };
             push_mark(&mut series, format!("{t}{}", series_label(c)), pal.of(c), Style::Line, bi > 0, mark);
         }

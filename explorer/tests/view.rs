@@ -123,7 +123,8 @@ fn throughput_bars_put_ar_beside_llada_with_error_bars() {
 fn memory_heatmaps_label_gb_and_mark_oom() {
     let b = h200();
     let f = fig(ViewKind::Memory, &[&b], &Filters::default(), &Options::default());
-    let Plot::Heat { panels, x, y } = &f.plot else { panic!("heatmap") };
+    let Plot::Heat { panels, x, y, unit } = &f.plot else { panic!("heatmap") };
+    assert_eq!(unit, "GB", "peaks above 1 GB are in GB");
     assert_eq!(
         (x.categories.clone(), y.categories.clone()),
         (vec!["1".into(), "4".into()], vec!["128".into(), "256".into()])
@@ -155,6 +156,16 @@ fn memory_heatmaps_label_gb_and_mark_oom() {
         &Options { memory: MemoryMetric::Reserved, ..Options::default() },
     );
     assert!(f.title.contains("resident set size") && f.title.contains("CPU run"), "{}", f.title);
+    // Its peaks are all below 1 GB: the labels are in MB (not "0.05 GB" everywhere), the colour bar says so.
+    let Plot::Heat { panels, unit, .. } = &f.plot else { panic!("heatmap") };
+    assert_eq!(unit, "MB");
+    let largest = cpu.summaries.iter().filter_map(|s| s.peak_rss_bytes).max().expect("RSS measured");
+    assert!(largest < 1_000_000_000);
+    let texts: Vec<&str> = panels.iter().flat_map(|p| p.cells.iter().map(|c| c.text.as_str())).collect();
+    assert!(texts.iter().all(|t| t.ends_with(" MB") || *t == "OOM" || *t == "n/a"), "{texts:?}");
+    assert!(texts.contains(&format!("{:.2} MB", largest as f64 / 1e6).as_str()), "{texts:?}");
+    let (out, _) = svg(&f);
+    assert!(out.contains(">\nMB\n</text>") || out.contains(">MB</text>"), "the colour bar names the unit");
 }
 
 #[test]
@@ -569,4 +580,29 @@ fn s_parity_rows_agree_with_the_parity_records_when_cells_failed() {
     let hit = rows.iter().find(|r| r.seq == 256 && r.batch == 1).expect("the row of the failed cell");
     assert_eq!(hit.s_parity_text(), "32", "S_parity is the group's, not a search over B = 1's ok cells");
     assert_eq!((hit.speedup_text(), hit.verdict()), ("-".to_string(), "not viable (parity not reached)"));
+}
+
+#[test]
+fn diffusion_points_carry_their_k_beside_them_in_latency_and_pareto() {
+    let text = include_str!("../../schema/tests/fixtures/v1.4/demo-peaks.json");
+    let b = load_bundle("demo-peaks.json", text).expect("1.4 fixture loads");
+    let at = Filters { batch: Some(1), seq: Some(96), ..Filters::default() };
+    for view in [ViewKind::Latency, ViewKind::Pareto] {
+        let f = fig(view, &[&b], &at, &Options::default());
+        let (series, _) = xy(&f);
+        let mut labelled = 0;
+        for m in series.iter().flat_map(|s| &s.marks) {
+            let Some(id) = m.cell else { continue };
+            let k = b.bundle.cells[id.cell].key.steps;
+            assert_eq!(
+                m.label,
+                k.map(|k| format!("K={k}")),
+                "{view:?}: a diffusion point says its K, an AR one nothing"
+            );
+            labelled += usize::from(k.is_some());
+        }
+        assert!(labelled >= 2, "{view:?}: {labelled} labelled points");
+        let (out, _) = svg(&f);
+        assert!(out.matches("K=").count() >= labelled, "{view:?}: the labels are drawn");
+    }
 }
