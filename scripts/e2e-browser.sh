@@ -14,7 +14,8 @@
 #                   (default: schema/tests/fixtures/v1.0/demo.json if present (CPU), and the hand-written
 #                   fixtures explorer/e2e/fixtures/{demo,study-h200,study-a100}.json: CUDA provenance, an OOM
 #                   cell, made-up memory, step times and quality; and schema/tests/fixtures/v1.2/demo-quality.json,
-#                   a real run with the roofline counts). The study fixtures and a 1.2 bundle must be among them.
+#                   a real run with the roofline counts; and schema/tests/fixtures/v1.4/demo-peaks.json, whose run
+#                   measured its device's ceilings). The study fixtures and a 1.2 bundle must be among them.
 #   E2E_SCREENSHOT  where to save the screenshot (default: target/e2e/screenshot.png)
 #   E2E_SKIP_BUILD  set to 1 to reuse explorer/dist
 #   E2E_DPRS        the device pixel ratios to run the spec at (default: "1 2")
@@ -41,6 +42,8 @@ if [ -z "${E2E_BUNDLES:-}" ]; then
     [ -f "$LEAD_FIXTURE" ] && E2E_BUNDLES="$LEAD_FIXTURE $E2E_BUNDLES"
     # A real 1.2 demo run: its repetitions record weights read and FLOPs (the roofline view).
     E2E_BUNDLES="$E2E_BUNDLES $ROOT/schema/tests/fixtures/v1.2/demo-quality.json"
+    # A real 1.4 demo run: its execution records the device's measured copy bandwidth and matmul rate.
+    E2E_BUNDLES="$E2E_BUNDLES $ROOT/schema/tests/fixtures/v1.4/demo-peaks.json"
 fi
 read -r -a BUNDLES <<<"$E2E_BUNDLES"
 for b in "${BUNDLES[@]}"; do [ -f "$b" ] || { echo "e2e: no bundle at $b" >&2; exit 1; }; done

@@ -40,6 +40,8 @@ const STUDY_B = BUNDLES.find((b) => b.path.endsWith('study-a100.json'));
 // A bundle of schema 1.2 or later, whose repetitions record the weights read and the FLOPs (the roofline).
 const ROOFLINE = BUNDLES.find((b) => readFileSync(b.path, 'utf8').includes('"flop_count"'));
 const NO_QUALITY = BUNDLES.find((b) => !readFileSync(b.path, 'utf8').includes('"quality"'));
+// A bundle of schema 1.4 or later whose run measured its device's ceilings (the roofline draws them itself).
+const MEASURED = BUNDLES.find((b) => readFileSync(b.path, 'utf8').includes('"device_peaks"'));
 
 // ---- expected values, computed here from the bundle file (independently of the Rust code) ----------
 function median(xs) {
@@ -419,6 +421,18 @@ async function checkRoofline(page) {
   assert.equal(await page.$eval('[data-testid="peak-bw"]', (i) => i.value), '0.01');
   assert.ok((await figure(page)).plot.series.some((s) => s.style.kind === 'frontier'));
   pass('a deep link restores the roofline view and its peaks');
+  // A bundle whose run measured its device draws the ceilings with nothing entered.
+  if (MEASURED) {
+    const peaks = load(MEASURED).provenance.executions.find((e) => e.device_peaks).device_peaks;
+    await page.goto(`${BASE}?bundle=${MEASURED.file}&view=roofline`);
+    await waitLoaded(page, MEASURED.file);
+    const roof = (await figure(page)).plot.series.find((s) => s.style.kind === 'frontier');
+    assert.ok(roof && roof.label.includes('measured'), JSON.stringify(roof && roof.label));
+    assert.ok(roof.marks.every((p) => p.y <= peaks.matmul_flops_per_s / 1e12 * (1 + 1e-9)), 'ceiling at the matmul rate');
+    const notes = await page.$$eval('[data-testid="note"]', (ps) => ps.map((p) => p.textContent).join(' '));
+    assert.match(notes, /Ceilings measured by the run/);
+    pass(`roofline ceilings measured by the run (${MEASURED.file}), nothing entered`);
+  }
   // Older bundles say why there is nothing to show.
   await page.goto(`${BASE}?bundle=${STUDY.file}&view=roofline`);
   const msg = await (await page.waitForSelector('[data-testid="no-roofline"]', { timeout: TIMEOUT })).textContent();
