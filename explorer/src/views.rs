@@ -532,11 +532,12 @@ fn throughput(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut V
     }
     let batches: Vec<u32> = set(bars.iter().map(|b| b.2.key.batch_size)).into_iter().collect();
     // One bar per (bundle, model, sampler, K) in each B; AR first, then by K.
-    let mut ids: Vec<(usize, bool, String, Option<u32>)> =
-        set(bars.iter().map(|(bi, _, c, ..)| (*bi, c.key.steps.is_some(), series_label(c), c.key.steps)))
+    // The set orders by (diffusion, label, K, bundle) already; the ids are kept as (bundle, diffusion, label, K).
+    let ids: Vec<(usize, bool, String, Option<u32>)> =
+        set(bars.iter().map(|(bi, _, c, ..)| (c.key.steps.is_some(), series_label(c), c.key.steps, *bi)))
             .into_iter()
+            .map(|(d, label, k, bi)| (bi, d, label, k))
             .collect();
-    ids.sort_unstable_by(|a, b| (a.1, &a.2, a.3, a.0).cmp(&(b.1, &b.2, b.3, b.0)));
     let width = 0.84 / ids.len().max(1) as f64;
     let mut pal = Palette::default();
     let mut series: Vec<Series> = Vec::new();
