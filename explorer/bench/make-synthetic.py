@@ -68,5 +68,9 @@ for n in SEQ:
                                           "value": round(9.0 + 200.0 / k ** 1.5, 3)}])
                 cells.append(cell)
 b["cells"] = cells
+# Rows of a batch of B are prompts 0..B-1: the prompt set must hold the largest B.
+b["prompt_set"]["count"] = max(BATCH)
+b["prompt_set"]["selection"] = f"first {max(BATCH)} (synthetic)"
+b["provenance"]["config"]["prompts"]["count"] = max(BATCH)
 json.dump(b, open(out, "w"), separators=(",", ":"))
 print(f"{len(cells)} cells", file=sys.stderr)
