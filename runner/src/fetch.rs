@@ -1,6 +1,7 @@
 //! `dllm-bench fetch`: every file a config needs in the HF hub cache, for compute nodes without internet.
 //!
-//! Per model: `config.json`, `tokenizer.json`, and the weights (`model.safetensors`, or
+//! Per model: `config.json`, `tokenizer.json`, `generation_config.json` and `tokenizer_config.json` when the
+//! repository has them, and the weights (`model.safetensors`, or
 //! `model.safetensors.index.json` and every shard it names), at the config's revision. With
 //! `--local-files-only` (or `HF_HUB_OFFLINE=1`) the cache is only checked and each missing file is reported by
 //! its exact path; otherwise missing files are downloaded with hf-hub's blocking client into the same layout
@@ -198,6 +199,12 @@ pub fn download_model(cache: &Path, repo_id: &str, revision: &str, progress: boo
     };
     get("config.json")?;
     get("tokenizer.json")?;
+    // Optional: where the loader reads special tokens the config does not state (not every repository has them).
+    for name in ["generation_config.json", "tokenizer_config.json"] {
+        if let Err(e) = repo.get(name) {
+            tracing::info!("{repo_id}: no {name} ({e}); the special tokens come from config.json and tokenizer.json");
+        }
+    }
     match get("model.safetensors.index.json") {
         Ok(index) => {
             let shards =

@@ -1004,3 +1004,53 @@ with torch.no_grad():
         assert!(without > 1e-2, "{name}: the plain model is within {without} of transformers: the test sees nothing");
     }
 }
+
+// ---------------------------------------------------------------- special tokens from the checkpoint's own files
+
+#[test]
+fn special_tokens_come_from_the_checkpoints_files_with_their_source() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let files = tiny_files(dir.path(), ModelKind::Llama, &spec(19, None));
+    let base = load(&files, ModelKind::Llama);
+    let tensors = candle_core::safetensors::load(&files.weights[0], &Device::Cpu).expect("weights");
+    let id = |t: &str| base.tokenizer.token_to_id(t).unwrap_or_else(|| panic!("{t} in the synthetic tokenizer"));
+    // The synthetic config states its ids: config.json is the source.
+    assert!(base.special.sources.contains(&format!("bos {} (config.json bos_token_id)", base.special.bos)));
+    assert!(base.special.sources.contains("pad") && base.special.sources.contains("eos"), "{}", base.special.sources);
+
+    // Without ids in config.json: generation_config.json first, then tokenizer_config.json's token strings.
+    let strip = |c: &mut serde_json::Value| {
+        let o = c.as_object_mut().expect("object");
+        for f in ["bos_token_id", "eos_token_id", "pad_token_id"] {
+            o.remove(f);
+        }
+    };
+    let bare = write_checkpoint(dir.path(), "bare", &files, &tensors, strip);
+    let eot = id("<|eot_id|>");
+    std::fs::write(bare.snapshot_dir.join("generation_config.json"), format!(r#"{{"eos_token_id": [{eot}, 5]}}"#))
+        .expect("generation config");
+    std::fs::write(
+        bare.snapshot_dir.join("tokenizer_config.json"),
+        r#"{"bos_token": {"content": "<|end_of_text|>"}, "pad_token": "<|eot_id|>"}"#,
+    )
+    .expect("tokenizer config");
+    let m = load(&bare, ModelKind::Llama);
+    assert_eq!(m.special.eos, eot, "generation_config.json's first eos");
+    assert!(m.special.stop.contains(&5), "every eos of generation_config.json stops: {:?}", m.special.stop);
+    assert_eq!(m.special.bos, id("<|end_of_text|>"), "tokenizer_config.json's bos_token");
+    assert_eq!(m.special.pad, eot, "tokenizer_config.json's pad_token");
+    let s = &m.special.sources;
+    assert!(s.contains("generation_config.json eos_token_id") && s.contains("tokenizer_config.json bos_token"), "{s}");
+
+    // Nothing but the tokenizer: the layout's own token, said so.
+    let none = write_checkpoint(dir.path(), "none", &files, &tensors, strip);
+    let m = load(&none, ModelKind::Llama);
+    assert_eq!(m.special.bos, id("<|begin_of_text|>"));
+    assert!(m.special.sources.contains("the Llama layout's token"), "{}", m.special.sources);
+    assert!(m.special.sources.contains("pad") && m.special.sources.contains("no pad token given"));
+
+    // A tokenizer_config.json naming a token the tokenizer lacks is refused, naming the file and the field.
+    std::fs::write(none.snapshot_dir.join("tokenizer_config.json"), r#"{"bos_token": "<s>"}"#).expect("write");
+    let err = LoadedModel::load(&none, ModelKind::Llama, &Device::Cpu, DType::F32).expect_err("no <s>").to_string();
+    assert!(err.contains("tokenizer_config.json") && err.contains("bos_token") && err.contains("<s>"), "{err}");
+}

@@ -240,6 +240,10 @@ pub struct TokenizerInfo {
     /// Mask id (diffusion models).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mask_id: Option<u32>,
+    /// Since 1.4: where each special id came from (`config.json`, `generation_config.json`, `tokenizer_config.json`
+    /// or the layout's token in `tokenizer.json`), e.g. `bos 128000 (config.json bos_token_id); eos ...; pad ...`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub special_sources: Option<String>,
     /// SHA-256 of `tokenizer.json`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,

@@ -27,7 +27,14 @@ fn model(id: &str, kind: ModelKind) -> ModelInfo {
         parameters: 1000,
         weights_bytes: Some(4000),
         dtype: Precision::F32,
-        tokenizer: TokenizerInfo { vocab_size: 512, bos_id: Some(1), eos_id: Some(2), mask_id: None, sha256: None },
+        tokenizer: TokenizerInfo {
+            vocab_size: 512,
+            bos_id: Some(1),
+            eos_id: Some(2),
+            mask_id: None,
+            special_sources: None,
+            sha256: None,
+        },
         synthetic: true,
         shape: ModelShape { layers: 2, hidden: 64, heads: 4, kv_heads: 2, intermediate: 128, vocab: 512 },
     }

@@ -67,6 +67,8 @@ pub struct SpecialIds {
     pub mask: Option<u32>,
     /// Every id that ends a turn or a document (EOS, and `<|eot_id|>` when the tokenizer has it).
     pub stop: Vec<u32>,
+    /// Where each id came from, e.g. `bos 128000 (config.json bos_token_id); eos ...`: recorded in the bundle.
+    pub sources: String,
 }
 
 /// A checkpoint loaded on a device: config, tokenizer, special ids and the transformer.
@@ -82,7 +84,8 @@ pub struct LoadedModel {
     pub transformer: Transformer,
 }
 
-/// Token strings of each layout's special tokens: (bos, eos, mask, extra stop).
+/// Token strings of each layout's special tokens: (bos, eos, mask, extra stop). The last resort when neither
+/// `config.json`, `generation_config.json` nor `tokenizer_config.json` names an id.
 fn special_tokens(kind: ModelKind) -> (&'static str, &'static str, Option<&'static str>, Option<&'static str>) {
     match kind {
         ModelKind::Llama => ("<|begin_of_text|>", "<|end_of_text|>", None, Some("<|eot_id|>")),
@@ -90,60 +93,138 @@ fn special_tokens(kind: ModelKind) -> (&'static str, &'static str, Option<&'stat
     }
 }
 
-/// Takes the id from the config when given, else from the tokenizer; both present and different is an error.
-fn resolve(
-    path: &Path,
-    what: &'static str,
-    from_config: Option<u32>,
-    token: Option<&str>,
-    tok: &tokenizers::Tokenizer,
-) -> Result<Option<u32>, ModelError> {
-    let from_tok = token.and_then(|t| tok.token_to_id(t));
-    match (from_config, from_tok) {
-        (Some(c), Some(t)) if c != t => Err(ModelError::Special {
-            path: path.to_path_buf(),
-            what,
-            message: format!("config.json says {c} but the tokenizer maps {} to {t}", token.unwrap_or_default()),
-        }),
-        (Some(c), _) => Ok(Some(c)),
-        (None, t) => Ok(t),
+/// The optional files beside `config.json` that name special tokens, as read from a snapshot.
+#[derive(Debug, Default)]
+struct SpecialFiles {
+    /// `generation_config.json`: `bos_token_id`, `eos_token_id` (one or a list), `pad_token_id`.
+    generation: Option<serde_json::Value>,
+    /// `tokenizer_config.json`: `bos_token`, `eos_token`, `pad_token`, `mask_token` (a string, or an object
+    /// with `content`).
+    tokenizer: Option<serde_json::Value>,
+}
+
+impl SpecialFiles {
+    fn read(snapshot: &Path) -> Result<Self, ModelError> {
+        let read = |name: &str| -> Result<Option<serde_json::Value>, ModelError> {
+            let path = snapshot.join(name);
+            if !path.is_file() {
+                return Ok(None);
+            }
+            let text =
+                std::fs::read_to_string(&path).map_err(|source| ModelError::Io { path: path.clone(), source })?;
+            serde_json::from_str(&text).map(Some).map_err(|source| ModelError::Json { path, source })
+        };
+        Ok(Self { generation: read("generation_config.json")?, tokenizer: read("tokenizer_config.json")? })
+    }
+
+    /// The first id of `field` in generation_config.json (a number or a list).
+    fn generation_id(&self, field: &str) -> Option<u32> {
+        let v = self.generation.as_ref()?.get(field)?;
+        let first = v.as_array().map_or(Some(v), |a| a.first())?;
+        first.as_u64().and_then(|x| u32::try_from(x).ok())
+    }
+
+    /// Every id of `field` in generation_config.json.
+    fn generation_ids(&self, field: &str) -> Vec<u32> {
+        let Some(v) = self.generation.as_ref().and_then(|g| g.get(field)) else { return Vec::new() };
+        let all = v.as_array().cloned().unwrap_or_else(|| vec![v.clone()]);
+        all.iter().filter_map(|x| x.as_u64().and_then(|x| u32::try_from(x).ok())).collect()
+    }
+
+    /// The token string of `field` in tokenizer_config.json.
+    fn token(&self, field: &str) -> Option<String> {
+        let v = self.tokenizer.as_ref()?.get(field)?;
+        v.as_str().or_else(|| v.get("content").and_then(|c| c.as_str())).map(str::to_string)
     }
 }
 
-fn special_ids(
-    cfg: &ModelConfig,
-    tok: &tokenizers::Tokenizer,
-    path: &Path,
-    tokenizer_path: &Path,
-) -> Result<SpecialIds, ModelError> {
+fn special_ids(cfg: &ModelConfig, tok: &tokenizers::Tokenizer, files: &ModelFiles) -> Result<SpecialIds, ModelError> {
+    let (path, tokenizer_path) = (&files.config, &files.tokenizer);
+    let extra = SpecialFiles::read(&files.snapshot_dir)?;
     let (bos_t, eos_t, mask_t, eot_t) = special_tokens(cfg.kind);
-    let need = |what: &'static str, v: Option<u32>, t: &str| {
+    // One special id, from the first source that names it: config.json, generation_config.json,
+    // tokenizer_config.json's token string, the layout's token string in tokenizer.json. An id config.json states
+    // must agree with what the tokenizer maps the layout's token to (a config and tokenizer of different models).
+    let pick = |what: &'static str,
+                from_config: Option<u32>,
+                gen_field: Option<&str>,
+                tok_field: &str,
+                layout: Option<&str>|
+     -> Result<Option<(u32, String)>, ModelError> {
+        let from_layout = layout.and_then(|t| tok.token_to_id(t).map(|id| (id, t)));
+        if let (Some(c), Some((t, name))) = (from_config, from_layout)
+            && c != t
+        {
+            return Err(ModelError::Special {
+                path: path.to_path_buf(),
+                what,
+                message: format!("config.json says {c} but the tokenizer maps {name} to {t}"),
+            });
+        }
+        if let Some(c) = from_config {
+            return Ok(Some((c, format!("config.json {what}_token_id"))));
+        }
+        if let Some(g) = gen_field.and_then(|f| extra.generation_id(f)) {
+            return Ok(Some((g, format!("generation_config.json {what}_token_id"))));
+        }
+        if let Some(t) = extra.token(tok_field) {
+            let id = tok.token_to_id(&t).ok_or_else(|| ModelError::Special {
+                path: files.snapshot_dir.join("tokenizer_config.json"),
+                what,
+                message: format!(
+                    "{tok_field} is {t:?}, which {} does not have; fix: use the model's own tokenizer files",
+                    tokenizer_path.display()
+                ),
+            })?;
+            return Ok(Some((id, format!("tokenizer_config.json {tok_field} {t:?}"))));
+        }
+        Ok(from_layout.map(|(id, t)| (id, format!("tokenizer.json {t:?} (the {:?} layout's token)", cfg.kind))))
+    };
+    let need = |what: &'static str, v: Option<(u32, String)>, t: &str| {
         v.ok_or_else(|| ModelError::Special {
             path: path.to_path_buf(),
             what,
             message: format!(
-                "neither config.json nor the tokenizer {} defines it (no token {t}); fix: use the model's own \
-                 tokenizer.json, or set the id in config.json",
+                "neither config.json, generation_config.json, tokenizer_config.json nor the tokenizer {} defines \
+                 it (no token {t}); fix: use the model's own tokenizer files, or set the id in config.json",
                 tokenizer_path.display()
             ),
         })
     };
-    let bos = need("bos", resolve(path, "bos", cfg.bos_token_id, Some(bos_t), tok)?, bos_t)?;
-    let eos = need("eos", resolve(path, "eos", cfg.eos_token_ids.first().copied(), Some(eos_t), tok)?, eos_t)?;
+    let (bos, bos_src) =
+        need("bos", pick("bos", cfg.bos_token_id, Some("bos_token_id"), "bos_token", Some(bos_t))?, bos_t)?;
+    let (eos, eos_src) = need(
+        "eos",
+        pick("eos", cfg.eos_token_ids.first().copied(), Some("eos_token_id"), "eos_token", Some(eos_t))?,
+        eos_t,
+    )?;
     let mask = match mask_t {
-        Some(t) => Some(need("mask", resolve(path, "mask", cfg.mask_token_id, Some(t), tok)?, t)?),
+        Some(t) => Some(need("mask", pick("mask", cfg.mask_token_id, None, "mask_token", Some(t))?, t)?),
         None => None,
     };
-    let pad = cfg.pad_token_id.unwrap_or(eos);
+    let (pad, pad_src) = match pick("pad", cfg.pad_token_id, Some("pad_token_id"), "pad_token", None)? {
+        Some(p) => p,
+        None => (eos, "eos (no pad token given; left padding is masked out of attention)".to_string()),
+    };
     let mut stop = cfg.eos_token_ids.clone();
     if !stop.contains(&eos) {
         stop.insert(0, eos);
+    }
+    for id in extra.generation_ids("eos_token_id") {
+        if !stop.contains(&id) {
+            stop.push(id);
+        }
     }
     if let Some(eot) = eot_t.and_then(|t| tok.token_to_id(t))
         && !stop.contains(&eot)
     {
         stop.push(eot);
     }
+    let mut sources = format!("bos {bos} ({bos_src}); eos {eos} ({eos_src}); pad {pad} ({pad_src})");
+    if let Some((m, src)) = &mask {
+        sources.push_str(&format!("; mask {m} ({src})"));
+    }
+    let mask = mask.map(|m| m.0);
     let all = [Some(bos), Some(eos), Some(pad), mask];
     if let Some(id) = all.iter().flatten().chain(&stop).find(|&&id| id as usize >= cfg.vocab_size) {
         return Err(ModelError::Special {
@@ -159,7 +240,7 @@ fn special_ids(
             message: format!("the pad id equals the mask id {pad}: set pad_token_id to another id (LLaDA uses EOS)"),
         });
     }
-    Ok(SpecialIds { bos, eos, pad, mask, stop })
+    Ok(SpecialIds { bos, eos, pad, mask, stop, sources })
 }
 
 /// Memory-maps the safetensors files into a `VarBuilder` of `dtype` on `device`.
@@ -189,7 +270,7 @@ impl LoadedModel {
         let config = ModelConfig::from_file(&files.config, kind)?;
         let tokenizer = tokenizers::Tokenizer::from_file(&files.tokenizer)
             .map_err(|e| ModelError::Tokenizer { path: files.tokenizer.clone(), message: e.to_string() })?;
-        let special = special_ids(&config, &tokenizer, &files.config, &files.tokenizer)?;
+        let special = special_ids(&config, &tokenizer, files)?;
         check::check_weights(files, &config)?;
         let weights_err = |source| ModelError::Weights { path: files.snapshot_dir.clone(), source };
         let vb = mmap_weights(&files.weights, dtype, device).map_err(weights_err)?;
