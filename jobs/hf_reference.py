@@ -119,7 +119,7 @@ def int_list(text: str) -> list[int]:
 U32_MAX, U64_MAX = 2**32 - 1, 2**64 - 1
 SYNTHETIC_FIELDS = {"preset": (("tiny", "small", "real"), True), "seed": ("u64", False),
                     "dtype": (tuple(DTYPE_BYTES), False), "shards": ("u32", False), "layers": ("u32", False),
-                    "hidden": ("u32", False)}
+                    "hidden": ("u32", False), "layout": (("llama3", "llama3.1", "llama3.2", "qwen2"), False)}
 SCHEMA = {
     "run": {"name": ("str", True), "device": ("str", False), "dtype": (tuple(DTYPE_BYTES), True),
             "warmup": ("u32", True), "repetitions": ("u32", True), "seed": ("u64", False),

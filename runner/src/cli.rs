@@ -203,9 +203,40 @@ pub struct SynthArgs {
     /// Number of safetensors shards (1: a single model.safetensors).
     #[arg(long, default_value_t = 1)]
     pub shards: u32,
+    /// Checkpoint layout of a llama-kind model (default: Meta-Llama-3's).
+    #[arg(long, value_enum)]
+    pub layout: Option<SynthLayoutArg>,
     /// Where models are.
     #[command(flatten)]
     pub cache: CacheArgs,
+}
+
+/// `--layout` of `synth`: the llama-kind checkpoints the loader reads.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum SynthLayoutArg {
+    /// Meta-Llama-3: plain RoPE, untied head.
+    #[value(name = "llama3")]
+    Llama3,
+    /// Llama-3.1: llama3 RoPE scaling (factor 8).
+    #[value(name = "llama3.1")]
+    Llama31,
+    /// Llama-3.2-1B/3B: llama3 RoPE scaling (factor 32) and a tied LM head.
+    #[value(name = "llama3.2")]
+    Llama32,
+    /// Qwen2 / Qwen2.5: q/k/v biases, RoPE base 10^6.
+    #[value(name = "qwen2")]
+    Qwen2,
+}
+
+impl SynthLayoutArg {
+    fn layout(self) -> schema::grid::SynthLayout {
+        match self {
+            Self::Llama3 => schema::grid::SynthLayout::Llama3,
+            Self::Llama31 => schema::grid::SynthLayout::Llama31,
+            Self::Llama32 => schema::grid::SynthLayout::Llama32,
+            Self::Qwen2 => schema::grid::SynthLayout::Qwen2,
+        }
+    }
 }
 
 /// Model kind on the command line.
@@ -540,6 +571,7 @@ fn synth_cmd(args: SynthArgs) -> Result<ExitCode> {
         shards: Some(args.shards),
         layers: None,
         hidden: None,
+        layout: args.layout.map(SynthLayoutArg::layout),
     };
     if let Some(problem) = schema::grid::hub_id_problem(&args.repo_id) {
         return Err(InputError(format!(
@@ -550,7 +582,8 @@ fn synth_cmd(args: SynthArgs) -> Result<ExitCode> {
     let spec = synth::SynthSpec::from_config(&weights, Precision::from(args.dtype));
     spec.check(kind).map_err(|e| {
         InputError(format!(
-            "--shards {}: the runner cannot build this checkpoint: {e}; fix: use fewer shards",
+            "--shards {} / --layout: the runner cannot build this checkpoint: {e}; fix: fewer shards, or a layout \
+             with --kind llama",
             args.shards
         ))
     })?;

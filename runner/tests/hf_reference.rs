@@ -351,7 +351,11 @@ fn compare(runner: &Bundle, hf: &Bundle, same_llada_work: bool, what: &str) {
     config.quality = None;
     assert_eq!(hf.provenance.config, config, "{what}: the stored config (without [quality])");
     let mut models = runner.models.clone();
-    models.iter_mut().for_each(|m| m.commit = None);
+    // The ids are compared; where the runner's loader found them (`special_sources`) is its own provenance.
+    models.iter_mut().for_each(|m| {
+        m.commit = None;
+        m.tokenizer.special_sources = None;
+    });
     assert_eq!(hf.models, models, "{what}: models (kind, shapes, parameters, dtype, tokenizer)");
     assert_eq!(hf.prompt_set.count, runner.prompt_set.count, "{what}: prompt count");
     let keys = |b: &Bundle| b.cells.iter().map(|c| c.key.clone()).collect::<Vec<_>>();

@@ -957,6 +957,27 @@ fn qwen2_biases_are_loaded_and_change_the_logits() {
     assert!(err.contains("q_proj.bias"), "{err}");
 }
 
+/// transformers' logits (f32, eager attention) of `ids` through `AutoModelForCausalLM` loaded from the snapshot.
+fn hf_logits(python: &Path, files: &ModelFiles, ids: &[u32]) -> Tensor {
+    let script = r#"
+import json, sys, torch, transformers
+path, ids = sys.argv[1], json.loads(sys.argv[2])
+model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="eager")
+with torch.no_grad():
+    print(json.dumps(model(torch.tensor([ids])).logits[0].tolist()))
+"#;
+    let out = std::process::Command::new(python)
+        .args(["-c", script])
+        .arg(&files.snapshot_dir)
+        .arg(serde_json::to_string(ids).expect("ids"))
+        .env("OMP_NUM_THREADS", "1")
+        .output()
+        .expect("python");
+    assert!(out.status.success(), "{}: {}", files.repo_id, String::from_utf8_lossy(&out.stderr));
+    let hf: Vec<Vec<f32>> = serde_json::from_slice(&out.stdout).expect("logits json");
+    Tensor::new(hf, &Device::Cpu).expect("hf").unsqueeze(0).expect("batch")
+}
+
 #[test]
 fn qwen2_and_llama31_logits_match_hf_transformers() {
     // The same checkpoints through transformers' Qwen2ForCausalLM and LlamaForCausalLM (f32, eager attention).
@@ -976,26 +997,10 @@ fn qwen2_and_llama31_logits_match_hf_transformers() {
         c["rope_scaling"] = s;
     });
     let ids: Vec<u32> = vec![1, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56];
-    let script = r#"
-import json, sys, torch, transformers
-path, ids = sys.argv[1], json.loads(sys.argv[2])
-model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="eager")
-with torch.no_grad():
-    print(json.dumps(model(torch.tensor([ids])).logits[0].tolist()))
-"#;
     let plain = load(&files, ModelKind::Llama);
     let t = Tensor::new(ids.as_slice(), &Device::Cpu).expect("ids").unsqueeze(0).expect("batch");
     for (name, files) in [("qwen2", &qwen2), ("llama3 rope scaling", &scaled)] {
-        let out = std::process::Command::new(python)
-            .args(["-c", script])
-            .arg(&files.snapshot_dir)
-            .arg(serde_json::to_string(&ids).expect("ids"))
-            .env("OMP_NUM_THREADS", "1")
-            .output()
-            .expect("python");
-        assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
-        let hf: Vec<Vec<f32>> = serde_json::from_slice(&out.stdout).expect("logits json");
-        let hf = Tensor::new(hf, &Device::Cpu).expect("hf").unsqueeze(0).expect("batch");
+        let hf = hf_logits(python, files, &ids);
         let ours = load(files, ModelKind::Llama).forward_full(&t, None).expect("ours");
         let d = max_abs_diff(&ours, &hf);
         assert!(d < 1e-4, "{name}: max |ours - transformers| = {d}");
@@ -1053,4 +1058,36 @@ fn special_tokens_come_from_the_checkpoints_files_with_their_source() {
     std::fs::write(none.snapshot_dir.join("tokenizer_config.json"), r#"{"bos_token": "<s>"}"#).expect("write");
     let err = LoadedModel::load(&none, ModelKind::Llama, &Device::Cpu, DType::F32).expect_err("no <s>").to_string();
     assert!(err.contains("tokenizer_config.json") && err.contains("bos_token") && err.contains("<s>"), "{err}");
+}
+
+#[test]
+fn synth_writes_the_llama_kinds_other_layouts_and_they_load_as_transformers_does() {
+    use schema::grid::SynthLayout;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ids: Vec<u32> = (1..=24).collect();
+    let t = Tensor::new(ids.as_slice(), &Device::Cpu).expect("ids").unsqueeze(0).expect("batch");
+    let python = crate::hf_reference::hf_python();
+    for layout in [SynthLayout::Llama31, SynthLayout::Llama32, SynthLayout::Qwen2] {
+        let repo = format!("test-org/tiny-{layout:?}").to_lowercase();
+        let s = SynthSpec { layout: Some(layout), ..spec(23, None) };
+        write_synthetic(dir.path(), &repo, ModelKind::Llama, &s).expect("write synthetic");
+        let files = ModelFiles::from_hf_cache(dir.path(), &repo, "main").expect("resolve");
+        let m = load(&files, ModelKind::Llama);
+        let c = &m.config;
+        match layout {
+            SynthLayout::Qwen2 => assert!(c.qkv_bias && !c.o_bias && c.rope_theta == 1e6 && c.rope_scaling.is_none()),
+            SynthLayout::Llama31 => assert!(c.rope_scaling.is_some_and(|r| r.factor == 8.0) && !c.tied_lm_head),
+            SynthLayout::Llama32 => assert!(c.rope_scaling.is_some_and(|r| r.factor == 32.0) && c.tied_lm_head),
+            SynthLayout::Llama3 => unreachable!(),
+        }
+        let out = generate_ar(&m, &[vec![5, 6, 7, 8]], 6, EosPolicy::Ignore).expect("generate");
+        assert_eq!(out.tokens[0].len(), 6, "{layout:?}");
+        if let Some(python) = python {
+            let d = max_abs_diff(&m.forward_full(&t, None).expect("ours"), &hf_logits(python, &files, &ids));
+            assert!(d < 1e-4, "{layout:?}: max |ours - transformers| = {d}");
+        }
+    }
+    // A layout is a llama-kind checkpoint: LLaDA has one.
+    let s = SynthSpec { layout: Some(SynthLayout::Qwen2), ..spec(23, None) };
+    assert!(s.check(ModelKind::Llada).expect_err("llada + qwen2").to_string().contains("layout"));
 }

@@ -99,6 +99,28 @@ pub struct SyntheticWeights {
     /// Override of the hidden size.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hidden: Option<u32>,
+    /// The checkpoint layout of a `llama`-kind model (default: Meta-Llama-3's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layout: Option<SynthLayout>,
+}
+
+/// Which checkpoint of the `llama` kind a synthetic model imitates: the layouts the loader reads by their
+/// `config.json`, so that each is tested without a network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+pub enum SynthLayout {
+    /// Meta-Llama-3 (`LlamaForCausalLM`, plain RoPE, untied head): the default.
+    #[serde(rename = "llama3")]
+    Llama3,
+    /// Llama-3.1 (`rope_scaling` of type `llama3`, factor 8, original context = the preset's, 16 times that in
+    /// all).
+    #[serde(rename = "llama3.1")]
+    Llama31,
+    /// Llama-3.2-1B/3B (llama3 RoPE scaling with factor 32, tied LM head).
+    #[serde(rename = "llama3.2")]
+    Llama32,
+    /// Qwen2 / Qwen2.5 (`Qwen2ForCausalLM`: biases on q, k and v, RoPE base 10^6, RMSNorm eps 10^-6).
+    #[serde(rename = "qwen2")]
+    Qwen2,
 }
 
 /// One model of the comparison.

@@ -25,7 +25,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 pub use schema::grid::SynthPreset as Preset;
-use schema::grid::{Precision, SyntheticWeights};
+use schema::grid::{Precision, SynthLayout, SyntheticWeights};
 pub use tokenizer::build_tokenizer;
 use weights::{HashWriter, Init, TensorSpec, dtype_size, torch_name, write_safetensors};
 
@@ -59,6 +59,9 @@ pub struct SynthSpec {
     pub intermediate: Option<usize>,
     #[serde(default)]
     pub vocab: Option<usize>,
+    /// The `llama`-kind checkpoint layout imitated (default: Meta-Llama-3's).
+    #[serde(default)]
+    pub layout: Option<SynthLayout>,
 }
 
 impl SynthSpec {
@@ -74,6 +77,7 @@ impl SynthSpec {
             kv_heads: None,
             intermediate: None,
             vocab: None,
+            layout: None,
         }
     }
 
@@ -84,6 +88,7 @@ impl SynthSpec {
             shards: w.shards.map(|n| n as usize),
             layers: w.layers.map(|n| n as usize),
             hidden: w.hidden.map(|n| n as usize),
+            layout: w.layout,
             ..Self::new(w.preset, w.seed)
         }
     }
@@ -119,12 +124,18 @@ impl SynthSpec {
             intermediate: self.intermediate.unwrap_or(i),
             vocab: self.vocab.unwrap_or(v),
             max_positions: max,
+            layout: self.layout.filter(|&l| l != SynthLayout::Llama3),
         }
     }
 
     /// Whether the runner can build and load this checkpoint (the shapes make a valid model config, and there
     /// are no more shards than tensors), without writing anything: plans check it before any work.
     pub fn check(&self, kind: ModelKind) -> Result<(), SynthError> {
+        if kind != ModelKind::Llama && self.layout.is_some_and(|l| l != SynthLayout::Llama3) {
+            return Err(SynthError::Spec(
+                "a layout (llama3.1, llama3.2, qwen2) is a checkpoint of the llama kind; LLaDA has one layout".into(),
+            ));
+        }
         let r = self.resolve(kind);
         let cfg = self.model_config(kind)?;
         let tensors = WeightNames::for_kind(kind).tensors(&cfg).len();
@@ -161,6 +172,10 @@ pub struct Resolved {
     pub intermediate: usize,
     pub vocab: usize,
     pub max_positions: usize,
+    /// The `llama`-kind layout (absent: Meta-Llama-3's; absent from the commit hash then, so older synthetic
+    /// checkpoints keep theirs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layout: Option<SynthLayout>,
 }
 
 /// Errors of writing a synthetic checkpoint.
@@ -243,7 +258,8 @@ fn config_json(r: &Resolved, ids: &BTreeMap<&'static str, u32>) -> serde_json::V
             "use_cache": true,
             "vocab_size": r.vocab,
             "dllm_bench_synthetic": marker,
-        }),
+        })
+        .apply_layout(r),
         ModelKind::Llada => json!({
             "architectures": ["LLaDAModelLM"],
             "model_type": "llada",
@@ -280,6 +296,48 @@ fn config_json(r: &Resolved, ids: &BTreeMap<&'static str, u32>) -> serde_json::V
             "weight_tying": false,
             "dllm_bench_synthetic": marker,
         }),
+    }
+}
+
+/// Rewrites a Meta-Llama-3 `config.json` into the layout `r` asks for, with each layout's own field names.
+trait ApplyLayout {
+    fn apply_layout(self, r: &Resolved) -> serde_json::Value;
+}
+
+impl ApplyLayout for serde_json::Value {
+    fn apply_layout(mut self, r: &Resolved) -> serde_json::Value {
+        let scaling = |factor: f64| {
+            json!({
+                "factor": factor, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                "original_max_position_embeddings": r.max_positions, "rope_type": "llama3"
+            })
+        };
+        match r.layout {
+            None | Some(SynthLayout::Llama3) => {}
+            Some(SynthLayout::Llama31) => {
+                self["rope_scaling"] = scaling(8.0);
+                self["max_position_embeddings"] = json!(16 * r.max_positions);
+            }
+            Some(SynthLayout::Llama32) => {
+                self["rope_scaling"] = scaling(32.0);
+                self["max_position_embeddings"] = json!(16 * r.max_positions);
+                self["tie_word_embeddings"] = json!(true);
+            }
+            Some(SynthLayout::Qwen2) => {
+                let o = self.as_object_mut().expect("a JSON object");
+                for f in ["attention_bias", "mlp_bias", "pretraining_tp"] {
+                    o.remove(f);
+                }
+                self["architectures"] = json!(["Qwen2ForCausalLM"]);
+                self["model_type"] = json!("qwen2");
+                self["rope_theta"] = json!(1_000_000.0);
+                self["rms_norm_eps"] = json!(1e-6);
+                self["use_sliding_window"] = json!(false);
+                self["sliding_window"] = json!(r.max_positions);
+                self["max_window_layers"] = json!(r.layers);
+            }
+        }
+        self
     }
 }
 
