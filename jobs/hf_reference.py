@@ -4,7 +4,7 @@
 Reads the same grid config TOML as `dllm-bench run`, builds both models from config with random weights
 (Llama-3 as `LlamaForCausalLM`; LLaDA as the same transformer with bidirectional attention, full MHA and LLaDA's
 sizes), measures every cell as the runner defines it (README, "Definitions") and writes a bundle of the current
-schema (1.2), so that `dllm-bench serve` / the explorer can overlay "dllm-bench runner" and "HF transformers"
+schema (1.4), so that `dllm-bench serve` / the explorer can overlay "dllm-bench runner" and "HF transformers"
 cell by cell, and `jobs/compare_bundles.py` can print them side by side.
 
 Only torch, transformers and the standard library. See jobs/README.md ("HF transformers reference").
@@ -74,7 +74,7 @@ except ModuleNotFoundError:  # Python < 3.11
     except ModuleNotFoundError:
         sys.exit("error: needs Python 3.11+ (tomllib) to read the grid config")
 
-SCHEMA_VERSION = "1.2"
+SCHEMA_VERSION = "1.4"
 TOOL = "hf-transformers-reference"
 
 # Synthetic presets of runner/src/synth/mod.rs (SynthSpec::resolve):

@@ -657,8 +657,9 @@ fn draw_heat<DB: DrawingBackend>(
         for i in 0..steps {
             let (a, b) = (i as f64 / steps as f64, (i + 1) as f64 / steps as f64);
             let y = |t: f64| bottom - ((bottom - top) as f64 * t).round() as i32;
-            bar.draw(&Rectangle::new([(x0, y(b)), (x1, y(a))], viridis((a + b) / 2.0).filled()))
-                .map_err(backend_err)?;
+            // One value everywhere: the cells' colour, not a range the figure does not have.
+            let t = if hi > lo { (a + b) / 2.0 } else { 0.5 };
+            bar.draw(&Rectangle::new([(x0, y(b)), (x1, y(a))], viridis(t).filled())).map_err(backend_err)?;
         }
         let label = font(12.0).color(&BLACK);
         let fmt = |v: f64| format!("{v:.2}");

@@ -304,6 +304,9 @@ pub fn probe_peaks(device: &Device, precision: Precision) -> Result<schema::bund
     let copy_bytes = if cuda { 1usize << 30 } else { 256 << 20 };
     let matmul_size = if cuda { 8192 } else { 1024 };
     let dtype = crate::sweep::dtype_of(precision);
+    // On the CPU an allocation that fails aborts the process: check first (the run then records no peaks).
+    let matrices = 3 * (matmul_size * matmul_size * dtype.size_in_bytes()) as u64;
+    crate::device::check_host_memory(device, (2 * copy_bytes) as u64 + matrices).context("device probes")?;
     let copy_bytes_per_s = copy_bandwidth(device, copy_bytes, reps).context("copy bandwidth probe")?;
     let matmul_flops_per_s = matmul_rate(device, dtype, matmul_size, 0, reps).context("matmul rate probe")?;
     crate::device::release(device);

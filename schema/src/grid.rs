@@ -49,7 +49,9 @@ pub enum Confidence {
     /// does: slower and memory-hungry (4 GB per step at B = 32, block 128, LLaDA's vocabulary). Runners before
     /// this option existed always ranked this way.
     F64,
-    /// In the dtype the logits come out in (bf16 in a bf16 run): what a sampler that never upcasts would do.
+    /// In the dtype the logits come out in (bf16 in a bf16 run): the argmax there, and the probability accumulated
+    /// in f32 (as CUDA's softmax kernel does for bf16) and rounded to that dtype: a sampler that never keeps more
+    /// precision than its logits.
     Logits,
 }
 
@@ -350,13 +352,13 @@ pub struct GridAxes {
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cfg_scale: f64,
     /// LLaDA: the precision of the low-confidence ranking (`f32`, the default; `f64` as the reference sampler;
-    /// `logits`). Always written into a bundle's embedded config; bundles from runners before this field ranked
-    /// in f64.
+    /// `logits`). Always written into a bundle's embedded config; bundles of formats before 1.4 read as `f64`,
+    /// what their runners did.
     #[serde(default)]
     pub confidence: Confidence,
     /// LLaDA with temperature > 0: where the Gumbel noise is drawn (`device`, the default; `host`, the same samples
-    /// on every device). Always written into a bundle's embedded config; bundles from runners before this field
-    /// drew it on the host.
+    /// on every device). Always written into a bundle's embedded config; bundles of formats before 1.4 read as
+    /// `host`, what their runners did.
     #[serde(default)]
     pub gumbel_noise: GumbelNoise,
     /// AR behaviour at EOS.

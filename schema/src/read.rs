@@ -131,13 +131,20 @@ pub fn read_bundle_detailed(json: &str) -> Result<ReadBundle, BundleError> {
     };
     // A plain typed parse (one monomorphization of the bundle's deserializer: fast, and small in wasm); when it
     // fails, the field is named from where in the text the parser stopped.
-    let bundle: Bundle = serde_json::from_str(text).map_err(|e| {
+    let mut bundle: Bundle = serde_json::from_str(text).map_err(|e| {
         if e.is_syntax() || e.is_eof() {
             return not_json(&e);
         }
         let at = byte_offset(text, e.line(), e.column());
         invalid(json_path_at(text, at), message_of(&e))
     })?;
+    if file_version < SchemaVersion::V1_4.number() {
+        // Runners before 1.4 ranked LLaDA's positions in f64 and drew Gumbel noise on the host, and their
+        // embedded configs do not say so: the defaults of today's runner would misstate them.
+        let g = &mut bundle.provenance.config.grid;
+        g.confidence = crate::grid::Confidence::F64;
+        g.gumbel_noise = crate::grid::GumbelNoise::Host;
+    }
     check(&bundle)?;
     Ok(ReadBundle { bundle, file_version })
 }

@@ -245,3 +245,16 @@ fn v1_4_records_the_device_peaks_and_refuses_impossible_ones() {
         assert!(err.contains("provenance.executions[0].device_peaks"), "{what}: {err}");
     }
 }
+
+#[test]
+fn bundles_before_1_4_read_with_the_ranking_their_runners_used() {
+    // Runners before 1.4 ranked in f64 and drew Gumbel noise on the host; their configs have no such fields, and
+    // today's defaults (f32, device) would misstate them.
+    use schema::grid::{Confidence, GumbelNoise};
+    for old in ["v1.0/demo.json", "v1.2/demo-quality.json", "v1.3/demo-quality.json"] {
+        let g = read_bundle(&fixture(old)).expect("reads").provenance.config.grid;
+        assert_eq!((g.confidence, g.gumbel_noise), (Confidence::F64, GumbelNoise::Host), "{old}");
+    }
+    let g = read_bundle(&fixture("v1.4/demo-peaks.json")).expect("1.4").provenance.config.grid;
+    assert_eq!((g.confidence, g.gumbel_noise), (Confidence::F32, GumbelNoise::Device), "a 1.4 run's own record");
+}

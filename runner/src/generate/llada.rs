@@ -320,6 +320,9 @@ pub(crate) fn predict(
         Confidence::Logits => logits.dtype(),
     };
     let lf = logits.to_dtype(wide)?;
+    // The softmax accumulates in at least f32 (as CUDA's kernel does for bf16 and f16; candle's CPU kernel would
+    // sum 126,464 terms in bf16, which stops growing long before the end); `logits` rounds the result back.
+    let soft_in = if wide == DType::F64 { lf.clone() } else { logits.to_dtype(DType::F32)? };
     let pred = if params.temperature > 0.0 {
         // Standard Gumbel noise g = -log(-log U), U in (0, 1).
         let t = params.temperature;
@@ -343,7 +346,7 @@ pub(crate) fn predict(
         Remasking::LowConfidence => {
             // One fused softmax over the vocabulary (candle's kernel: exp(l - max) / sum per row, parallel over
             // rows): the chosen token's probability is the row's maximum when it is the argmax.
-            let probs = candle_nn::ops::softmax_last_dim(&lf.contiguous()?)?;
+            let probs = candle_nn::ops::softmax_last_dim(&soft_in.contiguous()?)?.to_dtype(wide)?;
             let conf = if params.temperature > 0.0 {
                 probs.gather(&pred.contiguous()?, D::Minus1)?
             } else {
@@ -355,4 +358,30 @@ pub(crate) fn predict(
         Remasking::Random => (0..b * bl).map(|_| rng.next_f64()).collect(),
     };
     Ok((pred_ids, conf))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn confidence_in_the_logits_dtype_accumulates_over_a_large_vocabulary() {
+        // bf16 logits over LLaDA's vocabulary, one clear winner: a bf16 running sum of 126,464 terms stops growing
+        // early and would make the probability far too large. `logits` must agree with `f32` to bf16 rounding.
+        let v = 126_464;
+        let row: Vec<f32> = (0..v).map(|i| if i == 7 { 6.0 } else { ((i % 97) as f32) / 97.0 }).collect();
+        let logits = Tensor::from_vec(row, (1, 1, v), &candle_core::Device::Cpu)
+            .and_then(|t| t.to_dtype(DType::BF16))
+            .expect("logits");
+        let mut rng = SplitMix64::new(0);
+        let mut conf = |confidence| {
+            let params = LladaParams { confidence, ..LladaParams::default() };
+            predict(&logits, &params, false, &mut rng).expect("predict")
+        };
+        let (ids32, c32) = conf(Confidence::F32);
+        let (ids, c) = conf(Confidence::Logits);
+        assert_eq!((ids32[0], ids[0]), (7, 7));
+        let rel = (c[0] - c32[0]).abs() / c32[0];
+        assert!(rel < 1e-2, "logits-dtype confidence {} vs f32 {} (relative {rel})", c[0], c32[0]);
+    }
 }
