@@ -32,7 +32,12 @@ fn settle_thread_count() {
     }
     let Ok(exe) = std::env::current_exe() else { return };
     let mut args = std::env::args_os();
-    let arg0 = args.next().unwrap_or_else(|| exe.clone().into_os_string());
+    let Some(arg0) = args.next() else { return };
+    // Only when this binary is the process image: under an explicit loader, an emulator or valgrind the image is
+    // the other program, and executing it with our arguments would break the run (it then goes on as before).
+    if std::path::Path::new(&arg0).file_name() != exe.file_name() {
+        return;
+    }
     let threads = candle_core::utils::get_num_threads();
     // `exec` returns only when it failed.
     let _failed =
