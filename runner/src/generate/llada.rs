@@ -314,15 +314,14 @@ pub(crate) fn predict(
     rng: &mut SplitMix64,
 ) -> Result<(Vec<u32>, Vec<f64>), GenerateError> {
     let (b, bl, v) = logits.dims3()?;
-    let wide = match params.confidence {
-        Confidence::F32 => DType::F32,
-        Confidence::F64 => DType::F64,
-        Confidence::Logits => logits.dtype(),
+    // The logits in f32, converted once where a path needs them (no copy when the model already runs in f32).
+    let f32_logits = || logits.to_dtype(DType::F32);
+    let lf = match params.confidence {
+        Confidence::F32 => f32_logits()?,
+        Confidence::F64 => logits.to_dtype(DType::F64)?,
+        Confidence::Logits => logits.clone(),
     };
-    let lf = logits.to_dtype(wide)?;
-    // The softmax accumulates in at least f32 (as CUDA's kernel does for bf16 and f16; candle's CPU kernel would
-    // sum 126,464 terms in bf16, which stops growing long before the end); `logits` rounds the result back.
-    let soft_in = if wide == DType::F64 { lf.clone() } else { logits.to_dtype(DType::F32)? };
+    let wide = lf.dtype();
     let pred = if params.temperature > 0.0 {
         // Standard Gumbel noise g = -log(-log U), U in (0, 1).
         let t = params.temperature;
@@ -331,7 +330,8 @@ pub(crate) fn predict(
             let u = Tensor::rand(0f32, 1f32, (b, bl, v), logits.device())?;
             let u = u.clamp(f32::MIN_POSITIVE, 1.0 - f32::EPSILON / 2.0)?;
             let g = u.log()?.neg()?.log()?.neg()?;
-            (logits.to_dtype(DType::F32)? + (g * t)?)?
+            let base = if wide == DType::F32 { lf.clone() } else { f32_logits()? };
+            (base + (g * t)?)?
         } else {
             let noise: Vec<f64> = (0..b * bl * v).map(|_| -(-rng.next_open01().ln()).ln() * t).collect();
             let noise = Tensor::from_vec(noise, (b, bl, v), logits.device())?;
@@ -346,6 +346,9 @@ pub(crate) fn predict(
         Remasking::LowConfidence => {
             // One fused softmax over the vocabulary (candle's kernel: exp(l - max) / sum per row, parallel over
             // rows): the chosen token's probability is the row's maximum when it is the argmax.
+            // The softmax accumulates in at least f32 (as CUDA's kernel does for bf16 and f16; candle's CPU kernel
+            // would sum 126,464 terms in bf16, which stops growing long before the end); `logits` rounds back.
+            let soft_in = if matches!(wide, DType::F32 | DType::F64) { lf.clone() } else { f32_logits()? };
             let probs = candle_nn::ops::softmax_last_dim(&soft_in.contiguous()?)?.to_dtype(wide)?;
             let conf = if params.temperature > 0.0 {
                 probs.gather(&pred.contiguous()?, D::Minus1)?
