@@ -19,7 +19,7 @@ use wasm_bindgen_futures::JsFuture;
 
 use crate::figure::{self, CellId, ChartStyle, Drawn};
 use crate::view::{self, LoadedBundle};
-use crate::views::{self, ChartView, FilterChoices, Filters, PageState, ViewKind};
+use crate::views::{self, ChartView, FilterChoices, Filters, PageState, ParetoX, ViewKind};
 
 /// Where the index of bundles lives, relative to the page (the site may sit under a sub-path).
 const INDEX_URL: &str = "bundles/index.json";
@@ -477,6 +477,17 @@ fn FilterBar(
                 </select>
             </label>
             <label>
+                "Pareto x "
+                <select data-testid="pareto-x" on:change=move |ev| {
+                    let v = event_target_value(&ev);
+                    state.update(|s| s.options.pareto_x = [ParetoX::Forwards, ParetoX::TokensPerForward].into_iter().find(|x| x.slug() == v).unwrap_or_default());
+                }>
+                    <option value="latency" selected=move || state.get().options.pareto_x == ParetoX::Latency>"latency"</option>
+                    <option value="forwards" selected=move || state.get().options.pareto_x == ParetoX::Forwards>"forward passes"</option>
+                    <option value="tpf" selected=move || state.get().options.pareto_x == ParetoX::TokensPerForward>"tokens per forward"</option>
+                </select>
+            </label>
+            <label>
                 "Throughput in "
                 <select data-testid="throughput-unit" on:change=move |ev| {
                     let v = event_target_value(&ev);
@@ -689,7 +700,7 @@ fn ParityView(
                     })
                     .collect_view();
                 view! {
-                    <p class="note">"Quality metric: " {metric} ". S_parity = the fewest diffusion steps K at which LLaDA is at least as good as LLaMA; speedup = L_e2e(LLaMA) / L_e2e(LLaDA at S_parity)."</p>
+                    <p class="note">"Quality metric: " {metric} ". S_parity = the fewest diffusion steps K at which LLaDA is at least as good as LLaMA (a threshold series: the fewest forwards, at the threshold named); speedup = L_e2e(LLaMA) / L_e2e(LLaDA at S_parity). One row per series, B and N."</p>
                     <table class="parity" data-testid="parity-table">
                         <thead><tr>
                             <th>"models"</th><th>"B"</th><th>"N"</th><th>"S_parity"</th><th>"grid interval"</th><th>"95% bootstrap"</th>

@@ -11,7 +11,7 @@ use metrics::derive::{
     self, CellRef, Direction, MemoryMetric, Parity, ParityPanel, QualityPoint, Summary, ar_timings, gigabytes,
     memory_heatmap, pareto_view, step_timings, throughput_bars,
 };
-use schema::grid::Precision;
+use schema::grid::{Precision, SamplerVariant};
 use schema::{Bundle, Cell, CellStatus, Sampler};
 
 use crate::figure::{self, Axis, CellId, Figure, HeatCell, Mark, Panel, Plot, RefLine, Series, Style};
@@ -171,6 +171,31 @@ pub struct Options {
     /// Roofline: the device's peak FLOP rate in TFLOP/s, entered by the user; it overrides the measured matmul
     /// rate.
     pub peak_tflops: Option<f64>,
+    /// Pareto view: the x axis.
+    pub pareto_x: ParetoX,
+}
+
+/// The x axis of the Pareto view: latency (this device), or the hardware-independent cost of a sampler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ParetoX {
+    /// Median L_e2e.
+    #[default]
+    Latency,
+    /// Forward passes per run.
+    Forwards,
+    /// Tokens per forward pass and sequence.
+    TokensPerForward,
+}
+
+impl ParetoX {
+    /// The URL value.
+    pub fn slug(self) -> &'static str {
+        match self {
+            ParetoX::Latency => "latency",
+            ParetoX::Forwards => "forwards",
+            ParetoX::TokensPerForward => "tpf",
+        }
+    }
 }
 
 impl Default for Options {
@@ -183,6 +208,7 @@ impl Default for Options {
             metric: None,
             peak_bw_tbs: None,
             peak_tflops: None,
+            pareto_x: ParetoX::Latency,
         }
     }
 }
@@ -258,6 +284,9 @@ impl PageState {
         q.extend(o.metric.clone().map(|v| ("metric", v)));
         q.extend(o.peak_bw_tbs.map(|v| ("peak_bw", v.to_string())));
         q.extend(o.peak_tflops.map(|v| ("peak_flops", v.to_string())));
+        if o.pareto_x != ParetoX::Latency {
+            q.push(("px", o.pareto_x.slug().into()));
+        }
         let parts: Vec<String> = q.iter().map(|(k, v)| format!("{k}={}", enc(v))).collect();
         if parts.is_empty() { String::new() } else { format!("?{}", parts.join("&")) }
     }
@@ -285,6 +314,12 @@ impl PageState {
                 "metric" if !v.is_empty() => s.options.metric = Some(v),
                 "peak_bw" => s.options.peak_bw_tbs = parse_peak(&v),
                 "peak_flops" => s.options.peak_tflops = parse_peak(&v),
+                "px" => {
+                    s.options.pareto_x = [ParetoX::Forwards, ParetoX::TokensPerForward]
+                        .into_iter()
+                        .find(|x| x.slug() == v)
+                        .unwrap_or_default()
+                }
                 _ => {}
             }
         }
@@ -376,7 +411,27 @@ fn series_label(c: &Cell) -> String {
     if let Some(b) = k.block_length {
         let _ = write!(s, " block {b}");
     }
+    if let Some(v) = k.variant().filter(|v| *v != SamplerVariant::Reference) {
+        let _ = write!(s, " {v}");
+    }
     s
+}
+
+/// A diffusion point's label: `K=8`, or `t=0.9` for a threshold cell.
+fn point_label(c: &Cell, steps: u32) -> String {
+    match c.key.threshold {
+        Some(t) => format!("t={t}"),
+        None => format!("K={steps}"),
+    }
+}
+
+/// The x axis of diffusion steps: K, and a threshold series' measured forwards when one is drawn.
+fn steps_axis(series: &[Series]) -> Axis {
+    let thresholds =
+        series.iter().flat_map(|s| &s.marks).any(|m| m.label.as_deref().is_some_and(|l| l.starts_with("t=")));
+    let title =
+        if thresholds { "diffusion steps K (threshold series: forwards measured)" } else { "diffusion steps K" };
+    Axis { pow2: true, ..Axis::numeric(title, true) }
 }
 
 /// The model id without its organisation (`GSAI-ML/LLaDA-8B-Instruct` -> `LLaDA-8B-Instruct`).
@@ -467,7 +522,8 @@ fn latency(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec<
             .collect();
         for c in &at {
             let Some(e) = c.summary.e2e_ms else { continue };
-            match c.cell.key.steps {
+            match derive::cell_steps(c.cell) {
+                None if c.cell.key.sampler != Sampler::ArGreedy => {}
                 None => refs.push(RefLine {
                     label: format!("{t}{} (autoregressive): {:.1} ms", short_model(&c.cell.key.model), e.median),
                     value: e.median,
@@ -484,7 +540,7 @@ fn latency(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec<
                         hi: Some(e.max),
                         tip: format!("{}\nL_e2e {}", key_text(&t, c.cell), ms(&e)),
                         cell: Some(CellId { bundle: bi, cell: c.index }),
-                        label: Some(format!("K={k}")),
+                        label: Some(point_label(c.cell, k)),
                     };
                     push_mark(&mut series, label, pal.of(c.cell), Style::Line, bi > 0, mark);
                 }
@@ -495,7 +551,7 @@ fn latency(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec<
     Ok(Figure {
         title: format!("Latency vs diffusion steps (B = {b}, N = {n})"),
         plot: Plot::Xy {
-            x: Axis { pow2: true, ..Axis::numeric("diffusion steps K", true) },
+            x: steps_axis(&series),
             y: Axis::numeric("median end-to-end latency L_e2e (ms)", o.log_y),
             series,
             refs,
@@ -941,7 +997,7 @@ fn quality_points(lb: &LoadedBundle, f: &Filters, metric: &str, b: u32, n: u32) 
         .filter_map(|c| {
             Some(QualityPoint {
                 cell: c.index,
-                steps: c.cell.key.steps,
+                steps: derive::cell_steps(c.cell),
                 e2e_ms: c.summary.e2e_ms?.median,
                 quality: quality_of(lb, c.index, metric)?,
             })
@@ -962,16 +1018,34 @@ fn pareto(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec<S
     notes.extend(note);
     let mut pal = Palette::default();
     let mut series = Vec::new();
+    // The x of a point: its latency, or (hardware-independent) its forwards or tokens per forward per sequence.
+    // The frontier is taken over latency or forwards (fewer is better; tokens per forward is N_out / forwards).
+    let px = o.pareto_x;
+    let x_of = |lb: &LoadedBundle, p: &QualityPoint| {
+        let s = &lb.summaries[p.cell];
+        match px {
+            ParetoX::Latency => Some(p.e2e_ms),
+            ParetoX::Forwards => s.forward_passes.map(|f| f.median),
+            ParetoX::TokensPerForward => s.tokens_per_forward,
+        }
+    };
     for (bi, lb) in bundles.iter().enumerate() {
         let t = tag(bi, bundles.len());
-        let pts = quality_points(lb, f, &metric, b, n);
+        let mut pts = quality_points(lb, f, &metric, b, n);
+        let forwards = |p: &QualityPoint| lb.summaries[p.cell].forward_passes.map(|f| f.median);
+        if px != ParetoX::Latency {
+            // Points of bundles that did not record forwards have no place on these axes.
+            pts.retain(|p| forwards(p).is_some());
+            pts.iter_mut().for_each(|p| p.e2e_ms = forwards(p).unwrap_or(f64::NAN));
+        }
         let view = pareto_view(&pts, dir);
         let front: Vec<Mark> = view
             .front
             .iter()
             .map(|&i| {
                 let p = &pts[i];
-                Mark { x: p.e2e_ms, y: p.quality, lo: None, hi: None, tip: String::new(), cell: None, label: None }
+                let x = x_of(lb, p).unwrap_or(f64::NAN);
+                Mark { x, y: p.quality, lo: None, hi: None, tip: String::new(), cell: None, label: None }
             })
             .collect();
         if !front.is_empty() {
@@ -986,24 +1060,27 @@ fn pareto(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec<S
         for (i, p) in pts.iter().enumerate() {
             let c = &lb.bundle.cells[p.cell];
             let on = view.front.contains(&i);
+            let s = &lb.summaries[p.cell];
             let mark = Mark {
-                x: p.e2e_ms,
+                x: x_of(lb, p).unwrap_or(f64::NAN),
                 y: p.quality,
                 lo: None,
                 hi: None,
                 tip: format!(
-                    "{}\nL_e2e median {:.2} ms\n{metric} {:.4} ({})\n{}",
+                    "{}\nL_e2e median {:.2} ms, {} forwards, {:.2} tokens per forward\n{metric} {:.4} ({})\n{}",
                     key_text(&t, c),
-                    p.e2e_ms,
+                    s.e2e_ms.map_or(f64::NAN, |e| e.median),
+                    s.forward_passes.map_or(f64::NAN, |f| f.median),
+                    s.tokens_per_forward.unwrap_or(f64::NAN),
                     p.quality,
                     direction_text(dir),
                     if on { "on the Pareto frontier" } else { "dominated" }
                 ),
                 cell: Some(CellId { bundle: bi, cell: p.cell }),
-                label: p.steps.map(|k| format!("K={k}")),
+                label: p.steps.map(|k| point_label(c, k)),
             };
             let (label, style) = match p.steps {
-                Some(_) => (format!("{t}{} over K", series_label(c)), Style::Line),
+                Some(_) => (format!("{t}{}", series_label(c)), Style::Line),
                 None => (format!("{t}{} (autoregressive)", short_model(&c.key.model)), Style::Points),
             };
             push_mark(&mut series, label, pal.of(c), style, bi > 0, mark);
@@ -1012,15 +1089,20 @@ fn pareto(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec<S
     if series.is_empty() {
         return Err(format!("no cell at B = {b}, N = {n} has a value of {metric}"));
     }
-    // Diffusion curves follow K (which is also the latency order).
+    // Diffusion curves follow the x axis (K is also the latency order).
     for s in series.iter_mut().filter(|s| s.style == Style::Line) {
         s.marks.sort_by(|a, b| a.x.total_cmp(&b.x));
     }
     notes.push(format!("Quality metric: {metric} ({}).", direction_text(dir)));
+    let (what, axis) = match px {
+        ParetoX::Latency => ("latency", "median end-to-end latency L_e2e (ms)"),
+        ParetoX::Forwards => ("forward passes", "forward passes per run (median; fewer is cheaper)"),
+        ParetoX::TokensPerForward => ("tokens per forward", "tokens per forward pass and sequence (more is cheaper)"),
+    };
     Ok(Figure {
-        title: format!("Pareto frontier: latency vs {metric} (B = {b}, N = {n})"),
+        title: format!("Pareto frontier: {what} vs {metric} (B = {b}, N = {n})"),
         plot: Plot::Xy {
-            x: Axis::numeric("median end-to-end latency L_e2e (ms)", o.log_x),
+            x: Axis::numeric(axis, o.log_x),
             y: Axis::numeric(format!("{metric} ({})", direction_text(dir)), o.log_y),
             series,
             refs: Vec::new(),
@@ -1043,6 +1125,8 @@ pub struct ParityRow {
     pub seq: u32,
     /// The derived panel.
     pub panel: ParityPanel,
+    /// A threshold series: S_parity in words ([`metrics::parity::s_parity_text`], as `report` writes it).
+    pub threshold_parity: Option<String>,
     /// Key of the matched diffusion cell.
     pub matched_key: Option<String>,
     /// Key of the AR cell.
@@ -1089,6 +1173,7 @@ fn record_cell<'a>(lb: &'a LoadedBundle, r: &metrics::parity::ParityRecord) -> O
             && c.key.model == r.diffusion_model
             && c.key.sampler == r.sampler
             && c.key.block_length == r.block_length
+            && c.key.variant() == Some(r.variant())
     })
 }
 
@@ -1116,6 +1201,7 @@ pub fn parity_rows(bundles: &[&LoadedBundle], f: &Filters, o: &Options) -> Resul
                         && c.cell.key.seq_len == n
                         && c.cell.key.model == r.diffusion_model
                         && c.cell.key.sampler == r.sampler
+                        && c.cell.key.variant() == Some(r.variant())
                 });
                 if !is_kept(&ar_cell.key) || !series_kept {
                     continue;
@@ -1128,6 +1214,7 @@ pub fn parity_rows(bundles: &[&LoadedBundle], f: &Filters, o: &Options) -> Resul
                     }
                 });
                 rows.push(ParityRow {
+                    threshold_parity: r.thresholded.then(|| metrics::parity::s_parity_text(r)),
                     bootstrap: bootstrap_text(r, b),
                     tag: t.clone(),
                     diffusion: series_label(series),
@@ -1149,8 +1236,11 @@ pub fn parity_rows(bundles: &[&LoadedBundle], f: &Filters, o: &Options) -> Resul
 }
 
 impl ParityRow {
-    /// S_parity as text.
+    /// S_parity as text: K, or a threshold series' forwards and threshold.
     pub fn s_parity_text(&self) -> String {
+        if let Some(t) = &self.threshold_parity {
+            return t.clone();
+        }
         match self.panel.parity {
             Parity::Reached { steps } => steps.to_string(),
             Parity::NotReached { max_steps } => format!("not reached (K <= {max_steps})"),
@@ -1222,7 +1312,7 @@ fn quality_steps(
                     p.e2e_ms
                 ),
                 cell: Some(CellId { bundle: bi, cell: p.cell }),
-                label: None,
+                label: c.key.threshold.map(|th| format!("t={th}")),
             };
             push_mark(&mut series, format!("{t}{}", series_label(c)), pal.of(c), Style::Line, bi > 0, mark);
         }
@@ -1233,16 +1323,17 @@ fn quality_steps(
             for r in recs.iter().filter(|r| r.seq_len == n && r.ar_model == *ar_model) {
                 let drawn = pts.iter().any(|p| {
                     let k = &lb.bundle.cells[p.cell].key;
-                    p.steps.is_some() && k.model == r.diffusion_model && k.sampler == r.sampler
+                    p.steps.is_some()
+                        && k.model == r.diffusion_model
+                        && k.sampler == r.sampler
+                        && k.variant() == Some(r.variant())
                 });
                 if let (true, Parity::Reached { steps }) = (drawn, r.outcome) {
-                    refs.push(RefLine {
-                        label: format!("{t}S_parity = {steps}"),
-                        value: f64::from(steps),
-                        vertical: true,
-                        colour: 5,
-                        alt: bi > 0,
-                    });
+                    let label = match r.parity_threshold {
+                        Some(th) => format!("{t}S_parity = {steps} forwards (threshold {th})"),
+                        None => format!("{t}S_parity = {steps}"),
+                    };
+                    refs.push(RefLine { label, value: f64::from(steps), vertical: true, colour: 5, alt: bi > 0 });
                 }
             }
         }
@@ -1254,7 +1345,7 @@ fn quality_steps(
     Ok(Figure {
         title: format!("{metric} vs diffusion steps (B = {b}, N = {n})"),
         plot: Plot::Xy {
-            x: Axis { pow2: true, ..Axis::numeric("diffusion steps K", true) },
+            x: steps_axis(&series),
             y: Axis::numeric(format!("{metric} ({})", direction_text(dir)), o.log_y),
             series,
             refs,
@@ -1335,8 +1426,14 @@ pub fn rows(bundles: &[&LoadedBundle], f: &Filters) -> Vec<Row> {
             let text = vec![
                 name.clone(),
                 k.model.clone(),
-                sampler_name(k.sampler).to_string(),
-                k.steps.map(|v| v.to_string()).unwrap_or_default(),
+                match k.variant().filter(|v| *v != SamplerVariant::Reference) {
+                    Some(v) => format!("{} {v}", sampler_name(k.sampler)),
+                    None => sampler_name(k.sampler).to_string(),
+                },
+                match (k.steps, k.threshold) {
+                    (None, Some(t)) => format!("t={t}"),
+                    (k, _) => k.map(|v| v.to_string()).unwrap_or_default(),
+                },
                 k.batch_size.to_string(),
                 k.seq_len.to_string(),
                 status,

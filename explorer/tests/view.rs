@@ -351,6 +351,7 @@ fn page_state_round_trips_through_the_url() {
             metric: Some("perplexity".into()),
             peak_bw_tbs: Some(4.8),
             peak_tflops: Some(989.5),
+            pareto_x: explorer::views::ParetoX::TokensPerForward,
         },
     };
     let q = s.to_query();

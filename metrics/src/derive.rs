@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 pub use schema::bundle::Direction;
 use schema::bundle::{Bundle, Cell, CellStatus, Repetition, Sampler};
+use schema::grid::BlockCache;
 pub use schema::parity::Parity;
 
 /// Summary statistics of a sample.
@@ -84,8 +85,11 @@ pub struct CellSummary {
     pub tokens_per_s: Option<Summary>,
     /// Decoded UTF-8 bytes per second over the batch.
     pub bytes_per_s: Option<Summary>,
-    /// Tokens committed per forward evaluation (B x N_out / NFE).
+    /// Tokens committed per forward evaluation and sequence (N_out / forwards, pooled over the repetitions): the
+    /// hardware-independent cost of a sampler (AR: 1).
     pub tokens_per_forward: Option<f64>,
+    /// Forward passes per run (median over the repetitions).
+    pub forward_passes: Option<Summary>,
     /// Largest peak allocated device bytes over the repetitions.
     pub peak_allocated_bytes: Option<u64>,
     /// Largest peak reserved device bytes over the repetitions.
@@ -104,7 +108,9 @@ pub fn cell_summary(cell: &Cell) -> CellSummary {
     let mut steps = Vec::with_capacity(step_lists().map(<[f64]>::len).sum());
     step_lists().for_each(|s| steps.extend_from_slice(s));
     let forwards: u64 = reps.iter().filter_map(|r| r.forward_passes).map(u64::from).sum();
-    let tokens: u64 = reps.iter().filter(|r| r.forward_passes.is_some()).map(|r| r.output_tokens).sum();
+    // Per sequence: the batch's tokens over B rows (a forward of B rows advances each of them).
+    let b = u64::from(cell.key.batch_size.max(1));
+    let tokens: u64 = reps.iter().filter(|r| r.forward_passes.is_some()).map(|r| r.output_tokens).sum::<u64>() / b;
     CellSummary {
         e2e_ms: collect(&|r| Some(r.e2e_ms)),
         prefill_ms: collect(&|r| r.prefill_ms),
@@ -114,6 +120,7 @@ pub fn cell_summary(cell: &Cell) -> CellSummary {
         tokens_per_s: collect(&tokens_per_s),
         bytes_per_s: collect(&bytes_per_s),
         tokens_per_forward: (forwards > 0).then(|| tokens as f64 / forwards as f64),
+        forward_passes: collect(&|r| r.forward_passes.map(f64::from)),
         peak_allocated_bytes: reps.iter().filter_map(|r| r.peak_allocated_bytes).max(),
         peak_reserved_bytes: reps.iter().filter_map(|r| r.peak_reserved_bytes).max(),
         peak_rss_bytes: reps.iter().filter_map(|r| r.peak_rss_bytes).max(),
@@ -126,6 +133,20 @@ fn ok_latency(cell: &Cell) -> Option<Summary> {
     (cell.status == CellStatus::Ok)
         .then(|| summarize(&cell.repetitions.iter().map(|r| r.e2e_ms).collect::<Vec<_>>()))
         .flatten()
+}
+
+/// A diffusion cell's steps: K for a K-driven sampler; for a threshold sampler the forward passes it measured (the
+/// median over its repetitions, rounded up), its place on every steps axis. `None` for AR cells and for threshold
+/// cells that recorded no forwards.
+pub fn cell_steps(cell: &Cell) -> Option<u32> {
+    match (cell.key.steps, cell.key.threshold) {
+        (Some(k), _) => Some(k),
+        (None, Some(_)) => {
+            let f: Vec<f64> = cell.repetitions.iter().filter_map(|r| r.forward_passes).map(f64::from).collect();
+            summarize_owned(f).map(|s| s.median.ceil() as u32)
+        }
+        (None, None) => None,
+    }
 }
 
 /// One point of a latency-vs-steps curve.
@@ -153,6 +174,10 @@ pub struct LatencySeries {
     pub model: String,
     /// Its sampler.
     pub sampler: Sampler,
+    /// Its block cache.
+    pub cache: Option<BlockCache>,
+    /// A threshold series: its points sit at their measured forwards ([`cell_steps`]).
+    pub thresholded: bool,
     /// Batch size B.
     pub batch_size: u32,
     /// Sequence length N.
@@ -163,16 +188,17 @@ pub struct LatencySeries {
     pub ar_reference: Option<ArReference>,
 }
 
-/// Latency-vs-steps series of a bundle, sorted by (N, B, model, sampler).
+/// Latency-vs-steps series of a bundle, sorted by (N, B, model, sampler, cache, K- before threshold-driven).
 pub fn latency_vs_steps(bundle: &Bundle) -> Vec<LatencySeries> {
     use std::collections::BTreeMap;
     // Indexed by key, so a bundle of 10,000 cells costs one pass, not one scan per series.
-    let mut series: BTreeMap<(u32, u32, &str, Sampler), LatencySeries> = BTreeMap::new();
+    type Key<'a> = (u32, u32, &'a str, Sampler, Option<BlockCache>, bool);
+    let mut series: BTreeMap<Key<'_>, LatencySeries> = BTreeMap::new();
     let mut ar: BTreeMap<(u32, u32), ArReference> = BTreeMap::new();
     for cell in &bundle.cells {
         let key = &cell.key;
         let Some(e2e) = ok_latency(cell) else { continue };
-        match key.steps {
+        match cell_steps(cell) {
             None if key.sampler == Sampler::ArGreedy => {
                 // The first AR cell of a shape in file order is its reference.
                 ar.entry((key.seq_len, key.batch_size))
@@ -180,10 +206,19 @@ pub fn latency_vs_steps(bundle: &Bundle) -> Vec<LatencySeries> {
             }
             None => {}
             Some(k) => series
-                .entry((key.seq_len, key.batch_size, key.model.as_str(), key.sampler))
+                .entry((
+                    key.seq_len,
+                    key.batch_size,
+                    key.model.as_str(),
+                    key.sampler,
+                    key.cache,
+                    key.threshold.is_some(),
+                ))
                 .or_insert_with(|| LatencySeries {
                     model: key.model.clone(),
                     sampler: key.sampler,
+                    cache: key.cache,
+                    thresholded: key.threshold.is_some(),
                     batch_size: key.batch_size,
                     seq_len: key.seq_len,
                     points: Vec::new(),
@@ -383,7 +418,7 @@ pub fn ar_timings(cells: &[CellRef<'_>]) -> Vec<ArTiming> {
 pub struct StepTiming {
     /// Index of the cell in the bundle.
     pub cell: usize,
-    /// Diffusion steps K.
+    /// Diffusion steps ([`cell_steps`]).
     pub steps: u32,
     /// Statistics over every step of every repetition, ms.
     pub step_ms: Summary,
@@ -394,7 +429,7 @@ pub fn step_timings(cells: &[CellRef<'_>]) -> Vec<StepTiming> {
     cells
         .iter()
         .filter(|c| c.cell.status == CellStatus::Ok)
-        .filter_map(|c| Some(StepTiming { cell: c.index, steps: c.cell.key.steps?, step_ms: c.summary.step_ms? }))
+        .filter_map(|c| Some(StepTiming { cell: c.index, steps: cell_steps(c.cell)?, step_ms: c.summary.step_ms? }))
         .collect()
 }
 
@@ -409,7 +444,7 @@ pub fn step_timings(cells: &[CellRef<'_>]) -> Vec<StepTiming> {
 pub struct QualityPoint {
     /// Index of the cell in the bundle.
     pub cell: usize,
-    /// Diffusion steps K; `None` for the AR model.
+    /// Diffusion steps ([`cell_steps`]: K, or a threshold cell's measured forwards); `None` for the AR model.
     pub steps: Option<u32>,
     /// Median end-to-end latency, ms.
     pub e2e_ms: f64,

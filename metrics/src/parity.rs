@@ -4,10 +4,13 @@
 //! (same model, sampler, N, K, block length): in the group's cell with the largest B, over the whole prompt set
 //! (see `GridConfig::quality`). [`cell_quality`] gives every cell its group's values.
 //!
-//! For each N and each diffusion series (model, sampler, block length) against each AR model:
+//! For each N and each diffusion series (model, sampler, block length, block cache, K- or threshold-driven)
+//! against each AR model:
 //! - Q_llama = the AR group's value of the metric; f(k) = the diffusion group's value at K = k;
 //! - S_parity = min{ k : f(k) at least as good as Q_llama } ([`crate::derive::s_parity`]); "not reached up to
-//!   K_max" is an outcome, not an error;
+//!   K_max" is an outcome, not an error. A threshold series' points are its thresholds, each at the forwards it
+//!   measured ([`threshold_forwards`]): S_parity is the fewest forwards at parity, and names its threshold (at
+//!   equal forwards the higher threshold comes first);
 //! - per batch size B: speedup = median L_e2e(AR at B) / median L_e2e(diffusion at S_parity, B), naming the two
 //!   cells; missing or failed cells leave the speedup absent with a note;
 //! - 95% intervals by a seeded, paired bootstrap over prompts: each resample draws the prompt set's size of
@@ -17,6 +20,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use schema::bundle::{Bundle, Cell, CellKey, CellStatus, Pooling, QualityValue, Sampler};
+use schema::grid::{BlockCache, Threshold};
 pub use schema::parity::{BootstrapInfo, Estimate, Parity, ParityRecord, SpeedupRow, StepQuality, StepsInterval};
 
 use crate::derive::{cell_summary, s_parity, speedup};
@@ -39,6 +43,10 @@ pub struct GroupKey {
     pub output_tokens: u32,
     /// Block length.
     pub block_length: Option<u32>,
+    /// Block cache.
+    pub cache: Option<BlockCache>,
+    /// Confidence threshold.
+    pub threshold: Option<Threshold>,
 }
 
 impl GroupKey {
@@ -52,6 +60,8 @@ impl GroupKey {
             prompt_tokens: k.prompt_tokens,
             output_tokens: k.output_tokens,
             block_length: k.block_length,
+            cache: k.cache,
+            threshold: k.threshold,
         }
     }
 }
@@ -200,47 +210,65 @@ pub fn parity(bundle: &Bundle, opts: &ParityOptions) -> Vec<ParityRecord> {
         quality_groups.insert(g.clone());
     });
     let ar_groups: Vec<&GroupKey> = quality_groups.iter().filter(|g| g.sampler == Sampler::ArGreedy).collect();
-    // Diffusion series: (N, model, sampler, block) -> K -> group.
-    type Series<'a> = BTreeMap<(u32, String, Sampler, Option<u32>), BTreeMap<u32, &'a GroupKey>>;
-    let mut series: Series<'_> = BTreeMap::new();
+    // Diffusion series: (N, model, sampler, block, cache, thresholded) -> points (steps or forwards, threshold,
+    // group), ordered by steps, then the higher threshold first.
+    type SeriesKey = (u32, String, Sampler, Option<u32>, Option<BlockCache>, bool);
+    type Point<'a> = (u32, Option<Threshold>, &'a GroupKey);
+    let mut series: BTreeMap<SeriesKey, Vec<Point<'_>>> = BTreeMap::new();
     for g in quality_groups.iter().filter(|g| g.sampler != Sampler::ArGreedy) {
-        if let Some(k) = g.steps {
-            series.entry((g.seq_len, g.model.clone(), g.sampler, g.block_length)).or_default().insert(k, g);
+        let steps = match (g.steps, g.threshold) {
+            (Some(k), _) => Some(k),
+            (None, Some(_)) => threshold_forwards(bundle, g),
+            (None, None) => None,
+        };
+        if let Some(k) = steps {
+            let key = (g.seq_len, g.model.clone(), g.sampler, g.block_length, g.cache, g.threshold.is_some());
+            series.entry(key).or_default().push((k, g.threshold, g));
         }
+    }
+    for points in series.values_mut() {
+        points.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
     }
     let prompts = bundle.prompt_set.count;
     let mut out = Vec::new();
     for ar in ar_groups {
         let Some(base_q) = value_of(ar) else { continue };
-        for ((n, model, sampler, block), by_k) in series.iter().filter(|((n, ..), _)| *n == ar.seq_len) {
-            let curve_q: Vec<(u32, &QualityValue)> =
-                by_k.iter().filter_map(|(&k, g)| Some((k, value_of(g)?))).collect();
+        for ((n, model, sampler, block, cache, thresholded), by_k) in
+            series.iter().filter(|((n, ..), _)| *n == ar.seq_len)
+        {
+            // (steps, threshold, group, value), in the series' order.
+            let curve_q: Vec<(u32, Option<Threshold>, &GroupKey, &QualityValue)> =
+                by_k.iter().filter_map(|&(k, t, g)| Some((k, t, g, value_of(g)?))).collect();
             if curve_q.is_empty() {
                 continue;
             }
             let direction = base_q.direction;
-            let points: Vec<(u32, f64)> = curve_q.iter().map(|(k, q)| (*k, q.value)).collect();
+            let points: Vec<(u32, f64)> = curve_q.iter().map(|(k, _, _, q)| (*k, q.value)).collect();
             let outcome = s_parity(&points, base_q.value, direction);
+            let matched = parity_point(&points, base_q.value, direction);
             // Batch sizes of the AR cells at this N, with the diffusion cells they are matched with.
             let ar_cells: Vec<&Cell> = bundle
                 .cells
                 .iter()
                 .filter(|c| GroupKey::of(&c.key) == *ar && c.status == CellStatus::Ok && e2e.contains_key(&c.key))
                 .collect();
-            let diff_cell = |k: u32, b: u32| -> Option<(&CellKey, f64)> {
-                let g = by_k.get(&k)?;
+            // The diffusion cell of point `i` of the curve at batch size `b`.
+            let diff_cell = |i: usize, b: u32| -> Option<(&CellKey, f64)> {
+                let g = curve_q.get(i)?.2;
                 bundle.cells.iter().find_map(|c| {
-                    (GroupKey::of(&c.key) == **g && c.key.batch_size == b).then_some(())?;
+                    (GroupKey::of(&c.key) == *g && c.key.batch_size == b).then_some(())?;
                     Some((&c.key, *e2e.get(&c.key)?))
                 })
             };
             // Bootstrap.
-            let with_detail = !base_q.per_prompt.is_empty() && curve_q.iter().all(|(_, q)| !q.per_prompt.is_empty());
+            let with_detail =
+                !base_q.per_prompt.is_empty() && curve_q.iter().all(|(_, _, _, q)| !q.per_prompt.is_empty());
             let resamples = if with_detail && prompts > 0 { opts.resamples } else { 0 };
             let mut rng = SplitMix64::new(opts.seed ^ u64::from(*n).rotate_left(32));
             let mut boot_base = Vec::new();
             let mut boot_curve: Vec<Vec<f64>> = vec![Vec::new(); curve_q.len()];
-            let mut boot_steps: Vec<Option<u32>> = Vec::new();
+            // Per resample: S_parity and the index of its point in the curve.
+            let mut boot_steps: Vec<Option<(u32, usize)>> = Vec::new();
             let mut counts = vec![0u32; prompts as usize];
             for _ in 0..resamples {
                 counts.iter_mut().for_each(|c| *c = 0);
@@ -250,32 +278,32 @@ pub fn parity(bundle: &Bundle, opts: &ParityOptions) -> Vec<ParityRecord> {
                 let w = |p: u32| counts.get(p as usize).map_or(0.0, |&c| f64::from(c));
                 let Some(b) = pool(base_q, w) else { continue };
                 boot_base.push(b);
-                let mut pts = Vec::new();
-                for (i, (k, q)) in curve_q.iter().enumerate() {
-                    if let Some(v) = pool(q, w) {
+                // Points without a value in this resample score NaN, which never reaches parity.
+                let mut pts = Vec::with_capacity(curve_q.len());
+                for (i, (k, _, _, q)) in curve_q.iter().enumerate() {
+                    let v = pool(q, w);
+                    if let Some(v) = v {
                         boot_curve[i].push(v);
-                        pts.push((*k, v));
                     }
+                    pts.push((*k, v.unwrap_or(f64::NAN)));
                 }
-                boot_steps.push(match s_parity(&pts, b, direction) {
-                    Parity::Reached { steps } => Some(steps),
-                    _ => None,
-                });
+                boot_steps.push(parity_point(&pts, b, direction).map(|i| (pts[i].0, i)));
             }
             let boot = resamples > 0 && !boot_steps.is_empty();
             let baseline = if boot { interval(boot_base, base_q.value) } else { Estimate::point(base_q.value) };
             let curve = curve_q
                 .iter()
                 .zip(boot_curve)
-                .map(|((k, q), v)| StepQuality {
+                .map(|((k, t, _, q), v)| StepQuality {
                     steps: *k,
+                    threshold: *t,
                     quality: if boot { interval(v, q.value) } else { Estimate::point(q.value) },
                 })
                 .collect();
             let (s_parity_interval, reached_fraction) = if boot {
                 // Not reached sorts above every K.
                 // (As u64: the one integer sort the crate instantiates, which keeps the explorer's wasm small.)
-                let mut s: Vec<u64> = boot_steps.iter().map(|s| s.map_or(u64::MAX, u64::from)).collect();
+                let mut s: Vec<u64> = boot_steps.iter().map(|s| s.map_or(u64::MAX, |(k, _)| u64::from(k))).collect();
                 s.sort_unstable();
                 let bound = |p| quantile(&s, p).filter(|&k| k != u64::MAX).and_then(|k| u32::try_from(k).ok());
                 let reached = boot_steps.iter().filter(|s| s.is_some()).count() as f64 / boot_steps.len() as f64;
@@ -300,19 +328,29 @@ pub fn parity(bundle: &Bundle, opts: &ParityOptions) -> Vec<ParityRecord> {
                     };
                     let Parity::Reached { steps } = outcome else {
                         row.note = Some(match outcome {
+                            Parity::NotReached { .. } if *thresholded => {
+                                "parity not reached at any threshold of the grid".to_string()
+                            }
                             Parity::NotReached { max_steps } => format!("parity not reached up to K = {max_steps}"),
                             _ => "no diffusion quality values".into(),
                         });
                         return row;
                     };
-                    let Some((key, ms)) = diff_cell(steps, b) else {
-                        row.note = Some(format!("no ok diffusion cell at K = {steps}, B = {b}"));
+                    let at = match matched.and_then(|i| curve_q[i].1) {
+                        Some(t) => format!("threshold {t} ({steps} forwards)"),
+                        None => format!("K = {steps}"),
+                    };
+                    let Some((key, ms)) = matched.and_then(|i| diff_cell(i, b)) else {
+                        row.note = Some(format!("no ok diffusion cell at {at}, B = {b}"));
                         return row;
                     };
                     let Some(point) = speedup(ar_ms, ms) else { return row };
                     let est = if boot {
-                        let v: Vec<f64> =
-                            boot_steps.iter().flatten().filter_map(|&k| speedup(ar_ms, diff_cell(k, b)?.1)).collect();
+                        let v: Vec<f64> = boot_steps
+                            .iter()
+                            .flatten()
+                            .filter_map(|&(_, i)| speedup(ar_ms, diff_cell(i, b)?.1))
+                            .collect();
                         interval(v, point)
                     } else {
                         Estimate::point(point)
@@ -333,6 +371,9 @@ pub fn parity(bundle: &Bundle, opts: &ParityOptions) -> Vec<ParityRecord> {
                 diffusion_model: model.clone(),
                 sampler: *sampler,
                 block_length: *block,
+                cache: *cache,
+                thresholded: *thresholded,
+                parity_threshold: matched.and_then(|i| curve_q[i].1),
                 baseline,
                 curve,
                 outcome,
@@ -344,6 +385,49 @@ pub fn parity(bundle: &Bundle, opts: &ParityOptions) -> Vec<ParityRecord> {
         }
     }
     out
+}
+
+/// The point of S_parity among `(steps, value)` points in the series' order: the first with the fewest steps
+/// whose value is at least as good as `baseline` (the point [`crate::derive::s_parity`] names).
+fn parity_point(points: &[(u32, f64)], baseline: f64, direction: schema::bundle::Direction) -> Option<usize> {
+    let good = |p: &(u32, f64)| p.1.is_finite() && direction.at_least_as_good(p.1, baseline);
+    let best = points.iter().filter(|p| good(p)).map(|p| p.0).min()?;
+    points.iter().position(|p| p.0 == best && good(p))
+}
+
+/// A threshold group's cost: the forward passes it measured, the median over the repetitions of its ok cell with
+/// the smallest batch size (at B = 1, the forwards of one sequence), rounded up. `None` when no repetition says.
+pub fn threshold_forwards(bundle: &Bundle, group: &GroupKey) -> Option<u32> {
+    let cell = bundle
+        .cells
+        .iter()
+        .filter(|c| c.status == CellStatus::Ok && GroupKey::of(&c.key) == *group)
+        .min_by_key(|c| c.key.batch_size)?;
+    let forwards: Vec<f64> = cell.repetitions.iter().filter_map(|r| r.forward_passes).map(f64::from).collect();
+    crate::derive::summarize(&forwards).map(|s| s.median.ceil() as u32)
+}
+
+/// S_parity of a record in words, as every reader writes it: `K = 8`, `3 forwards (threshold 0.9)`, `not reached
+/// up to K = 128`, `not reached at any threshold`, `no data`.
+pub fn s_parity_text(r: &ParityRecord) -> String {
+    match (r.outcome, r.parity_threshold) {
+        (Parity::Reached { steps }, Some(t)) => {
+            format!("{steps} forward{} (threshold {t})", if steps == 1 { "" } else { "s" })
+        }
+        (Parity::Reached { steps }, None) => format!("K = {steps}"),
+        (Parity::NotReached { .. }, _) if r.thresholded => "not reached at any threshold".into(),
+        (Parity::NotReached { max_steps }, _) => format!("not reached up to K = {max_steps}"),
+        (Parity::NoData, _) => "no data".into(),
+    }
+}
+
+/// Whether `point` of a record's curve is its S_parity point (the threshold at parity for a threshold series).
+pub fn is_parity_point(r: &ParityRecord, point: &StepQuality) -> bool {
+    match (r.outcome, r.thresholded) {
+        (Parity::Reached { .. }, true) => point.threshold.is_some() && point.threshold == r.parity_threshold,
+        (Parity::Reached { steps }, false) => point.steps == steps,
+        _ => false,
+    }
 }
 
 /// Recomputes a bundle's stored parity records ([`schema::Bundle::parity`]) from its cells, with the options its

@@ -102,7 +102,8 @@ pub struct Work {
     pub weights_read_bytes: u64,
     /// FLOPs over all forwards.
     pub flops: u64,
-    /// AR: the KV cache at the last step (`prompt + n_out - 1` tokens per row); `None` for diffusion.
+    /// AR: the KV cache at the last step (`prompt + n_out - 1` tokens per row); diffusion: the block cache's
+    /// buffers; `None` without a cache.
     pub kv_cache_bytes: Option<u64>,
 }
 
@@ -133,6 +134,39 @@ pub fn autoregressive(s: &ModelShape, batch: u64, prompt: u64, n_out: u64, dtype
 pub fn decode_step(s: &ModelShape, batch: u64, context: u64, dtype_bytes: u64) -> Work {
     let mut w = Work::default();
     w.add(s, Forward { batch, tokens: 1, context, logits: 1 }, dtype_bytes);
+    w
+}
+
+/// A LLaDA sampler with a block cache or none: `block_forwards[i]` forwards in block `i` (K / blocks each for a
+/// K-driven sampler; measured for a threshold sampler) of `block_length` positions after a padded prompt of
+/// `prompt` tokens. Without a cache every forward is a full one ([`diffusion`]); with one, a block's first forward
+/// is full and the others feed the block and everything after it (`prefix`) or the block alone (`dual`), their
+/// queries attending to every position. The cache's bytes: K and V of every layer for the whole sequence.
+pub fn diffusion_sampler(
+    s: &ModelShape,
+    batch: u64,
+    prompt: u64,
+    block_length: u64,
+    block_forwards: &[u64],
+    cache: Option<schema::grid::BlockCache>,
+    dtype_bytes: u64,
+) -> Work {
+    use schema::grid::BlockCache;
+    let len = prompt + block_length * block_forwards.len() as u64;
+    let mut w = Work::default();
+    for (i, &forwards) in block_forwards.iter().enumerate() {
+        let start = prompt + block_length * i as u64;
+        for f in 0..forwards {
+            let tokens = match cache {
+                Some(_) if f == 0 => len,
+                None => len,
+                Some(BlockCache::Prefix) => len - start,
+                Some(BlockCache::Dual) => block_length,
+            };
+            w.add(s, Forward { batch, tokens, context: len, logits: block_length }, dtype_bytes);
+        }
+    }
+    w.kv_cache_bytes = cache.map(|_| kv_cache_bytes(s, batch, len, dtype_bytes));
     w
 }
 

@@ -252,3 +252,60 @@ fn the_demo_bundle_has_quality_and_an_s_parity_entry_that_recomputes_the_same() 
         assert!((x.baseline.value - y.baseline.value).abs() < 1e-9 * x.baseline.value);
     }
 }
+
+#[test]
+fn every_series_has_its_own_s_parity_and_a_threshold_series_the_fewest_forwards_at_parity() {
+    // The demo's two series: the reference (K 4..32) and prefix+threshold at 0.9, 0.03, 0.02, whose cells record
+    // 15, 1 and 1 forwards (16 x threshold, rounded up). Thresholds 0.03 and 0.02 tie at one forward: 0.03 (the
+    // higher) comes first, but only 0.02 reaches parity, so S_parity is 1 forward at threshold 0.02.
+    use schema::grid::{BlockCache, Threshold};
+    let b = crate::util::sample_bundle_of(crate::util::demo_config());
+    let level = |c: &schema::bundle::Cell| match (c.key.steps, c.key.threshold.map(|t| t.value())) {
+        (None, None) => 12.0,
+        (Some(k), _) if k >= 16 => 11.0,
+        (Some(_), _) => 30.0,
+        (None, Some(t)) if t == 0.02 || t == 0.9 => 12.0,
+        (None, Some(_)) => 13.0,
+    };
+    let mut b = b;
+    for c in &mut b.cells {
+        if c.key.seq_len == 48 && c.key.batch_size == 8 {
+            c.quality = vec![ppl(&flat(level(c)))];
+        }
+    }
+    let recs = parity(&b, &opts("perplexity", Some("judge")));
+    assert_eq!(recs.len(), 2, "one record per series at N = 48");
+    let (reference, fast) = (&recs[0], &recs[1]);
+    assert_eq!((reference.cache, reference.thresholded), (None, false));
+    assert_eq!(reference.outcome, Parity::Reached { steps: 16 });
+    assert_eq!(metrics::parity::s_parity_text(reference), "K = 16");
+    assert_eq!((fast.cache, fast.thresholded), (Some(BlockCache::Prefix), true));
+    let curve: Vec<(u32, Option<f64>)> =
+        fast.curve.iter().map(|c| (c.steps, c.threshold.map(Threshold::value))).collect();
+    assert_eq!(curve, [(1, Some(0.03)), (1, Some(0.02)), (15, Some(0.9))]);
+    assert_eq!(fast.outcome, Parity::Reached { steps: 1 });
+    assert_eq!(fast.parity_threshold, Some(Threshold(0.02)));
+    assert_eq!(metrics::parity::s_parity_text(fast), "1 forward (threshold 0.02)");
+    let marked: Vec<bool> = fast.curve.iter().map(|c| metrics::parity::is_parity_point(fast, c)).collect();
+    assert_eq!(marked, [false, true, false]);
+    // The speedup compares with the cell at threshold 0.02 (latency 1 x B + 48 + 1): AR 10 B + 49.
+    for row in &fast.speedups {
+        let key = row.diffusion_cell.as_ref().expect("matched cell");
+        assert_eq!(
+            (key.threshold, key.cache, key.batch_size),
+            (Some(Threshold(0.02)), Some(BlockCache::Prefix), row.batch_size)
+        );
+        let want = f64::from(10 * row.batch_size + 49) / f64::from(row.batch_size + 49);
+        assert!((row.speedup.expect("speedup").value - want).abs() < 1e-9, "B = {}", row.batch_size);
+        assert_eq!(row.viable, Some(true));
+    }
+    // Not reached at any threshold says so.
+    for c in &mut b.cells {
+        if c.key.threshold.is_some() && !c.quality.is_empty() {
+            c.quality = vec![ppl(&flat(50.0))];
+        }
+    }
+    let fast = parity(&b, &opts("perplexity", Some("judge"))).remove(1);
+    assert_eq!(metrics::parity::s_parity_text(&fast), "not reached at any threshold");
+    assert!(fast.speedups.iter().all(|r| r.note.as_deref() == Some("parity not reached at any threshold of the grid")));
+}

@@ -504,16 +504,22 @@ fn plan_cmd(args: PlanArgs) -> Result<ExitCode> {
         cfg.run.device, cfg.run.dtype, cfg.run.warmup, cfg.run.repetitions, cfg.prompts.count, cfg.prompts.source
     );
     println!(
-        "{:<36} {:<22} {:>5} {:>4} {:>6} {:>7} {:>7} {:>6}",
+        "{:<36} {:<40} {:>6} {:>4} {:>6} {:>7} {:>7} {:>6}",
         "model", "sampler", "K", "B", "N", "prompt", "output", "block"
     );
     for c in &cells {
         let opt = |v: Option<u32>| v.map_or("-".to_string(), |v| v.to_string());
         println!(
-            "{:<36} {:<22} {:>5} {:>4} {:>6} {:>7} {:>7} {:>6}",
+            "{:<36} {:<40} {:>6} {:>4} {:>6} {:>7} {:>7} {:>6}",
             c.model,
-            format!("{:?}", c.sampler),
-            opt(c.steps),
+            match c.variant() {
+                Some(v) => format!("{:?} {v}", c.sampler),
+                None => format!("{:?}", c.sampler),
+            },
+            match (c.steps, c.threshold) {
+                (None, Some(t)) => format!("t={t}"),
+                (k, _) => opt(k),
+            },
             c.batch_size,
             c.seq_len,
             c.prompt_tokens,

@@ -146,18 +146,15 @@ fn parity_latex(b: &schema::Bundle, opts: &metrics::parity::ParityOptions) -> St
     };
     let mut s = String::new();
     let _ = writeln!(s, "% dllm-bench figures: S_parity and the speedup at parity ({}).", esc(&opts.metric));
-    let _ = writeln!(s, "\\begin{{tabular}}{{rrlrrll}}\n\\toprule");
+    let _ = writeln!(s, "\\begin{{tabular}}{{rlrlrrll}}\n\\toprule");
     let _ = writeln!(
         s,
-        "$N$ & $B$ & $S_\\mathrm{{parity}}$ & $L_\\mathrm{{e2e}}$ AR (ms) & $L_\\mathrm{{e2e}}$ diffusion (ms) & \
+        "$N$ & series & $B$ & $S_\\mathrm{{parity}}$ & $L_\\mathrm{{e2e}}$ AR (ms) & $L_\\mathrm{{e2e}}$ diffusion (ms) & \
          speedup [95\\%] & verdict \\\\\n\\midrule"
     );
     for r in metrics::parity::parity(b, opts) {
-        let s_par = match r.outcome {
-            metrics::derive::Parity::Reached { steps } => steps.to_string(),
-            metrics::derive::Parity::NotReached { max_steps } => format!("$>{max_steps}$"),
-            metrics::derive::Parity::NoData => "--".into(),
-        };
+        let s_par = esc(&metrics::parity::s_parity_text(&r));
+        let series = esc(r.variant().name());
         for row in &r.speedups {
             let (diff, sp, verdict) = match (&row.speedup, row.diffusion_e2e_ms) {
                 (Some(e), Some(ms)) => {
@@ -167,7 +164,7 @@ fn parity_latex(b: &schema::Bundle, opts: &metrics::parity::ParityOptions) -> St
             };
             let _ = writeln!(
                 s,
-                "{} & {} & {s_par} & {:.1} & {diff} & {sp} & {verdict} \\\\",
+                "{} & {series} & {} & {s_par} & {:.1} & {diff} & {sp} & {verdict} \\\\",
                 r.seq_len, row.batch_size, row.ar_e2e_ms
             );
         }

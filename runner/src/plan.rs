@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
-use schema::grid::{DeviceSpec, GridConfig, ModelKind, Precision};
+use schema::grid::{DeviceSpec, GridConfig, ModelKind, Precision, SamplerVariant};
 
 use crate::InputError;
 
@@ -20,6 +20,13 @@ pub struct ConfigArgs {
     /// Override the diffusion steps K (comma-separated).
     #[arg(long, value_delimiter = ',', value_name = "K")]
     pub steps: Vec<u32>,
+    /// Override the LLaDA sampler series (comma-separated): reference, prefix, dual (K-driven), threshold,
+    /// prefix+threshold, dual+threshold (threshold-driven).
+    #[arg(long, value_delimiter = ',', value_name = "SERIES", value_parser = parse_variant)]
+    pub samplers: Vec<SamplerVariant>,
+    /// Override the confidence thresholds of the threshold series (comma-separated).
+    #[arg(long, value_delimiter = ',', value_name = "T")]
+    pub thresholds: Vec<f64>,
     /// Override the batch sizes B (comma-separated).
     #[arg(long, value_delimiter = ',', value_name = "B")]
     pub batch_size: Vec<u32>,
@@ -45,6 +52,14 @@ pub struct ConfigArgs {
     /// quality.parity_search).
     #[arg(long)]
     pub parity_search: bool,
+}
+
+/// A sampler series by its config name.
+fn parse_variant(s: &str) -> Result<SamplerVariant, String> {
+    SamplerVariant::ALL.into_iter().find(|v| v.name() == s).ok_or_else(|| {
+        let names: Vec<&str> = SamplerVariant::ALL.iter().map(|v| v.name()).collect();
+        format!("unknown sampler series {s:?}; use one of {}", names.join(", "))
+    })
 }
 
 /// Precision on the command line.
@@ -116,6 +131,21 @@ pub fn resolve_with_base(args: &ConfigArgs, base: Option<(String, String, PathBu
     if !args.steps.is_empty() {
         note("steps", list(&args.steps));
         config.grid.steps = args.steps.clone();
+    }
+    if !args.samplers.is_empty() {
+        note("samplers", args.samplers.iter().map(|v| v.name()).collect::<Vec<_>>().join(","));
+        config.grid.samplers = args.samplers.clone();
+        // Threshold series alone run no K (the config's steps would be refused as driving nothing).
+        if args.samplers.iter().all(|v| v.thresholded()) && args.steps.is_empty() {
+            config.grid.steps.clear();
+        }
+        if !args.samplers.iter().any(|v| v.thresholded()) && args.thresholds.is_empty() {
+            config.grid.thresholds.clear();
+        }
+    }
+    if !args.thresholds.is_empty() {
+        note("thresholds", args.thresholds.iter().map(f64::to_string).collect::<Vec<_>>().join(","));
+        config.grid.thresholds = args.thresholds.clone();
     }
     if !args.batch_size.is_empty() {
         note("batch-size", list(&args.batch_size));

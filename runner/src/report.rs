@@ -6,8 +6,8 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
-use metrics::derive::{ENTROPY_WARNING_RATIO, Parity};
-use metrics::parity::{Estimate, ParityOptions, ParityRecord, cell_quality, parity};
+use metrics::derive::ENTROPY_WARNING_RATIO;
+use metrics::parity::{Estimate, ParityOptions, ParityRecord, cell_quality, is_parity_point, parity, s_parity_text};
 use schema::Bundle;
 use schema::bundle::Direction;
 
@@ -159,11 +159,48 @@ pub fn render(bundle: &Bundle, source: &str, o: &ReportOptions) -> String {
             b.prompts, b.resamples, b.seed
         );
     }
+    summary(&mut s, &records);
     let quality = cell_quality(bundle);
     for r in &records {
         section(&mut s, bundle, &quality, r);
     }
     s
+}
+
+/// One row per diffusion series and N: S_parity and the speedup at parity per batch size.
+fn summary(s: &mut String, records: &[ParityRecord]) {
+    let _ = writeln!(
+        s,
+        "\n## Summary: one row per series\n\n| N | diffusion series | vs | S_parity | speedup at parity per B |\n\
+         |---:|---|---|---|---|"
+    );
+    for r in records {
+        let speedups: Vec<String> = r
+            .speedups
+            .iter()
+            .map(|row| match &row.speedup {
+                Some(e) => format!("B={}: {}", row.batch_size, num(e.value)),
+                None => format!("B={}: -", row.batch_size),
+            })
+            .collect();
+        let _ = writeln!(
+            s,
+            "| {} | {} {} | {} | {} | {} |",
+            r.seq_len,
+            short(&r.diffusion_model),
+            series_name(r),
+            short(&r.ar_model),
+            s_parity_text(r),
+            speedups.join(", ")
+        );
+    }
+}
+
+/// `(sampler, series, block N)` of a record, as headings name it.
+fn series_name(r: &ParityRecord) -> String {
+    let sampler = serde_json::to_value(r.sampler).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+    let block = r.block_length.map_or(String::new(), |b| format!(", block {b}"));
+    format!("({sampler}, {}{block})", r.variant())
 }
 
 fn metrics_in(bundle: &Bundle) -> String {
@@ -172,39 +209,36 @@ fn metrics_in(bundle: &Bundle) -> String {
 }
 
 fn section(s: &mut String, bundle: &Bundle, quality: &[Vec<schema::bundle::QualityValue>], r: &ParityRecord) {
-    let block = r.block_length.map_or(String::new(), |b| format!(", block {b}"));
-    let sampler = serde_json::to_value(r.sampler).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
     let _ = writeln!(
         s,
-        "\n## N = {}: {} ({sampler}{block}) vs {}\n",
+        "\n## N = {}: {} {} vs {}\n",
         r.seq_len,
         short(&r.diffusion_model),
+        series_name(r),
         short(&r.ar_model)
     );
     let _ = writeln!(s, "Q_llama = {}\n", est(&r.baseline));
     let max = r.curve.iter().map(|c| c.steps).max().unwrap_or(0);
-    let s_par = match r.outcome {
-        Parity::Reached { steps } => Some(steps),
-        _ => None,
-    };
-    let _ = writeln!(s, "| K | f(K) [95%] | at least as good as Q_llama |\n|---:|---|---|");
+    if r.thresholded {
+        let _ = writeln!(s, "| threshold | forwards | f [95%] | at least as good as Q_llama |\n|---:|---:|---|---|");
+    } else {
+        let _ = writeln!(s, "| K | f(K) [95%] | at least as good as Q_llama |\n|---:|---|---|");
+    }
     for c in &r.curve {
         let good = r.direction.at_least_as_good(c.quality.value, r.baseline.value);
-        let mark = if Some(c.steps) == s_par { " (S_parity)" } else { "" };
-        let _ = writeln!(s, "| {} | {} | {}{mark} |", c.steps, est(&c.quality), if good { "yes" } else { "no" });
+        let mark = if is_parity_point(r, c) { " (S_parity)" } else { "" };
+        let good = if good { "yes" } else { "no" };
+        match c.threshold {
+            Some(t) if r.thresholded => {
+                let _ = writeln!(s, "| {t} | {} | {} | {good}{mark} |", c.steps, est(&c.quality));
+            }
+            _ => {
+                let _ = writeln!(s, "| {} | {} | {good}{mark} |", c.steps, est(&c.quality));
+            }
+        }
     }
     let _ = writeln!(s);
-    match r.outcome {
-        Parity::Reached { steps } => {
-            let _ = write!(s, "S_parity = {steps}");
-        }
-        Parity::NotReached { max_steps } => {
-            let _ = write!(s, "S_parity: not reached up to K = {max_steps}");
-        }
-        Parity::NoData => {
-            let _ = write!(s, "S_parity: no diffusion values");
-        }
-    }
+    let _ = write!(s, "S_parity: {}", s_parity_text(r));
     if let (Some(i), Some(f)) = (r.s_parity_interval, r.reached_fraction) {
         let _ = write!(
             s,

@@ -124,6 +124,8 @@ mod tests {
             prompt_tokens: n / 2,
             output_tokens: n / 2,
             block_length: steps.map(|_| n / 2),
+            cache: None,
+            threshold: None,
         }
     }
 

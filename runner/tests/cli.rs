@@ -40,7 +40,30 @@ fn demo_run_writes_a_valid_bundle_with_both_models() {
         ids,
         ["dllm-bench/synthetic-llama-tiny", "dllm-bench/synthetic-llada-tiny", "dllm-bench/synthetic-evaluator-tiny"]
     );
-    assert_eq!(b.cells.len(), 2 * (1 + 2));
+    // Per B: the AR model, the reference at 2 K, the demo's prefix+threshold series at 3 thresholds.
+    assert_eq!(b.cells.len(), 2 * (1 + 2 + 3));
+    for c in b.cells.iter().filter(|c| c.key.sampler != schema::Sampler::ArGreedy) {
+        let n_out = u64::from(c.key.output_tokens);
+        for r in &c.repetitions {
+            // The forwards the bundle records are the steps the sampler ran, each with its committed tokens.
+            let steps = r.step_ms.as_ref().expect("step times").len();
+            let committed = r.committed_per_step.as_ref().expect("committed per step");
+            assert_eq!((r.forward_passes, committed.len()), (Some(steps as u32), steps), "{}", c.key);
+            assert_eq!(committed.iter().map(|&t| u64::from(t)).sum::<u64>(), r.output_tokens, "{}", c.key);
+            if let Some(k) = c.key.steps {
+                assert_eq!(steps, k as usize, "{}", c.key);
+            }
+            assert_eq!(r.kv_cache_bytes.is_some(), c.key.cache.is_some(), "{}", c.key);
+        }
+        let s = metrics::derive::cell_summary(c);
+        let (tpf, fwd) = (s.tokens_per_forward.expect("tokens per forward"), s.forward_passes.expect("forwards"));
+        if fwd.min == fwd.max {
+            assert!((tpf * fwd.median - n_out as f64).abs() < 1e-9, "{}: {tpf} x {} != {n_out}", c.key, fwd.median);
+        }
+    }
+    // One S_parity record per series.
+    assert!(b.parity.iter().any(|r| r.thresholded && r.cache == Some(schema::grid::BlockCache::Prefix)));
+    assert!(b.parity.iter().any(|r| !r.thresholded && r.cache.is_none()));
     assert!(b.provenance.attention.contains("in the run's precision"), "no f32 upcast unless asked");
     // Quality: the B = 2 cell of each group has one continuation per prompt, text statistics and the perplexity
     // of both evaluators; the B = 1 cells have none of their own.
@@ -68,8 +91,8 @@ fn demo_run_writes_a_valid_bundle_with_both_models() {
             assert!(cell.generations.is_empty() && cell.quality.is_empty(), "{}", cell.key);
         }
     }
-    assert_eq!(b.parity.len(), 1, "one S_parity entry (N = 40)");
-    let p = &b.parity[0];
+    assert_eq!(b.parity.len(), 2, "one S_parity entry per series (N = 40)");
+    let p = b.parity.iter().find(|r| !r.thresholded).expect("the reference series");
     assert_eq!(p.evaluator.as_deref(), Some("dllm-bench/synthetic-evaluator-tiny"));
     assert_eq!(p.curve.len(), 2);
     assert_eq!(p.speedups.len(), 2, "one row per batch size");
@@ -89,8 +112,10 @@ fn demo_run_writes_a_valid_bundle_with_both_models() {
                 }
                 _ => {
                     let steps = r.step_ms.as_ref().expect("diffusion step times");
-                    assert_eq!(steps.len() as u32, cell.key.steps.expect("K"));
-                    assert_eq!(r.forward_passes, cell.key.steps);
+                    // K steps, or as many as the threshold needed (at most one per token).
+                    let k = cell.key.steps.unwrap_or(steps.len() as u32);
+                    assert!(steps.len() as u32 == k && k <= cell.key.output_tokens, "{}", cell.key);
+                    assert_eq!(r.forward_passes, Some(k));
                     assert!(r.prefill_ms.is_none(), "no prefill for diffusion: absent, not 0");
                 }
             }
@@ -110,7 +135,7 @@ fn demo_run_writes_a_valid_bundle_with_both_models() {
     // validate accepts it.
     let v = sb.cmd(&["validate", path.to_str().expect("utf8")]);
     assert_exit!(v, 0);
-    assert!(stdout(&v).contains("ok, 6 cells (6 ok), 3 models"), "{}", stdout(&v));
+    assert!(stdout(&v).contains("ok, 12 cells (12 ok), 3 models"), "{}", stdout(&v));
 }
 
 #[test]
@@ -240,6 +265,8 @@ fn failed_cells_are_recorded_and_the_run_exits_1() {
         "1",
         "--steps",
         "4",
+        "--samplers",
+        "reference",
         "--warmup",
         "0",
     ]);
@@ -302,9 +329,12 @@ fn guided_llada_cells_record_two_forward_passes_per_step() {
         .expect("valid");
     assert_eq!(b.provenance.config.grid.cfg_scale, 2.0, "the bundle says guidance was used");
     for c in &b.cells {
-        let want = match c.key.steps {
-            Some(k) => 2 * k,
-            None => c.key.output_tokens,
+        // A threshold series runs as many steps as it needs, each a forward of both passes.
+        let steps_run = c.repetitions[0].step_ms.as_ref().map_or(0, Vec::len) as u32;
+        let want = match (c.key.steps, c.key.threshold) {
+            (Some(k), _) => 2 * k,
+            (None, Some(_)) => 2 * steps_run,
+            (None, None) => c.key.output_tokens,
         };
         assert!(c.repetitions.iter().all(|r| r.forward_passes == Some(want)), "{}", c.key);
     }

@@ -114,6 +114,8 @@ fn parity_search_closes_the_gap_below_s_parity_and_report_gives_the_verdict() {
         "1,2",
         "--steps",
         "8,32",
+        "--samplers",
+        "reference",
         "--repetitions",
         "1",
         "--warmup",

@@ -103,8 +103,8 @@ fn sigkill_at_random_moments_loses_no_finished_cell() {
     let out = sb.cmd(&["run", "--resume", dir_s, "-q"]);
     assert_exit!(out, 0);
     let b = read_bundle(&dir.join("bundle.json"));
-    assert_eq!(b.cells.len(), 27, "complete");
-    assert_eq!(b.provenance.planned_cells, Some(27));
+    assert_eq!(b.cells.len(), 54, "complete");
+    assert_eq!(b.provenance.planned_cells, Some(54));
     assert!(b.cells.iter().all(|c| c.status == CellStatus::Ok));
     let last = journal_cells(&dir);
     for (key, cell) in &before {
@@ -143,8 +143,8 @@ fn sigterm_writes_a_partial_bundle_and_exits_75_then_resume_completes() {
     assert!(err.contains("interrupted by SIGTERM") && err.contains("--resume"), "{err}");
     assert!(run_dir.extension().is_some_and(|e| e == "run"), "{run_dir:?}");
     let partial = read_bundle(&run_dir.join("partial.json"));
-    assert!(!partial.cells.is_empty() && partial.cells.len() < 12, "{} cells", partial.cells.len());
-    assert_eq!(partial.provenance.planned_cells, Some(12));
+    assert!(!partial.cells.is_empty() && partial.cells.len() < 24, "{} cells", partial.cells.len());
+    assert_eq!(partial.provenance.planned_cells, Some(24));
 
     // A resume with a different grid is refused, naming the field.
     let dir_s = run_dir.to_str().expect("utf8");
@@ -159,7 +159,7 @@ fn sigterm_writes_a_partial_bundle_and_exits_75_then_resume_completes() {
     let path = PathBuf::from(stdout(&out).trim());
     assert_eq!(path.parent(), Some(results.as_path()), "the bundle goes beside the run folder");
     let b = read_bundle(&path);
-    assert_eq!(b.cells.len(), 12);
+    assert_eq!(b.cells.len(), 24);
     assert_eq!(b.provenance.executions.len(), 2, "first run and resume");
     assert_eq!(b.provenance.config_source, partial.provenance.config_source);
     for c in &partial.cells {
@@ -201,6 +201,8 @@ fn nan_weights_fail_their_cells_and_the_rest_complete() {
         "1,2",
         "--steps",
         "4",
+        "--samplers",
+        "reference",
         "--repetitions",
         "1",
     ]);

@@ -11,7 +11,7 @@ use std::path::Path;
 
 use candle_core::{DType, Device, IndexOp, Tensor};
 use runner::generate::{
-    Confidence, GumbelNoise, LladaParams, generate_llada, generate_llada_observed, transfer_schedule,
+    BlockCache, Confidence, GumbelNoise, LladaParams, generate_llada, generate_llada_observed, transfer_schedule,
 };
 use runner::model::{LoadedModel, ModelConfig, ModelFiles, WeightNames};
 use runner::synth::{Preset, SynthSpec, write_synthetic};
@@ -455,4 +455,200 @@ fn gumbel_noise_on_the_cpu_is_the_host_stream_whichever_source_is_asked() {
     assert_eq!(sample(3, GumbelNoise::Host), host, "a seed reproduces its samples");
     let others: Vec<_> = (4..8).map(|seed| sample(seed, GumbelNoise::Device)).collect();
     assert!(others.iter().any(|t| *t != host), "other seeds must draw other samples: {others:?} vs {host:?}");
+}
+
+// ---------------------------------------------------------------- sampler variants: block caches, thresholds
+
+/// Tokens, per-step commits and forwards of a generation.
+fn variant_run(
+    m: &LoadedModel,
+    prompts: &[Vec<u32>],
+    n_out: usize,
+    params: LladaParams,
+) -> (Vec<Vec<u32>>, Vec<Vec<usize>>, usize) {
+    let out = generate_llada(m, prompts, n_out, &params).expect("generate");
+    assert_eq!(out.nfe, out.transfers.len(), "one forward per step");
+    assert_eq!(out.block_steps.iter().sum::<usize>(), out.nfe, "the forwards of the blocks add up");
+    let committed: usize = out.transfers.iter().flatten().sum();
+    assert_eq!(committed, prompts.len() * n_out, "every position committed once");
+    (out.tokens, out.transfers, out.nfe)
+}
+
+#[test]
+fn a_threshold_above_one_without_a_cache_is_the_reference_at_one_token_per_step() {
+    // Above 1 no confidence qualifies, so each step commits the most confident position alone: the reference
+    // sampler at K = N_out, step for step, greedy and sampled, with left padding and several blocks.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_files, m) = synthetic_llada(dir.path(), 7);
+    let prompts = vec![vec![11u32, 12, 13, 14, 15], vec![21, 22], vec![31, 32, 33]];
+    for (n_out, bl) in [(16, 8), (12, 4), (8, 8)] {
+        for temperature in [0.0, 0.7] {
+            let case = format!("n_out {n_out}, block {bl}, temperature {temperature}");
+            let base = LladaParams { block_length: bl, temperature, seed: 3, ..LladaParams::default() };
+            let reference = variant_run(&m, &prompts, n_out, LladaParams { steps: n_out, ..base });
+            let threshold = variant_run(&m, &prompts, n_out, LladaParams { threshold: Some(1.5), ..base });
+            assert_eq!(threshold, reference, "{case}");
+            assert_eq!(threshold.2, n_out, "{case}: N_out forwards");
+        }
+    }
+}
+
+#[test]
+fn a_threshold_of_zero_commits_each_block_in_one_step_with_or_without_a_cache() {
+    // Every confidence is at least 0: a block is one forward, which is also a cache's refresh, so the caches
+    // change nothing.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_files, m) = synthetic_llada(dir.path(), 9);
+    let prompts = vec![vec![11u32, 12, 13], vec![21]];
+    let (n_out, bl) = (12, 4);
+    let base = LladaParams { block_length: bl, threshold: Some(0.0), ..LladaParams::default() };
+    let plain = variant_run(&m, &prompts, n_out, base);
+    assert_eq!(plain.2, n_out / bl, "one forward per block");
+    assert!(plain.1.iter().all(|step| step.iter().all(|&k| k == bl)), "whole blocks per step: {:?}", plain.1);
+    // One forward per block with K = blocks is the reference sampler too.
+    assert_eq!(plain, variant_run(&m, &prompts, n_out, LladaParams { steps: n_out / bl, threshold: None, ..base }));
+    for cache in [BlockCache::Prefix, BlockCache::Dual] {
+        assert_eq!(variant_run(&m, &prompts, n_out, LladaParams { cache: Some(cache), ..base }), plain, "{cache:?}");
+    }
+}
+
+#[test]
+fn a_cache_refreshed_at_every_step_gives_the_reference_tokens() {
+    // K = the number of blocks: every step is a block's first, a full forward that refreshes the cache, so a cached
+    // sampler is the reference's step for step. With more steps per block the cache is read, and its sequences
+    // still fill every position.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_files, m) = synthetic_llada(dir.path(), 11);
+    let prompts = vec![vec![11u32, 12, 13, 14, 15], vec![21, 22]];
+    for (n_out, bl) in [(16, 4), (12, 6), (8, 8)] {
+        let blocks = n_out / bl;
+        for temperature in [0.0, 0.9] {
+            let base = LladaParams { steps: blocks, block_length: bl, temperature, seed: 2, ..LladaParams::default() };
+            let reference = variant_run(&m, &prompts, n_out, base);
+            for cache in [BlockCache::Prefix, BlockCache::Dual] {
+                let case = format!("n_out {n_out}, block {bl}, temperature {temperature}, {cache:?}");
+                let cached = variant_run(&m, &prompts, n_out, LladaParams { cache: Some(cache), ..base });
+                assert_eq!(cached, reference, "{case}");
+                let more = LladaParams { steps: n_out, cache: Some(cache), ..base };
+                let (tokens, _, nfe) = variant_run(&m, &prompts, n_out, more);
+                assert_eq!((tokens.len(), nfe), (2, n_out), "{case}");
+            }
+        }
+    }
+}
+
+#[test]
+fn cached_forwards_right_after_a_refresh_equal_the_full_forward() {
+    // The prefix cache's keys and values at a block's start are a fresh forward's: a forward that feeds only the
+    // block and what follows (prefix) or only the block (dual), reading the rest from the cache the full forward
+    // just filled, gives the full forward's logits for the block. Two rows, one left-padded.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_files, m) = synthetic_llada(dir.path(), 13);
+    let tf = &m.transformer;
+    let mask = m.special.mask.expect("mask");
+    let pad = m.special.pad;
+    let (p, n_out, bl) = (5usize, 12usize, 4usize);
+    let len = p + n_out;
+    let rows: Vec<Vec<u32>> = vec![
+        [11u32, 12, 13, 14, 15].into_iter().chain([40, 41, 42, 43]).chain(std::iter::repeat_n(mask, 8)).collect(),
+        [pad, pad, pad, 21, 22].into_iter().chain([50, mask, 52, mask]).chain(std::iter::repeat_n(mask, 8)).collect(),
+    ];
+    let valid: Vec<Vec<bool>> = rows.iter().map(|r| r.iter().map(|&t| t != pad).collect()).collect();
+    let ids = |from: usize, to: usize| {
+        let flat: Vec<u32> = rows.iter().flat_map(|r| r[from..to].to_vec()).collect();
+        Tensor::from_vec(flat, (2, to - from), &Device::Cpu).expect("ids")
+    };
+    let rope = tf.rope(&runner::model::Positions::Range { start: 0, len }).expect("rope");
+    let bias = tf.attention_bias(Some(&valid), 2, 0, len, len).expect("bias");
+    for block in 0..n_out / bl {
+        let start = p + block * bl;
+        let full_span = runner::model::LogitsSpan::Range { start, len: bl };
+        let mut cache = tf.new_cache(len);
+        let full = tf.forward(&ids(0, len), &rope, bias.as_ref(), Some(&mut cache), full_span).expect("full");
+        let plain = tf.forward(&ids(0, len), &rope, bias.as_ref(), None, full_span).expect("no cache");
+        let diff = |a: &Tensor, b: &Tensor| {
+            (a - b)
+                .expect("sub")
+                .abs()
+                .expect("abs")
+                .flatten_all()
+                .expect("flat")
+                .max(0)
+                .expect("max")
+                .to_scalar::<f32>()
+                .expect("scalar")
+        };
+        assert!(diff(&full, &plain) == 0.0, "filling the cache changes nothing");
+        for (to, span) in [
+            (len, runner::model::LogitsSpan::Range { start: 0, len: bl }),
+            (start + bl, runner::model::LogitsSpan::All),
+        ] {
+            cache.seek(start).expect("seek");
+            let part = tf
+                .forward(
+                    &ids(start, to),
+                    &rope.narrow(start, to - start).expect("rope"),
+                    bias.as_ref(),
+                    Some(&mut cache),
+                    span,
+                )
+                .expect("cached forward");
+            let d = diff(&part, &full);
+            assert!(d < 1e-4, "block {block}, feeding {start}..{to}: logits differ by {d}");
+            assert_eq!(cache.len(), len, "the cache stays filled");
+        }
+    }
+}
+
+#[test]
+fn thresholds_commit_every_position_at_or_above_them_and_ties_together() {
+    // The tie model: every masked position has the same confidence c. Below c a block goes in one step (all tied
+    // positions qualify); above it one position per step, the lower first.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let m = crafted_llada(dir.path(), |w| {
+        w.one_hot_embeddings();
+        let scale = 1.0 / (w.cfg.hidden_size as f32).sqrt();
+        let head = w.lm_head();
+        for (&t, logit) in SUPPORT.iter().zip([3.0f32, 0.5, 0.0, -0.5]) {
+            w.set(&head, t as usize, MASK_DIM, logit * scale);
+        }
+    });
+    let (n_out, bl) = (8, 4);
+    let confidence = {
+        let mask = m.special.mask.expect("mask");
+        let ids = Tensor::from_vec(vec![PROMPT, mask], (1, 2), &Device::Cpu).expect("ids");
+        let rope = m.transformer.rope(&runner::model::Positions::Range { start: 0, len: 2 }).expect("rope");
+        let logits = m.transformer.forward(&ids, &rope, None, None, runner::model::LogitsSpan::Last).expect("forward");
+        argmax_confidences(&logits.squeeze(0).expect("squeeze"))[0].1
+    };
+    for cache in [None, Some(BlockCache::Prefix), Some(BlockCache::Dual)] {
+        let below =
+            LladaParams { block_length: bl, threshold: Some(confidence - 1e-3), cache, ..LladaParams::default() };
+        let (at, tokens) = commit_steps(&m, &[PROMPT], n_out, &below);
+        assert_eq!(at, [0, 0, 0, 0, 1, 1, 1, 1], "{cache:?}: tied positions at c >= threshold go together");
+        assert!(tokens.iter().all(|&t| t == SUPPORT[0]), "{cache:?}: {tokens:?}");
+        let above = LladaParams { threshold: Some(confidence + 1e-3), ..below };
+        let (at, _) = commit_steps(&m, &[PROMPT], n_out, &above);
+        assert_eq!(at, (0..n_out).collect::<Vec<_>>(), "{cache:?}: one per step, lower position first");
+    }
+}
+
+#[test]
+fn the_block_cache_holds_every_layer_for_the_whole_sequence() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_files, m) = synthetic_llada(dir.path(), 5);
+    let prompts = vec![vec![11u32, 12, 13], vec![21]];
+    let (n_out, bl) = (8, 4);
+    let c = &m.config;
+    let expected = 2 * c.num_layers * prompts.len() * (3 + n_out) * c.num_kv_heads * c.head_dim * 4;
+    for cache in [BlockCache::Prefix, BlockCache::Dual] {
+        let params = LladaParams { steps: 4, block_length: bl, cache: Some(cache), ..LladaParams::default() };
+        let out = generate_llada(&m, &prompts, n_out, &params).expect("generate");
+        assert_eq!(out.cache_bytes, Some(expected), "{cache:?}");
+        assert_eq!(out.block_steps, [2, 2], "{cache:?}");
+    }
+    let out =
+        generate_llada(&m, &prompts, n_out, &LladaParams { steps: 4, block_length: bl, ..LladaParams::default() })
+            .expect("generate");
+    assert_eq!(out.cache_bytes, None);
 }

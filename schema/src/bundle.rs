@@ -448,9 +448,14 @@ pub struct Repetition {
     /// Diffusion: time of each step (forward + commit), in order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step_ms: Option<Vec<f64>>,
-    /// Forward evaluations of the network (AR: 1 prefill + N_out - 1 decodes; diffusion: K).
+    /// Forward evaluations of the network (AR: 1 prefill + N_out - 1 decodes; diffusion: the steps run, K for a
+    /// K-driven sampler, measured for a threshold sampler; twice that with classifier-free guidance).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forward_passes: Option<u32>,
+    /// Since 1.5: diffusion: tokens committed over the whole batch at each step, in order (they sum to
+    /// `output_tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub committed_per_step: Option<Vec<u32>>,
     /// Tokens generated over the whole batch (B x N_out).
     pub output_tokens: u64,
     /// UTF-8 bytes of the decoded continuations over the whole batch.
@@ -469,7 +474,8 @@ pub struct Repetition {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device_used_bytes: Option<u64>,
     /// Since 1.2: AR: bytes of the KV cache at the last decode step (K and V of every layer for the padded prompt
-    /// and the N_out - 1 tokens fed back), analytic from the model's shape. Activations at the peak are derived:
+    /// and the N_out - 1 tokens fed back), analytic from the model's shape; since 1.5 also a diffusion sampler's
+    /// block cache (its preallocated buffers: K and V of every layer for the whole sequence). Activations at the peak are derived:
     /// `schema::roofline::activation_bytes` (peak allocated - weights - KV cache).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_cache_bytes: Option<u64>,

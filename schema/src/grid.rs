@@ -7,8 +7,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::key::{BlockCache, ModelKind, Precision, SamplerVariant, Threshold};
 use crate::key::{CellKey, Sampler};
-pub use crate::key::{ModelKind, Precision};
 
 /// What the AR model does when EOS is its greedy choice before N_out tokens (models.md, "pitfalls").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, schemars::JsonSchema)]
@@ -329,8 +329,19 @@ pub struct GridAxes {
     pub seq_lengths: Vec<u32>,
     /// Batch sizes B.
     pub batch_sizes: Vec<u32>,
-    /// LLaDA diffusion steps K.
+    /// LLaDA diffusion steps K of the K-driven sampler series (`reference`, `prefix`, `dual`).
+    #[serde(default)]
     pub steps: Vec<u32>,
+    /// Since 1.5: the LLaDA sampler series, each a series of its own: `reference` (one full forward per step, the
+    /// default), `prefix` and `dual` (a block KV cache refreshed by a full forward at every block's start), run at
+    /// every K of `steps`; `threshold`, `prefix+threshold` and `dual+threshold` (confidence-threshold parallel
+    /// decoding, forwards measured), run at every value of `thresholds`. Written only when it is not the default.
+    #[serde(default = "default_samplers", skip_serializing_if = "is_default_samplers")]
+    pub samplers: Vec<SamplerVariant>,
+    /// Since 1.5: confidence thresholds of the threshold series (each finite and >= 0; above 1 commits one token
+    /// per step, 0 a whole block per step).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub thresholds: Vec<f64>,
     /// Fixed number of generated tokens N_out; prompt tokens = N - N_out. Exclusive with `prompt_fraction`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_tokens: Option<u32>,
@@ -364,6 +375,14 @@ pub struct GridAxes {
     /// AR behaviour at EOS.
     #[serde(default)]
     pub eos: EosPolicy,
+}
+
+fn default_samplers() -> Vec<SamplerVariant> {
+    vec![SamplerVariant::Reference]
+}
+
+fn is_default_samplers(v: &[SamplerVariant]) -> bool {
+    v == [SamplerVariant::Reference]
 }
 
 fn is_zero(v: &f64) -> bool {
@@ -926,12 +945,61 @@ impl GridConfig {
             }
         }
         let has_llada = self.models.iter().any(|m| m.kind == ModelKind::Llada);
-        if has_llada && g.steps.is_empty() {
+        if g.samplers.is_empty() {
+            return Err(bad(
+                "grid.samplers",
+                "no sampler series".into(),
+                "list at least one, e.g. [\"reference\"] (the default when the field is absent)",
+            ));
+        }
+        if let Some(j) = (1..g.samplers.len()).find(|&j| g.samplers[..j].contains(&g.samplers[j])) {
+            return Err(bad(
+                &format!("grid.samplers[{j}]"),
+                format!("{} is listed twice", g.samplers[j]),
+                "list each series once",
+            ));
+        }
+        let k_driven = g.samplers.iter().any(|v| !v.thresholded());
+        let thresholded = g.samplers.iter().any(|v| v.thresholded());
+        if has_llada && k_driven && g.steps.is_empty() {
             return Err(bad(
                 "grid.steps",
                 "a LLaDA model needs diffusion steps".into(),
                 "list steps, e.g. [32, 64, 128]",
             ));
+        }
+        if has_llada && !k_driven && !g.steps.is_empty() {
+            return Err(bad(
+                "grid.steps",
+                "only threshold series are listed in grid.samplers: steps would drive nothing".into(),
+                "remove steps, or add a K-driven series (\"reference\", \"prefix\" or \"dual\") to samplers",
+            ));
+        }
+        if has_llada && thresholded && g.thresholds.is_empty() {
+            return Err(bad(
+                "grid.thresholds",
+                "a threshold series is listed in grid.samplers but no threshold".into(),
+                "list thresholds, e.g. [0.9, 0.7, 0.5]",
+            ));
+        }
+        if !thresholded && !g.thresholds.is_empty() {
+            return Err(bad(
+                "grid.thresholds",
+                "thresholds drive only the threshold series, and grid.samplers lists none".into(),
+                "add \"threshold\" or \"prefix+threshold\" to samplers, or remove thresholds",
+            ));
+        }
+        for (j, &t) in g.thresholds.iter().enumerate() {
+            if !(t.is_finite() && t >= 0.0) {
+                return Err(bad(
+                    &format!("grid.thresholds[{j}]"),
+                    format!("{t} is not a finite number >= 0"),
+                    "use a confidence in [0, 1], e.g. 0.9 (above 1 commits one token per step)",
+                ));
+            }
+            if g.thresholds[..j].iter().any(|&u| u.to_bits() == t.to_bits()) {
+                return Err(bad(&format!("grid.thresholds[{j}]"), format!("{t} is listed twice"), "list each once"));
+            }
         }
         for (i, &n) in g.seq_lengths.iter().enumerate() {
             let split = self.split(n).ok_or_else(|| {
@@ -1001,7 +1069,7 @@ impl GridConfig {
         (prompt > 0 && output > 0).then_some(LengthSplit { prompt_tokens: prompt, output_tokens: output })
     }
 
-    /// Every cell of the grid, in the order the runner measures them: per model, per N, per B, per K.
+    /// Every cell of the grid, in the order the runner measures them: per model, per N, per B, per sampler series, per K (or threshold).
     /// Call only on a validated config (invalid lengths are skipped).
     pub fn cells(&self) -> Vec<CellKey> {
         let g = &self.grid;
@@ -1019,6 +1087,8 @@ impl GridConfig {
                         prompt_tokens: split.prompt_tokens,
                         output_tokens: split.output_tokens,
                         block_length,
+                        cache: None,
+                        threshold: None,
                     };
                     match m.kind {
                         ModelKind::Llama => cells.push(key(Sampler::ArGreedy, None, None)),
@@ -1028,8 +1098,18 @@ impl GridConfig {
                                 Remasking::Random => Sampler::LladaRandom,
                             };
                             let block = g.block_length.unwrap_or(split.output_tokens);
-                            for &k in &g.steps {
-                                cells.push(key(sampler, Some(k), Some(block)));
+                            for v in &g.samplers {
+                                let cache = v.cache();
+                                if v.thresholded() {
+                                    for &t in &g.thresholds {
+                                        let threshold = Some(Threshold(t));
+                                        cells.push(CellKey { cache, threshold, ..key(sampler, None, Some(block)) });
+                                    }
+                                } else {
+                                    for &k in &g.steps {
+                                        cells.push(CellKey { cache, ..key(sampler, Some(k), Some(block)) });
+                                    }
+                                }
                             }
                         }
                     }

@@ -70,6 +70,154 @@ impl Sampler {
     }
 }
 
+/// Since 1.5: the block KV cache of a LLaDA sampler (Fast-dLLM's, written from its paper's description). At the
+/// start of every block one full forward refreshes the cache; the block's other steps reuse it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum BlockCache {
+    /// The keys and values of everything before the block are kept; the other steps compute the block and
+    /// everything after it.
+    Prefix,
+    /// The keys and values before and after the block are kept; the other steps compute only the block.
+    Dual,
+}
+
+impl BlockCache {
+    /// `prefix` or `dual`.
+    pub fn name(self) -> &'static str {
+        match self {
+            BlockCache::Prefix => "prefix",
+            BlockCache::Dual => "dual",
+        }
+    }
+}
+
+/// Since 1.5: the confidence threshold of parallel decoding: at each step every masked position of the block whose
+/// confidence is at least this is committed (at least one per step). A finite number >= 0; above 1 commits one
+/// token per step, 0 the whole block at once. Ordered and hashed by its bits, so it can key a cell.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(transparent)]
+pub struct Threshold(pub f64);
+
+impl Threshold {
+    /// The number.
+    pub fn value(self) -> f64 {
+        self.0
+    }
+}
+
+impl PartialEq for Threshold {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.to_bits() == other.0.to_bits()
+    }
+}
+
+impl Eq for Threshold {}
+
+impl std::hash::Hash for Threshold {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.0.to_bits().hash(h);
+    }
+}
+
+impl PartialOrd for Threshold {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Threshold {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
+
+impl fmt::Display for Threshold {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// Since 1.5: a LLaDA sampler series of the grid (`grid.samplers`): a block cache or none, a fixed number of
+/// steps K (`grid.steps`) or a confidence threshold (`grid.thresholds`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema)]
+pub enum SamplerVariant {
+    /// The reference sampler: one full forward per step, K steps.
+    #[serde(rename = "reference")]
+    Reference,
+    /// K steps, a prefix cache refreshed at every block's start.
+    #[serde(rename = "prefix")]
+    Prefix,
+    /// K steps, a dual cache refreshed at every block's start.
+    #[serde(rename = "dual")]
+    Dual,
+    /// Confidence-threshold decoding, no cache.
+    #[serde(rename = "threshold")]
+    Threshold,
+    /// Confidence-threshold decoding with a prefix cache (Fast-dLLM's headline setting).
+    #[serde(rename = "prefix+threshold")]
+    PrefixThreshold,
+    /// Confidence-threshold decoding with a dual cache.
+    #[serde(rename = "dual+threshold")]
+    DualThreshold,
+}
+
+impl SamplerVariant {
+    /// Every variant, in the order series are listed.
+    pub const ALL: [SamplerVariant; 6] = [
+        SamplerVariant::Reference,
+        SamplerVariant::Prefix,
+        SamplerVariant::Dual,
+        SamplerVariant::Threshold,
+        SamplerVariant::PrefixThreshold,
+        SamplerVariant::DualThreshold,
+    ];
+
+    /// The variant of a cache and a decoding rule.
+    pub fn of(cache: Option<BlockCache>, threshold: bool) -> SamplerVariant {
+        match (cache, threshold) {
+            (None, false) => SamplerVariant::Reference,
+            (Some(BlockCache::Prefix), false) => SamplerVariant::Prefix,
+            (Some(BlockCache::Dual), false) => SamplerVariant::Dual,
+            (None, true) => SamplerVariant::Threshold,
+            (Some(BlockCache::Prefix), true) => SamplerVariant::PrefixThreshold,
+            (Some(BlockCache::Dual), true) => SamplerVariant::DualThreshold,
+        }
+    }
+
+    /// Its block cache.
+    pub fn cache(self) -> Option<BlockCache> {
+        match self {
+            SamplerVariant::Reference | SamplerVariant::Threshold => None,
+            SamplerVariant::Prefix | SamplerVariant::PrefixThreshold => Some(BlockCache::Prefix),
+            SamplerVariant::Dual | SamplerVariant::DualThreshold => Some(BlockCache::Dual),
+        }
+    }
+
+    /// True when a confidence threshold, not K, drives it.
+    pub fn thresholded(self) -> bool {
+        matches!(self, SamplerVariant::Threshold | SamplerVariant::PrefixThreshold | SamplerVariant::DualThreshold)
+    }
+
+    /// The name written in configs and legends.
+    pub fn name(self) -> &'static str {
+        match self {
+            SamplerVariant::Reference => "reference",
+            SamplerVariant::Prefix => "prefix",
+            SamplerVariant::Dual => "dual",
+            SamplerVariant::Threshold => "threshold",
+            SamplerVariant::PrefixThreshold => "prefix+threshold",
+            SamplerVariant::DualThreshold => "dual+threshold",
+        }
+    }
+}
+
+impl fmt::Display for SamplerVariant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// What identifies a cell in the grid.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CellKey {
@@ -91,6 +239,22 @@ pub struct CellKey {
     /// Block length (diffusion samplers only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub block_length: Option<u32>,
+    /// Since 1.5: the diffusion sampler's block KV cache; absent: none (one full forward per step, the
+    /// reference's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<BlockCache>,
+    /// Since 1.5: confidence-threshold parallel decoding at this threshold (then `steps` is absent: the number of
+    /// forwards is measured, not set); absent: a fixed schedule of `steps` steps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threshold: Option<Threshold>,
+}
+
+impl CellKey {
+    /// The diffusion sampler's series name: `reference`, `prefix`, `dual`, `threshold`, `prefix+threshold` or
+    /// `dual+threshold` (see [`SamplerVariant`]); `None` for AR cells.
+    pub fn variant(&self) -> Option<SamplerVariant> {
+        (self.sampler.kind() == ModelKind::Llada).then(|| SamplerVariant::of(self.cache, self.threshold.is_some()))
+    }
 }
 
 impl std::fmt::Display for CellKey {
@@ -99,8 +263,14 @@ impl std::fmt::Display for CellKey {
         if let Some(k) = self.steps {
             write!(f, " K={k}")?;
         }
+        if let Some(t) = self.threshold {
+            write!(f, " threshold={t}")?;
+        }
         if let Some(b) = self.block_length {
             write!(f, " block={b}")?;
+        }
+        if let Some(c) = self.cache {
+            write!(f, " cache={}", c.name())?;
         }
         Ok(())
     }

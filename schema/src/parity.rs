@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::key::{CellKey, Direction, Sampler};
+use crate::key::{BlockCache, CellKey, Direction, Sampler, SamplerVariant, Threshold};
 
 /// The outcome of the S_parity search.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, schemars::JsonSchema)]
@@ -73,11 +73,15 @@ impl Estimate {
     }
 }
 
-/// f(k) at one K.
+/// f(k) at one K (a K-driven series), or at one threshold (a threshold series).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StepQuality {
-    /// Diffusion steps K.
+    /// Diffusion steps K; a threshold series: the forward passes measured at `threshold` (the median over the
+    /// repetitions of its cell with the smallest batch size, rounded up), which is what S_parity minimises.
     pub steps: u32,
+    /// Since 1.5: the threshold of this point of a threshold series.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threshold: Option<Threshold>,
     /// The metric's value at K.
     pub quality: Estimate,
 }
@@ -150,6 +154,16 @@ pub struct ParityRecord {
     /// The diffusion block length.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub block_length: Option<u32>,
+    /// Since 1.5: the series' block cache (absent: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<BlockCache>,
+    /// Since 1.5: a threshold series: its points are thresholds, `steps` their measured forwards, and S_parity
+    /// the fewest forwards at parity, reached at `parity_threshold`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub thresholded: bool,
+    /// Since 1.5: a threshold series that reached parity: the threshold of the cheapest point at parity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parity_threshold: Option<Threshold>,
     /// Q_llama: the AR model's quality.
     pub baseline: Estimate,
     /// f(k) for every K with a value, ascending.
@@ -167,4 +181,11 @@ pub struct ParityRecord {
     /// The bootstrap's settings (absent when the values have no per-prompt detail).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bootstrap: Option<BootstrapInfo>,
+}
+
+impl ParityRecord {
+    /// The record's sampler series.
+    pub fn variant(&self) -> SamplerVariant {
+        SamplerVariant::of(self.cache, self.thresholded)
+    }
 }

@@ -277,11 +277,12 @@ fn upgrade_step(from: SchemaVersion, value: &mut Value) -> Result<SchemaVersion,
         }
         // 1.0 -> 1.1 only added optional fields: nothing to transform.
         SchemaVersion::V1_0 => Ok(SchemaVersion::V1_1),
-        // 1.1 -> 1.2, 1.2 -> 1.3 and 1.3 -> 1.4 likewise.
+        // 1.1 -> 1.2, 1.2 -> 1.3, 1.3 -> 1.4 and 1.4 -> 1.5 likewise.
         SchemaVersion::V1_1 => Ok(SchemaVersion::V1_2),
         SchemaVersion::V1_2 => Ok(SchemaVersion::V1_3),
         SchemaVersion::V1_3 => Ok(SchemaVersion::V1_4),
-        SchemaVersion::V1_4 => Ok(SchemaVersion::V1_4),
+        SchemaVersion::V1_4 => Ok(SchemaVersion::V1_5),
+        SchemaVersion::V1_5 => Ok(SchemaVersion::V1_5),
     }
 }
 
@@ -390,10 +391,21 @@ fn check(b: &Bundle) -> Result<(), BundleError> {
             return inconsistent(format!("cells[{i}].key.batch_size is 0"));
         }
         let diffusion = model.kind == crate::grid::ModelKind::Llada;
-        if diffusion != k.steps.is_some() || diffusion != k.block_length.is_some() {
+        if diffusion != (k.steps.is_some() || k.threshold.is_some()) || diffusion != k.block_length.is_some() {
             return inconsistent(format!(
-                "cells[{i}].key: steps and block_length are set for diffusion cells and only for them"
+                "cells[{i}].key: steps (or threshold) and block_length are set for diffusion cells and only for them"
             ));
+        }
+        if k.steps.is_some() && k.threshold.is_some() {
+            return inconsistent(format!(
+                "cells[{i}].key: both steps and threshold are set: a threshold series' steps are measured, not set"
+            ));
+        }
+        if !diffusion && k.cache.is_some() {
+            return inconsistent(format!("cells[{i}].key: a block cache is set on an autoregressive cell"));
+        }
+        if let Some(t) = k.threshold.filter(|t| !(t.value().is_finite() && t.value() >= 0.0)) {
+            return inconsistent(format!("cells[{i}].key.threshold is {t}: it must be a finite number >= 0"));
         }
         for (j, r) in cell.repetitions.iter().enumerate() {
             let at = |what: String| inconsistent(format!("cells[{i}].repetitions[{j}]: {what}"));
@@ -407,6 +419,22 @@ fn check(b: &Bundle) -> Result<(), BundleError> {
                     return at(format!(
                         "{name} {p} is more than e2e_ms {}: a part of a run cannot outlast it",
                         r.e2e_ms
+                    ));
+                }
+            }
+            if let Some(c) = &r.committed_per_step {
+                let total: u64 = c.iter().map(|&n| u64::from(n)).sum();
+                if total != r.output_tokens {
+                    return at(format!(
+                        "committed_per_step sums to {total} tokens, but output_tokens is {}",
+                        r.output_tokens
+                    ));
+                }
+                if let Some(s) = r.step_ms.as_ref().filter(|s| s.len() != c.len()) {
+                    return at(format!(
+                        "committed_per_step has {} steps but step_ms has {}: one entry per step each",
+                        c.len(),
+                        s.len()
                     ));
                 }
             }

@@ -42,6 +42,12 @@ pub enum SchemaVersion {
     /// `1.4`: each execution may carry `device_peaks`, the copy bandwidth and matmul rate the runner measured on
     /// its device before its first cell (the roofline's ceilings). A 1.x file reads unchanged.
     V1_4,
+    /// `1.5`: LLaDA sampler series. A cell key may name a block KV cache (`cache`: `prefix` or `dual`) and a
+    /// confidence `threshold` (then it has no `steps`: its forwards are measured); each repetition may list the
+    /// tokens committed at each step (`committed_per_step`), and `kv_cache_bytes` covers the block caches; a
+    /// parity record names its series' cache and threshold decoding, and a curve point its threshold and measured
+    /// forwards. A 1.x file reads unchanged: its cells are the reference sampler's.
+    V1_5,
 }
 
 /// A version as written in a file: may be newer than any variant this build knows.
@@ -55,16 +61,17 @@ pub struct VersionNumber {
 
 impl SchemaVersion {
     /// The version this build writes.
-    pub const CURRENT: SchemaVersion = SchemaVersion::V1_4;
+    pub const CURRENT: SchemaVersion = SchemaVersion::V1_5;
 
     /// Every known version, oldest first.
-    pub const ALL: [SchemaVersion; 6] = [
+    pub const ALL: [SchemaVersion; 7] = [
         SchemaVersion::V0_1,
         SchemaVersion::V1_0,
         SchemaVersion::V1_1,
         SchemaVersion::V1_2,
         SchemaVersion::V1_3,
         SchemaVersion::V1_4,
+        SchemaVersion::V1_5,
     ];
 
     /// The number written in files.
@@ -76,6 +83,7 @@ impl SchemaVersion {
             SchemaVersion::V1_2 => VersionNumber { major: 1, minor: 2 },
             SchemaVersion::V1_3 => VersionNumber { major: 1, minor: 3 },
             SchemaVersion::V1_4 => VersionNumber { major: 1, minor: 4 },
+            SchemaVersion::V1_5 => VersionNumber { major: 1, minor: 5 },
         }
     }
 

@@ -284,3 +284,75 @@ fn bootstrap_work_is_bounded_by_resamples_times_prompts() {
     let err = GridConfig::from_toml(&text(1_000_000), "my.toml").expect_err("10^9 draws");
     assert!(err.to_string().contains("draws"), "{err}");
 }
+
+// ---- sampler series (1.5)
+
+#[test]
+fn sampler_series_expand_per_k_and_per_threshold() {
+    let text = BASE.replace(
+        "output_tokens = 32",
+        "output_tokens = 32\nblock_length = 8\nsamplers = [\"reference\", \"prefix\", \"dual+threshold\"]\nthresholds = [0.9, 0.5]",
+    );
+    let c = GridConfig::from_toml(&text, "my.toml").expect("valid");
+    let cells = c.cells();
+    // Per B: 1 AR + 2 K (reference) + 2 K (prefix) + 2 thresholds (dual+threshold).
+    assert_eq!(cells.len(), 2 * 7);
+    let series = |v: schema::grid::SamplerVariant| cells.iter().filter(|k| k.variant() == Some(v)).count();
+    use schema::grid::SamplerVariant as V;
+    assert_eq!((series(V::Reference), series(V::Prefix), series(V::DualThreshold)), (4, 4, 4));
+    for k in cells.iter().filter(|k| k.variant() == Some(V::DualThreshold)) {
+        assert_eq!((k.steps, k.cache), (None, Some(schema::grid::BlockCache::Dual)));
+        assert!(matches!(k.threshold.map(|t| t.value()), Some(0.9 | 0.5)));
+    }
+    assert!(
+        cells.iter().filter(|k| k.variant() == Some(V::Prefix)).all(|k| k.steps.is_some() && k.threshold.is_none())
+    );
+    // The default is written nowhere: a config without the fields keeps its resolved form (and its hash).
+    assert!(!GridConfig::from_toml(BASE, "my.toml").expect("valid").to_toml().contains("samplers"));
+    assert!(c.to_toml().contains("samplers"));
+    assert_eq!(GridConfig::from_toml(&c.to_toml(), "resolved").expect("round trip"), c);
+}
+
+#[test]
+fn threshold_series_need_thresholds_and_nothing_else() {
+    refuse(
+        |t| {
+            t.replace("steps = [8, 16]\n", "")
+                .replace("output_tokens = 32", "output_tokens = 32\nsamplers = [\"threshold\"]")
+        },
+        "grid.thresholds",
+        "list thresholds",
+    );
+    refuse(
+        |t| t.replace("output_tokens = 32", "output_tokens = 32\nthresholds = [0.9]"),
+        "grid.thresholds",
+        "add \"threshold\"",
+    );
+    refuse(
+        |t| t.replace("output_tokens = 32", "output_tokens = 32\nsamplers = [\"threshold\"]\nthresholds = [0.9]"),
+        "grid.steps",
+        "remove steps",
+    );
+    refuse(
+        |t| {
+            t.replace("steps = [8, 16]\n", "").replace(
+                "output_tokens = 32",
+                "output_tokens = 32\nsamplers = [\"threshold\"]\nthresholds = [0.9, -1.0]",
+            )
+        },
+        "grid.thresholds[1]",
+        "confidence in [0, 1]",
+    );
+    refuse(
+        |t| t.replace("output_tokens = 32", "output_tokens = 32\nsamplers = [\"prefix\", \"prefix\"]"),
+        "grid.samplers[1]",
+        "each series once",
+    );
+    refuse(|t| t.replace("output_tokens = 32", "output_tokens = 32\nsamplers = []"), "grid.samplers", "at least one");
+    // Threshold series alone need no steps.
+    let only = BASE
+        .replace("steps = [8, 16]\n", "")
+        .replace("output_tokens = 32", "output_tokens = 32\nsamplers = [\"prefix+threshold\"]\nthresholds = [0.9]");
+    let c = GridConfig::from_toml(&only, "my.toml").expect("valid");
+    assert_eq!(c.cells().len(), 2 * 2);
+}

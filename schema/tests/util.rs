@@ -44,19 +44,28 @@ pub fn rep(e2e_ms: f64) -> Repetition {
     Repetition { prompt_indices: vec![0], e2e_ms, output_tokens: 32, output_bytes: 100, ..Repetition::default() }
 }
 
-/// A bundle of every cell of the demo config, with latencies derived from the key so tests can predict them.
+/// A bundle of every cell of the demo config's reference sampler (its fast series left out), with latencies
+/// derived from the key so tests can predict them.
 pub fn sample_bundle() -> Bundle {
-    let config = demo_config();
+    let mut config = demo_config();
+    config.grid.samplers = vec![schema::grid::SamplerVariant::Reference];
+    config.grid.thresholds.clear();
+    sample_bundle_of(config)
+}
+
+/// A bundle of every cell of `config`, latencies derived from the key; a threshold cell records
+/// `16 * threshold` forwards, rounded up (at least 1).
+pub fn sample_bundle_of(config: GridConfig) -> Bundle {
     let cells = config
         .cells()
         .into_iter()
         .map(|key| {
-            let base = f64::from(key.steps.unwrap_or(10)) * f64::from(key.batch_size) + f64::from(key.seq_len);
-            let reps = vec![
-                Repetition { prefill_ms: key.steps.is_none().then_some(2.0), ..rep(base) },
-                Repetition { prefill_ms: key.steps.is_none().then_some(2.0), ..rep(base + 2.0) },
-                Repetition { prefill_ms: key.steps.is_none().then_some(2.0), ..rep(base + 1.0) },
-            ];
+            let ar = key.sampler == Sampler::ArGreedy;
+            let forwards = key.threshold.map(|t| ((16.0 * t.value()).ceil() as u32).max(1));
+            let base =
+                f64::from(key.steps.or(forwards).unwrap_or(10)) * f64::from(key.batch_size) + f64::from(key.seq_len);
+            let rep = |ms: f64| Repetition { prefill_ms: ar.then_some(2.0), forward_passes: forwards, ..rep(ms) };
+            let reps = vec![rep(base), rep(base + 2.0), rep(base + 1.0)];
             Cell {
                 key,
                 status: CellStatus::Ok,

@@ -1,4 +1,5 @@
-//! The reference LLaDA sampler (`generate.py` of ML-GSAI/LLaDA), step for step.
+//! The reference LLaDA sampler (`generate.py` of ML-GSAI/LLaDA), step for step, and its block-cache and
+//! confidence-threshold variants.
 //!
 //! The working sequence is the (left-padded) prompt followed by `n_out` mask tokens, split into
 //! `n_out / block_length` blocks worked through left to right with `steps / blocks` steps each. At the start of
@@ -9,6 +10,18 @@
 //! f32 by default, in f64 as the reference does, or in the logits' dtype: see [`Confidence`]; or uniform random
 //! numbers) and the top k take their predicted tokens; everything else gets -inf. A committed token is never
 //! remasked and there is no early stop.
+//!
+//! Faster variants (Fast-dLLM's, written from its paper's description; each a sampler series of the grid):
+//! - A block KV cache ([`BlockCache`]): the block's first step is one full forward that also fills a cache of every
+//!   position's keys and values; the block's other steps feed only the block and what follows it (`prefix`: the
+//!   positions before the block are read from the cache) or only the block (`dual`: the positions after it too).
+//!   Cached keys and values are those of the block's first step: the approximation the method makes. Our
+//!   choices: the cache holds the whole sequence in one preallocated buffer per layer (the prefix cache rewrites
+//!   the positions it feeds rather than dropping them), and the LM head still runs only over the block.
+//! - Confidence-threshold parallel decoding (`threshold`): each step commits every masked position of the block
+//!   whose confidence is at least the threshold, and the most confident one when none is; a block ends when it
+//!   is full, so the number of forwards is measured. In a batch, a step runs while any row's block has a masked
+//!   position; full rows commit nothing.
 //!
 //! Deliberate, result-preserving differences from the reference:
 //! - The LM head runs only over the current block's positions: outside it the reference gives -inf confidence
@@ -36,7 +49,7 @@ use crate::timing::Stopwatch;
 
 /// How the positions to commit are ranked within a block, the precision of that ranking and where Gumbel noise
 /// is drawn: the config's enums, one type each for config and sampler.
-pub use schema::grid::{Confidence, GumbelNoise, Remasking};
+pub use schema::grid::{BlockCache, Confidence, GumbelNoise, Remasking};
 
 /// Sampler parameters (`gen_length` is the `n_out` argument).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -65,6 +78,14 @@ pub struct LladaParams {
     /// Where the Gumbel noise of temperature > 0 is drawn (see [`GumbelNoise`]).
     #[serde(default)]
     pub gumbel_noise: GumbelNoise,
+    /// A block KV cache (see [`BlockCache`]); `None`: one full forward per step, the reference's.
+    #[serde(default)]
+    pub cache: Option<BlockCache>,
+    /// Confidence-threshold parallel decoding: each step commits every masked position of the block whose
+    /// confidence is at least this (at least one), until the block is full; `steps` is then not used. `None`: the
+    /// fixed schedule of `steps` steps.
+    #[serde(default)]
+    pub threshold: Option<f64>,
 }
 
 fn default_remasking() -> Remasking {
@@ -83,18 +104,18 @@ impl Default for LladaParams {
             cfg_scale: 0.0,
             confidence: Confidence::F32,
             gumbel_noise: GumbelNoise::Device,
+            cache: None,
+            threshold: None,
         }
     }
 }
 
 impl LladaParams {
-    /// Checks the parameters against `n_out`; returns (blocks, steps per block).
+    /// Checks the parameters against `n_out`; returns (blocks, steps per block); a threshold sampler's steps per
+    /// block are measured, and returned as 0.
     pub fn validate(&self, n_out: usize) -> Result<(usize, usize), GenerateError> {
         if n_out == 0 {
             return params_err("n_out must be at least 1");
-        }
-        if self.steps == 0 {
-            return params_err("steps must be at least 1");
         }
         if self.block_length == 0 || !n_out.is_multiple_of(self.block_length) {
             return params_err(format!(
@@ -103,19 +124,33 @@ impl LladaParams {
             ));
         }
         let blocks = n_out / self.block_length;
-        if !self.steps.is_multiple_of(blocks) {
+        if let Some(t) = self.threshold {
+            if !(t.is_finite() && t >= 0.0) {
+                return params_err(format!("threshold must be a finite number >= 0, got {t}"));
+            }
+        } else if self.steps == 0 {
+            return params_err("steps must be at least 1");
+        } else if !self.steps.is_multiple_of(blocks) {
             return params_err(format!(
                 "steps ({}) must be a multiple of the number of blocks ({blocks} = n_out {n_out} / block_length {})",
                 self.steps, self.block_length
             ));
         }
+        if self.threshold.is_some() {
+            return self.check_rest().map(|()| (blocks, 0));
+        }
+        self.check_rest()?;
+        Ok((blocks, self.steps / blocks))
+    }
+
+    fn check_rest(&self) -> Result<(), GenerateError> {
         if !(self.temperature.is_finite() && self.temperature >= 0.0) {
             return params_err(format!("temperature must be >= 0, got {}", self.temperature));
         }
         if !(self.cfg_scale.is_finite() && self.cfg_scale >= 0.0) {
             return params_err(format!("cfg_scale must be >= 0, got {}", self.cfg_scale));
         }
-        Ok((blocks, self.steps / blocks))
+        Ok(())
     }
 }
 
@@ -141,6 +176,10 @@ pub struct LladaOutput {
     pub step_ms: Vec<f64>,
     /// Forward evaluations: steps, twice that with classifier-free guidance.
     pub nfe: usize,
+    /// Forwards run in each block (steps per block, or as many as the threshold needed).
+    pub block_steps: Vec<usize>,
+    /// Bytes of the block cache's buffers (`None` without a cache).
+    pub cache_bytes: Option<usize>,
     /// Tokens committed at each step, per row: `transfers[step][row]`.
     pub transfers: Vec<Vec<usize>>,
     /// The padded prompt length (the longest prompt).
@@ -209,28 +248,50 @@ pub fn generate_llada_observed(
     let key_valid_rows: Vec<Vec<bool>> = key_valid.iter().cycle().take(rows).cloned().collect();
     let valid_rows = batch.any_pad.then_some(key_valid_rows.as_slice());
     let bias = tf.attention_bias(if guided { valid_rows } else { valid }, rows, 0, len, len)?;
-    let mut step_ms = Vec::with_capacity(params.steps);
-    let mut transfers = Vec::with_capacity(params.steps);
+    let mut cache = params.cache.map(|_| tf.new_cache(len));
+    let mut block_steps = Vec::with_capacity(blocks);
+    let mut step_ms = Vec::new();
+    let mut transfers = Vec::new();
     let mut first_block_ms = 0.0;
     let mut step = 0;
     let mut last_logits = None;
     for block in 0..blocks {
         let start = p + block * bl;
-        let schedules: Vec<Vec<usize>> = x
-            .iter()
-            .map(|row| transfer_schedule(row[start..start + bl].iter().filter(|&&t| t == mask).count(), spb))
-            .collect();
-        for s in 0..spb {
+        let masked_in_block = |x: &[Vec<u32>]| {
+            x.iter().map(|row| row[start..start + bl].iter().filter(|&&t| t == mask).count()).collect::<Vec<_>>()
+        };
+        let schedules: Vec<Vec<usize>> = masked_in_block(&x).into_iter().map(|m| transfer_schedule(m, spb)).collect();
+        for s in 0.. {
+            // A K-driven block ends after its steps; a threshold block when every row's block is full.
+            let done = match params.threshold {
+                Some(_) => masked_in_block(&x).iter().all(|&m| m == 0),
+                None => s == spb,
+            };
+            if done {
+                break;
+            }
             check_interrupted()?;
-            let mut flat: Vec<u32> = x.iter().flatten().copied().collect();
+            // The positions this step feeds: all of them without a cache and at a block's refresh; from the block's
+            // start to the end with a prefix cache; the block alone with a dual cache.
+            let (from, to, span) = match (params.cache, s) {
+                (None, _) | (Some(_), 0) => (0, len, LogitsSpan::Range { start, len: bl }),
+                (Some(BlockCache::Prefix), _) => (start, len, LogitsSpan::Range { start: 0, len: bl }),
+                (Some(BlockCache::Dual), _) => (start, start + bl, LogitsSpan::All),
+            };
+            let mut flat: Vec<u32> = Vec::with_capacity(rows * (to - from));
+            x.iter().for_each(|row| flat.extend_from_slice(&row[from..to]));
             if guided {
                 for (row, valid) in x.iter().zip(&batch.valid) {
-                    let masked_prompt = row.iter().enumerate().map(|(j, &t)| if j < p && valid[j] { mask } else { t });
+                    let masked_prompt = (from..to).map(|j| if j < p && valid[j] { mask } else { row[j] });
                     flat.extend(masked_prompt);
                 }
             }
-            let ids = Tensor::from_vec(flat, (rows, len), device)?;
-            let mut logits = tf.forward(&ids, &rope, bias.as_ref(), None, LogitsSpan::Range { start, len: bl })?;
+            let ids = Tensor::from_vec(flat, (rows, to - from), device)?;
+            let step_rope = if to - from == len { rope.clone() } else { rope.narrow(from, to - from)? };
+            if let Some(c) = cache.as_mut() {
+                c.seek(from)?;
+            }
+            let mut logits = tf.forward(&ids, &step_rope, bias.as_ref(), cache.as_mut(), span)?;
             if guided {
                 let (cond, un) = (logits.narrow(0, 0, b)?, logits.narrow(0, b, b)?);
                 logits = (&un + ((cond - &un)? * (params.cfg_scale + 1.0))?)?;
@@ -241,7 +302,11 @@ pub fn generate_llada_observed(
             let rows = x.iter_mut().zip(&schedules).zip(conf.chunks(bl).zip(pred.chunks(bl)));
             for ((row, schedule), (conf, pred)) in rows {
                 let block = &mut row[start..start + bl];
-                let chosen = select_positions(block, mask, conf, schedule[s]);
+                let k = match params.threshold {
+                    Some(t) => threshold_count(block, mask, conf, t),
+                    None => schedule[s],
+                };
+                let chosen = select_positions(block, mask, conf, k);
                 for &j in &chosen {
                     block[j] = pred[j];
                 }
@@ -252,6 +317,7 @@ pub fn generate_llada_observed(
             observe(step, &x);
             step += 1;
         }
+        block_steps.push(step - block_steps.iter().sum::<usize>());
         if block == 0 {
             first_block_ms = total.elapsed_ms()?;
         }
@@ -267,6 +333,8 @@ pub fn generate_llada_observed(
         first_block_ms,
         step_ms,
         nfe: if guided { 2 * step } else { step },
+        block_steps,
+        cache_bytes: cache.as_ref().map(|c| c.allocated_bytes()),
         transfers,
         prompt_len: p,
     })
@@ -284,6 +352,14 @@ pub fn select_positions(block: &[u32], mask: u32, conf: &[f64], k: usize) -> Vec
     cand.sort_by(|a, c| c.1.total_cmp(&a.1).then(a.0.cmp(&c.0)));
     cand.truncate(k);
     cand.into_iter().map(|(j, _)| j).collect()
+}
+
+/// Confidence-threshold decoding: how many of `block`'s masked positions to commit this step: those whose
+/// confidence is at least `threshold`, and at least one while any is masked (the most confident).
+pub fn threshold_count(block: &[u32], mask: u32, conf: &[f64], threshold: f64) -> usize {
+    let masked = block.iter().enumerate().filter(|&(_, &t)| t == mask);
+    let above = masked.clone().filter(|&(j, _)| conf.get(j).is_some_and(|&c| c >= threshold)).count();
+    if masked.count() == 0 { 0 } else { above.max(1) }
 }
 
 fn nan_low(x: f64) -> f64 {

@@ -9,8 +9,8 @@ mod llada;
 
 pub use ar::{ArOutput, generate_ar};
 pub use llada::{
-    Confidence, GumbelNoise, LladaOutput, LladaParams, Remasking, generate_llada, generate_llada_observed,
-    select_positions, transfer_schedule,
+    BlockCache, Confidence, GumbelNoise, LladaOutput, LladaParams, Remasking, generate_llada, generate_llada_observed,
+    select_positions, threshold_count, transfer_schedule,
 };
 pub(crate) use llada::{predict, seed_device_noise};
 

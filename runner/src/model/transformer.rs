@@ -161,13 +161,33 @@ pub struct Rope {
     sin: Tensor,
 }
 
-/// Per-layer keys and values of the tokens seen so far (Llama decoding): preallocated buffers of `capacity`
-/// positions, written in place. Not `Clone`: a clone would share the buffers that the next forward writes.
+impl Rope {
+    /// The tables of `len` positions from `start` (of a [`Positions::Range`] table).
+    pub fn narrow(&self, start: usize, len: usize) -> candle_core::Result<Rope> {
+        let d = self.cos.rank() - 2;
+        Ok(Rope {
+            cos: self.cos.narrow(d, start, len)?.contiguous()?,
+            sin: self.sin.narrow(d, start, len)?.contiguous()?,
+        })
+    }
+}
+
+/// Per-layer keys and values: preallocated buffers of `capacity` positions, written in place. Not `Clone`: a clone
+/// would share the buffers that the next forward writes.
+///
+/// A forward writes its tokens' keys and values at the write position ([`KvCache::seek`]; after a forward, just
+/// past what it wrote) and attends to every filled position: `0..max(filled, write + tokens)`. Llama decoding
+/// appends (the write position is always the end); LLaDA's block caches rewrite a span in the middle: a prefix
+/// cache seeks to the block's start and feeds the block and everything after it, a dual cache seeks to the
+/// block's start and feeds the block only, attending to the cached positions after it as well.
 #[derive(Debug)]
 pub struct KvCache {
     /// `(keys, values)` per layer, each `(batch, kv_heads, capacity, head_dim)`, allocated at the first forward.
     layers: Vec<Option<(Tensor, Tensor)>>,
+    /// Filled positions `0..len`.
     len: usize,
+    /// Where the next forward writes.
+    pos: usize,
     capacity: usize,
 }
 
@@ -175,12 +195,22 @@ impl KvCache {
     /// A cache for `capacity` positions per row (the buffers are allocated at the first forward, which fixes the
     /// batch and the dtype).
     pub fn new(num_layers: usize, capacity: usize) -> Self {
-        Self { layers: vec![None; num_layers], len: 0, capacity }
+        Self { layers: vec![None; num_layers], len: 0, pos: 0, capacity }
     }
 
-    /// Tokens cached so far.
+    /// Positions filled so far.
     pub fn len(&self) -> usize {
         self.len
+    }
+
+    /// Makes the next forward write its tokens from position `pos` (at most [`KvCache::len`]: a cache has no holes);
+    /// what is filled after them stays and is attended to.
+    pub fn seek(&mut self, pos: usize) -> candle_core::Result<()> {
+        if pos > self.len {
+            candle_core::bail!("KV cache: seek to {pos} past the {} filled positions", self.len);
+        }
+        self.pos = pos;
+        Ok(())
     }
 
     pub fn is_empty(&self) -> bool {
@@ -199,11 +229,12 @@ impl KvCache {
 }
 
 /// Writes `k`, `v` `(batch, kv_heads, t, head_dim)` of one layer at position `start` of its buffers (allocating
-/// them at the first call) and returns views of the filled prefix `0..start + t`.
-fn cache_append(
+/// them at the first call) and returns views of the filled prefix `0..max(filled, start + t)`.
+fn cache_write(
     slot: &mut Option<(Tensor, Tensor)>,
     capacity: usize,
     start: usize,
+    filled: usize,
     k: &Tensor,
     v: &Tensor,
 ) -> candle_core::Result<(Tensor, Tensor)> {
@@ -222,7 +253,8 @@ fn cache_append(
     }
     ck.slice_set(&k.contiguous()?, 2, start)?;
     cv.slice_set(&v.contiguous()?, 2, start)?;
-    Ok((ck.narrow(2, 0, end)?, cv.narrow(2, 0, end)?))
+    let seen = end.max(filled);
+    Ok((ck.narrow(2, 0, seen)?, cv.narrow(2, 0, seen)?))
 }
 
 #[derive(Debug, Clone)]
@@ -427,7 +459,8 @@ impl Transformer {
     }
 
     /// One forward pass. `ids`: `(batch, len)` u32; `rope` must cover `len` positions; with a cache, the new
-    /// keys/values are appended and attention sees all cached tokens (the bias then spans cached + new keys).
+    /// keys/values are written at its write position and attention sees every filled position (the bias then
+    /// spans them all): see [`KvCache`].
     pub fn forward(
         &self,
         ids: &Tensor,
@@ -440,13 +473,16 @@ impl Transformer {
         let mut x = self.embed.forward(ids)?;
         for (l, block) in self.blocks.iter().enumerate() {
             let layer_cache = match cache.as_deref_mut() {
-                Some(c) => Some(CacheSlot { slot: &mut c.layers[l], start: c.len, capacity: c.capacity }),
+                Some(c) => {
+                    Some(CacheSlot { slot: &mut c.layers[l], start: c.pos, filled: c.len, capacity: c.capacity })
+                }
                 None => None,
             };
             x = self.block_forward(block, &x, rope, bias, layer_cache)?;
         }
         if let Some(c) = cache {
-            c.len += t;
+            c.pos += t;
+            c.len = c.len.max(c.pos);
         }
         let x = match span {
             LogitsSpan::All => x,
@@ -494,7 +530,7 @@ impl Transformer {
         let q = self.apply_rope(&q, rope)?;
         let k = self.apply_rope(&k, rope)?;
         let (k, v) = match cache {
-            Some(c) => cache_append(c.slot, c.capacity, c.start, &k, &v)?,
+            Some(c) => cache_write(c.slot, c.capacity, c.start, c.filled, &k, &v)?,
             None => (k, v),
         };
         let ad = self.attn_dtype();
@@ -523,6 +559,7 @@ impl Transformer {
 struct CacheSlot<'a> {
     slot: &'a mut Option<(Tensor, Tensor)>,
     start: usize,
+    filled: usize,
     capacity: usize,
 }
 

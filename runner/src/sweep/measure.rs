@@ -85,7 +85,11 @@ pub(super) fn measure_cell(
 
 /// An out-of-memory status names what the cell asked for, so the grid's limit can be read from the bundle.
 pub(super) fn oom_message(key: &CellKey, e: &anyhow::Error) -> String {
-    let steps = key.steps.map_or(String::new(), |k| format!(", K={k}"));
+    let steps = match (key.steps, key.threshold) {
+        (Some(k), _) => format!(", K={k}"),
+        (None, Some(t)) => format!(", threshold={t}"),
+        (None, None) => String::new(),
+    };
     format!(
         "out of memory at B={}, N={} ({} prompt + {} output tokens){steps}: {e:#}; fix: a smaller batch size or \
          sequence length, or a device with more memory",
@@ -102,10 +106,6 @@ pub(super) fn generate_once(
     run: u64,
 ) -> Result<Repetition> {
     let (rows, mut rep) = generate_rows(model, key, cfg, batch, run)?;
-    let work = roofline_work(model, key, batch, cfg.grid.cfg_scale);
-    rep.weights_read_bytes = Some(work.weights_read_bytes);
-    rep.flop_count = Some(work.flops);
-    rep.kv_cache_bytes = work.kv_cache_bytes;
     rep.output_tokens = rows.iter().map(|r| r.len() as u64).sum();
     for row in &rows {
         let text = model.tokenizer.decode(row, true).map_err(|e| anyhow::anyhow!("tokenizer: {e}"))?;
@@ -115,7 +115,7 @@ pub(super) fn generate_once(
 }
 
 /// The largest working set of one generation of `batch` beyond the weights, in bytes, from the model's shape: the
-/// attention scores of a full pass (B x heads x len x len, f32), the KV cache (AR), the logits (with the
+/// attention scores of a full pass (B x heads x len x len, f32), the KV cache (AR, LLaDA's block caches), the logits (with the
 /// selection's f64 copy for LLaDA) and the MLP activations. A lower bound of what the run allocates.
 pub(super) fn cell_bytes(model: &LoadedModel, key: &CellKey, batch: &[Vec<u32>], cfg_scale: f64) -> u64 {
     let s = model.config.shape();
@@ -141,19 +141,21 @@ pub(super) fn cell_bytes(model: &LoadedModel, key: &CellKey, batch: &[Vec<u32>],
             let scores = sat(&[b, heads, len, len, f32b]);
             let logits = sat(&[b, block, vocab, f32b + 8]);
             let acts = sat(&[b, len, inter.max(hidden), dtype, 3]);
-            scores.saturating_add(logits).saturating_add(acts)
+            let cache = if key.cache.is_some() { metrics::roofline::kv_cache_bytes(&s, b, len, dtype) } else { 0 };
+            scores.saturating_add(logits).saturating_add(acts).saturating_add(cache)
         }
     }
 }
 
-/// The analytic work of one generation of `batch` (left-padded to its longest prompt) for the roofline context.
-/// With classifier-free guidance (`cfg_scale` > 0) a LLaDA step is one forward of 2B rows (the weights are read
-/// once per step, the FLOPs double).
+/// The analytic work of one generation of `batch` (left-padded to its longest prompt) for the roofline context:
+/// AR decoding, or a LLaDA sampler that ran `block_steps` steps per block. With classifier-free guidance
+/// (`cfg_scale` > 0) a LLaDA step is one forward of 2B rows (the weights are read once per step, the FLOPs double).
 pub(super) fn roofline_work(
     model: &LoadedModel,
     key: &CellKey,
     batch: &[Vec<u32>],
     cfg_scale: f64,
+    block_steps: &[usize],
 ) -> metrics::roofline::Work {
     let shape = model.config.shape();
     let dtype_bytes = model.dtype.size_in_bytes() as u64;
@@ -163,9 +165,17 @@ pub(super) fn roofline_work(
     match key.sampler {
         Sampler::ArGreedy => metrics::roofline::autoregressive(&shape, b, prompt, n_out, dtype_bytes),
         Sampler::LladaLowConfidence | Sampler::LladaRandom => {
-            let steps = u64::from(key.steps.unwrap_or(key.output_tokens));
             let block = u64::from(key.block_length.unwrap_or(key.output_tokens));
-            metrics::roofline::diffusion(&shape, b * guided_rows, prompt + n_out, block, steps, dtype_bytes)
+            let forwards: Vec<u64> = block_steps.iter().map(|&f| f as u64).collect();
+            metrics::roofline::diffusion_sampler(
+                &shape,
+                b * guided_rows,
+                prompt,
+                block,
+                &forwards,
+                key.cache,
+                dtype_bytes,
+            )
         }
     }
 }
@@ -182,7 +192,11 @@ pub(crate) fn generate_rows(
     let (rows, rep) = match key.sampler {
         Sampler::ArGreedy => {
             let out = generate::generate_ar(model, batch, n_out, cfg.grid.eos)?;
+            let work = roofline_work(model, key, batch, cfg.grid.cfg_scale, &[]);
             let rep = Repetition {
+                weights_read_bytes: Some(work.weights_read_bytes),
+                flop_count: Some(work.flops),
+                kv_cache_bytes: work.kv_cache_bytes,
                 e2e_ms: out.e2e_ms,
                 prefill_ms: Some(out.prefill_ms),
                 forward_passes: Some(n_out as u32),
@@ -203,13 +217,22 @@ pub(crate) fn generate_rows(
                 cfg_scale: cfg.grid.cfg_scale,
                 confidence: cfg.grid.confidence,
                 gumbel_noise: cfg.grid.gumbel_noise,
+                cache: key.cache,
+                threshold: key.threshold.map(|t| t.value()),
             };
             let out = generate::generate_llada(model, batch, n_out, &params)?;
+            let work = roofline_work(model, key, batch, cfg.grid.cfg_scale, &out.block_steps);
+            let committed = out.transfers.iter().map(|t| t.iter().sum::<usize>() as u32).collect();
             let rep = Repetition {
                 e2e_ms: out.e2e_ms,
                 first_block_ms: Some(out.first_block_ms),
                 step_ms: Some(out.step_ms.clone()),
                 forward_passes: Some(out.nfe as u32),
+                committed_per_step: Some(committed),
+                weights_read_bytes: Some(work.weights_read_bytes),
+                flop_count: Some(work.flops),
+                // The cache's buffers as allocated (the analytic size is the same: K and V for every position).
+                kv_cache_bytes: out.cache_bytes.map(|b| b as u64).or(work.kv_cache_bytes),
                 ..Repetition::default()
             };
             (out.tokens, rep)

@@ -8,13 +8,19 @@ use super::*;
 pub(super) fn parity_search_cells(cfg: &GridConfig, bundle: &Bundle, planned: &[CellKey]) -> Vec<CellKey> {
     let mut out: Vec<CellKey> = Vec::new();
     for r in &bundle.parity {
+        // Threshold series have no K to search between.
         let metrics::derive::Parity::Reached { steps } = r.outcome else { continue };
+        if r.thresholded {
+            continue;
+        }
         let below = r.curve.iter().map(|c| c.steps).filter(|&k| k < steps).max().unwrap_or(0);
         let Some(template) = planned.iter().find(|k| {
             k.model == r.diffusion_model
                 && k.sampler == r.sampler
                 && k.seq_len == r.seq_len
                 && k.block_length == r.block_length
+                && k.cache == r.cache
+                && k.threshold.is_none()
                 && k.steps == Some(steps)
         }) else {
             continue;
