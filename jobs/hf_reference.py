@@ -4,7 +4,7 @@
 Reads the same grid config TOML as `dllm-bench run`, builds both models from config with random weights
 (Llama-3 as `LlamaForCausalLM`; LLaDA as the same transformer with bidirectional attention, full MHA and LLaDA's
 sizes), measures every cell as the runner defines it (README, "Definitions") and writes a bundle of the current
-schema (1.4), so that `dllm-bench serve` / the explorer can overlay "dllm-bench runner" and "HF transformers"
+schema (1.5), so that `dllm-bench serve` / the explorer can overlay "dllm-bench runner" and "HF transformers"
 cell by cell, and `jobs/compare_bundles.py` can print them side by side.
 
 Only torch, transformers and the standard library. See jobs/README.md ("HF transformers reference").
@@ -25,7 +25,10 @@ What is measured, per cell (W warm-ups, then R repetitions, each stored raw):
   `grid.confidence` names: float32 by default as the runner, float64 as generate.py, or the logits' dtype) or
   random remasking (Gumbel noise and random ranks from torch's seeded generator whatever `grid.gumbel_noise`
   says: neither of the runner's streams); top-k per row over the current block's masked positions; no early stop. step_ms per step
-  (forward + commit), first_block_ms, e2e_ms, forward_passes = K. By default the logits and the float64 softmax
+  (forward + commit), first_block_ms, e2e_ms, forward_passes = K. Threshold series (`grid.samplers` "threshold"):
+  each step commits every masked position of the block whose confidence is at least the threshold, at least the
+  most confident one, until the block is full (forward_passes measured; committed_per_step recorded). The block
+  KV cache series ("prefix", "dual") are not implemented here and refused. By default the logits and the float64 softmax
   cover every position, as generate.py does (`--llada-logits full`); `--llada-logits block` computes the LM head
   and the confidences for the current block only, the runner's work.
 - Timing: CUDA events on the current stream (one per boundary, read after a final synchronize: no host sync in
@@ -74,7 +77,7 @@ except ModuleNotFoundError:  # Python < 3.11
     except ModuleNotFoundError:
         sys.exit("error: needs Python 3.11+ (tomllib) to read the grid config")
 
-SCHEMA_VERSION = "1.4"
+SCHEMA_VERSION = "1.5"
 TOOL = "hf-transformers-reference"
 
 # Synthetic presets of runner/src/synth/mod.rs (SynthSpec::resolve):
@@ -127,7 +130,8 @@ SCHEMA = {
     "prompts": {"source": (("embedded", "wikitext", "file"), True), "count": ("u32", False),
                 "preset": (("small", "medium", "large"), False), "path": ("str", False), "seed": ("u64", False),
                 "dataset": ("str", False), "revision": ("str", False), "min_chars": ("u32", False)},
-    "grid": {"seq_lengths": ("u32s", True), "batch_sizes": ("u32s", True), "steps": ("u32s", True),
+    "grid": {"seq_lengths": ("u32s", True), "batch_sizes": ("u32s", True), "steps": ("u32s", False),
+             "samplers": ("samplers", False), "thresholds": ("f64s", False),
              "output_tokens": ("u32", False), "prompt_fraction": ("f64", False), "block_length": ("u32", False),
              "remasking": (("low_confidence", "random"), False), "temperature": ("f64", False),
              "confidence": (("f32", "f64", "logits"), False), "gumbel_noise": (("device", "host"), False),
@@ -139,12 +143,38 @@ SCHEMA = {
     "evaluator": {"id": ("str", True), "revision": ("str", False), "synthetic": (SYNTHETIC_FIELDS, False)},
 }
 PROMPT_PRESETS = {"small": 8, "medium": 32, "large": 128}
+# schema::grid::SamplerVariant: name -> (block cache, threshold-driven)
+SAMPLER_SERIES = {"reference": (None, False), "prefix": ("prefix", False), "dual": ("dual", False),
+                  "threshold": (None, True), "prefix+threshold": ("prefix", True), "dual+threshold": ("dual", True)}
 # schema::grid::limits
 LIMITS = {"seq_len": 131_072, "batch_size": 4096, "steps_per_output_token": 16, "warmup": 1000,
           "repetitions": 10_000, "prompts": 1_000_000, "bootstrap_resamples": 1_000_000, "temperature": 100.0,
           "run_name_chars": 100, "id_chars": 200, "synth_layers": 1024, "synth_hidden": 65_536,
           "synth_shards": 1024}
 TEXT_METRICS = ("unigram_entropy", "distinct_1", "distinct_2", "rouge_l_f1", "token_f1")
+
+
+def series_list(text: str) -> list[str]:
+    out = text.split(",")
+    bad = [v for v in out if v not in SAMPLER_SERIES]
+    if bad:
+        raise argparse.ArgumentTypeError(f"unknown sampler series {bad[0]!r}; use one of {', '.join(SAMPLER_SERIES)}")
+    return out
+
+
+def float_list(text: str) -> list[float]:
+    try:
+        return [float(v) for v in text.split(",")]
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of numbers") from e
+
+
+def rust_float(v: float) -> str:
+    """A float as Rust's Display writes it (0.5, 1, 1e-7 as 0.0000001)."""
+    r = repr(float(v))
+    if "e" in r or "E" in r:
+        r = format(v, "f").rstrip("0").rstrip(".") if v != 0 else "0"
+    return r[:-2] if r.endswith(".0") else r
 
 
 def is_uint(v, most: int) -> bool:
@@ -183,6 +213,12 @@ def check_fields(table, spec: dict, where: str, label: str) -> None:
             ok, want = isinstance(v, list) and all(is_uint(x, U32_MAX) for x in v), "a list of non-negative integers"
         elif kind == "f64":
             ok, want = isinstance(v, (int, float)) and not isinstance(v, bool), "a number"
+        elif kind == "f64s":
+            ok = isinstance(v, list) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)
+            want = "a list of numbers"
+        elif kind == "samplers":
+            ok = isinstance(v, list) and all(isinstance(x, str) and x in SAMPLER_SERIES for x in v)
+            want = "a list of " + ", ".join(f'"{k}"' for k in SAMPLER_SERIES)
         elif kind == "bool":
             ok, want = isinstance(v, bool), "true or false"
         elif kind == "table":
@@ -234,6 +270,9 @@ def resolve_config(args) -> tuple[dict, str]:
     grid.setdefault("eos", "ignore")
     grid.setdefault("confidence", "f32")
     grid.setdefault("gumbel_noise", "device")
+    grid.setdefault("steps", [])
+    grid.setdefault("samplers", ["reference"])
+    grid.setdefault("thresholds", [])
     for m in models:
         m.setdefault("revision", "main")
         if "synthetic" in m:
@@ -251,6 +290,17 @@ def resolve_config(args) -> tuple[dict, str]:
     if args.steps:
         overrides.append(f"--steps {list_text(args.steps)}")
         grid["steps"] = args.steps
+    if args.samplers:
+        overrides.append(f"--samplers {','.join(args.samplers)}")
+        grid["samplers"] = args.samplers
+        # As plan::resolve: threshold series alone run no K; K-driven ones alone no thresholds.
+        if all(SAMPLER_SERIES[v][1] for v in args.samplers) and not args.steps:
+            grid["steps"] = []
+        if not any(SAMPLER_SERIES[v][1] for v in args.samplers) and not args.thresholds:
+            grid["thresholds"] = []
+    if args.thresholds:
+        overrides.append(f"--thresholds {','.join(rust_float(t) for t in args.thresholds)}")
+        grid["thresholds"] = args.thresholds
     if args.batch_size:
         overrides.append(f"--batch-size {list_text(args.batch_size)}")
         grid["batch_sizes"] = args.batch_size
@@ -454,8 +504,30 @@ def validate_config(config: dict, quality: dict | None, source: str) -> None:
         if not 0 < resamples <= LIMITS["bootstrap_resamples"]:
             bad("quality.bootstrap_resamples", f"{resamples} resamples", "use 1000 (the default)")
     has_llada = any(m["kind"] == "llada" for m in models)
-    if has_llada and not g["steps"]:
+    series = g["samplers"]
+    if not series:
+        bad("grid.samplers", "no sampler series", 'list at least one, e.g. ["reference"]')
+    dup = next((j for j in range(1, len(series)) if series[j] in series[:j]), None)
+    if dup is not None:
+        bad(f"grid.samplers[{dup}]", f"{series[dup]} is listed twice", "list each series once")
+    k_driven = any(not SAMPLER_SERIES[v][1] for v in series)
+    thresholded = any(SAMPLER_SERIES[v][1] for v in series)
+    if has_llada and k_driven and not g["steps"]:
         bad("grid.steps", "a LLaDA model needs diffusion steps", "list steps, e.g. [32, 64, 128]")
+    if has_llada and not k_driven and g["steps"]:
+        bad("grid.steps", "only threshold series are listed in grid.samplers: steps would drive nothing",
+            "remove steps, or add a K-driven series to samplers")
+    if has_llada and thresholded and not g["thresholds"]:
+        bad("grid.thresholds", "a threshold series is listed in grid.samplers but no threshold",
+            "list thresholds, e.g. [0.9, 0.7, 0.5]")
+    if not thresholded and g["thresholds"]:
+        bad("grid.thresholds", "thresholds drive only the threshold series, and grid.samplers lists none",
+            'add "threshold" or "prefix+threshold" to samplers, or remove thresholds')
+    for j, t in enumerate(g["thresholds"]):
+        if not (math.isfinite(t) and t >= 0):
+            bad(f"grid.thresholds[{j}]", f"{t} is not a finite number >= 0", "use a confidence in [0, 1]")
+        if any(u == t for u in g["thresholds"][:j]):
+            bad(f"grid.thresholds[{j}]", f"{t} is listed twice", "list each once")
     for i, n in enumerate(g["seq_lengths"]):
         s = split(config, n)
         if s is None:
@@ -478,7 +550,8 @@ def validate_config(config: dict, quality: dict | None, source: str) -> None:
 
 
 def cells(config: dict) -> list[dict]:
-    """GridConfig::cells: per model, per N, per B, per K; the same CellKey fields as the runner."""
+    """GridConfig::cells: per model, per N, per B, per series, per K (or threshold); the same CellKey fields as the
+    runner."""
     g, out = config["grid"], []
     for m in config["models"]:
         for n in g["seq_lengths"]:
@@ -492,9 +565,18 @@ def cells(config: dict) -> list[dict]:
                 else:
                     sampler = "llada_low_confidence" if g["remasking"] == "low_confidence" else "llada_random"
                     block = g.get("block_length") or s[1]
-                    for k in g["steps"]:
-                        out.append({"model": m["id"], "sampler": sampler, "steps": k,
-                                    **{kk: v for kk, v in base.items() if kk != "model"}, "block_length": block})
+                    rest = {kk: v for kk, v in base.items() if kk != "model"}
+                    for series in g["samplers"]:
+                        cache, thresholded = SAMPLER_SERIES[series]
+                        extra = {"cache": cache} if cache else {}
+                        if thresholded:
+                            for t in g["thresholds"]:
+                                out.append({"model": m["id"], "sampler": sampler, **rest, "block_length": block,
+                                            **extra, "threshold": t})
+                        else:
+                            for k in g["steps"]:
+                                out.append({"model": m["id"], "sampler": sampler, "steps": k, **rest,
+                                            "block_length": block, **extra})
     return out
 
 
@@ -686,14 +768,17 @@ def generate_ar(model, ids, n_out, stop_ids, clock, last_only):
 
 
 def generate_llada(model, prompt, n_out, steps, block_length, temperature, remasking, mask_id, clock, gen,
-                   full_logits, confidence="f64"):
+                   full_logits, confidence="f64", threshold=None):
+    """The reference sampler (K = `steps`), or confidence-threshold decoding without a cache (`threshold`: each
+    step commits every masked position of the block at or above it, at least the most confident one)."""
     import torch
 
     b, p = prompt.shape
     blocks = n_out // block_length
-    spb = steps // blocks
-    base, rem = divmod(block_length, spb)
+    spb = steps // blocks if threshold is None else 0
+    base, rem = divmod(block_length, spb) if spb else (0, 0)
     schedule = [base + (1 if i < rem else 0) for i in range(spb)]
+    committed = []
     x = torch.full((b, p + n_out), mask_id, dtype=torch.long, device=prompt.device)
     x[:, :p] = prompt
     neg_inf = float("-inf")
@@ -701,7 +786,8 @@ def generate_llada(model, prompt, n_out, steps, block_length, temperature, remas
     step_marks, first_block_mark, logits = [], None, None
     for blk in range(blocks):
         s, e = p + blk * block_length, p + (blk + 1) * block_length
-        for i in range(spb):
+        i = 0
+        while (i < spb) if threshold is None else bool((x[:, s:e] == mask_id).any()):
             if full_logits:
                 # generate.py: logits over the whole sequence, confidences of every position, then -inf outside.
                 mask_index = x == mask_id
@@ -729,11 +815,27 @@ def generate_llada(model, prompt, n_out, steps, block_length, temperature, remas
                 x0_p[:, e:] = neg_inf
             x0 = torch.where(mask_index, x0, window)
             conf = torch.where(mask_index, x0_p, torch.full_like(x0_p, neg_inf))
-            k = schedule[i]
-            if k > 0:
-                # Top-k per row; ties towards the lower position (stable sort), as the runner.
-                idx = torch.sort(conf, dim=-1, descending=True, stable=True).indices[:, :k]
-                x.scatter_(1, idx + lo, torch.gather(x0, 1, idx))
+            order = torch.sort(conf, dim=-1, descending=True, stable=True).indices
+            if threshold is None:
+                k = schedule[i]
+                if k > 0:
+                    # Top-k per row; ties towards the lower position (stable sort), as the runner.
+                    idx = order[:, :k]
+                    x.scatter_(1, idx + lo, torch.gather(x0, 1, idx))
+                committed.append(k * b)
+            else:
+                # Per row: the masked positions of the block at or above the threshold, at least the first.
+                n = 0
+                for r in range(b):
+                    masked = int(mask_index[r, s - lo:e - lo].sum())
+                    if masked == 0:
+                        continue
+                    k = max(1, int(((conf[r] >= threshold) & mask_index[r]).sum()))
+                    idx = order[r, :k]
+                    x[r, idx + lo] = x0[r, idx]
+                    n += k
+                committed.append(n)
+            i += 1
             step_marks.append(clock.mark())
         if blk == 0:
             first_block_mark = step_marks[-1]
@@ -745,7 +847,7 @@ def generate_llada(model, prompt, n_out, steps, block_length, temperature, remas
         step_ms.append(times[m] - prev)
         prev = times[m]
     return {"e2e_ms": times[step_marks[-1]], "first_block_ms": times[first_block_mark], "step_ms": step_ms,
-            "forward_passes": len(step_marks), "tokens": x[:, p:]}
+            "forward_passes": len(step_marks), "committed_per_step": committed, "tokens": x[:, p:]}
 
 
 def prompt_row(seed: int, index: int, length: int, bos: int, ordinary: int) -> list[int]:
@@ -779,8 +881,10 @@ def reset_vmhwm() -> bool:
         return False
 
 
-def roofline(shape: dict, b: int, prompt: int, n_out: int, dtype_bytes: int, key: dict, llada_logits: str):
-    """schema::roofline, for the work this script does (full logits where it computes them)."""
+def roofline(shape: dict, b: int, prompt: int, n_out: int, dtype_bytes: int, key: dict, llada_logits: str,
+             forwards: int):
+    """schema::roofline, for the work this script does (full logits where it computes them); `forwards`: the
+    LLaDA steps run (K, or as many as a threshold needed)."""
     h, v, layers = shape["hidden"], shape["vocab"], shape["layers"]
     hd = h // shape["heads"]
     q, kv = shape["heads"] * hd, shape["kv_heads"] * hd
@@ -806,7 +910,7 @@ def roofline(shape: dict, b: int, prompt: int, n_out: int, dtype_bytes: int, key
     else:
         n = prompt + n_out
         w, f = fwd(n, n, n if llada_logits == "full" else key["block_length"])
-        total_w, total_f = w * key["steps"], f * key["steps"]
+        total_w, total_f = w * forwards, f * forwards
     return total_w, total_f, kv_bytes
 
 
@@ -846,13 +950,13 @@ def measure_cell(model, spec, shape, ids, tokenizer, key, config, device, dtype_
                 out = generate_ar(model, prompt, n_out, stop_ids, clock, last_only)
             else:
                 gen = torch.Generator(device=device).manual_seed(run["seed"] * 1_000_003 + i)
-                out = generate_llada(model, prompt, n_out, key["steps"], key["block_length"], g["temperature"],
-                                     g["remasking"], ids["mask"], clock, gen, args.llada_logits == "full",
-                                     g["confidence"])
+                out = generate_llada(model, prompt, n_out, key.get("steps") or 0, key["block_length"],
+                                     g["temperature"], g["remasking"], ids["mask"], clock, gen,
+                                     args.llada_logits == "full", g["confidence"], key.get("threshold"))
         if not measured:
             return
         rep = {"prompt_indices": indices, "e2e_ms": out["e2e_ms"]}
-        for field in ("prefill_ms", "first_block_ms", "step_ms"):
+        for field in ("prefill_ms", "first_block_ms", "step_ms", "committed_per_step"):
             if field in out:
                 rep[field] = out[field]
         rep["forward_passes"] = out["forward_passes"]
@@ -871,7 +975,7 @@ def measure_cell(model, spec, shape, ids, tokenizer, key, config, device, dtype_
             peak = read_vmhwm()
             if peak:
                 rep["peak_rss_bytes"] = peak
-        w, f, kvb = roofline(shape, b, prompt_len, n_out, dtype_bytes, key, args.llada_logits)
+        w, f, kvb = roofline(shape, b, prompt_len, n_out, dtype_bytes, key, args.llada_logits, out["forward_passes"])
         if kvb is not None:
             rep["kv_cache_bytes"] = kvb
         rep["weights_read_bytes"] = w
@@ -886,7 +990,8 @@ def measure_cell(model, spec, shape, ids, tokenizer, key, config, device, dtype_
         for i in range(run["repetitions"]):
             once(i, True)
     except Exception as e:  # a failed cell is recorded and the grid goes on, as the runner
-        steps = f", K={key['steps']}" if key.get("steps") is not None else ""
+        steps = (f", K={key['steps']}" if key.get("steps") is not None
+                 else f", threshold={rust_float(key['threshold'])}" if key.get("threshold") is not None else "")
         if is_oom(e):
             cell["status"] = {
                 "state": "oom",
@@ -1006,6 +1111,8 @@ def parse_args(argv=None):
     ap.add_argument("--seq-len", type=int_list, help="override grid.seq_lengths, e.g. 512,1024")
     ap.add_argument("--batch-size", type=int_list, help="override grid.batch_sizes")
     ap.add_argument("--steps", type=int_list, help="override grid.steps")
+    ap.add_argument("--samplers", type=series_list, help="override grid.samplers, e.g. reference,threshold")
+    ap.add_argument("--thresholds", type=float_list, help="override grid.thresholds, e.g. 0.9,0.5")
     ap.add_argument("--max-prompts", type=int)
     ap.add_argument("--warmup", type=int)
     ap.add_argument("--repetitions", type=int)
@@ -1036,6 +1143,12 @@ def main(argv=None) -> int:
         # What the runner's `plan` resolves, as JSON: the test suite compares it with the runner's.
         print(json.dumps({"config_source": source, "config": config, "cells": cells(config)}, indent=1))
         return 0
+    cached = [v for v in config["grid"]["samplers"] if SAMPLER_SERIES[v][0]]
+    if cached and any(m["kind"] == "llada" for m in config["models"]):
+        print(f"error: {source}: field `grid.samplers`: {', '.join(cached)} use a block KV cache, which this "
+              "reference does not implement (it runs the reference sampler and threshold decoding, one full forward "
+              "per step)\n  fix: --samplers reference,threshold (or remove the cached series)", file=sys.stderr)
+        return 2
     import torch
     import transformers
 

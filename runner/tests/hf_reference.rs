@@ -103,6 +103,8 @@ count = 3
 seq_lengths = [13, 20]
 batch_sizes = [1, 2]
 steps = [2, 4]
+samplers = ["reference", "threshold"]
+thresholds = [2.0, 0.0]
 output_tokens = 8
 block_length = 4
 
@@ -234,8 +236,10 @@ fn plan_resolves_configs_as_the_runner() {
     configs.sort();
     assert!(configs.len() >= 5, "{configs:?}");
     configs.extend(tiny);
-    let override_sets: [&[&str]; 4] = [
+    let override_sets: [&[&str]; 6] = [
         &[],
+        &["--samplers", "threshold,prefix+threshold", "--thresholds", "0.9,0.25,1"],
+        &["--samplers", "reference,dual", "--steps", "8"],
         B_OVERRIDES,
         &["--seq-len", "100,64", "--batch-size", "2,1", "--steps", "32,8"],
         &["--max-prompts", "100", "--device", "cuda:1", "--dtype", "bf16", "--warmup", "0", "--repetitions", "1"],
@@ -298,6 +302,14 @@ fn plan_resolves_configs_as_the_runner() {
         ("preset = \"tiny\"\nseed = 1", "preset = \"tiny\"\nseed = 1\nshards = 99", "more shards than tensors"),
         ("[[models]]", "[quality]\nparity_metric = \"bleu\"\n\n[[models]]", "unknown parity metric"),
         ("name = \"hf_reference_a\"\n", "", "no run name"),
+        ("thresholds = [2.0, 0.0]", "thresholds = [2.0, 2.0]", "duplicate threshold"),
+        ("thresholds = [2.0, 0.0]", "thresholds = [2.0, -0.5]", "negative threshold"),
+        ("thresholds = [2.0, 0.0]", "thresholds = []", "a threshold series without thresholds"),
+        ("samplers = [\"reference\", \"threshold\"]", "samplers = []", "no sampler series"),
+        ("samplers = [\"reference\", \"threshold\"]", "samplers = [\"prefix\", \"prefix\"]", "duplicate series"),
+        ("samplers = [\"reference\", \"threshold\"]", "samplers = [\"threshold\"]", "steps without K series"),
+        ("samplers = [\"reference\", \"threshold\"]", "samplers = [\"reference\"]", "thresholds without series"),
+        ("samplers = [\"reference\", \"threshold\"]", "samplers = [\"fast\"]", "unknown series"),
     ];
     for (from, to, what) in cases {
         assert!(TINY_A.contains(from), "{what}: {from:?} not in TINY_A");
@@ -366,13 +378,20 @@ fn compare(runner: &Bundle, hf: &Bundle, same_llada_work: bool, what: &str) {
         assert_eq!(r.status, CellStatus::Ok, "{cell}");
         assert_eq!(h.warmup_runs, r.warmup_runs, "{cell}: warm-up runs");
         assert_eq!(h.repetitions.len(), r.repetitions.len(), "{cell}: repetitions");
-        let llada = r.key.steps.is_some();
+        let llada = r.key.sampler != schema::Sampler::ArGreedy;
         for (i, (hr, rr)) in h.repetitions.iter().zip(&r.repetitions).enumerate() {
             assert_eq!(
                 countable(hr, same_llada_work, llada),
                 countable(rr, same_llada_work, llada),
                 "{cell}, repetition {i}: token counts, prompts, passes, fields present, roofline"
             );
+            if let Some(t) = r.key.threshold {
+                // The grid's thresholds make the forwards independent of the weights: above 1 one token per
+                // step (N_out forwards), 0 a whole block per step (one forward per block).
+                let (n_out, block) = (r.key.output_tokens, r.key.block_length.expect("block"));
+                let want = if t.value() > 1.0 { n_out } else { n_out / block };
+                assert_eq!(hr.forward_passes, Some(want), "{cell}: forwards");
+            }
             assert_eq!(hr.output_tokens, u64::from(r.key.batch_size * r.key.output_tokens), "{cell}");
             assert!(hr.e2e_ms > 0.0 && hr.output_bytes > 0, "{cell}: {hr:?}");
         }
