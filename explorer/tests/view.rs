@@ -607,3 +607,62 @@ fn diffusion_points_carry_their_k_beside_them_in_latency_and_pareto() {
         assert!(out.matches("K=").count() >= labelled, "{view:?}: the labels are drawn");
     }
 }
+
+#[test]
+fn sampler_series_get_their_own_legend_labels_parity_rows_and_cost_axes() {
+    let text = include_str!("../../schema/tests/fixtures/v1.5/demo-series.json");
+    let b = load_bundle("demo-series.json", text).expect("1.5 fixture loads");
+    let f = Filters { batch: Some(1), seq: Some(48), ..Filters::default() };
+    // Latency: the fast series is a series of its own, its points labelled by threshold at their forwards.
+    let lat = fig(ViewKind::Latency, &[&b], &f, &Options::default());
+    let (series, _) = xy(&lat);
+    let fast = series.iter().find(|s| s.label.contains("prefix+threshold")).expect("the fast series");
+    assert_eq!(fast.marks.len(), 3);
+    for m in &fast.marks {
+        let cell = &b.bundle.cells[m.cell.expect("cell").cell];
+        let t = cell.key.threshold.expect("threshold");
+        assert_eq!(m.label.as_deref(), Some(format!("t={t}").as_str()));
+        assert_eq!(m.x, f64::from(metrics::derive::cell_steps(cell).expect("forwards")));
+    }
+    assert!(series.iter().any(|s| !s.label.contains("threshold") && s.marks.len() == 4), "the reference's 4 K");
+    // Pareto over forwards and tokens per forward: x is the cell's own summary.
+    for (px, what) in
+        [(views::ParetoX::Forwards, "forward passes"), (views::ParetoX::TokensPerForward, "tokens per forward")]
+    {
+        let o = Options { pareto_x: px, ..Options::default() };
+        let p = fig(ViewKind::Pareto, &[&b], &f, &o);
+        assert!(p.title.contains(what), "{}", p.title);
+        let (series, _) = xy(&p);
+        for m in series.iter().flat_map(|s| &s.marks).filter(|m| m.cell.is_some()) {
+            let s = &b.summaries[m.cell.expect("cell").cell];
+            let want = match px {
+                views::ParetoX::Forwards => s.forward_passes.expect("forwards").median,
+                _ => s.tokens_per_forward.expect("tokens per forward"),
+            };
+            assert!(close(m.x, want), "{} vs {want}", m.x);
+        }
+        let (svg_text, _) = svg(&p);
+        assert!(svg_text.contains(what), "the axis says {what}");
+    }
+    // S_parity: one row per series at each (B, N), the threshold series' in its own words.
+    let (_, rows) =
+        parity_rows(&[&b], &Filters { seq: Some(48), ..Filters::default() }, &Options::default()).expect("parity rows");
+    let batches = 3;
+    assert_eq!(rows.len(), 2 * batches, "{rows:#?}");
+    assert_eq!(rows.iter().filter(|r| r.diffusion.contains("prefix+threshold")).count(), batches);
+    let records = metrics::parity::parity(
+        &b.bundle,
+        &metrics::parity::ParityOptions::from_config(&b.bundle).expect("the demo's [quality]"),
+    );
+    for r in rows.iter().filter(|r| r.diffusion.contains("prefix+threshold")) {
+        let rec = records.iter().find(|x| x.thresholded && x.seq_len == 48).expect("record");
+        assert_eq!(r.s_parity_text(), metrics::parity::s_parity_text(rec));
+    }
+    // The table names the series and the threshold.
+    let table = rows_of(&b);
+    assert!(table.iter().any(|r| r.text[2] == "llada_low_confidence prefix+threshold" && r.text[3] == "t=0.9"));
+}
+
+fn rows_of(b: &LoadedBundle) -> Vec<views::Row> {
+    rows(&[b], &Filters::default())
+}

@@ -223,11 +223,12 @@ pub fn parity(bundle: &Bundle, opts: &ParityOptions) -> Vec<ParityRecord> {
         };
         if let Some(k) = steps {
             let key = (g.seq_len, g.model.clone(), g.sampler, g.block_length, g.cache, g.threshold.is_some());
-            series.entry(key).or_default().push((k, g.threshold, g));
+            let points = series.entry(key).or_default();
+            // Inserted in order, not sorted afterwards: a sort of these tuples would instantiate a whole sort
+            // (the explorer's wasm size).
+            let at = points.iter().position(|p| (p.0, std::cmp::Reverse(p.1)) > (k, std::cmp::Reverse(g.threshold)));
+            points.insert(at.unwrap_or(points.len()), (k, g.threshold, g));
         }
-    }
-    for points in series.values_mut() {
-        points.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
     }
     let prompts = bundle.prompt_set.count;
     let mut out = Vec::new();

@@ -258,3 +258,34 @@ fn bundles_before_1_4_read_with_the_ranking_their_runners_used() {
     let g = read_bundle(&fixture("v1.4/demo-peaks.json")).expect("1.4").provenance.config.grid;
     assert_eq!((g.confidence, g.gumbel_noise), (Confidence::F32, GumbelNoise::Device), "a 1.4 run's own record");
 }
+
+#[test]
+fn v1_5_keys_name_the_series_and_repetitions_what_each_step_committed() {
+    use schema::grid::{BlockCache, SamplerVariant};
+    // A real run of the demo: the reference series and prefix+threshold at three thresholds.
+    let b = read_bundle(&fixture("v1.5/demo-series.json")).expect("1.5 fixture");
+    let fast: Vec<_> = b.cells.iter().filter(|c| c.key.variant() == Some(SamplerVariant::PrefixThreshold)).collect();
+    assert_eq!(fast.len(), 2 * 3 * 3, "2 N x 3 B x 3 thresholds");
+    for c in &fast {
+        assert_eq!((c.key.steps, c.key.cache), (None, Some(BlockCache::Prefix)), "{}", c.key);
+        for r in &c.repetitions {
+            let committed = r.committed_per_step.as_ref().expect("committed per step");
+            assert_eq!(Some(committed.len() as u32), r.forward_passes, "{}", c.key);
+            assert!(r.kv_cache_bytes.is_some(), "{}: the cache's bytes", c.key);
+        }
+    }
+    // A contradiction is refused, naming the cell: committed tokens that do not add up, both K and a threshold.
+    let i = b.cells.iter().position(|c| c.key.threshold.is_some()).expect("a threshold cell");
+    let mut bad = b.clone();
+    bad.cells[i].repetitions[0].committed_per_step.as_mut().expect("committed")[0] += 1;
+    let err = schema::check_bundle(&bad).expect_err("sum").to_string();
+    assert!(err.contains(&format!("cells[{i}].repetitions[0]")) && err.contains("committed_per_step"), "{err}");
+    let mut bad = b.clone();
+    bad.cells[i].key.steps = Some(4);
+    let err = schema::check_bundle(&bad).expect_err("both").to_string();
+    assert!(err.contains("both steps and threshold"), "{err}");
+    // Older bundles are the reference sampler's: no cache, no threshold.
+    let old = read_bundle(&fixture("v1.4/demo-peaks.json")).expect("1.4");
+    assert!(old.cells.iter().all(|c| c.key.cache.is_none() && c.key.threshold.is_none()));
+    assert!(old.cells.iter().filter_map(|c| c.key.variant()).all(|v| v == SamplerVariant::Reference));
+}
