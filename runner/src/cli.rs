@@ -506,8 +506,9 @@ fn plan_cmd(args: PlanArgs) -> Result<ExitCode> {
     let cfg = &resolved.config;
     let cells = cfg.cells();
     println!("# {} cells from {}", cells.len(), resolved.source);
+    let wrapped = if cfg.prompts.chat_template { ", each in its model's chat template" } else { "" };
     println!(
-        "# device {}, {}, warm-up {}, repetitions {}, {} prompts ({:?})",
+        "# device {}, {}, warm-up {}, repetitions {}, {} prompts ({:?}){wrapped}",
         cfg.run.device, cfg.run.dtype, cfg.run.warmup, cfg.run.repetitions, cfg.prompts.count, cfg.prompts.source
     );
     println!(

@@ -195,6 +195,12 @@ fn demo_grid_with_chat_templates_runs_end_to_end() {
     }
     let evaluator = b.models.iter().find(|m| m.id == "dllm-bench/synthetic-evaluator-tiny").expect("evaluator");
     assert!(evaluator.chat_template.is_none(), "evaluators score plain text");
+    let report = sb.cmd(&["report", stdout(&out).trim()]);
+    assert_exit!(report, 0);
+    let chat = b.models[0].chat_template.as_ref().expect("template");
+    let line =
+        format!("wrapped in the model's chat template: dllm-bench/synthetic-llama-tiny ({} tokens", chat.frame_tokens);
+    assert!(stdout(&report).contains(&line), "{}", stdout(&report));
     assert_eq!(b.cells.len(), 2 * 2);
     for cell in &b.cells {
         assert_eq!(cell.status, CellStatus::Ok, "{}", cell.key);
