@@ -148,6 +148,13 @@ fn the_frame_has_one_bos_and_the_ids_of_the_whole_rendering() {
     let frame = frame.expect("frame");
     assert_eq!(frame.before.first(), Some(&model.special.bos));
     assert_eq!(frame.before.iter().filter(|&&id| id == model.special.bos).count(), 1);
+    // A BOS string the tokenizer does not know would be text, not BOS: refused.
+    let foreign = tempfile::tempdir().expect("temp dir");
+    let json = serde_json::json!({"bos_token": "<s>", "chat_template": "{{ bos_token }}{{ messages[0]['content'] }}"});
+    std::fs::write(foreign.path().join("tokenizer_config.json"), json.to_string()).expect("write");
+    let err = ChatTemplate::read(foreign.path()).expect("template").frame(&model.tokenizer, model.special.bos);
+    let err = message(err.expect_err("foreign BOS"));
+    assert!(err.contains("bos_token \"<s>\"") && err.contains("does not map to the BOS id"), "{err}");
     // A template that drops the content cannot frame a prompt.
     let dropped = config_dir(serde_json::json!("{{ bos_token }}no content"));
     let err = ChatTemplate::read(dropped.path()).expect("template").frame(&model.tokenizer, model.special.bos);

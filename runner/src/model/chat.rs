@@ -178,6 +178,16 @@ impl ChatTemplate {
             })
         };
         let mut before_ids = encode(before)?;
+        if !self.bos_token.is_empty() && before.starts_with(&self.bos_token) && before_ids.first() != Some(&bos) {
+            return Err(ModelError::ChatTemplate {
+                path: self.path.clone(),
+                message: format!(
+                    "the rendering begins with bos_token {:?}, which the tokenizer does not map to the BOS id {bos}; \
+                     fix: use the model's own tokenizer files",
+                    self.bos_token
+                ),
+            });
+        }
         if before_ids.first() != Some(&bos) {
             before_ids.insert(0, bos);
         }
