@@ -122,14 +122,16 @@ def int_list(text: str) -> list[int]:
 U32_MAX, U64_MAX = 2**32 - 1, 2**64 - 1
 SYNTHETIC_FIELDS = {"preset": (("tiny", "small", "real"), True), "seed": ("u64", False),
                     "dtype": (tuple(DTYPE_BYTES), False), "shards": ("u32", False), "layers": ("u32", False),
-                    "hidden": ("u32", False), "layout": (("llama3", "llama3.1", "llama3.2", "qwen2"), False)}
+                    "hidden": ("u32", False), "layout": (("llama3", "llama3.1", "llama3.2", "qwen2"), False),
+                    "chat_template": ("bool", False)}
 SCHEMA = {
     "run": {"name": ("str", True), "device": ("str", False), "dtype": (tuple(DTYPE_BYTES), True),
             "warmup": ("u32", True), "repetitions": ("u32", True), "seed": ("u64", False),
             "attention_f32": ("bool", False)},
     "prompts": {"source": (("embedded", "wikitext", "file"), True), "count": ("u32", False),
                 "preset": (("small", "medium", "large"), False), "path": ("str", False), "seed": ("u64", False),
-                "dataset": ("str", False), "revision": ("str", False), "min_chars": ("u32", False)},
+                "dataset": ("str", False), "revision": ("str", False), "min_chars": ("u32", False),
+                "chat_template": ("bool", False)},
     "grid": {"seq_lengths": ("u32s", True), "batch_sizes": ("u32s", True), "steps": ("u32s", False),
              "samplers": ("samplers", False), "thresholds": ("f64s", False),
              "output_tokens": ("u32", False), "prompt_fraction": ("f64", False), "block_length": ("u32", False),
@@ -265,6 +267,9 @@ def resolve_config(args) -> tuple[dict, str]:
     run.setdefault("seed", 0)
     prompts.setdefault("count", 0)
     prompts.setdefault("seed", 0)
+    # Written back only when on (serde's skip_serializing_if).
+    if not prompts.get("chat_template", False):
+        prompts.pop("chat_template", None)
     grid.setdefault("remasking", "low_confidence")
     grid.setdefault("temperature", 0.0)
     grid.setdefault("eos", "ignore")
@@ -1148,6 +1153,11 @@ def main(argv=None) -> int:
         print(f"error: {source}: field `grid.samplers`: {', '.join(cached)} use a block KV cache, which this "
               "reference does not implement (it runs the reference sampler and threshold decoding, one full forward "
               "per step)\n  fix: --samplers reference,threshold (or remove the cached series)", file=sys.stderr)
+        return 2
+    if config["prompts"].get("chat_template"):
+        print(f"error: {source}: field `prompts.chat_template`: the runner wraps each prompt in the model's chat "
+              "template; this reference feeds the prompt text as it is, so it would measure other prompts\n  fix: "
+              "compare the two on a config without prompts.chat_template", file=sys.stderr)
         return 2
     import torch
     import transformers

@@ -131,7 +131,7 @@ pub fn load_bundle(source: &str, json: &str) -> Result<LoadedBundle, String> {
         ("Config", p.config_source.clone()),
         ("Format", format),
         ("Weights", weights_text(b)),
-        ("Prompts", format!("{} ({}, {} prompts)", b.prompt_set.source, b.prompt_set.selection, b.prompt_set.count)),
+        ("Prompts", prompts_text(b)),
         ("Cells", cells_text(b)),
     ];
     let summaries = summaries(b);
@@ -158,6 +158,20 @@ fn weights_text(b: &Bundle) -> String {
         })
         .collect();
     models.join("; ")
+}
+
+/// The prompt set, and the models whose prompts were wrapped in their chat template (since 1.5).
+fn prompts_text(b: &Bundle) -> String {
+    let set = format!("{} ({}, {} prompts)", b.prompt_set.source, b.prompt_set.selection, b.prompt_set.count);
+    let wrapped: Vec<String> = b
+        .models
+        .iter()
+        .filter_map(|m| m.chat_template.as_ref().map(|c| format!("{} ({} tokens each)", m.id, c.frame_tokens)))
+        .collect();
+    match wrapped.is_empty() {
+        true => set,
+        false => format!("{set}; wrapped in the chat template of {}", wrapped.join(", ")),
+    }
 }
 
 /// Cells by status.

@@ -389,6 +389,15 @@ fn provenance_and_old_formats() {
     assert_eq!(row(&b, "Git commit").as_deref(), Some("0123abc4567def"));
     assert!(row(&b, "Weights").is_some_and(|w| w.contains("SYNTHETIC weights")));
     assert!(row(&b, "Cells").is_some_and(|w| w.contains("20 (19 ok, 1 out of memory")));
+    assert!(row(&b, "Prompts").is_some_and(|p| !p.contains("chat template")));
+    let mut wrapped: serde_json::Value = serde_json::from_str(DEMO).expect("json");
+    wrapped["models"][0]["chat_template"] = serde_json::json!({
+        "source": "tokenizer_config.json chat_template", "sha256": "ab", "rendered": "<s>{prompt}", "frame_tokens": 9
+    });
+    let id = wrapped["models"][0]["id"].as_str().expect("id").to_string();
+    let w = load_bundle("wrapped.json", &wrapped.to_string()).expect("loads");
+    let want = format!("; wrapped in the chat template of {id} (9 tokens each)");
+    assert!(row(&w, "Prompts").is_some_and(|p| p.ends_with(&want)), "{:?}", row(&w, "Prompts"));
     let old = load_bundle("cpu-draft.json", DRAFT_V0_1).expect("loads");
     assert!(row(&old, "Format").is_some_and(|f| f.contains("upgraded from 0.1")));
     assert!(chart_view(ViewKind::Latency, &[&old], &Filters::default(), &Options::default()).figure.is_ok());

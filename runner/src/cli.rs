@@ -206,6 +206,10 @@ pub struct SynthArgs {
     /// Checkpoint layout of a llama-kind model (default: Meta-Llama-3's).
     #[arg(long, value_enum)]
     pub layout: Option<SynthLayoutArg>,
+    /// An Instruct checkpoint: write the kind's chat template (Llama-3-Instruct's, LLaDA-8B-Instruct's) into
+    /// tokenizer_config.json, with its header tokens in the tokenizer.
+    #[arg(long)]
+    pub chat_template: bool,
     /// Where models are.
     #[command(flatten)]
     pub cache: CacheArgs,
@@ -431,11 +435,14 @@ fn fetch_cmd(args: FetchArgs) -> Result<ExitCode> {
     }
     let mut wanted: Vec<Asset> = Vec::new();
     // The measured models, then the evaluators of [quality] that are not measured models.
-    for m in cfg.models.iter().chain(cfg.evaluators().iter().filter(|e| !cfg.models.contains(e))) {
+    let evaluators = cfg.evaluators();
+    let measured = cfg.models.iter().map(|m| (m, cfg.prompts.chat_template));
+    for (m, chat_template) in measured.chain(evaluators.iter().filter(|e| !cfg.models.contains(e)).map(|e| (e, false)))
+    {
         if m.synthetic.is_some() {
             eprintln!("{}: synthetic (a synthetic table): `dllm-bench run` writes it; nothing to fetch", m.id);
         } else if !wanted.iter().any(|w| w.id() == m.id) {
-            wanted.push(Asset::Model { id: m.id.clone(), revision: m.revision.clone() });
+            wanted.push(Asset::Model { id: m.id.clone(), revision: m.revision.clone(), chat_template });
         }
     }
     for id in &args.extra_model_id {
@@ -443,7 +450,7 @@ fn fetch_cmd(args: FetchArgs) -> Result<ExitCode> {
             return Err(InputError(format!("--extra-model-id: {problem}; fix: use a hub id such as ORG/NAME")).into());
         }
         if !wanted.iter().any(|w| w.id() == id) {
-            wanted.push(Asset::Model { id: id.clone(), revision: "main".into() });
+            wanted.push(Asset::Model { id: id.clone(), revision: "main".into(), chat_template: false });
         }
     }
     if cfg.prompts.source == schema::grid::PromptSource::Wikitext {
@@ -499,8 +506,9 @@ fn plan_cmd(args: PlanArgs) -> Result<ExitCode> {
     let cfg = &resolved.config;
     let cells = cfg.cells();
     println!("# {} cells from {}", cells.len(), resolved.source);
+    let wrapped = if cfg.prompts.chat_template { ", each in its model's chat template" } else { "" };
     println!(
-        "# device {}, {}, warm-up {}, repetitions {}, {} prompts ({:?})",
+        "# device {}, {}, warm-up {}, repetitions {}, {} prompts ({:?}){wrapped}",
         cfg.run.device, cfg.run.dtype, cfg.run.warmup, cfg.run.repetitions, cfg.prompts.count, cfg.prompts.source
     );
     println!(
@@ -578,6 +586,7 @@ fn synth_cmd(args: SynthArgs) -> Result<ExitCode> {
         layers: None,
         hidden: None,
         layout: args.layout.map(SynthLayoutArg::layout),
+        chat_template: Some(args.chat_template),
     };
     if let Some(problem) = schema::grid::hub_id_problem(&args.repo_id) {
         return Err(InputError(format!(
@@ -585,7 +594,7 @@ fn synth_cmd(args: SynthArgs) -> Result<ExitCode> {
         ))
         .into());
     }
-    let spec = synth::SynthSpec::from_config(&weights, Precision::from(args.dtype));
+    let spec = synth::SynthSpec::from_config(&weights, Precision::from(args.dtype), args.chat_template);
     spec.check(kind).map_err(|e| {
         InputError(format!(
             "--shards {} / --layout: the runner cannot build this checkpoint: {e}; fix: fewer shards, or a layout \

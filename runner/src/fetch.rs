@@ -2,7 +2,9 @@
 //!
 //! Per model: `config.json`, `tokenizer.json`, `generation_config.json` and `tokenizer_config.json` when the
 //! repository has them, and the weights (`model.safetensors`, or
-//! `model.safetensors.index.json` and every shard it names), at the config's revision. With
+//! `model.safetensors.index.json` and every shard it names), at the config's revision. A measured model of a config
+//! with `prompts.chat_template` needs `tokenizer_config.json` (its chat template): it is then required, checked and
+//! reported like the weights. With
 //! `--local-files-only` (or `HF_HUB_OFFLINE=1`) the cache is only checked and each missing file is reported by
 //! its exact path; otherwise missing files are downloaded with hf-hub's blocking client into the same layout
 //! `dllm-bench run` reads. The token comes from `HF_TOKEN` (or hf-hub's token file) and is only ever put in
@@ -31,6 +33,8 @@ pub enum Asset {
         id: String,
         /// Branch, tag or commit.
         revision: String,
+        /// Its prompts are wrapped in its chat template: `tokenizer_config.json` is required.
+        chat_template: bool,
     },
     /// The Wikitext dataset's validation shards.
     Dataset {
@@ -52,7 +56,7 @@ impl Asset {
     /// Its files in `cache`, each present or missing.
     pub fn check(&self, cache: &Path) -> Vec<CacheFile> {
         match self {
-            Asset::Model { id, revision } => check_model(cache, id, revision),
+            Asset::Model { id, revision, chat_template } => check_model(cache, id, revision, *chat_template),
             Asset::Dataset { id, revision } => check_dataset(cache, id, revision),
         }
     }
@@ -60,7 +64,9 @@ impl Asset {
     /// Downloads what is missing, then checks.
     pub fn download(&self, cache: &Path, progress: bool) -> Result<Vec<CacheFile>> {
         match self {
-            Asset::Model { id, revision } => download_model(cache, id, revision, progress),
+            Asset::Model { id, revision, chat_template } => {
+                download_model(cache, id, revision, *chat_template, progress)
+            }
             Asset::Dataset { id, revision } => download_dataset(cache, id, revision, progress),
         }
     }
@@ -81,9 +87,10 @@ fn file(path: PathBuf, note: Option<String>) -> CacheFile {
     CacheFile { present: path.is_file(), path, note }
 }
 
-/// The files `repo_id` at `revision` needs in `cache`, each present or missing. When the revision's ref or the
-/// snapshot is missing, the rest cannot be named by path, and the ref (or snapshot folder) is what is reported.
-pub fn check_model(cache: &Path, repo_id: &str, revision: &str) -> Vec<CacheFile> {
+/// The files `repo_id` at `revision` needs in `cache`, each present or missing (`tokenizer_config.json` too with
+/// `chat_template`). When the revision's ref or the snapshot is missing, the rest cannot be named by path, and the
+/// ref (or snapshot folder) is what is reported.
+pub fn check_model(cache: &Path, repo_id: &str, revision: &str, chat_template: bool) -> Vec<CacheFile> {
     let repo = repo_dir(cache, repo_id);
     let is_commit = revision.len() == 40 && revision.chars().all(|c| c.is_ascii_hexdigit());
     let ref_path = repo.join("refs").join(revision);
@@ -101,6 +108,9 @@ pub fn check_model(cache: &Path, repo_id: &str, revision: &str) -> Vec<CacheFile
         return vec![CacheFile { path: snap, present: false, note: Some(note.into()) }];
     }
     let mut out = vec![file(snap.join("config.json"), None), file(snap.join("tokenizer.json"), None)];
+    if chat_template {
+        out.push(file(snap.join("tokenizer_config.json"), Some("its chat_template (prompts.chat_template)".into())));
+    }
     let index = snap.join("model.safetensors.index.json");
     match shard_names(&index) {
         Some(shards) => {
@@ -182,7 +192,13 @@ pub fn download_dataset(cache: &Path, dataset: &str, revision: &str, progress: b
 
 /// Downloads what `repo_id` at `revision` needs into `cache` (files already there are not fetched again), then
 /// checks the cache. Errors name the file that failed; the token never appears in them.
-pub fn download_model(cache: &Path, repo_id: &str, revision: &str, progress: bool) -> Result<Vec<CacheFile>> {
+pub fn download_model(
+    cache: &Path,
+    repo_id: &str,
+    revision: &str,
+    chat_template: bool,
+    progress: bool,
+) -> Result<Vec<CacheFile>> {
     // One writer per repository of a shared cache at a time (another fetch, or a run writing synthetic weights).
     let repo_folder = repo_dir(cache, repo_id);
     let _lock = crate::model::files::lock_repo(&repo_folder)
@@ -199,6 +215,10 @@ pub fn download_model(cache: &Path, repo_id: &str, revision: &str, progress: boo
     };
     get("config.json")?;
     get("tokenizer.json")?;
+    // The chat template's file, when the prompts are wrapped in it.
+    if chat_template {
+        get("tokenizer_config.json")?;
+    }
     // Optional: where the loader reads special tokens the config does not state (not every repository has them).
     for name in ["generation_config.json", "tokenizer_config.json"] {
         if let Err(e) = repo.get(name) {
@@ -217,5 +237,5 @@ pub fn download_model(cache: &Path, repo_id: &str, revision: &str, progress: boo
             get("model.safetensors").map_err(|e| anyhow::anyhow!("{e}\n(and {index_err})"))?;
         }
     }
-    Ok(check_model(cache, repo_id, revision))
+    Ok(check_model(cache, repo_id, revision, chat_template))
 }

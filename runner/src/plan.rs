@@ -218,7 +218,9 @@ fn check_synthetic(config: &GridConfig, source: &str) -> Result<()> {
         .chain(evaluators.map(|(i, e)| (format!("quality.evaluators[{i}].synthetic"), ModelKind::Llama, &e.synthetic)));
     for (field, kind, synthetic) in specs {
         let Some(s) = synthetic else { continue };
-        if let Err(e) = crate::synth::SynthSpec::from_config(s, config.run.dtype).check(kind) {
+        if let Err(e) =
+            crate::synth::SynthSpec::from_config(s, config.run.dtype, config.prompts.chat_template).check(kind)
+        {
             return Err(InputError(format!(
                 "{source}: field `{field}`: the runner cannot build this checkpoint: {e}\n  fix: remove hidden, \
                  layers and shards to use the preset's shapes, or choose a hidden size that the preset's head count \

@@ -124,6 +124,16 @@ pub fn render(bundle: &Bundle, source: &str, o: &ReportOptions) -> String {
         bundle.cells.len(),
         p.created_at
     );
+    let wrapped: Vec<String> = bundle
+        .models
+        .iter()
+        .filter_map(|m| {
+            m.chat_template.as_ref().map(|c| format!("{} ({} tokens of each prompt)", m.id, c.frame_tokens))
+        })
+        .collect();
+    if !wrapped.is_empty() {
+        let _ = writeln!(s, "Prompts wrapped in the model's chat template: {}.\n", wrapped.join(", "));
+    }
     caveats(&mut s, bundle);
     let Some(opts) = resolve(bundle, o) else {
         let _ = writeln!(

@@ -101,6 +101,7 @@ fn wikitext_config(count: u32, seed: u64, min_chars: u32) -> PromptConfig {
         dataset: None,
         revision: None,
         min_chars: Some(min_chars),
+        chat_template: false,
     }
 }
 

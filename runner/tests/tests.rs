@@ -1,5 +1,6 @@
 //! Integration tests of the runner: one binary, one module per area.
 
+mod chat;
 mod cli;
 mod faults;
 mod fetch;

@@ -207,6 +207,28 @@ pub struct ModelInfo {
     pub synthetic: bool,
     /// Shape summary: layers, hidden size, heads, KV heads, FFN size, vocabulary.
     pub shape: ModelShape,
+    /// Since 1.5: the chat template this model's prompts were wrapped in (`prompts.chat_template`); absent when
+    /// the prompts were used as they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chat_template: Option<ChatTemplateInfo>,
+}
+
+/// Since 1.5: the chat template a model's prompts were wrapped in.
+///
+/// Each prompt became one user message whose content is the cell's cut of the prompt text, followed by the
+/// generation prompt. The template's tokens (BOS included) count in the cell's `prompt_tokens`: the prompt text
+/// contributes `prompt_tokens - frame_tokens` of them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ChatTemplateInfo {
+    /// Where the template was read, e.g. `tokenizer_config.json chat_template` (or `chat_template["default"]`
+    /// for the list form).
+    pub source: String,
+    /// SHA-256 (hex) of the template's text.
+    pub sha256: String,
+    /// The template rendered around the message content `{prompt}`: what every prompt became, as text.
+    pub rendered: String,
+    /// Tokens of each prompt that are the template's (BOS included), not the prompt text's.
+    pub frame_tokens: u32,
 }
 
 /// Shape summary of a transformer.

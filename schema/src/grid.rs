@@ -104,6 +104,12 @@ pub struct SyntheticWeights {
     /// The checkpoint layout of a `llama`-kind model (default: Meta-Llama-3's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub layout: Option<SynthLayout>,
+    /// Since 1.5: whether the checkpoint's `tokenizer_config.json` carries a chat template (its kind's Instruct
+    /// template: Llama-3-Instruct's for `llama`, LLaDA-8B-Instruct's for `llada`, with their header and
+    /// end-of-turn tokens in the tokenizer). Default: `prompts.chat_template`, so a grid that wraps its prompts
+    /// gets synthetic models that can; `false` writes a checkpoint without one (a base model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chat_template: Option<bool>,
 }
 
 /// Which checkpoint of the `llama` kind a synthetic model imitates: the layouts the loader reads by their
@@ -209,6 +215,14 @@ pub struct PromptConfig {
     /// and the true continuation at N = 1024 with Llama-3's tokenizer, about 4 characters per token).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_chars: Option<u32>,
+    /// Since 1.5: wrap each prompt in its model's chat template (Instruct checkpoints), read from the
+    /// checkpoint's `tokenizer_config.json` (`chat_template`) and rendered with one user message whose content is
+    /// the cell's cut of the prompt text, and the generation prompt. A cell's `prompt_tokens` counts the whole
+    /// wrapped prompt (BOS and the template's tokens included), so N stays the tokens the model processes: the
+    /// prompt text's share is `prompt_tokens` minus the template's. A model without a template is refused before
+    /// anything runs. Default false: the prompt text as is, after BOS.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub chat_template: bool,
 }
 
 impl PromptConfig {

@@ -23,8 +23,8 @@ pub mod read;
 pub mod version;
 
 pub use bundle::{
-    Bundle, Cell, CellKey, CellStatus, DeviceInfo, Execution, ModelInfo, ModelShape, PromptSetInfo, Provenance,
-    Repetition, Sampler, ShardInfo, SlurmInfo, TokenizerInfo,
+    Bundle, Cell, CellKey, CellStatus, ChatTemplateInfo, DeviceInfo, Execution, ModelInfo, ModelShape, PromptSetInfo,
+    Provenance, Repetition, Sampler, ShardInfo, SlurmInfo, TokenizerInfo,
 };
 pub use grid::{ConfigError, GridConfig, ModelKind};
 pub use index::{BundleIndex, IndexEntry};

@@ -46,7 +46,9 @@ pub enum SchemaVersion {
     /// confidence `threshold` (then it has no `steps`: its forwards are measured); each repetition may list the
     /// tokens committed at each step (`committed_per_step`), and `kv_cache_bytes` covers the block caches; a
     /// parity record names its series' cache and threshold decoding, and a curve point its threshold and measured
-    /// forwards. A 1.x file reads unchanged: its cells are the reference sampler's.
+    /// forwards. Instruct models: `prompts.chat_template` in the config and `models[].chat_template` (the template's
+    /// source, hash, rendering and frame tokens) when each prompt was wrapped in the model's chat template. A 1.x
+    /// file reads unchanged: its cells are the reference sampler's, its prompts unwrapped.
     V1_5,
 }
 

@@ -30,6 +30,26 @@ fn primary_grid_matches_the_study() {
 }
 
 #[test]
+fn instruct_grid_is_the_primary_grid_with_chat_templates() {
+    let (c, primary) = (shipped("instruct.toml"), shipped("experiments.toml"));
+    assert!(c.prompts.chat_template && !primary.prompts.chat_template);
+    let unwrapped = schema::grid::PromptConfig { chat_template: false, ..c.prompts.clone() };
+    assert_eq!(unwrapped, primary.prompts, "the same prompts, wrapped");
+    assert_eq!(c.grid, primary.grid);
+    assert_eq!((c.run.dtype, c.run.warmup, c.run.repetitions), (primary.run.dtype, 3, 5));
+    let ids: Vec<(ModelKind, &str)> = c.models.iter().map(|m| (m.kind, m.id.as_str())).collect();
+    assert_eq!(
+        ids,
+        [(ModelKind::Llama, "meta-llama/Meta-Llama-3-8B-Instruct"), (ModelKind::Llada, "GSAI-ML/LLaDA-8B-Instruct")]
+    );
+    assert_eq!(c.cells().len(), primary.cells().len());
+    // An old config without the field reads as unwrapped, and a resolved one writes it back only when on.
+    let toml = c.to_toml();
+    assert!(toml.contains("chat_template = true"), "{toml}");
+    assert!(!primary.to_toml().contains("chat_template"));
+}
+
+#[test]
 fn full_grid_spans_the_study_ranges_with_a_prompt_at_n_128() {
     let c = shipped("experiments_full.toml");
     assert_eq!(c.grid.steps, [16, 32, 64, 128, 256]);
@@ -42,9 +62,15 @@ fn full_grid_spans_the_study_ranges_with_a_prompt_at_n_128() {
 
 #[test]
 fn every_shipped_config_is_valid() {
-    for name in
-        ["experiments.toml", "experiments_full.toml", "experiments_mini.toml", "experiments_cpu_test.toml", "demo.toml"]
-    {
+    for name in [
+        "experiments.toml",
+        "experiments_full.toml",
+        "experiments_mini.toml",
+        "experiments_cpu_test.toml",
+        "demo.toml",
+        "llama31.toml",
+        "instruct.toml",
+    ] {
         let c = shipped(name);
         assert!(!c.cells().is_empty(), "{name}");
         assert!(

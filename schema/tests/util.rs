@@ -37,6 +37,7 @@ fn model(id: &str, kind: ModelKind) -> ModelInfo {
         },
         synthetic: true,
         shape: ModelShape { layers: 2, hidden: 64, heads: 4, kv_heads: 2, intermediate: 128, vocab: 512 },
+        chat_template: None,
     }
 }
 

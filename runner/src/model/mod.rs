@@ -1,7 +1,9 @@
-//! Models: config parsing, checkpoint files, the shared transformer, and [`LoadedModel`] which ties them together.
+//! Models: config parsing, checkpoint files, chat templates, the shared transformer, and [`LoadedModel`] which ties
+//! them together.
 //!
 //! Generation algorithms live in [`crate::generate`]; synthetic checkpoints in [`crate::synth`].
 
+pub mod chat;
 pub mod check;
 pub mod config;
 pub mod files;
@@ -13,6 +15,7 @@ use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use schema::grid::ModelKind;
 
+pub use chat::{ChatFrame, ChatTemplate};
 pub use config::{Llama3RopeScaling, ModelConfig};
 pub use files::ModelFiles;
 pub use transformer::{KvCache, LogitsSpan, Positions, Rope, Transformer, TransformerOptions, WeightNames};
@@ -49,6 +52,9 @@ pub enum ModelError {
     TensorDtype { path: PathBuf, tensor: String, dtype: String },
     #[error("{}: {message}", path.display())]
     Corrupt { path: PathBuf, message: String },
+    /// A chat template that cannot be read or rendered; `message` names the template and carries the fix.
+    #[error("{}: chat template: {message}", path.display())]
+    ChatTemplate { path: PathBuf, message: String },
     #[error("unsupported dtype {dtype:?}: use f32, bf16 or f16")]
     Dtype { dtype: DType },
     #[error(transparent)]

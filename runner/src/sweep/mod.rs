@@ -22,8 +22,8 @@ use anyhow::{Context, Result};
 use candle_core::{DType, Device};
 use metrics::derive;
 use schema::bundle::{
-    Bundle, Cell, CellKey, CellStatus, Generation, ModelInfo, PromptSetInfo, Provenance, Repetition, Sampler,
-    TokenizerInfo,
+    Bundle, Cell, CellKey, CellStatus, ChatTemplateInfo, Generation, ModelInfo, PromptSetInfo, Provenance, Repetition,
+    Sampler, TokenizerInfo,
 };
 use schema::grid::{DeviceSpec, GridConfig, ModelKind, ModelSpec, Precision};
 use schema::{SchemaVersion, ShardInfo};
@@ -31,7 +31,7 @@ use sha2::{Digest, Sha256};
 
 use crate::generate::{self, LladaParams};
 use crate::journal::{Header, JOURNAL_FORMAT, Journal, Record, RunLock};
-use crate::model::{LoadedModel, ModelFiles, TransformerOptions};
+use crate::model::{ChatFrame, ChatTemplate, LoadedModel, ModelFiles, TransformerOptions};
 use crate::plan::{ResolvedConfig, config_diff};
 use crate::prompts::PromptSet;
 use crate::signals::Stop;
@@ -180,17 +180,22 @@ pub fn run(resolved: &ResolvedConfig, opts: &SweepOptions) -> Result<SweepOutcom
 
     // Every model with cells to run, and every evaluator, is found (or written) before anything is measured or
     // created.
+    let chat = cfg.prompts.chat_template;
     let mut to_load = Vec::new();
     for m in &cfg.models {
         if todo.iter().any(|k| k.model == m.id) {
-            to_load.push((m, model_files(m, &opts.model_cache_dir, cfg.run.dtype)?));
+            let files = model_files(m, &opts.model_cache_dir, cfg.run.dtype, chat)?;
+            if chat {
+                chat_template(m, &files)?;
+            }
+            to_load.push((m, files));
         }
     }
     let evaluators = cfg.evaluators();
     let mut evaluator_files = Vec::new();
     if cfg.quality.is_some() {
         for e in &evaluators {
-            evaluator_files.push((e, model_files(e, &opts.model_cache_dir, cfg.run.dtype)?));
+            evaluator_files.push((e, model_files(e, &opts.model_cache_dir, cfg.run.dtype, chat)?));
         }
     }
     let header = opened.header().clone();
@@ -235,7 +240,7 @@ pub fn run(resolved: &ResolvedConfig, opts: &SweepOptions) -> Result<SweepOutcom
         let keys: Vec<&CellKey> = extra.iter().collect();
         let mut files = Vec::new();
         for m in cfg.models.iter().filter(|m| extra.iter().any(|k| k.model == m.id)) {
-            files.push((m, model_files(m, &opts.model_cache_dir, cfg.run.dtype)?));
+            files.push((m, model_files(m, &opts.model_cache_dir, cfg.run.dtype, cfg.prompts.chat_template)?));
         }
         let mut p = Progress::new(extra.len(), 0, opts.progress);
         let r = measure_keys(&env, &keys, &files, &mut journal, &mut p, &planned, &mut exec);

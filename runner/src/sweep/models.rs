@@ -40,7 +40,11 @@ pub(super) fn measure_keys(
         let opts = TransformerOptions { attention_f32: cfg.run.attention_f32 };
         let model = LoadedModel::load_with(files, m.kind, env.device, env.dtype, opts)
             .with_context(|| format!("cannot load model {} from {}", m.id, files.snapshot_dir.display()))?;
-        let info = model_info(m, &model, files, cfg.run.dtype);
+        let chat = match cfg.prompts.chat_template {
+            true => Some(chat_frame(m, files, &model)?),
+            false => None,
+        };
+        let info = model_info(m, &model, files, cfg.run.dtype, chat.as_ref());
         match journal.state.models.iter().find(|x| x.id == info.id) {
             Some(old) if old.commit != info.commit => {
                 return Err(InputError(format!(
@@ -57,7 +61,7 @@ pub(super) fn measure_keys(
             Some(_) => {}
             None => journal.append(Record::Model(info))?,
         }
-        let mut tokens = TokenCache::default();
+        let mut tokens = TokenCache::new(chat.map(|(_, frame)| frame));
         for key in keys.iter().filter(|k| k.model == m.id) {
             if let Some(sig) = env.opts.stop.requested() {
                 return Ok(Some(sig));
@@ -83,10 +87,28 @@ pub(super) fn measure_keys(
     Ok(None)
 }
 
-/// Finds a model in the HF cache, first writing synthetic weights when the config asks for them.
-pub(super) fn model_files(m: &ModelSpec, cache: &Path, run_dtype: Precision) -> Result<ModelFiles> {
+/// The chat template of a model (`prompts.chat_template`) and the tokens it puts around every prompt. A model
+/// without one, or whose template cannot be rendered, is bad input (exit 2) naming the model and the file.
+pub(super) fn chat_template(m: &ModelSpec, files: &ModelFiles) -> Result<ChatTemplate> {
+    let template = ChatTemplate::read(&files.snapshot_dir).with_context(|| format!("model {}", m.id))?;
+    // Rendered once here, so a template that fails does before anything is measured.
+    template.render("").with_context(|| format!("model {}", m.id))?;
+    Ok(template)
+}
+
+/// [`chat_template`] and its frame in `model`'s tokens.
+fn chat_frame(m: &ModelSpec, files: &ModelFiles, model: &LoadedModel) -> Result<(ChatTemplate, ChatFrame)> {
+    let template = chat_template(m, files)?;
+    let frame = template.frame(&model.tokenizer, model.special.bos).with_context(|| format!("model {}", m.id))?;
+    Ok((template, frame))
+}
+
+/// Finds a model in the HF cache, first writing synthetic weights when the config asks for them (with a chat
+/// template when the synthetic table says so, by default when `chat` - the config's `prompts.chat_template` - is
+/// on).
+pub(super) fn model_files(m: &ModelSpec, cache: &Path, run_dtype: Precision, chat: bool) -> Result<ModelFiles> {
     if let Some(s) = &m.synthetic {
-        let spec = synth::SynthSpec::from_config(s, run_dtype);
+        let spec = synth::SynthSpec::from_config(s, run_dtype, chat);
         synth::write_synthetic(cache, &m.id, m.kind, &spec)
             .with_context(|| format!("cannot write synthetic weights for {} into {}", m.id, cache.display()))?;
     }
@@ -103,7 +125,14 @@ pub(super) fn model_files(m: &ModelSpec, cache: &Path, run_dtype: Precision) -> 
     })
 }
 
-pub(super) fn model_info(m: &ModelSpec, model: &LoadedModel, files: &ModelFiles, dtype: Precision) -> ModelInfo {
+/// What the bundle records of a model, with the chat template its prompts were wrapped in.
+pub(super) fn model_info(
+    m: &ModelSpec,
+    model: &LoadedModel,
+    files: &ModelFiles,
+    dtype: Precision,
+    chat: Option<&(ChatTemplate, ChatFrame)>,
+) -> ModelInfo {
     let c = &model.config;
     let tokenizer_sha = std::fs::read(&files.tokenizer).ok().map(|b| hex(&Sha256::digest(b)));
     ModelInfo {
@@ -125,6 +154,12 @@ pub(super) fn model_info(m: &ModelSpec, model: &LoadedModel, files: &ModelFiles,
         },
         synthetic: files.is_synthetic(),
         shape: c.shape(),
+        chat_template: chat.map(|(t, frame)| ChatTemplateInfo {
+            source: t.origin.clone(),
+            sha256: t.sha256(),
+            rendered: frame.rendered.clone(),
+            frame_tokens: frame.len() as u32,
+        }),
     }
 }
 

@@ -94,7 +94,7 @@ pub(super) fn score_perplexity(
     let evaluator = LoadedModel::load(files, ModelKind::Llama, env.device, dtype_of(precision))
         .with_context(|| format!("cannot load the evaluator {} from {}", spec.id, files.snapshot_dir.display()))?;
     if !journal.state.models.iter().any(|m| m.id == spec.id) {
-        journal.append(Record::Model(model_info(spec, &evaluator, files, precision)))?;
+        journal.append(Record::Model(model_info(spec, &evaluator, files, precision, None)))?;
     }
     for (i, cell) in pending.iter().enumerate() {
         if let Some(sig) = opts.stop.requested() {

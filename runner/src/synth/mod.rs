@@ -9,6 +9,11 @@
 //!
 //! Weights are N(0, std) with std = max(0.02, 1/sqrt(hidden)) (0.02 at the real size, a little larger on tiny
 //! models so their logits are not flat), norm weights 1 + N(0, 0.05); never all zeros.
+//!
+//! With `chat_template` the checkpoint is an Instruct one: its tokenizer also has the chat header tokens
+//! (`<|start_header_id|>`, `<|end_header_id|>`) and `tokenizer_config.json` carries the kind's chat template
+//! ([`LLAMA3_CHAT_TEMPLATE`], [`LLADA_CHAT_TEMPLATE`]) with `bos_token` and `eos_token`, so the runner's chat path
+//! is tested without a network.
 
 /// The project's PRNG, shared with the schema crate's bootstrap.
 pub use metrics::rng;
@@ -62,6 +67,9 @@ pub struct SynthSpec {
     /// The `llama`-kind checkpoint layout imitated (default: Meta-Llama-3's).
     #[serde(default)]
     pub layout: Option<SynthLayout>,
+    /// Write the kind's Instruct chat template into `tokenizer_config.json` (and its tokens into the tokenizer).
+    #[serde(default)]
+    pub chat_template: bool,
 }
 
 impl SynthSpec {
@@ -78,17 +86,20 @@ impl SynthSpec {
             intermediate: None,
             vocab: None,
             layout: None,
+            chat_template: false,
         }
     }
 
-    /// The spec of a grid config's `[models.synthetic]` table; the weights' dtype defaults to the run's.
-    pub fn from_config(w: &SyntheticWeights, run_dtype: Precision) -> Self {
+    /// The spec of a grid config's `[models.synthetic]` table; the weights' dtype defaults to the run's, the chat
+    /// template to `chat` (the config's `prompts.chat_template`).
+    pub fn from_config(w: &SyntheticWeights, run_dtype: Precision, chat: bool) -> Self {
         Self {
             dtype: Some(w.dtype.unwrap_or(run_dtype)),
             shards: w.shards.map(|n| n as usize),
             layers: w.layers.map(|n| n as usize),
             hidden: w.hidden.map(|n| n as usize),
             layout: w.layout,
+            chat_template: w.chat_template.unwrap_or(chat),
             ..Self::new(w.preset, w.seed)
         }
     }
@@ -125,6 +136,7 @@ impl SynthSpec {
             vocab: self.vocab.unwrap_or(v),
             max_positions: max,
             layout: self.layout.filter(|&l| l != SynthLayout::Llama3),
+            chat_template: self.chat_template,
         }
     }
 
@@ -176,6 +188,10 @@ pub struct Resolved {
     /// checkpoints keep theirs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub layout: Option<SynthLayout>,
+    /// An Instruct checkpoint with a chat template (absent from the commit hash when false, so base checkpoints
+    /// keep theirs).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub chat_template: bool,
 }
 
 /// Errors of writing a synthetic checkpoint.
@@ -195,41 +211,78 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SynthError + '_ {
     move |source| SynthError::Io { path: path.to_path_buf(), source }
 }
 
-/// Special tokens per layout, in the order they are added to the tokenizer: (name in config, token).
-fn special_tokens(kind: ModelKind) -> &'static [(&'static str, &'static str)] {
-    match kind {
+/// The chat template of a synthetic Llama-3-Instruct checkpoint: what Meta-Llama-3-8B-Instruct's renders (BOS,
+/// each message as a header and its trimmed content ended by `<|eot_id|>`, the assistant's header when
+/// `add_generation_prompt`), written anew.
+pub const LLAMA3_CHAT_TEMPLATE: &str = "{{ bos_token }}{% for message in messages %}\
+{{ '<|start_header_id|>' ~ message['role'] ~ '<|end_header_id|>\n\n' ~ (message['content'] | trim) ~ '<|eot_id|>' }}\
+{% endfor %}{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}";
+
+/// The chat template of a synthetic LLaDA-8B-Instruct checkpoint: what LLaDA-8B-Instruct's renders (Llama-3's
+/// format with LLaDA's BOS, and the assistant's header always, `add_generation_prompt` or not), written anew.
+pub const LLADA_CHAT_TEMPLATE: &str = "{{ bos_token }}{% for message in messages %}\
+{{ '<|start_header_id|>' ~ message['role'] ~ '<|end_header_id|>\n\n' ~ (message['content'] | trim) ~ '<|eot_id|>' }}\
+{% endfor %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}";
+
+/// Special tokens per layout, in the order they are added to the tokenizer: (name in config, token). An Instruct
+/// checkpoint (`chat`) also has the chat headers' tokens.
+fn special_tokens(kind: ModelKind, chat: bool) -> Vec<(&'static str, &'static str)> {
+    let mut out = match kind {
         ModelKind::Llama => {
-            &[("bos_token_id", "<|begin_of_text|>"), ("eos_token_id", "<|end_of_text|>"), ("eot", "<|eot_id|>")]
+            vec![("bos_token_id", "<|begin_of_text|>"), ("eos_token_id", "<|end_of_text|>"), ("eot", "<|eot_id|>")]
         }
-        ModelKind::Llada => &[
+        ModelKind::Llada => vec![
             ("bos_token_id", "<|startoftext|>"),
             ("eos_token_id", "<|endoftext|>"),
             ("mask_token_id", "<|mdm_mask|>"),
             ("eot", "<|eot_id|>"),
         ],
+    };
+    if chat {
+        out.extend([("start_header", "<|start_header_id|>"), ("end_header", "<|end_header_id|>")]);
     }
+    out
+}
+
+/// `tokenizer_config.json` of an Instruct checkpoint: its BOS and EOS token strings and its chat template.
+fn tokenizer_config_json(kind: ModelKind) -> serde_json::Value {
+    let sp = special_tokens(kind, true);
+    let token = |field: &str| sp.iter().find(|(f, _)| *f == field).map(|(_, t)| *t);
+    let template = match kind {
+        ModelKind::Llama => LLAMA3_CHAT_TEMPLATE,
+        ModelKind::Llada => LLADA_CHAT_TEMPLATE,
+    };
+    json!({
+        "bos_token": token("bos_token_id"),
+        "eos_token": token("eos_token_id"),
+        "chat_template": template,
+        "tokenizer_class": "PreTrainedTokenizerFast",
+    })
 }
 
 /// BPE tokens to train: the vocabulary minus the special tokens, capped (a small text cannot feed more merges).
 fn bpe_vocab(r: &Resolved) -> usize {
-    r.vocab.saturating_sub(special_tokens(r.kind).len()).min(4096)
+    r.vocab.saturating_sub(special_tokens(r.kind, r.chat_template).len()).min(4096)
 }
 
 /// Special ids by config field name, for plan-level configs (no tokenizer trained): the last ids of the vocab.
 fn placeholder_special_ids(r: &Resolved) -> BTreeMap<&'static str, u32> {
-    let sp = special_tokens(r.kind);
+    let sp = special_tokens(r.kind, r.chat_template);
     sp.iter().enumerate().map(|(i, (k, _))| (*k, (r.vocab - sp.len() + i) as u32)).collect()
 }
 
 /// `config.json` with the model's own field names.
 fn config_json(r: &Resolved, ids: &BTreeMap<&'static str, u32>) -> serde_json::Value {
-    let marker = json!({
+    let mut marker = json!({
         "format": SYNTH_FORMAT,
         "preset": r.preset,
         "seed": r.seed,
         "dtype": r.dtype,
         "shards": r.shards,
     });
+    if r.chat_template {
+        marker["chat_template"] = json!(true);
+    }
     let id = |k: &str| ids.get(k).copied();
     match r.kind {
         ModelKind::Llama => json!({
@@ -425,6 +478,9 @@ fn complete(snapshot: &Path, marker: &serde_json::Value) -> bool {
     if cfg.get("dllm_bench_synthetic") != Some(marker) || !snapshot.join("tokenizer.json").is_file() {
         return false;
     }
+    if marker.get("chat_template").is_some() && !snapshot.join("tokenizer_config.json").is_file() {
+        return false;
+    }
     if let Ok(index) = std::fs::read_to_string(snapshot.join("model.safetensors.index.json")) {
         let Ok(index) = serde_json::from_str::<serde_json::Value>(&index) else {
             return false;
@@ -459,10 +515,11 @@ pub fn write_synthetic(
     let refs = repo.join("refs");
     let ref_main = refs.join("main");
 
-    let tok = build_tokenizer(bpe_vocab(&r), &special_tokens(kind).iter().map(|(_, t)| *t).collect::<Vec<_>>())
+    let specials = special_tokens(kind, r.chat_template);
+    let tok = build_tokenizer(bpe_vocab(&r), &specials.iter().map(|(_, t)| *t).collect::<Vec<_>>())
         .map_err(SynthError::Tokenizer)?;
     let mut ids = BTreeMap::new();
-    for (field, token) in special_tokens(kind) {
+    for (field, token) in &specials {
         let id =
             tok.token_to_id(token).ok_or_else(|| SynthError::Tokenizer(format!("{token} missing after adding it")))?;
         ids.insert(*field, id);
@@ -499,6 +556,11 @@ pub fn write_synthetic(
     write_file(&repo, &snapshot, "config.json", |w| w.write_all(cfg_text.as_bytes()))?;
     let tok_text = tok.to_string(true).map_err(|e| SynthError::Tokenizer(e.to_string()))?;
     write_file(&repo, &snapshot, "tokenizer.json", |w| w.write_all(tok_text.as_bytes()))?;
+    if r.chat_template {
+        let text =
+            serde_json::to_string_pretty(&tokenizer_config_json(kind)).map_err(|e| SynthError::Spec(e.to_string()))?;
+        write_file(&repo, &snapshot, "tokenizer_config.json", |w| w.write_all(text.as_bytes()))?;
+    }
 
     let model_cfg = ModelConfig::from_json_str(&config.to_string(), &snapshot.join("config.json"), kind)?;
     let std = (1.0 / (r.hidden as f32).sqrt()).max(0.02);
