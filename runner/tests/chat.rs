@@ -179,7 +179,8 @@ fn demo_grid_with_chat_templates_runs_end_to_end() {
     let sb = Sandbox::new();
     let results = sb.results();
     let cfg = sb.write("chat.toml", &demo_with(|c| c));
-    let quick = ["--seq-len", "64", "--batch-size", "1,2", "--steps", "4", "--repetitions", "1"];
+    let quick =
+        ["--seq-len", "64", "--batch-size", "1,2", "--steps", "4", "--samplers", "reference", "--repetitions", "1"];
     let run = |config: &Path| {
         let mut args = vec!["run", "--config", config.to_str().expect("utf8")];
         args.extend(["--output-dir", results.to_str().expect("utf8")]);

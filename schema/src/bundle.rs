@@ -28,8 +28,11 @@ pub struct Bundle {
     /// One entry per grid cell.
     pub cells: Vec<Cell>,
     /// Since 1.2: S_parity and the speedup at parity as the writer computed them with
-    /// `metrics::parity::parity` from the cells (readers may recompute them; the explorer does).
+    /// `metrics::parity::parity` from the cells (readers may recompute them; the explorer does). Builds for
+    /// wasm32 (the explorer) skip them when reading: the explorer recomputes them from the cells, and their
+    /// deserializers would cost its download about 3 KB gzipped.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub parity: Vec<crate::parity::ParityRecord>,
 }
 
