@@ -14,7 +14,8 @@
 #                   (default: schema/tests/fixtures/v1.0/demo.json if present (CPU), and the hand-written
 #                   fixtures explorer/e2e/fixtures/{demo,study-h200,study-a100}.json: CUDA provenance, an OOM
 #                   cell, made-up memory, step times and quality; and schema/tests/fixtures/v1.2/demo-quality.json,
-#                   a real run with the roofline counts; and schema/tests/fixtures/v1.4/demo-peaks.json, whose run
+#                   a real run with the roofline counts; schema/tests/fixtures/v1.5/demo-series.json, sampler series; and
+#                   schema/tests/fixtures/v1.4/demo-peaks.json, whose run
 #                   measured its device's ceilings). The study fixtures and a 1.2 bundle must be among them.
 #   E2E_SCREENSHOT  where to save the screenshot (default: target/e2e/screenshot.png)
 #   E2E_SKIP_BUILD  set to 1 to reuse explorer/dist
@@ -44,6 +45,8 @@ if [ -z "${E2E_BUNDLES:-}" ]; then
     E2E_BUNDLES="$E2E_BUNDLES $ROOT/schema/tests/fixtures/v1.2/demo-quality.json"
     # A real 1.4 demo run: its execution records the device's measured copy bandwidth and matmul rate.
     E2E_BUNDLES="$E2E_BUNDLES $ROOT/schema/tests/fixtures/v1.4/demo-peaks.json"
+    # A real 1.5 demo run: the reference sampler and a prefix+threshold series.
+    E2E_BUNDLES="$E2E_BUNDLES $ROOT/schema/tests/fixtures/v1.5/demo-series.json"
 fi
 read -r -a BUNDLES <<<"$E2E_BUNDLES"
 for b in "${BUNDLES[@]}"; do [ -f "$b" ] || { echo "e2e: no bundle at $b" >&2; exit 1; }; done

@@ -40,6 +40,8 @@ const STUDY_B = BUNDLES.find((b) => b.path.endsWith('study-a100.json'));
 // A bundle of schema 1.2 or later, whose repetitions record the weights read and the FLOPs (the roofline).
 const ROOFLINE = BUNDLES.find((b) => readFileSync(b.path, 'utf8').includes('"flop_count"'));
 const NO_QUALITY = BUNDLES.find((b) => !readFileSync(b.path, 'utf8').includes('"quality"'));
+// A bundle of schema 1.5 or later with LLaDA sampler series (block caches, thresholds).
+const SERIES = BUNDLES.find((b) => readFileSync(b.path, 'utf8').includes('"committed_per_step"'));
 // A bundle of schema 1.4 or later whose run measured its device's ceilings (the roofline draws them itself).
 const MEASURED = BUNDLES.find((b) => readFileSync(b.path, 'utf8').includes('"device_peaks"'));
 
@@ -153,13 +155,16 @@ async function checkLatency(page, b) {
   for (const [B, N] of shapes(bundle)) {
     await redraw(page, async () => { await setFilter(page, 'B', B); await setFilter(page, 'N', N); });
     const cells = bundle.cells.filter((c) => ok(c) && c.key.batch_size === B && c.key.seq_len === N);
-    const want = cells.filter((c) => c.key.steps != null).map((c) => [c.key.steps, median(c.repetitions.map((r) => r.e2e_ms))]);
-    const ar = cells.filter((c) => c.key.steps == null).map((c) => median(c.repetitions.map((r) => r.e2e_ms)));
+    // A diffusion cell sits at its K, a threshold cell (schema 1.5) at the forwards it ran (median, rounded up).
+    const at = (c) => c.key.steps ?? Math.ceil(median(c.repetitions.map((r) => r.forward_passes)));
+    const want = cells.filter((c) => c.key.sampler !== 'ar_greedy').map((c) => [at(c), median(c.repetitions.map((r) => r.e2e_ms))]);
+    const ar = cells.filter((c) => c.key.sampler === 'ar_greedy').map((c) => median(c.repetitions.map((r) => r.e2e_ms)));
     if (want.length === 0) continue;
     const f = await figure(page);
     assert.match(f.title, new RegExp(`B = ${B}, N = ${N}`));
-    const got = f.plot.series.flatMap((s) => s.marks.map((m) => [m.x, m.y])).sort((x, y) => x[0] - y[0]);
-    want.sort((x, y) => x[0] - y[0]);
+    const byXY = (x, y) => x[0] - y[0] || x[1] - y[1];
+    const got = f.plot.series.flatMap((s) => s.marks.map((m) => [m.x, m.y])).sort(byXY);
+    want.sort(byXY);
     assert.equal(got.length, want.length, `B=${B} N=${N}: points`);
     got.forEach((g, i) => assert.ok(g[0] === want[i][0] && close(g[1], want[i][1]), `B=${B} N=${N}: ${g} != ${want[i]}`));
     const refs = f.plot.refs.map((r) => r.value);
@@ -440,6 +445,37 @@ async function checkRoofline(page) {
   pass('a bundle without the work counts says so on the roofline view');
 }
 
+/** Sampler series (schema 1.5): their own legend entries, the Pareto view over forwards, one S_parity row each. */
+async function checkSeries(page) {
+  assert.ok(SERIES, 'a bundle with sampler series is listed (schema/tests/fixtures/v1.5/demo-series.json)');
+  const bundle = load(SERIES);
+  const [B, N] = [1, Math.min(...bundle.cells.map((c) => c.key.seq_len))];
+  await page.goto(`${BASE}?bundle=${SERIES.file}&view=pareto&B=${B}&N=${N}&px=forwards`);
+  await waitLoaded(page, SERIES.file);
+  assert.equal(await page.$eval('[data-testid="pareto-x"]', (s) => s.value), 'forwards');
+  const f = await figure(page);
+  assert.match(f.title, /forward passes/);
+  const fast = f.plot.series.find((s) => s.label.includes('prefix+threshold'));
+  assert.ok(fast, `a legend entry of the fast series: ${f.plot.series.map((s) => s.label)}`);
+  const marks = f.plot.series.flatMap((s) => s.marks).filter((m) => m.cell);
+  assert.ok(marks.length >= 8, `${marks.length} points`);
+  for (const m of marks) {
+    const c = bundle.cells[m.cell.cell];
+    assert.ok(close(m.x, median(c.repetitions.map((r) => r.forward_passes))), `x of ${JSON.stringify(c.key)}: ${m.x}`);
+    if (c.key.threshold != null) assert.equal(m.label, `t=${c.key.threshold}`);
+  }
+  await page.screenshot({ path: `${SHOTS}-series-pareto.png`, fullPage: true });
+  pass(`${SERIES.file}: Pareto over forward passes, ${marks.length} points at their cells' median forwards, the fast series labelled by threshold`);
+  await view(page, 'parity');
+  await page.waitForSelector('[data-testid="parity-table"]', { timeout: TIMEOUT });
+  const rows = await page.$$eval('[data-testid="parity-row"]', (trs) => trs.map((tr) => tr.textContent));
+  const series = new Set(bundle.cells.filter((c) => c.key.sampler !== 'ar_greedy').map((c) => `${c.key.cache}/${c.key.threshold != null}`));
+  assert.equal(rows.length, series.size, `one S_parity row per series at B = ${B}, N = ${N}: ${rows}`);
+  assert.ok(rows.some((r) => r.includes('prefix+threshold')), `${rows}`);
+  await page.screenshot({ path: `${SHOTS}-series-parity.png`, fullPage: true });
+  pass(`${SERIES.file}: S_parity has one row per sampler series (${series.size})`);
+}
+
 async function checkDeepLinkAndCompare(page) {
   // Deep link: bundle, view, filters, options.
   await page.goto(`${BASE}?bundle=${STUDY.file}&view=memory&N=256&mem=reserved`);
@@ -576,6 +612,7 @@ try {
   await checkViews(page);
   await checkUnpaintedFails(context);
   await checkRoofline(page);
+  await checkSeries(page);
   await checkDeepLinkAndCompare(page);
   await checkBroken(page);
   await checkLocalFiles(page);

@@ -839,6 +839,7 @@ fn query_state() -> PageState {
         "metric",
         "peak_bw",
         "peak_flops",
+        "px",
     ] {
         if let Some(v) = params.get(key) {
             pairs.push((key.to_string(), v));
