@@ -151,6 +151,10 @@ async function checkLatency(page, b) {
   }
   assert.equal(Boolean(await page.$('[data-testid="synthetic-badge"]')), Boolean(p.synthetic_weights));
   pass(`${b.file}: provenance (tool, commit, created, host, device, CUDA, config, synthetic badge)`);
+  // The landing view is the answer; the latencies are the next tab (the view stays when the bundle changes).
+  if (await page.getAttribute('[data-testid="tab-latency"]', 'aria-selected') !== 'true') {
+    await redraw(page, () => view(page, 'latency'));
+  }
   let n = 0;
   for (const [B, N] of shapes(bundle)) {
     await redraw(page, async () => { await setFilter(page, 'B', B); await setFilter(page, 'N', N); });
@@ -181,6 +185,9 @@ async function checkViews(page) {
   const bundle = load(STUDY);
   await page.selectOption('[data-testid="bundle-select"]', STUDY.file);
   await waitLoaded(page, STUDY.file);
+  if (await page.getAttribute('[data-testid="tab-latency"]', 'aria-selected') !== 'true') {
+    await redraw(page, () => view(page, 'latency'));
+  }
 
   // Hover and click on latency vs steps.
   await redraw(page, async () => { await setFilter(page, 'B', 1); await setFilter(page, 'N', 128); });
@@ -445,6 +452,40 @@ async function checkRoofline(page) {
   pass('a bundle without the work counts says so on the roofline view');
 }
 
+/**
+ * The landing view: the answer first. Its verdict cells are the speedups of the bundle's stored parity records,
+ * which the runner's `metrics::parity` wrote (the numbers `report` prints); screenshots at 1400 and 390 px.
+ */
+async function checkAnswer(page) {
+  const b = [SERIES, ...BUNDLES].find((x) => x && load(x).parity?.length) ?? assert.fail("a bundle with stored parity records");
+  const bundle = load(b);
+  await page.setViewportSize({ width: 1400, height: 1000 });
+  await page.goto(`${BASE}?bundle=${b.file}`);
+  await waitLoaded(page, b.file);
+  assert.equal(await page.getAttribute('[data-testid="tab-answer"]', 'aria-selected'), 'true', 'the answer is the landing view');
+  assert.equal(await page.getAttribute('[data-testid="provenance"]', 'open'), null, 'provenance collapsed');
+  const fig = await figure(page);
+  assert.equal(fig.plot.kind, 'heat');
+  const cells = fig.plot.panels.flatMap((p) => p.cells);
+  const rows = bundle.parity.flatMap((r) => r.speedups.map((s) => [r, s]));
+  assert.equal(cells.length, rows.length, 'one verdict cell per record and batch size');
+  for (const [r, s] of rows) {
+    const text = s.speedup ? `${s.speedup.value.toFixed(2)}x` : 'no parity';
+    const hit = cells.find((c) => c.tip.includes(`N = ${r.seq_len}, B = ${s.batch_size}`) && c.text === text &&
+      (s.speedup ? close(c.value, Math.log2(s.speedup.value)) : c.value == null));
+    assert.ok(hit, `no verdict cell ${text} at N = ${r.seq_len}, B = ${s.batch_size}`);
+  }
+  const notes = await page.$$eval('[data-testid="note"]', (ps) => ps.map((p) => p.textContent));
+  const faster = rows.filter(([, s]) => s.speedup && s.speedup.value > 1).length;
+  assert.ok(notes[0].includes(`faster in ${faster} of the ${rows.length}`), notes[0]);
+  // (No paint check here: a speedup near 1x is drawn near white by design.)
+  await page.screenshot({ path: `${SHOTS}-answer.png`, fullPage: true });
+  await page.setViewportSize({ width: 390, height: 900 });
+  await page.screenshot({ path: `${SHOTS}-answer-390.png`, fullPage: true });
+  await page.setViewportSize({ width: 1280, height: 1000 });
+  pass(`${b.file}: the answer first: ${cells.length} verdict cells equal the stored parity records; "${notes[0].slice(0, 60)}..."`);
+}
+
 /** Sampler series (schema 1.5): their own legend entries, the Pareto view over forwards, one S_parity row each. */
 async function checkSeries(page) {
   assert.ok(SERIES, 'a bundle with sampler series is listed (schema/tests/fixtures/v1.5/demo-series.json)');
@@ -493,7 +534,7 @@ async function checkDeepLinkAndCompare(page) {
   pass(`the address holds the state: ${page.url().replace(BASE, '')}`);
 
   // Compare two bundles.
-  await page.goto(`${BASE}?bundle=${STUDY.file}`);
+  await page.goto(`${BASE}?bundle=${STUDY.file}&view=latency`);
   await waitLoaded(page, STUDY.file);
   // The workspace is rebuilt with both bundles: a new canvas.
   await page.selectOption('[data-testid="compare-select"]', STUDY_B.file);
@@ -612,6 +653,7 @@ try {
   await checkViews(page);
   await checkUnpaintedFails(context);
   await checkRoofline(page);
+  await checkAnswer(page);
   await checkSeries(page);
   await checkDeepLinkAndCompare(page);
   await checkBroken(page);

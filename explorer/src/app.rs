@@ -306,16 +306,27 @@ fn Workspace(
         .map(|(i, b)| {
             let rows = b.provenance.iter().map(|(k, v)| view! { <dt>{*k}</dt><dd>{v.clone()}</dd> }).collect_view();
             let label = if bundles.len() > 1 { ["[A] ", "[B] "][i.min(1)] } else { "" };
+            // One line: device, date, commit, weights; the rest on demand.
+            let row = |k: &str| b.provenance.iter().find(|(l, _)| *l == k).map(|(_, v)| v.clone()).unwrap_or_default();
+            let line = format!(
+                "{}, {}, commit {:.8}, {} weights",
+                row("Device"),
+                row("Created"),
+                row("Git commit"),
+                if b.synthetic_weights { "SYNTHETIC" } else { "real" }
+            );
             view! {
-                <details class="provenance" open=true data-testid=if i == 0 { "provenance" } else { "provenance-compare" }>
-                    <summary>"Provenance " {label} <span class="source">{b.source.clone()}</span></summary>
+                <div>
                     {b.synthetic_weights.then(|| view! {
                         <p class="badge-synthetic" data-testid="synthetic-badge">
-                            "SYNTHETIC WEIGHTS: timing is real, quality is meaningless"
+                            {label} "SYNTHETIC WEIGHTS: timing is real, quality is meaningless"
                         </p>
                     })}
-                    <dl>{rows}</dl>
-                </details>
+                    <details class="provenance" data-testid=if i == 0 { "provenance" } else { "provenance-compare" }>
+                        <summary>"Provenance " {label} <span class="source">{b.source.clone()}</span> ": " {line}</summary>
+                        <dl>{rows}</dl>
+                    </details>
+                </div>
             }
         })
         .collect_view();

@@ -191,6 +191,11 @@ pub enum Plot {
         panels: Vec<Panel>,
         /// Unit of the cells' values (the colour bar's label).
         unit: String,
+        /// A diverging scale of log2 ratios centred on this value (red below, blue above, white at it), symmetric
+        /// about it, its bar labelled with the ratios; `None`: the sequential scale from the smallest to the
+        /// largest value.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        center: Option<f64>,
     },
 }
 
@@ -448,7 +453,7 @@ pub fn draw<DB: DrawingBackend>(
     root.fill(&WHITE).map_err(backend_err)?;
     let drawn = match &fig.plot {
         Plot::Xy { x, y, series, refs } => draw_xy(root, &fig.title, x, y, series, refs, style)?,
-        Plot::Heat { x, y, panels, unit } => draw_heat(root, &fig.title, x, y, panels, unit, style)?,
+        Plot::Heat { x, y, panels, unit, center } => draw_heat(root, &fig.title, x, y, panels, (unit, *center), style)?,
     };
     root.present().map_err(backend_err)?;
     Ok(drawn)
@@ -623,6 +628,14 @@ pub fn viridis(t: f64) -> RGBColor {
     RGBColor(lerp(a.0, b.0), lerp(a.1, b.1), lerp(a.2, b.2))
 }
 
+/// A diverging colour-blind-safe scale, `t` in -1..=1: red (below), white (0), blue (above).
+pub fn diverging(t: f64) -> RGBColor {
+    let t = if t.is_finite() { t.clamp(-1.0, 1.0) } else { 0.0 };
+    let end = if t < 0.0 { (178.0, 24.0, 43.0) } else { (33.0, 102.0, 172.0) };
+    let lerp = |e: f64| (247.0 + (e - 247.0) * t.abs()).round() as u8;
+    RGBColor(lerp(end.0), lerp(end.1), lerp(end.2))
+}
+
 /// Fill of the OOM heat cells.
 pub const OOM_FILL: RGBColor = RGBColor(0x30, 0x30, 0x30);
 /// Fill of heat cells without a value.
@@ -634,7 +647,7 @@ fn draw_heat<DB: DrawingBackend>(
     xa: &Axis,
     ya: &Axis,
     panels: &[Panel],
-    unit: &str,
+    (unit, center): (&str, Option<f64>),
     style: ChartStyle,
 ) -> Result<Drawn, ChartError> {
     if panels.iter().all(|p| p.cells.is_empty()) {
@@ -645,7 +658,16 @@ fn draw_heat<DB: DrawingBackend>(
     let font = |size: f64| (FontFamily::SansSerif, s(size)).into_font();
     let values = panels.iter().flat_map(|p| p.cells.iter().filter_map(|c| c.value));
     let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| (a.min(v), b.max(v)));
+    // A diverging scale spans the centre plus and minus the farthest value.
+    let (lo, hi) = match center {
+        Some(c) if lo <= hi => {
+            let r = (lo - c).abs().max((hi - c).abs()).max(1e-9);
+            (c - r, c + r)
+        }
+        _ => (lo, hi),
+    };
     let t_of = |v: f64| if hi > lo { (v - lo) / (hi - lo) } else { 0.5 };
+    let paint = |t: f64| if center.is_some() { diverging(2.0 * t - 1.0) } else { viridis(t) };
     let root = root.titled(title, font(18.0)).map_err(backend_err)?;
     // A colour bar on the right: the scale from the smallest to the largest value, in the figure's unit.
     let (w, h) = root.dim_in_pixel();
@@ -659,10 +681,13 @@ fn draw_heat<DB: DrawingBackend>(
             let y = |t: f64| bottom - ((bottom - top) as f64 * t).round() as i32;
             // One value everywhere: the cells' colour, not a range the figure does not have.
             let t = if hi > lo { (a + b) / 2.0 } else { 0.5 };
-            bar.draw(&Rectangle::new([(x0, y(b)), (x1, y(a))], viridis(t).filled())).map_err(backend_err)?;
+            bar.draw(&Rectangle::new([(x0, y(b)), (x1, y(a))], paint(t).filled())).map_err(backend_err)?;
         }
         let label = font(12.0).color(&BLACK);
-        let fmt = |v: f64| format!("{v:.2}");
+        // 2^v as e^(v ln 2): `exp2` would bring its own routine into the wasm (3 KB), `exp` is there already.
+        let fmt = |v: f64| {
+            if center.is_some() { format!("{:.2}x", (v * std::f64::consts::LN_2).exp()) } else { format!("{v:.2}") }
+        };
         bar.draw(&Text::new(fmt(hi), (x1 + si(4.0) as i32, top - si(6.0) as i32), label.clone()))
             .map_err(backend_err)?;
         bar.draw(&Text::new(fmt(lo), (x1 + si(4.0) as i32, bottom - si(6.0) as i32), label.clone()))
@@ -695,7 +720,7 @@ fn draw_heat<DB: DrawingBackend>(
             let (x, y) = (c.col as f64, c.row as f64);
             let fill = match (c.oom, c.value) {
                 (true, _) => OOM_FILL,
-                (false, Some(v)) => viridis(t_of(v)),
+                (false, Some(v)) => paint(t_of(v)),
                 (false, None) => NA_FILL,
             };
             cc.draw_series([Rectangle::new([(x - 0.48, y - 0.48), (x + 0.48, y + 0.48)], fill.filled())])

@@ -20,6 +20,8 @@ use crate::view::LoadedBundle;
 /// The views, in tab order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ViewKind {
+    /// The answer first: the verdict per (N, B) and series at parity, a sentence, the Pareto frontier.
+    Answer,
     /// Latency vs diffusion steps, AR as a reference line.
     Latency,
     /// Pareto frontier of latency and quality.
@@ -44,7 +46,8 @@ pub enum ViewKind {
 
 impl ViewKind {
     /// All views in tab order.
-    pub const ALL: [ViewKind; 10] = [
+    pub const ALL: [ViewKind; 11] = [
+        ViewKind::Answer,
         ViewKind::Latency,
         ViewKind::Pareto,
         ViewKind::Parity,
@@ -60,6 +63,7 @@ impl ViewKind {
     /// URL slug and test id.
     pub fn slug(self) -> &'static str {
         match self {
+            ViewKind::Answer => "answer",
             ViewKind::Latency => "latency",
             ViewKind::Pareto => "pareto",
             ViewKind::Parity => "parity",
@@ -76,6 +80,7 @@ impl ViewKind {
     /// Tab text.
     pub fn title(self) -> &'static str {
         match self {
+            ViewKind::Answer => "Answer",
             ViewKind::Latency => "Latency vs steps",
             ViewKind::Pareto => "Pareto frontier",
             ViewKind::Parity => "S_parity",
@@ -233,7 +238,7 @@ impl Default for PageState {
         Self {
             bundle: None,
             compare: None,
-            view: ViewKind::Latency,
+            view: ViewKind::Answer,
             filters: Filters::default(),
             options: Options::default(),
         }
@@ -260,7 +265,7 @@ impl PageState {
         let o = &self.options;
         q.extend(self.bundle.clone().map(|v| ("bundle", v)));
         q.extend(self.compare.clone().map(|v| ("compare", v)));
-        if self.view != ViewKind::Latency {
+        if self.view != ViewKind::Answer {
             q.push(("view", self.view.slug().into()));
         }
         q.extend(f.model.clone().map(|v| ("model", v)));
@@ -502,6 +507,25 @@ pub fn chart_view(view: ViewKind, bundles: &[&LoadedBundle], f: &Filters, o: &Op
         ViewKind::ArTiming => ar_timing(bundles, f, o),
         ViewKind::StepTime => step_time(bundles, f, o, &mut notes),
         ViewKind::Pareto => pareto(bundles, f, o, &mut notes),
+        // The answer's chart: the verdict per (N, B) and series, or the latencies when nothing measured quality.
+        // The answer first: the finding in one sentence (the first note), the verdict per series and (N, B) as the
+        // chart; the latencies when nothing measured quality.
+        ViewKind::Answer => match answer(bundles, o) {
+            Ok((sentence, figure)) => {
+                notes.push(sentence);
+                notes.push(
+                    "Each cell: the speedup at parity; blue: faster at equal quality, red: slower, grey: parity not \
+                     reached (the tooltip names S_parity and its 95% interval). Detail: the S_parity and Pareto \
+                     frontier tabs."
+                        .into(),
+                );
+                Ok(figure)
+            }
+            Err(e) => {
+                notes.push(e);
+                latency(bundles, f, o, &mut notes)
+            }
+        },
         ViewKind::QualitySteps => quality_steps(bundles, f, o, &mut notes),
         ViewKind::Roofline => roofline(bundles, f, o, &mut notes),
         ViewKind::Parity | ViewKind::Details => Err("this view is not a chart".into()),
@@ -733,6 +757,7 @@ fn memory(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec<S
             y: Axis::categorical("sequence length N", ys.iter().map(|n| n.to_string()).collect()),
             panels,
             unit: unit.into(),
+            center: None,
         },
     })
 }
@@ -1108,6 +1133,83 @@ fn pareto(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec<S
             refs: Vec::new(),
         },
     })
+}
+
+/// The answer, from the main bundle's parity records ([`metrics::parity::parity`], the numbers `report` prints):
+/// one sentence stating the finding, and the verdict as one heat map, a panel per diffusion series (columns B, rows
+/// N): each cell says the speedup at parity and is coloured by its log2 on a scale diverging at 1x (blue faster,
+/// red slower; grey where parity was not reached); the tooltip names S_parity and the interval. `Err` when nothing
+/// measured quality.
+pub fn answer(bundles: &[&LoadedBundle], o: &Options) -> Result<(String, Figure), String> {
+    let (metric, _) = quality_metric(bundles, o).ok_or(NO_QUALITY)?;
+    let lb = bundles.first().ok_or("no bundle")?;
+    let ch = filter_choices(&[lb]);
+    let mut panels: Vec<Panel> = Vec::new();
+    // (speedup, where) of every cell with one, and the number of (series, N, B) judged.
+    let (mut found, mut judged) = (Vec::new(), 0);
+    for r in parity_records(lb, &metric).iter() {
+        let Some(cell) = record_cell(lb, r) else { continue };
+        let series = format!("{} vs {}", series_label(cell), short_model(&r.ar_model));
+        // Panels side by side: a short title (model and series), the whole label in each tooltip.
+        let title = format!("{} {}", short_model(&r.diffusion_model), r.variant());
+        let i = panels.iter().position(|p| p.title == title).unwrap_or(panels.len());
+        if i == panels.len() {
+            panels.push(Panel { title, cells: Vec::new() });
+        }
+        for row in &r.speedups {
+            judged += 1;
+            let (n, b) = (r.seq_len, row.batch_size);
+            let e = row.speedup;
+            if let Some(e) = e {
+                found.push((e.value, format!("{series}, N = {n}, B = {b}")));
+            }
+            panels[i].cells.push(HeatCell {
+                row: ch.seqs.iter().position(|&y| y == n).unwrap_or(0),
+                col: ch.batches.iter().position(|&x| x == b).unwrap_or(0),
+                value: e.map(|e| e.value.log2()),
+                text: e.map_or("no parity".into(), |e| format!("{:.2}x", e.value)),
+                oom: false,
+                tip: format!(
+                    "{series}\nN = {n}, B = {b}\nS_parity: {}\nspeedup at parity: {}",
+                    metrics::parity::s_parity_text(r),
+                    e.map_or("-".into(), |e| match (e.low, e.high) {
+                        (Some(l), Some(h)) => format!("{:.3}x [{l:.3}, {h:.3}]", e.value),
+                        _ => format!("{:.3}x", e.value),
+                    })
+                ),
+                cell: None,
+            });
+        }
+    }
+    if panels.is_empty() {
+        return Err("no diffusion series against an AR model has quality values".into());
+    }
+    let fastest = found.iter().max_by(|a, b| a.0.total_cmp(&b.0));
+    let slowest = found.iter().min_by(|a, b| a.0.total_cmp(&b.0));
+    let faster = found.iter().filter(|f| f.0 > 1.0).count();
+    let sentence = match (slowest, fastest) {
+        (Some(lo), Some(hi)) => format!(
+            "At the AR model's quality ({metric}), the diffusion model is faster in {faster} of the {judged} \
+             (series, N, B) judged: the speedup at parity ranges from {:.2}x ({}) to {:.2}x ({}); where a cell \
+             says no parity, the diffusion model did not reach the AR model's quality at any step count tried.",
+            lo.0, lo.1, hi.0, hi.1
+        ),
+        _ => format!(
+            "The diffusion model reaches the AR model's quality ({metric}) in none of the {judged} (series, N, B) \
+             judged: there is no speedup at parity to report."
+        ),
+    };
+    let figure = Figure {
+        title: "Speedup at parity, L_e2e(AR) / L_e2e(diffusion at S_parity)".into(),
+        plot: Plot::Heat {
+            x: Axis::categorical("batch size B", ch.batches.iter().map(|b| b.to_string()).collect()),
+            y: Axis::categorical("sequence length N", ch.seqs.iter().map(|n| n.to_string()).collect()),
+            panels,
+            unit: "speedup".into(),
+            center: Some(0.0),
+        },
+    };
+    Ok((sentence, figure))
 }
 
 /// One row of the S_parity panel: a diffusion model/sampler against the AR model at one (B, N).

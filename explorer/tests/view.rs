@@ -123,7 +123,7 @@ fn throughput_bars_put_ar_beside_llada_with_error_bars() {
 fn memory_heatmaps_label_gb_and_mark_oom() {
     let b = h200();
     let f = fig(ViewKind::Memory, &[&b], &Filters::default(), &Options::default());
-    let Plot::Heat { panels, x, y, unit } = &f.plot else { panic!("heatmap") };
+    let Plot::Heat { panels, x, y, unit, .. } = &f.plot else { panic!("heatmap") };
     assert_eq!(unit, "GB", "peaks above 1 GB are in GB");
     assert_eq!(
         (x.categories.clone(), y.categories.clone()),
@@ -674,4 +674,50 @@ fn sampler_series_get_their_own_legend_labels_parity_rows_and_cost_axes() {
 
 fn rows_of(b: &LoadedBundle) -> Vec<views::Row> {
     rows(&[b], &Filters::default())
+}
+
+#[test]
+fn the_answer_comes_first_with_the_report_s_numbers() {
+    // The landing view: no `view=` in the address; its verdict cells are the speedups of the bundle's parity
+    // records (what `report` prints), one panel per series, coloured on a scale diverging at 1x.
+    assert_eq!(PageState::default().view, ViewKind::Answer);
+    assert_eq!(ViewKind::ALL[0], ViewKind::Answer);
+    let text = include_str!("../../schema/tests/fixtures/v1.5/demo-series.json");
+    let b = load_bundle("demo-series.json", text).expect("1.5 fixture loads");
+    let (sentence, f) = views::answer(&[&b], &Options::default()).expect("an answer");
+    let records = metrics::parity::parity(
+        &b.bundle,
+        &metrics::parity::ParityOptions::from_config(&b.bundle).expect("the demo's [quality]"),
+    );
+    let Plot::Heat { panels, center, .. } = &f.plot else { panic!("a heat map") };
+    assert_eq!(*center, Some(0.0));
+    assert_eq!(panels.len(), 2, "one panel per series");
+    let cells: usize = panels.iter().map(|p| p.cells.len()).sum();
+    assert_eq!(cells, records.iter().map(|r| r.speedups.len()).sum::<usize>());
+    let mut faster = 0;
+    for r in &records {
+        for row in &r.speedups {
+            let want = row.speedup.map(|e| e.value);
+            faster += usize::from(want.is_some_and(|v| v > 1.0));
+            let hit = panels.iter().flat_map(|p| &p.cells).any(|c| {
+                c.tip.contains(&format!("N = {}, B = {}", r.seq_len, row.batch_size))
+                    && c.tip.contains(&metrics::parity::s_parity_text(r))
+                    && match want {
+                        Some(v) => c.value.is_some_and(|x| close(x, v.log2())) && c.text == format!("{v:.2}x"),
+                        None => c.value.is_none() && c.text == "no parity",
+                    }
+            });
+            assert!(hit, "no verdict cell for N = {} B = {} ({want:?})", r.seq_len, row.batch_size);
+        }
+    }
+    assert!(sentence.contains(&format!("faster in {faster} of the {cells}")), "{sentence}");
+    // Drawn as SVG: the cells' texts are there.
+    let (svg_text, _) = svg(&f);
+    assert!(svg_text.contains("x<") || svg_text.contains("no parity"), "verdict texts drawn");
+    // Without quality the answer says so and the view falls back to the latencies.
+    let old = load_bundle("demo.json", include_str!("../../schema/tests/fixtures/v1.0/demo.json")).expect("1.0");
+    assert_eq!(views::answer(&[&old], &Options::default()).unwrap_err(), views::NO_QUALITY);
+    let cv = chart_view(ViewKind::Answer, &[&old], &Filters::default(), &Options::default());
+    assert!(cv.figure.expect("latency").title.starts_with("Latency"));
+    assert!(cv.notes.iter().any(|n| n == views::NO_QUALITY));
 }

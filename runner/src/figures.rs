@@ -3,6 +3,7 @@
 //! Every figure is the explorer's own: the same view code (`explorer::views::chart_view`, whose numbers come from
 //! `metrics`) drawn by the same plotters function (`explorer::figure::draw`), here into SVG. Per (N, B) shape of
 //! the bundle: latency against K, quality against K, the Pareto frontier; per N: throughput by batch size; once:
+//! the speedup at parity per series and (N, B) (the explorer's landing view, with quality),
 //! the memory heatmaps and the roofline; per N: the step times. Titles of figures from synthetic weights say so. The S_parity table comes from `report` (Markdown) and the
 //! same `metrics::parity` records (LaTeX). `captions.md` says, per file, what it shows: the cells drawn, the
 //! explorer's notes, the device and whether the weights were synthetic; a view the bundle cannot fill (no
@@ -68,6 +69,11 @@ fn specs(b: &LoadedBundle) -> Vec<Spec> {
     lengths.dedup();
     let at = |n: u32, bs: u32| Filters { seq: Some(n), batch: Some(bs), ..Filters::default() };
     let mut out = Vec::new();
+    // The answer first: the verdict per series and (N, B), when the bundle measured quality (the explorer's landing
+    // view falls back to the latencies otherwise, which have their own files).
+    if explorer::views::answer(&[b], &Options::default()).is_ok() {
+        out.push(Spec { stem: "speedup_at_parity".into(), view: ViewKind::Answer, filters: Filters::default() });
+    }
     for (stem, view) in [
         ("latency_vs_steps", ViewKind::Latency),
         ("quality_vs_steps", ViewKind::QualitySteps),

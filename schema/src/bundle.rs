@@ -30,7 +30,9 @@ pub struct Bundle {
     /// Since 1.2: S_parity and the speedup at parity as the writer computed them with
     /// `metrics::parity::parity` from the cells (readers may recompute them; the explorer does). Builds for
     /// wasm32 (the explorer) skip them when reading: the explorer recomputes them from the cells, and their
-    /// deserializers would cost its download about 3 KB gzipped.
+    /// deserializers would cost its download about 6 KB gzipped. (It skips the cells' `generations`,
+    /// `quality_errors` and `committed_per_step` and the executions' `slurm` likewise: it shows none of them, and
+    /// `dllm-bench validate` and `report` still read them.)
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub parity: Vec<crate::parity::ParityRecord>,
@@ -105,8 +107,10 @@ pub struct Execution {
     /// The shard it ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<ShardInfo>,
-    /// The SLURM job, when it ran under SLURM.
+    /// The SLURM job, when it ran under SLURM. Not read by wasm32 builds (the explorer does not show it; see
+    /// [`Bundle::parity`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub slurm: Option<SlurmInfo>,
     /// Since 1.4: the device's ceilings, measured by this process before its first cell. Absent when they were
     /// not measured (older runners, or a probe that failed).
@@ -363,12 +367,16 @@ pub struct Cell {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub quality: Vec<QualityValue>,
     /// Since 1.2: the continuations the cell's quality was computed from, one per prompt of the set (only the
-    /// group's quality cell has them: see `metrics::parity::quality_cells`).
+    /// group's quality cell has them: see `metrics::parity::quality_cells`). Not read by wasm32 builds (the
+    /// explorer shows no text; see [`Bundle::parity`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub generations: Vec<Generation>,
     /// Since 1.3: quality values that could not be computed (an evaluator failed, or no continuation had a token),
-    /// each with its reason: a missing value is said, never silent.
+    /// each with its reason: a missing value is said, never silent (by `report` and `validate`; wasm32 builds do
+    /// not read them: see [`Bundle::parity`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub quality_errors: Vec<QualityError>,
 }
 
@@ -478,8 +486,9 @@ pub struct Repetition {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forward_passes: Option<u32>,
     /// Since 1.5: diffusion: tokens committed over the whole batch at each step, in order (they sum to
-    /// `output_tokens`).
+    /// `output_tokens`). Not read by wasm32 builds (the explorer uses `forward_passes`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub committed_per_step: Option<Vec<u32>>,
     /// Tokens generated over the whole batch (B x N_out).
     pub output_tokens: u64,
