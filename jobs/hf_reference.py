@@ -89,6 +89,9 @@ PRESETS = {
     ("small", "llada"): (256, 4, 8, 8, 768, 1024, 2048),
     ("real", "llama"): (4096, 32, 32, 8, 14336, 128_256, 8192),
     ("real", "llada"): (4096, 32, 32, 32, 12288, 126_464, 4096),
+    ("tiny", "dream"): (64, 2, 4, 2, 224, 512, 1024),
+    ("small", "dream"): (256, 4, 8, 2, 896, 1024, 2048),
+    ("real", "dream"): (3584, 28, 28, 4, 18944, 152_064, 131_072),
 }
 # Special ids of the real checkpoints (shared/reference/models.md).
 REAL_SPECIAL = {
@@ -134,11 +137,12 @@ SCHEMA = {
                 "chat_template": ("bool", False)},
     "grid": {"seq_lengths": ("u32s", True), "batch_sizes": ("u32s", True), "steps": ("u32s", False),
              "samplers": ("samplers", False), "thresholds": ("f64s", False),
+             "dream_algs": ("dream_algs", False), "top_p": ("f64", False),
              "output_tokens": ("u32", False), "prompt_fraction": ("f64", False), "block_length": ("u32", False),
              "remasking": (("low_confidence", "random"), False), "temperature": ("f64", False),
              "confidence": (("f32", "f64", "logits"), False), "gumbel_noise": (("device", "host"), False),
              "eos": (("ignore", "suppress"), False)},
-    "model": {"kind": (("llama", "llada"), True), "id": ("str", True), "revision": ("str", False),
+    "model": {"kind": (("llama", "llada", "dream"), True), "id": ("str", True), "revision": ("str", False),
               "synthetic": (SYNTHETIC_FIELDS, False)},
     "quality": {"evaluators": ("evaluators", False), "parity_metric": ("str", False),
                 "bootstrap_resamples": ("u32", False), "parity_search": ("bool", False)},
@@ -148,6 +152,9 @@ PROMPT_PRESETS = {"small": 8, "medium": 32, "large": 128}
 # schema::grid::SamplerVariant: name -> (block cache, threshold-driven)
 SAMPLER_SERIES = {"reference": (None, False), "prefix": ("prefix", False), "dual": ("dual", False),
                   "threshold": (None, True), "prefix+threshold": ("prefix", True), "dual+threshold": ("dual", True)}
+# schema::key::DreamAlg: Dream's `alg` -> the cell key's sampler
+DREAM_ALGS = {"origin": "dream_origin", "maskgit_plus": "dream_maskgit_plus", "topk_margin": "dream_topk_margin",
+              "entropy": "dream_entropy"}
 # schema::grid::limits
 LIMITS = {"seq_len": 131_072, "batch_size": 4096, "steps_per_output_token": 16, "warmup": 1000,
           "repetitions": 10_000, "prompts": 1_000_000, "bootstrap_resamples": 1_000_000, "temperature": 100.0,
@@ -221,6 +228,9 @@ def check_fields(table, spec: dict, where: str, label: str) -> None:
         elif kind == "samplers":
             ok = isinstance(v, list) and all(isinstance(x, str) and x in SAMPLER_SERIES for x in v)
             want = "a list of " + ", ".join(f'"{k}"' for k in SAMPLER_SERIES)
+        elif kind == "dream_algs":
+            ok = isinstance(v, list) and all(isinstance(x, str) and x in DREAM_ALGS for x in v)
+            want = "a list of " + ", ".join(f'"{k}"' for k in DREAM_ALGS)
         elif kind == "bool":
             ok, want = isinstance(v, bool), "true or false"
         elif kind == "table":
@@ -278,6 +288,7 @@ def resolve_config(args) -> tuple[dict, str]:
     grid.setdefault("steps", [])
     grid.setdefault("samplers", ["reference"])
     grid.setdefault("thresholds", [])
+    grid.setdefault("dream_algs", ["entropy"])
     for m in models:
         m.setdefault("revision", "main")
         if "synthetic" in m:
@@ -397,8 +408,9 @@ def synthetic_problem(s: dict, kind: str) -> str | None:
     h, layers = s.get("hidden", h), s.get("layers", layers)
     if h % heads or (h // heads) % 2:
         return f"hidden {h} is not {heads} heads of an even head size"
-    tensors = 3 + 9 * layers
-    shards = s.get("shards", 1 if s["preset"] != "real" else (4 if kind == "llama" else 6))
+    # Dream's (Qwen2's) q, k and v projections have biases: three more tensors per layer.
+    tensors = 3 + (12 if kind == "dream" else 9) * layers
+    shards = s.get("shards", 1 if s["preset"] != "real" else (6 if kind == "llada" else 4))
     if shards > tensors:
         return f"{shards} shards for the {tensors} tensors of this model: use 1 to {tensors}"
     return None
@@ -509,6 +521,17 @@ def validate_config(config: dict, quality: dict | None, source: str) -> None:
         if not 0 < resamples <= LIMITS["bootstrap_resamples"]:
             bad("quality.bootstrap_resamples", f"{resamples} resamples", "use 1000 (the default)")
     has_llada = any(m["kind"] == "llada" for m in models)
+    has_dream = any(m["kind"] == "dream" for m in models)
+    algs = g["dream_algs"]
+    if not algs:
+        bad("grid.dream_algs", "no Dream decoding rule", 'list at least one, e.g. ["entropy"]')
+    dup = next((j for j in range(1, len(algs)) if algs[j] in algs[:j]), None)
+    if dup is not None:
+        bad(f"grid.dream_algs[{dup}]", f"{algs[dup]} is listed twice", "list each rule once")
+    if "top_p" in g and not 0 < g["top_p"] <= 1:
+        bad("grid.top_p", f"{g['top_p']} is not in (0, 1]", "use e.g. 0.95, or remove it")
+    if has_dream and not g["steps"]:
+        bad("grid.steps", "a Dream model needs diffusion steps", "list steps, e.g. [32, 64, 128]")
     series = g["samplers"]
     if not series:
         bad("grid.samplers", "no sampler series", 'list at least one, e.g. ["reference"]')
@@ -519,7 +542,7 @@ def validate_config(config: dict, quality: dict | None, source: str) -> None:
     thresholded = any(SAMPLER_SERIES[v][1] for v in series)
     if has_llada and k_driven and not g["steps"]:
         bad("grid.steps", "a LLaDA model needs diffusion steps", "list steps, e.g. [32, 64, 128]")
-    if has_llada and not k_driven and g["steps"]:
+    if has_llada and not has_dream and not k_driven and g["steps"]:
         bad("grid.steps", "only threshold series are listed in grid.samplers: steps would drive nothing",
             "remove steps, or add a K-driven series to samplers")
     if has_llada and thresholded and not g["thresholds"]:
@@ -537,9 +560,10 @@ def validate_config(config: dict, quality: dict | None, source: str) -> None:
         s = split(config, n)
         if s is None:
             bad(f"grid.seq_lengths[{i}]", f"N = {n} leaves no prompt or no output tokens", "use larger N")
-        if not has_llada:
+        if not has_llada and not has_dream:
             continue
-        block = g.get("block_length", s[1])
+        # Dream generates its whole output as one block.
+        block = g.get("block_length", s[1]) if has_llada else s[1]
         if block == 0 or s[1] % block:
             bad("grid.block_length", f"{block} does not divide the {s[1]} output tokens of N = {n}", "change it")
         blocks = s[1] // block
@@ -567,6 +591,12 @@ def cells(config: dict) -> list[dict]:
                 base = {"model": m["id"], "batch_size": b, "seq_len": n, "prompt_tokens": s[0], "output_tokens": s[1]}
                 if m["kind"] == "llama":
                     out.append({"model": m["id"], "sampler": "ar_greedy", **{k: v for k, v in base.items() if k != "model"}})
+                elif m["kind"] == "dream":
+                    rest = {kk: v for kk, v in base.items() if kk != "model"}
+                    for alg in g["dream_algs"]:
+                        for k in g["steps"]:
+                            out.append({"model": m["id"], "sampler": DREAM_ALGS[alg], "steps": k, **rest,
+                                        "block_length": s[1]})
                 else:
                     sampler = "llada_low_confidence" if g["remasking"] == "low_confidence" else "llada_random"
                     block = g.get("block_length") or s[1]
@@ -1148,6 +1178,11 @@ def main(argv=None) -> int:
         # What the runner's `plan` resolves, as JSON: the test suite compares it with the runner's.
         print(json.dumps({"config_source": source, "config": config, "cells": cells(config)}, indent=1))
         return 0
+    if any(m["kind"] == "dream" for m in config["models"]):
+        print(f"error: {source}: field `models`: Dream's sampler is not implemented in this reference (it runs "
+              "Llama and LLaDA)\n  fix: compare the runner with it on a config without kind = \"dream\"",
+              file=sys.stderr)
+        return 2
     cached = [v for v in config["grid"]["samplers"] if SAMPLER_SERIES[v][0]]
     if cached and any(m["kind"] == "llada" for m in config["models"]):
         print(f"error: {source}: field `grid.samplers`: {', '.join(cached)} use a block KV cache, which this "

@@ -129,6 +129,10 @@ pub fn sampler_name(s: Sampler) -> &'static str {
         Sampler::ArGreedy => "ar_greedy",
         Sampler::LladaLowConfidence => "llada_low_confidence",
         Sampler::LladaRandom => "llada_random",
+        Sampler::DreamOrigin => "dream_origin",
+        Sampler::DreamMaskgitPlus => "dream_maskgit_plus",
+        Sampler::DreamTopkMargin => "dream_topk_margin",
+        Sampler::DreamEntropy => "dream_entropy",
     }
 }
 
@@ -137,6 +141,10 @@ fn sampler_label(s: Sampler) -> &'static str {
         Sampler::ArGreedy => "greedy",
         Sampler::LladaLowConfidence => "low-confidence remasking",
         Sampler::LladaRandom => "random remasking",
+        Sampler::DreamOrigin => "origin",
+        Sampler::DreamMaskgitPlus => "maskgit_plus",
+        Sampler::DreamTopkMargin => "topk_margin",
+        Sampler::DreamEntropy => "entropy",
     }
 }
 

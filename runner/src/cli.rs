@@ -250,6 +250,8 @@ pub enum KindArg {
     Llama,
     /// Masked diffusion, LLaDA layout.
     Llada,
+    /// Masked diffusion, Dream's (the Qwen2 layout with a mask token, bidirectional).
+    Dream,
 }
 
 /// Synthetic size preset on the command line.
@@ -573,6 +575,7 @@ fn synth_cmd(args: SynthArgs) -> Result<ExitCode> {
     let kind = match args.kind {
         KindArg::Llama => ModelKind::Llama,
         KindArg::Llada => ModelKind::Llada,
+        KindArg::Dream => ModelKind::Dream,
     };
     let weights = SyntheticWeights {
         preset: match args.preset {

@@ -78,7 +78,7 @@ fn check_count(count: u32, source: &str) -> Result<(), InputError> {
 pub fn cost(key: &CellKey) -> u64 {
     let nfe = match key.sampler {
         Sampler::ArGreedy => key.output_tokens,
-        Sampler::LladaLowConfidence | Sampler::LladaRandom => key.steps.unwrap_or(key.output_tokens),
+        _ => key.steps.unwrap_or(key.output_tokens),
     };
     u64::from(key.batch_size) * u64::from(nfe.max(1)) * u64::from(key.seq_len)
 }

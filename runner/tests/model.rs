@@ -20,6 +20,7 @@ fn repo_of(kind: ModelKind) -> &'static str {
     match kind {
         ModelKind::Llama => LLAMA,
         ModelKind::Llada => LLADA,
+        ModelKind::Dream => "test-org/tiny-dream",
     }
 }
 
@@ -633,7 +634,9 @@ fn attention_is_bidirectional_for_llada_and_causal_for_llama() {
         let lb = m.forward_full(&b, None).expect("fwd").i((.., 0, ..)).expect("pos 0");
         let d = max_abs_diff(&la, &lb);
         match kind {
-            ModelKind::Llada => assert!(d > 1e-4, "LLaDA's first position must see the last token ({d})"),
+            ModelKind::Llada | ModelKind::Dream => {
+                assert!(d > 1e-4, "a diffusion model's first position must see the last token ({d})")
+            }
             ModelKind::Llama => assert_eq!(d, 0.0, "Llama's first position must not see the future"),
         }
     }

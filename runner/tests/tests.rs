@@ -2,6 +2,7 @@
 
 mod chat;
 mod cli;
+mod dream;
 mod faults;
 mod fetch;
 mod hf_reference;

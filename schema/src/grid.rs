@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::key::{BlockCache, ModelKind, Precision, SamplerVariant, Threshold};
+pub use crate::key::{BlockCache, DreamAlg, ModelKind, Precision, SamplerVariant, Threshold};
 use crate::key::{CellKey, Sampler};
 
 /// What the AR model does when EOS is its greedy choice before N_out tokens (models.md, "pitfalls").
@@ -356,6 +356,16 @@ pub struct GridAxes {
     /// per step, 0 a whole block per step).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub thresholds: Vec<f64>,
+    /// Since 1.5: the decoding rules of Dream's sampler (its `alg`) to measure, each a series of its own, run at
+    /// every K of `steps`: `origin`, `maskgit_plus`, `topk_margin`, `entropy` (the default, the rule Dream's
+    /// examples use). Used by `dream` models only; written only when it is not the default.
+    #[serde(default = "default_dream_algs", skip_serializing_if = "is_default_dream_algs")]
+    pub dream_algs: Vec<DreamAlg>,
+    /// Since 1.5: Dream's nucleus filter: before a step's prediction, only the most probable tokens whose
+    /// cumulative probability first reaches `top_p` are kept (in (0, 1]; absent or 1: none). Used by `dream`
+    /// models only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f64>,
     /// Fixed number of generated tokens N_out; prompt tokens = N - N_out. Exclusive with `prompt_fraction`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_tokens: Option<u32>,
@@ -397,6 +407,14 @@ fn default_samplers() -> Vec<SamplerVariant> {
 
 fn is_default_samplers(v: &[SamplerVariant]) -> bool {
     v == [SamplerVariant::Reference]
+}
+
+fn default_dream_algs() -> Vec<DreamAlg> {
+    vec![DreamAlg::Entropy]
+}
+
+fn is_default_dream_algs(v: &[DreamAlg]) -> bool {
+    v == [DreamAlg::Entropy]
 }
 
 fn is_zero(v: &f64) -> bool {
@@ -847,7 +865,7 @@ impl GridConfig {
             return Err(bad(
                 "models",
                 "no models".into(),
-                "add [[models]] tables with kind = \"llama\" or \"llada\" and an id",
+                "add [[models]] tables with kind = \"llama\", \"llada\" or \"dream\" and an id",
             ));
         }
         for (i, m) in self.models.iter().enumerate() {
@@ -959,6 +977,37 @@ impl GridConfig {
             }
         }
         let has_llada = self.models.iter().any(|m| m.kind == ModelKind::Llada);
+        let has_dream = self.models.iter().any(|m| m.kind == ModelKind::Dream);
+        if g.dream_algs.is_empty() {
+            return Err(bad(
+                "grid.dream_algs",
+                "no Dream decoding rule".into(),
+                "list at least one of \"origin\", \"maskgit_plus\", \"topk_margin\", \"entropy\" (default                  [\"entropy\"])",
+            ));
+        }
+        if let Some(j) = (1..g.dream_algs.len()).find(|&j| g.dream_algs[..j].contains(&g.dream_algs[j])) {
+            return Err(bad(
+                &format!("grid.dream_algs[{j}]"),
+                format!("{} is listed twice", g.dream_algs[j]),
+                "list each rule once",
+            ));
+        }
+        if let Some(p) = g.top_p
+            && !(p > 0.0 && p <= 1.0)
+        {
+            return Err(bad(
+                "grid.top_p",
+                format!("{p} is not in (0, 1]"),
+                "use e.g. 0.95, or remove it (no nucleus filter)",
+            ));
+        }
+        if has_dream && g.steps.is_empty() {
+            return Err(bad(
+                "grid.steps",
+                "a Dream model needs diffusion steps".into(),
+                "list steps, e.g. [32, 64, 128]",
+            ));
+        }
         if g.samplers.is_empty() {
             return Err(bad(
                 "grid.samplers",
@@ -982,7 +1031,7 @@ impl GridConfig {
                 "list steps, e.g. [32, 64, 128]",
             ));
         }
-        if has_llada && !k_driven && !g.steps.is_empty() {
+        if has_llada && !has_dream && !k_driven && !g.steps.is_empty() {
             return Err(bad(
                 "grid.steps",
                 "only threshold series are listed in grid.samplers: steps would drive nothing".into(),
@@ -1026,10 +1075,11 @@ impl GridConfig {
                     "use sequence lengths larger than output_tokens, or prompt_fraction for short N",
                 )
             })?;
-            if !has_llada {
+            if !has_llada && !has_dream {
                 continue;
             }
-            let block = g.block_length.unwrap_or(split.output_tokens);
+            // Dream generates its whole output as one block (its sampler has no blocks).
+            let block = if has_llada { g.block_length.unwrap_or(split.output_tokens) } else { split.output_tokens };
             if block == 0 || split.output_tokens % block != 0 {
                 return Err(bad(
                     "grid.block_length",
@@ -1123,6 +1173,13 @@ impl GridConfig {
                                     for &k in &g.steps {
                                         cells.push(CellKey { cache, ..key(sampler, Some(k), Some(block)) });
                                     }
+                                }
+                            }
+                        }
+                        ModelKind::Dream => {
+                            for alg in &g.dream_algs {
+                                for &k in &g.steps {
+                                    cells.push(key(alg.sampler(), Some(k), Some(split.output_tokens)));
                                 }
                             }
                         }

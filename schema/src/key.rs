@@ -14,6 +14,10 @@ pub enum ModelKind {
     Llama,
     /// Masked-diffusion model in the LLaDA/OLMo layout (LLaDA-8B-Base): bidirectional attention, full MHA.
     Llada,
+    /// Since 1.5: masked-diffusion model in the Qwen2 layout (Dream-v0-Base-7B): bidirectional attention, GQA,
+    /// q/k/v biases, and Dream's shift: the logit at position i predicts token i + 1, so a masked position reads
+    /// the logits of the position to its left.
+    Dream,
 }
 
 impl ModelKind {
@@ -21,7 +25,7 @@ impl ModelKind {
     pub fn generation(self) -> &'static str {
         match self {
             ModelKind::Llama => "autoregressive",
-            ModelKind::Llada => "diffusion",
+            ModelKind::Llada | ModelKind::Dream => "diffusion",
         }
     }
 }
@@ -58,6 +62,15 @@ pub enum Sampler {
     LladaLowConfidence,
     /// LLaDA's reference sampler with random remasking.
     LladaRandom,
+    /// Since 1.5: Dream's `diffusion_generate` with `alg = "origin"`: each masked position is committed with
+    /// probability 1 - s/t at a step from time t to s (all at the last step).
+    DreamOrigin,
+    /// Since 1.5: Dream's sampler with `alg = "maskgit_plus"`: the most probable predictions are committed.
+    DreamMaskgitPlus,
+    /// Since 1.5: Dream's sampler with `alg = "topk_margin"`: ranked by the top-1 minus top-2 probability.
+    DreamTopkMargin,
+    /// Since 1.5: Dream's sampler with `alg = "entropy"`: ranked by the negative entropy of the prediction.
+    DreamEntropy,
 }
 
 impl Sampler {
@@ -66,7 +79,61 @@ impl Sampler {
         match self {
             Sampler::ArGreedy => ModelKind::Llama,
             Sampler::LladaLowConfidence | Sampler::LladaRandom => ModelKind::Llada,
+            Sampler::DreamOrigin | Sampler::DreamMaskgitPlus | Sampler::DreamTopkMargin | Sampler::DreamEntropy => {
+                ModelKind::Dream
+            }
         }
+    }
+}
+
+/// Since 1.5: the decoding rule of Dream's sampler (its `alg`), each a sampler series of the grid
+/// (`grid.dream_algs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DreamAlg {
+    /// Each masked position is committed with probability 1 - s/t (random, seeded).
+    Origin,
+    /// The positions whose prediction has the highest probability.
+    MaskgitPlus,
+    /// The positions with the largest margin between the top two probabilities.
+    TopkMargin,
+    /// The positions whose predictive distribution has the lowest entropy.
+    Entropy,
+}
+
+impl DreamAlg {
+    /// Every rule, in the order series are listed.
+    pub const ALL: [DreamAlg; 4] = [DreamAlg::Origin, DreamAlg::MaskgitPlus, DreamAlg::TopkMargin, DreamAlg::Entropy];
+
+    /// The sampler (the cell key's) that runs this rule.
+    pub fn sampler(self) -> Sampler {
+        match self {
+            DreamAlg::Origin => Sampler::DreamOrigin,
+            DreamAlg::MaskgitPlus => Sampler::DreamMaskgitPlus,
+            DreamAlg::TopkMargin => Sampler::DreamTopkMargin,
+            DreamAlg::Entropy => Sampler::DreamEntropy,
+        }
+    }
+
+    /// The rule of a Dream sampler; `None` for the other samplers.
+    pub fn of(sampler: Sampler) -> Option<DreamAlg> {
+        DreamAlg::ALL.into_iter().find(|a| a.sampler() == sampler)
+    }
+
+    /// The name written in configs (Dream's `alg`).
+    pub fn name(self) -> &'static str {
+        match self {
+            DreamAlg::Origin => "origin",
+            DreamAlg::MaskgitPlus => "maskgit_plus",
+            DreamAlg::TopkMargin => "topk_margin",
+            DreamAlg::Entropy => "entropy",
+        }
+    }
+}
+
+impl fmt::Display for DreamAlg {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
     }
 }
 

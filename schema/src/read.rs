@@ -390,7 +390,7 @@ fn check(b: &Bundle) -> Result<(), BundleError> {
         if k.batch_size == 0 {
             return inconsistent(format!("cells[{i}].key.batch_size is 0"));
         }
-        let diffusion = model.kind == crate::grid::ModelKind::Llada;
+        let diffusion = model.kind.generation() == "diffusion";
         if diffusion != (k.steps.is_some() || k.threshold.is_some()) || diffusion != k.block_length.is_some() {
             return inconsistent(format!(
                 "cells[{i}].key: steps (or threshold) and block_length are set for diffusion cells and only for them"
@@ -403,6 +403,14 @@ fn check(b: &Bundle) -> Result<(), BundleError> {
         }
         if !diffusion && k.cache.is_some() {
             return inconsistent(format!("cells[{i}].key: a block cache is set on an autoregressive cell"));
+        }
+        if model.kind == crate::grid::ModelKind::Dream
+            && (k.steps.is_none() || k.cache.is_some() || k.block_length != Some(k.output_tokens))
+        {
+            return inconsistent(format!(
+                "cells[{i}].key: a Dream cell has steps, no block cache or threshold, and one block of all its \
+                 output tokens"
+            ));
         }
         if let Some(t) = k.threshold.filter(|t| !(t.value().is_finite() && t.value() >= 0.0)) {
             return inconsistent(format!("cells[{i}].key.threshold is {t}: it must be a finite number >= 0"));

@@ -70,13 +70,25 @@ fn every_shipped_config_is_valid() {
         "demo.toml",
         "llama31.toml",
         "instruct.toml",
+        "dream.toml",
+        "dream_demo.toml",
     ] {
         let c = shipped(name);
         assert!(!c.cells().is_empty(), "{name}");
         assert!(
-            c.models.iter().any(|m| m.kind == ModelKind::Llama) && c.models.iter().any(|m| m.kind == ModelKind::Llada)
+            c.models.iter().any(|m| m.kind == ModelKind::Llama) && c.models.iter().any(|m| m.kind != ModelKind::Llama)
         );
     }
+    // The Dream pair: one series per `alg`, each at every K, one block of N_out, at the primary grid's shapes.
+    let dream = shipped("dream.toml");
+    let primary = shipped("experiments.toml");
+    assert_eq!(
+        (&dream.grid.seq_lengths, &dream.grid.batch_sizes),
+        (&primary.grid.seq_lengths, &primary.grid.batch_sizes)
+    );
+    let dream_cells: Vec<_> = dream.cells().into_iter().filter(|k| k.sampler.kind() == ModelKind::Dream).collect();
+    assert_eq!(dream_cells.len(), 4 * 3 * 2 * 2);
+    assert!(dream_cells.iter().all(|k| k.block_length == Some(k.output_tokens) && k.steps.is_some()));
     assert_eq!(shipped("experiments_cpu_test.toml").run.warmup, 1);
     assert_eq!(shipped("experiments_cpu_test.toml").run.dtype, schema::grid::Precision::F32);
 }

@@ -1,13 +1,18 @@
 //! Generation: greedy autoregressive decoding with a KV cache ([`generate_ar`], Llama) and the reference LLaDA
-//! masked-diffusion sampler ([`generate_llada`]).
+//! masked-diffusion sampler ([`generate_llada`]), and Dream's sampler ([`generate_dream`]).
 //!
 //! Both take prompts as token ids WITHOUT a BOS (callers prepend it) and left-pad a batch to its longest prompt;
 //! the padding is masked out of attention. Both return the generated ids and device-synchronised timings.
 
 mod ar;
+mod dream;
 mod llada;
 
 pub use ar::{ArOutput, generate_ar};
+pub use dream::{
+    DREAM_EPS, DreamOutput, DreamParams, dream_origin_probability, dream_timesteps, dream_transfer_count,
+    generate_dream, predict_one as dream_predict_one,
+};
 pub use llada::{
     BlockCache, Confidence, GumbelNoise, LladaOutput, LladaParams, Remasking, generate_llada, generate_llada_observed,
     select_positions, threshold_count, transfer_schedule,

@@ -98,7 +98,9 @@ impl ModelConfig {
         let json_err = |source| ModelError::Json { path: path.to_path_buf(), source };
         check_architecture(&serde_json::from_str(text).map_err(json_err)?, path, kind)?;
         match kind {
-            ModelKind::Llama => serde_json::from_str::<LlamaConfigFile>(text).map_err(json_err)?.into_config(path),
+            ModelKind::Llama | ModelKind::Dream => {
+                serde_json::from_str::<LlamaConfigFile>(text).map_err(json_err)?.into_config(path, kind)
+            }
             ModelKind::Llada => serde_json::from_str::<LladaConfigFile>(text).map_err(json_err)?.into_config(path),
         }
     }
@@ -186,6 +188,7 @@ fn architecture_names(kind: ModelKind) -> &'static [(&'static str, &'static str)
     match kind {
         ModelKind::Llama => &[("LlamaForCausalLM", "llama"), ("Qwen2ForCausalLM", "qwen2")],
         ModelKind::Llada => &[("LLaDAModelLM", "llada")],
+        ModelKind::Dream => &[("DreamModel", "Dream")],
     }
 }
 
@@ -205,7 +208,7 @@ fn check_architecture(json: &serde_json::Value, path: &Path, kind: ModelKind) ->
     } else {
         return Ok(());
     };
-    let other = [ModelKind::Llama, ModelKind::Llada]
+    let other = [ModelKind::Llama, ModelKind::Llada, ModelKind::Dream]
         .into_iter()
         .find(|&k| k != kind && architecture_names(k).iter().any(|(a, m)| archs.contains(a) || mt == Some(m)));
     let listed = |k: ModelKind| architecture_names(k).iter().map(|(a, _)| *a).collect::<Vec<_>>().join(" or ");
@@ -217,9 +220,11 @@ fn check_architecture(json: &serde_json::Value, path: &Path, kind: ModelKind) ->
             format!("{k:?}").to_lowercase()
         ),
         None => format!(
-            "unknown architecture: the runner implements {} (kind \"llama\") and {} (kind \"llada\") only",
+            "unknown architecture: the runner implements {} (kind \"llama\"), {} (kind \"llada\") and {} (kind \
+             \"dream\") only",
             listed(ModelKind::Llama),
-            listed(ModelKind::Llada)
+            listed(ModelKind::Llada),
+            listed(ModelKind::Dream)
         ),
     };
     Err(ModelError::Unsupported { path: path.to_path_buf(), field: field.into(), value, fix })
@@ -350,6 +355,8 @@ struct LlamaConfigFile {
     bos_token_id: Option<u32>,
     eos_token_id: Option<OneOrMany>,
     pad_token_id: Option<u32>,
+    /// Dream: the mask token's id (`<|mask|>`, 151666 in Dream-v0).
+    mask_token_id: Option<u32>,
     #[serde(default)]
     tie_word_embeddings: bool,
     torch_dtype: Option<String>,
@@ -369,9 +376,12 @@ struct LlamaConfigFile {
 }
 
 impl LlamaConfigFile {
-    fn into_config(self, path: &Path) -> Result<ModelConfig, ModelError> {
+    /// `kind` is `llama`, or `dream` (Dream's `config.json` is Qwen2's with a mask id: the same layout,
+    /// bidirectional).
+    fn into_config(self, path: &Path, kind: ModelKind) -> Result<ModelConfig, ModelError> {
         let unsupported = unsupported_in(path);
-        let qwen2 = self.model_type.as_deref() == Some("qwen2")
+        let qwen2 = kind == ModelKind::Dream
+            || self.model_type.as_deref() == Some("qwen2")
             || self.architectures.as_ref().is_some_and(|a| a.iter().any(|n| n == "Qwen2ForCausalLM"));
         if self.mlp_bias {
             return Err(unsupported("mlp_bias", "true".into(), "only bias-free MLP projections are implemented"));
@@ -401,7 +411,7 @@ impl LlamaConfigFile {
             ));
         }
         let cfg = ModelConfig {
-            kind: ModelKind::Llama,
+            kind,
             hidden_size: self.hidden_size,
             intermediate_size: self.intermediate_size,
             num_layers: self.num_hidden_layers,
@@ -415,7 +425,7 @@ impl LlamaConfigFile {
             bos_token_id: self.bos_token_id,
             eos_token_ids: self.eos_token_id.map(OneOrMany::into_vec).unwrap_or_default(),
             pad_token_id: self.pad_token_id,
-            mask_token_id: None,
+            mask_token_id: if kind == ModelKind::Dream { self.mask_token_id } else { None },
             checkpoint_dtype: self.torch_dtype.or(self.dtype),
             synthetic: self.dllm_bench_synthetic,
             tied_lm_head: self.tie_word_embeddings,

@@ -69,7 +69,7 @@ pub struct SpecialIds {
     pub eos: u32,
     /// Left-padding id (attention never sees it; LLaDA: EOS, as the reference; Llama-3 has none: EOS).
     pub pad: u32,
-    /// LLaDA's `<|mdm_mask|>`; `None` for Llama.
+    /// LLaDA's `<|mdm_mask|>`, Dream's `<|mask|>`; `None` for Llama.
     pub mask: Option<u32>,
     /// Every id that ends a turn or a document (EOS, and `<|eot_id|>` when the tokenizer has it).
     pub stop: Vec<u32>,
@@ -96,6 +96,8 @@ fn special_tokens(kind: ModelKind) -> (&'static str, &'static str, Option<&'stat
     match kind {
         ModelKind::Llama => ("<|begin_of_text|>", "<|end_of_text|>", None, Some("<|eot_id|>")),
         ModelKind::Llada => ("<|startoftext|>", "<|endoftext|>", Some("<|mdm_mask|>"), Some("<|eot_id|>")),
+        // Dream-v0: BOS = EOS = pad = 151643 (`<|endoftext|>`), the mask 151666.
+        ModelKind::Dream => ("<|endoftext|>", "<|endoftext|>", Some("<|mask|>"), Some("<|im_end|>")),
     }
 }
 

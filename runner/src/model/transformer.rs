@@ -53,7 +53,8 @@ pub struct WeightNames {
 impl WeightNames {
     pub fn for_kind(kind: ModelKind) -> Self {
         match kind {
-            ModelKind::Llama => Self {
+            // Dream's checkpoint is Qwen2's: the same names.
+            ModelKind::Llama | ModelKind::Dream => Self {
                 embed: "model.embed_tokens",
                 final_norm: "model.norm",
                 lm_head: "lm_head",

@@ -136,7 +136,7 @@ pub(super) fn cell_bytes(model: &LoadedModel, key: &CellKey, batch: &[Vec<u32>],
             let acts = sat(&[b, prompt, inter.max(hidden), dtype, 3]);
             scores.saturating_add(kv).saturating_add(acts).saturating_add(sat(&[b, vocab, f32b]))
         }
-        Sampler::LladaLowConfidence | Sampler::LladaRandom => {
+        _ => {
             let block = u64::from(key.block_length.unwrap_or(key.output_tokens));
             let scores = sat(&[b, heads, len, len, f32b]);
             let logits = sat(&[b, block, vocab, f32b + 8]);
@@ -164,7 +164,7 @@ pub(super) fn roofline_work(
     let n_out = u64::from(key.output_tokens);
     match key.sampler {
         Sampler::ArGreedy => metrics::roofline::autoregressive(&shape, b, prompt, n_out, dtype_bytes),
-        Sampler::LladaLowConfidence | Sampler::LladaRandom => {
+        _ => {
             let block = u64::from(key.block_length.unwrap_or(key.output_tokens));
             let forwards: Vec<u64> = block_steps.iter().map(|&f| f as u64).collect();
             metrics::roofline::diffusion_sampler(
@@ -233,6 +233,31 @@ pub(crate) fn generate_rows(
                 flop_count: Some(work.flops),
                 // The cache's buffers as allocated (the analytic size is the same: K and V for every position).
                 kv_cache_bytes: out.cache_bytes.map(|b| b as u64).or(work.kv_cache_bytes),
+                ..Repetition::default()
+            };
+            (out.tokens, rep)
+        }
+        Sampler::DreamOrigin | Sampler::DreamMaskgitPlus | Sampler::DreamTopkMargin | Sampler::DreamEntropy => {
+            let params = DreamParams {
+                steps: key.steps.unwrap_or(n_out as u32) as usize,
+                alg: DreamAlg::of(key.sampler).unwrap_or(DreamAlg::Entropy),
+                temperature: cfg.grid.temperature,
+                top_p: cfg.grid.top_p,
+                seed: cfg.run.seed.wrapping_add(run),
+            };
+            let out = generate::generate_dream(model, batch, n_out, &params)?;
+            // One block of N_out: the roofline of K full forwards, the LM head over the generated region.
+            let work = roofline_work(model, key, batch, 0.0, &[out.nfe]);
+            let committed = out.transfers.iter().map(|t| t.iter().sum::<usize>() as u32).collect();
+            let rep = Repetition {
+                e2e_ms: out.e2e_ms,
+                first_block_ms: Some(out.e2e_ms),
+                step_ms: Some(out.step_ms.clone()),
+                forward_passes: Some(out.nfe as u32),
+                committed_per_step: Some(committed),
+                weights_read_bytes: Some(work.weights_read_bytes),
+                flop_count: Some(work.flops),
+                kv_cache_bytes: work.kv_cache_bytes,
                 ..Repetition::default()
             };
             (out.tokens, rep)

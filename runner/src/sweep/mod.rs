@@ -25,11 +25,11 @@ use schema::bundle::{
     Bundle, Cell, CellKey, CellStatus, ChatTemplateInfo, Generation, ModelInfo, PromptSetInfo, Provenance, Repetition,
     Sampler, TokenizerInfo,
 };
-use schema::grid::{DeviceSpec, GridConfig, ModelKind, ModelSpec, Precision};
+use schema::grid::{DeviceSpec, DreamAlg, GridConfig, ModelKind, ModelSpec, Precision};
 use schema::{SchemaVersion, ShardInfo};
 use sha2::{Digest, Sha256};
 
-use crate::generate::{self, LladaParams};
+use crate::generate::{self, DreamParams, LladaParams};
 use crate::journal::{Header, JOURNAL_FORMAT, Journal, Record, RunLock};
 use crate::model::{ChatFrame, ChatTemplate, LoadedModel, ModelFiles, TransformerOptions};
 use crate::plan::{ResolvedConfig, config_diff};

@@ -106,9 +106,11 @@ impl SynthSpec {
 
     /// The spec with every default filled in for `kind`.
     pub fn resolve(&self, kind: ModelKind) -> Resolved {
-        let llama = kind == ModelKind::Llama;
+        // Dream has the Qwen2 layout (GQA): Llama's small shapes, Dream-v0-7B's real ones.
+        let llama = kind != ModelKind::Llada;
         // (hidden, layers, heads, kv_heads, intermediate, vocab, max_positions)
         let (h, l, nh, nkv, i, v, max) = match (self.preset, llama) {
+            (Preset::Real, true) if kind == ModelKind::Dream => (3584, 28, 28, 4, 18944, 152_064, 131_072),
             (Preset::Tiny, true) => (64, 2, 4, 2, 224, 512, 1024),
             (Preset::Tiny, false) => (64, 2, 4, 4, 192, 512, 1024),
             (Preset::Small, true) => (256, 4, 8, 2, 896, 1024, 2048),
@@ -145,7 +147,9 @@ impl SynthSpec {
     pub fn check(&self, kind: ModelKind) -> Result<(), SynthError> {
         if kind != ModelKind::Llama && self.layout.is_some_and(|l| l != SynthLayout::Llama3) {
             return Err(SynthError::Spec(
-                "a layout (llama3.1, llama3.2, qwen2) is a checkpoint of the llama kind; LLaDA has one layout".into(),
+                "a layout (llama3.1, llama3.2, qwen2) is a checkpoint of the llama kind; LLaDA and Dream have one \
+                 layout each"
+                    .into(),
             ));
         }
         let r = self.resolve(kind);
@@ -224,6 +228,12 @@ pub const LLADA_CHAT_TEMPLATE: &str = "{{ bos_token }}{% for message in messages
 {{ '<|start_header_id|>' ~ message['role'] ~ '<|end_header_id|>\n\n' ~ (message['content'] | trim) ~ '<|eot_id|>' }}\
 {% endfor %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}";
 
+/// The chat template of a synthetic Dream-v0-Instruct checkpoint: ChatML (Qwen2's format), one user turn and
+/// the assistant's header, written anew.
+pub const DREAM_CHAT_TEMPLATE: &str = "{% for message in messages %}\
+{{ '<|im_start|>' ~ message['role'] ~ '\n' ~ message['content'] ~ '<|im_end|>\n' }}\
+{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
+
 /// Special tokens per layout, in the order they are added to the tokenizer: (name in config, token). An Instruct
 /// checkpoint (`chat`) also has the chat headers' tokens.
 fn special_tokens(kind: ModelKind, chat: bool) -> Vec<(&'static str, &'static str)> {
@@ -237,9 +247,15 @@ fn special_tokens(kind: ModelKind, chat: bool) -> Vec<(&'static str, &'static st
             ("mask_token_id", "<|mdm_mask|>"),
             ("eot", "<|eot_id|>"),
         ],
+        // Dream-v0's BOS is its EOS (`bos_token_id` is written from `eos_token_id`).
+        ModelKind::Dream => {
+            vec![("eos_token_id", "<|endoftext|>"), ("mask_token_id", "<|mask|>"), ("eot", "<|im_end|>")]
+        }
     };
-    if chat {
-        out.extend([("start_header", "<|start_header_id|>"), ("end_header", "<|end_header_id|>")]);
+    match (chat, kind) {
+        (false, _) => {}
+        (true, ModelKind::Dream) => out.push(("im_start", "<|im_start|>")),
+        (true, _) => out.extend([("start_header", "<|start_header_id|>"), ("end_header", "<|end_header_id|>")]),
     }
     out
 }
@@ -251,9 +267,10 @@ fn tokenizer_config_json(kind: ModelKind) -> serde_json::Value {
     let template = match kind {
         ModelKind::Llama => LLAMA3_CHAT_TEMPLATE,
         ModelKind::Llada => LLADA_CHAT_TEMPLATE,
+        ModelKind::Dream => DREAM_CHAT_TEMPLATE,
     };
     json!({
-        "bos_token": token("bos_token_id"),
+        "bos_token": token("bos_token_id").or(token("eos_token_id")),
         "eos_token": token("eos_token_id"),
         "chat_template": template,
         "tokenizer_class": "PreTrainedTokenizerFast",
@@ -349,6 +366,19 @@ fn config_json(r: &Resolved, ids: &BTreeMap<&'static str, u32>) -> serde_json::V
             "weight_tying": false,
             "dllm_bench_synthetic": marker,
         }),
+        ModelKind::Dream => {
+            // Qwen2's config with Dream's names and ids (Dream-v0: bos = eos = pad, the mask id beside them).
+            let qwen2 = Resolved { kind: ModelKind::Llama, layout: Some(SynthLayout::Qwen2), ..r.clone() };
+            let mut c = config_json(&qwen2, ids);
+            c["architectures"] = json!(["DreamModel"]);
+            c["model_type"] = json!("Dream");
+            c["bos_token_id"] = json!(id("eos_token_id"));
+            c["pad_token_id"] = json!(id("eos_token_id"));
+            c["mask_token_id"] = json!(id("mask_token_id"));
+            c["use_cache"] = json!(false);
+            c["dllm_bench_synthetic"] = marker;
+            c
+        }
     }
 }
 
