@@ -1159,7 +1159,10 @@ pub fn answer(bundles: &[&LoadedBundle], o: &Options) -> Result<(String, Figure)
         let Some(cell) = record_cell(lb, r) else { continue };
         let series = format!("{} vs {}", series_label(cell), short_model(&r.ar_model));
         // Panels side by side: a short title (model and series), the whole label in each tooltip.
-        let title = format!("{} {}", short_model(&r.diffusion_model), r.variant());
+        let title = match r.variant() {
+            Some(v) => format!("{} {v}", short_model(&r.diffusion_model)),
+            None => format!("{} {}", short_model(&r.diffusion_model), sampler_label(r.sampler)),
+        };
         let i = panels.iter().position(|p| p.title == title).unwrap_or(panels.len());
         if i == panels.len() {
             panels.push(Panel { title, cells: Vec::new() });
@@ -1283,7 +1286,7 @@ fn record_cell<'a>(lb: &'a LoadedBundle, r: &metrics::parity::ParityRecord) -> O
             && c.key.model == r.diffusion_model
             && c.key.sampler == r.sampler
             && c.key.block_length == r.block_length
-            && c.key.variant() == Some(r.variant())
+            && c.key.variant() == r.variant()
     })
 }
 
@@ -1311,7 +1314,7 @@ pub fn parity_rows(bundles: &[&LoadedBundle], f: &Filters, o: &Options) -> Resul
                         && c.cell.key.seq_len == n
                         && c.cell.key.model == r.diffusion_model
                         && c.cell.key.sampler == r.sampler
-                        && c.cell.key.variant() == Some(r.variant())
+                        && c.cell.key.variant() == r.variant()
                 });
                 if !is_kept(&ar_cell.key) || !series_kept {
                     continue;
@@ -1436,7 +1439,7 @@ fn quality_steps(
                     p.steps.is_some()
                         && k.model == r.diffusion_model
                         && k.sampler == r.sampler
-                        && k.variant() == Some(r.variant())
+                        && k.variant() == r.variant()
                 });
                 if let (true, Parity::Reached { steps }) = (drawn, r.outcome) {
                     let label = match r.parity_threshold {

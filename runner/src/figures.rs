@@ -160,7 +160,9 @@ fn parity_latex(b: &schema::Bundle, opts: &metrics::parity::ParityOptions) -> St
     );
     for r in metrics::parity::parity(b, opts) {
         let s_par = esc(&metrics::parity::s_parity_text(&r));
-        let series = esc(r.variant().name());
+        let series = esc(&r
+            .variant()
+            .map_or_else(|| explorer::views::sampler_name(r.sampler).to_string(), |v| v.name().to_string()));
         for row in &r.speedups {
             let (diff, sp, verdict) = match (&row.speedup, row.diffusion_e2e_ms) {
                 (Some(e), Some(ms)) => {

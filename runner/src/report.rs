@@ -210,7 +210,10 @@ fn summary(s: &mut String, records: &[ParityRecord]) {
 fn series_name(r: &ParityRecord) -> String {
     let sampler = serde_json::to_value(r.sampler).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
     let block = r.block_length.map_or(String::new(), |b| format!(", block {b}"));
-    format!("({sampler}, {}{block})", r.variant())
+    match r.variant() {
+        Some(v) => format!("({sampler}, {v}{block})"),
+        None => format!("({sampler}{block})"),
+    }
 }
 
 fn metrics_in(bundle: &Bundle) -> String {

@@ -184,8 +184,8 @@ pub struct ParityRecord {
 }
 
 impl ParityRecord {
-    /// The record's sampler series.
-    pub fn variant(&self) -> SamplerVariant {
-        SamplerVariant::of(self.cache, self.thresholded)
+    /// The record's LLaDA sampler series (`None` for other samplers: Dream's are series by their `sampler`).
+    pub fn variant(&self) -> Option<SamplerVariant> {
+        (self.sampler.kind() == crate::key::ModelKind::Llada).then(|| SamplerVariant::of(self.cache, self.thresholded))
     }
 }
