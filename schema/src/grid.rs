@@ -141,8 +141,10 @@ pub struct ModelSpec {
     /// Hub revision (branch, tag or commit).
     #[serde(default = "default_revision")]
     pub revision: String,
-    /// When present, the runner writes (or reuses) synthetic weights of these shapes under `id`.
+    /// When present, the runner writes (or reuses) synthetic weights of these shapes under `id`. Not read by
+    /// wasm32 builds (the explorer takes synthetic-ness from the bundle's models; see `Bundle::parity`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub synthetic: Option<SyntheticWeights>,
 }
 
@@ -521,8 +523,9 @@ pub struct EvaluatorSpec {
     /// Hub revision; default: the revision of the `[[models]]` entry with this id, else `main`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<String>,
-    /// Synthetic weights of these shapes under `id` (as for models).
+    /// Synthetic weights of these shapes under `id` (as for models; not read by wasm32 builds either).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub synthetic: Option<SyntheticWeights>,
 }
 
