@@ -93,3 +93,42 @@ fn the_sampler_refuses_other_kinds_and_the_mask_in_a_prompt() {
     let err = generate_dream(&m, &[vec![1, 2]], 4, &DreamParams { steps: 0, ..DreamParams::default() });
     assert!(err.expect_err("refused").to_string().contains("steps"));
 }
+
+#[test]
+fn the_dream_demo_runs_end_to_end_with_one_s_parity_record_per_rule() {
+    use crate::assert_exit;
+    use crate::util::{Sandbox, stderr, stdout};
+    let sb = Sandbox::new();
+    let config = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../config/dream_demo.toml");
+    let config = config.to_str().expect("utf8");
+    let out = sb.cmd(&["run", "-c", config, "-o", "out", "-q", "--steps", "4", "--repetitions", "1"]);
+    assert_exit!(out, 0);
+    let text = std::fs::read_to_string(sb.path().join(stdout(&out).trim())).expect("bundle");
+    let b = schema::read_bundle(&text).expect("valid bundle");
+    assert!(b.provenance.synthetic_weights);
+    let kinds: Vec<schema::ModelKind> = b.models.iter().map(|m| m.kind).collect();
+    assert!(kinds.contains(&schema::ModelKind::Dream) && kinds.contains(&schema::ModelKind::Llama), "{kinds:?}");
+    for c in b.cells.iter().filter(|c| c.key.sampler.kind() == schema::ModelKind::Dream) {
+        assert_eq!(c.status, schema::CellStatus::Ok, "{}", c.key);
+        assert_eq!((c.key.steps, c.key.block_length), (Some(4), Some(c.key.output_tokens)), "{}", c.key);
+        for r in &c.repetitions {
+            assert_eq!(r.forward_passes, Some(4), "{}", c.key);
+            let committed = r.committed_per_step.as_ref().expect("committed per step");
+            assert_eq!(committed.iter().map(|&t| u64::from(t)).sum::<u64>(), r.output_tokens, "{}", c.key);
+        }
+    }
+    // One S_parity record per decoding rule, each named by its sampler (no LLaDA series).
+    let samplers: std::collections::BTreeSet<_> = b.parity.iter().map(|r| r.sampler).collect();
+    assert_eq!(samplers.len(), 4, "{samplers:?}");
+    assert!(b.parity.iter().all(|r| r.variant().is_none()));
+    let report = sb.cmd(&["report", sb.path().join(stdout(&out).trim()).to_str().expect("utf8")]);
+    assert_exit!(report, 0);
+    let md = stdout(&report);
+    assert!(md.contains("dream_entropy") && !md.contains("reference, block"), "{md}");
+    // A bad rule is exit 2 naming the field and the choices.
+    let bad = std::fs::read_to_string(config).expect("config").replace("\"origin\"]", "\"greedy\"]");
+    let path = sb.write("bad.toml", &bad);
+    let out = sb.cmd(&["plan", "-c", path.to_str().expect("utf8")]);
+    assert_exit!(out, 2);
+    assert!(stderr(&out).contains("dream_algs") || stderr(&out).contains("greedy"), "{}", stderr(&out));
+}
