@@ -34,7 +34,7 @@
 use candle_core::{D, DType, Tensor};
 use schema::grid::{DreamAlg, ModelKind};
 
-use super::{GenerateError, check_finite, check_interrupted, left_pad, params_err};
+use super::{GenerateError, MaskedBatch, check_finite, check_interrupted, masked_batch, params_err};
 use crate::model::{LoadedModel, LogitsSpan, Positions};
 use crate::synth::rng::SplitMix64;
 use crate::timing::Stopwatch;
@@ -141,28 +141,9 @@ pub fn generate_dream(
         return params_err("Dream's sampler needs a Dream model (the Qwen2 layout, bidirectional, shifted logits)");
     }
     params.validate(n_out)?;
-    let Some(mask) = model.special.mask else {
-        return params_err("the model has no mask token");
-    };
-    if model.special.pad == mask {
-        return params_err(format!("the pad id equals the mask id {mask}"));
-    }
-    if let Some(i) = prompts.iter().position(|p| p.contains(&mask)) {
-        return params_err(format!("prompt {i} contains the mask id {mask}"));
-    }
-    let batch = left_pad(prompts, model.special.pad)?;
+    let MaskedBatch { batch, mask, mut x, key_valid } = masked_batch(model, prompts, n_out)?;
     let (b, p) = (prompts.len(), batch.len);
     let len = p + n_out;
-    let max_pos = model.config.max_position_embeddings;
-    if len > max_pos {
-        return params_err(format!(
-            "prompt ({p}) + n_out ({n_out}) exceeds the model's max_position_embeddings ({max_pos})"
-        ));
-    }
-    let mut x: Vec<Vec<u32>> =
-        batch.rows.iter().map(|r| r.iter().copied().chain(std::iter::repeat_n(mask, n_out)).collect()).collect();
-    let key_valid: Vec<Vec<bool>> =
-        batch.valid.iter().map(|v| v.iter().copied().chain(std::iter::repeat_n(true, n_out)).collect()).collect();
     let tf = &model.transformer;
     let device = tf.device();
     let mut rng = SplitMix64::new(params.seed);

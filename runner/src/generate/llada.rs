@@ -42,7 +42,7 @@ use candle_core::{D, DType, Tensor};
 use schema::grid::ModelKind;
 use serde::{Deserialize, Serialize};
 
-use super::{GenerateError, check_finite, check_interrupted, left_pad, params_err};
+use super::{GenerateError, MaskedBatch, check_finite, check_interrupted, masked_batch, params_err};
 use crate::model::{LoadedModel, LogitsSpan, Positions};
 use crate::synth::rng::SplitMix64;
 use crate::timing::Stopwatch;
@@ -208,29 +208,9 @@ pub fn generate_llada_observed(
         return params_err("the LLaDA sampler needs a bidirectional (LLaDA) model");
     }
     let (blocks, spb) = params.validate(n_out)?;
-    let Some(mask) = model.special.mask else {
-        return params_err("the model has no mask token");
-    };
-    if model.special.pad == mask {
-        return params_err(format!("the pad id equals the mask id {mask}"));
-    }
-    if let Some(i) = prompts.iter().position(|p| p.contains(&mask)) {
-        return params_err(format!("prompt {i} contains the mask id {mask}"));
-    }
-    let batch = left_pad(prompts, model.special.pad)?;
+    let MaskedBatch { batch, mask, mut x, key_valid } = masked_batch(model, prompts, n_out)?;
     let (b, p) = (prompts.len(), batch.len);
     let len = p + n_out;
-    let max_pos = model.config.max_position_embeddings;
-    if len > max_pos {
-        // As for the AR model: positions past what the model was trained on are not a measurement of it.
-        return params_err(format!(
-            "prompt ({p}) + n_out ({n_out}) exceeds the model's max_sequence_length ({max_pos})"
-        ));
-    }
-    let mut x: Vec<Vec<u32>> =
-        batch.rows.iter().map(|r| r.iter().copied().chain(std::iter::repeat_n(mask, n_out)).collect()).collect();
-    let key_valid: Vec<Vec<bool>> =
-        batch.valid.iter().map(|v| v.iter().copied().chain(std::iter::repeat_n(true, n_out)).collect()).collect();
     let tf = &model.transformer;
     let device = tf.device();
     let bl = params.block_length;

@@ -55,6 +55,44 @@ fn params_err<T>(msg: impl Into<String>) -> Result<T, GenerateError> {
     Err(GenerateError::Params(msg.into()))
 }
 
+/// The working sequences of a masked-diffusion sampler (LLaDA's and Dream's): the left-padded prompts followed by
+/// `n_out` mask tokens, which keys are real, and the mask id. Refuses a model without a mask token, a pad id equal to
+/// it, a prompt containing it, and a sequence longer than the model's positions.
+struct MaskedBatch {
+    batch: Padded,
+    mask: u32,
+    x: Vec<Vec<u32>>,
+    key_valid: Vec<Vec<bool>>,
+}
+
+fn masked_batch(
+    model: &crate::model::LoadedModel,
+    prompts: &[Vec<u32>],
+    n_out: usize,
+) -> Result<MaskedBatch, GenerateError> {
+    let Some(mask) = model.special.mask else {
+        return params_err("the model has no mask token");
+    };
+    if model.special.pad == mask {
+        return params_err(format!("the pad id equals the mask id {mask}"));
+    }
+    if let Some(i) = prompts.iter().position(|p| p.contains(&mask)) {
+        return params_err(format!("prompt {i} contains the mask id {mask}"));
+    }
+    let batch = left_pad(prompts, model.special.pad)?;
+    let (p, max_pos) = (batch.len, model.config.max_position_embeddings);
+    if p + n_out > max_pos {
+        // As for the AR model: positions past what the model was trained on are not a measurement of it.
+        return params_err(format!(
+            "prompt ({p}) + n_out ({n_out}) exceeds the model's maximum sequence length ({max_pos})"
+        ));
+    }
+    let x = batch.rows.iter().map(|r| r.iter().copied().chain(std::iter::repeat_n(mask, n_out)).collect()).collect();
+    let key_valid =
+        batch.valid.iter().map(|v| v.iter().copied().chain(std::iter::repeat_n(true, n_out)).collect()).collect();
+    Ok(MaskedBatch { batch, mask, x, key_valid })
+}
+
 /// A left-padded batch: rows of equal length, `valid[b][j]` false on padding.
 struct Padded {
     rows: Vec<Vec<u32>>,
