@@ -9,7 +9,7 @@
 //! - Q_llama = the AR group's value of the metric; f(k) = the diffusion group's value at K = k;
 //! - S_parity = min{ k : f(k) at least as good as Q_llama } ([`crate::derive::s_parity`]); "not reached up to
 //!   K_max" is an outcome, not an error. A threshold series' points are its thresholds, each at the forwards it
-//!   measured ([`threshold_forwards`]): S_parity is the fewest forwards at parity, and names its threshold (at
+//!   measured (the median forwards of its smallest-B cell): S_parity is the fewest forwards at parity, and names its threshold (at
 //!   equal forwards the higher threshold comes first);
 //! - per batch size B: speedup = median L_e2e(AR at B) / median L_e2e(diffusion at S_parity, B), naming the two
 //!   cells; missing or failed cells leave the speedup absent with a note;
@@ -23,7 +23,7 @@ use schema::bundle::{Bundle, Cell, CellKey, CellStatus, Pooling, QualityValue, S
 use schema::grid::{BlockCache, Threshold};
 pub use schema::parity::{BootstrapInfo, Estimate, Parity, ParityRecord, SpeedupRow, StepQuality, StepsInterval};
 
-use crate::derive::{cell_summary, s_parity, speedup};
+use crate::derive::{cell_steps, cell_summary, s_parity, speedup};
 use crate::rng::SplitMix64;
 
 /// A cell's key without the batch size: the cells that share one quality measurement.
@@ -214,11 +214,12 @@ pub fn parity(bundle: &Bundle, opts: &ParityOptions) -> Vec<ParityRecord> {
     // group), ordered by steps, then the higher threshold first.
     type SeriesKey = (u32, String, Sampler, Option<u32>, Option<BlockCache>, bool);
     type Point<'a> = (u32, Option<Threshold>, &'a GroupKey);
+    let thresholds = threshold_cells(bundle);
     let mut series: BTreeMap<SeriesKey, Vec<Point<'_>>> = BTreeMap::new();
     for g in quality_groups.iter().filter(|g| g.sampler != Sampler::ArGreedy) {
         let steps = match (g.steps, g.threshold) {
             (Some(k), _) => Some(k),
-            (None, Some(_)) => threshold_forwards(bundle, g),
+            (None, Some(_)) => thresholds.get(g).and_then(|&i| cell_steps(&bundle.cells[i])),
             (None, None) => None,
         };
         if let Some(k) = steps {
@@ -396,16 +397,21 @@ fn parity_point(points: &[(u32, f64)], baseline: f64, direction: schema::bundle:
     points.iter().position(|p| p.0 == best && good(p))
 }
 
-/// A threshold group's cost: the forward passes it measured, the median over the repetitions of its ok cell with
-/// the smallest batch size (at B = 1, the forwards of one sequence), rounded up. `None` when no repetition says.
-pub fn threshold_forwards(bundle: &Bundle, group: &GroupKey) -> Option<u32> {
-    let cell = bundle
-        .cells
-        .iter()
-        .filter(|c| c.status == CellStatus::Ok && GroupKey::of(&c.key) == *group)
-        .min_by_key(|c| c.key.batch_size)?;
-    let forwards: Vec<f64> = cell.repetitions.iter().filter_map(|r| r.forward_passes).map(f64::from).collect();
-    crate::derive::summarize(&forwards).map(|s| s.median.ceil() as u32)
+/// Per threshold group, the index of its ok cell with the smallest batch size (at B = 1, the forwards of one
+/// sequence): the cell whose measured forwards ([`crate::derive::cell_steps`], the median rounded up) are the
+/// group's cost. One pass over the cells.
+fn threshold_cells(bundle: &Bundle) -> HashMap<GroupKey, usize> {
+    let mut out: HashMap<GroupKey, usize> = HashMap::new();
+    for (i, c) in bundle.cells.iter().enumerate() {
+        if c.status != CellStatus::Ok || c.key.threshold.is_none() {
+            continue;
+        }
+        let j = out.entry(GroupKey::of(&c.key)).or_insert(i);
+        if bundle.cells[*j].key.batch_size > c.key.batch_size {
+            *j = i;
+        }
+    }
+    out
 }
 
 /// S_parity of a record in words, as every reader writes it: `K = 8`, `3 forwards (threshold 0.9)`, `not reached
