@@ -153,10 +153,11 @@ fn default_revision() -> String {
 }
 
 /// Where prompts come from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum PromptSource {
     /// The prompt set compiled into the runner (the demo).
+    #[default]
     Embedded,
     /// Wikitext-103 validation from the HF dataset cache.
     Wikitext,
@@ -191,7 +192,7 @@ impl PromptPreset {
 ///
 /// Its size is `count` or `preset`, exactly one of them in a hand-written file; a resolved config (what bundles
 /// and journals store) carries `count` always, beside the `preset` it came from, and the two agree.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PromptConfig {
     /// Source of the prompts.
     pub source: PromptSource,
@@ -339,7 +340,7 @@ pub struct LengthSplit {
 }
 
 /// The axes of the grid and the generation settings shared by every cell.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GridAxes {
     /// Total sequence lengths N (prompt + output tokens).
     pub seq_lengths: Vec<u32>,
@@ -455,11 +456,15 @@ fn default_device() -> String {
 pub struct GridConfig {
     /// Run settings.
     pub run: RunSettings,
-    /// The prompt set.
+    /// The prompt set. Not read by wasm32 builds, nor are `grid` and `models`: the explorer shows the bundle's
+    /// own cells, models and prompt set, and from the config reads only `run` and `quality` (S_parity's options).
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub prompts: PromptConfig,
     /// The grid's axes.
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub grid: GridAxes,
     /// The models compared.
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub models: Vec<ModelSpec>,
     /// Quality measurement; absent: quality is not measured (timing only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
