@@ -7,6 +7,7 @@
 //  - every view renders from the hand-written study fixture with the right numbers (throughput, memory GB
 //    and OOM, TTFT/ITL, step time, Pareto frontier, quality vs steps, S_parity panel, table of cells);
 //  - the roofline (schema 1.2 fixture): intensity and achieved FLOP rate per cell, ceilings from entered peaks;
+//  - small multiples: every (N, B) of latency vs steps at once, each facet with its shape's medians;
 //  - hover tooltips, click-to-cell, a filter changes the chart, a deep link restores the state, compare
 //    mode overlays two bundles, CSV export holds the filtered cells, PNG export, drag-and-drop;
 //  - 10+ malformed bundles each show their message, and the app keeps working;
@@ -517,6 +518,38 @@ async function checkSeries(page) {
   pass(`${SERIES.file}: S_parity has one row per sampler series (${series.size})`);
 }
 
+/** Small multiples: latency vs steps at every (N, B) at once, each facet with its shape's medians, shared axes. */
+async function checkMultiples(page) {
+  const bundle = load(STUDY);
+  await page.setViewportSize({ width: 1400, height: 1000 });
+  await page.goto(`${BASE}?bundle=${STUDY.file}&view=latency`);
+  await waitLoaded(page, STUDY.file);
+  await redraw(page, () => page.check('[data-testid="multiples"]'));
+  assert.ok(page.url().includes('multiples=1'), `the address keeps the choice: ${page.url()}`);
+  const f = await figure(page);
+  const byNB = (x, y) => x[1] - y[1] || x[0] - y[0];
+  const want = shapes(bundle).sort(byNB);
+  assert.deepEqual(f.plot.grid.titles, want.map(([B, N]) => `N = ${N}, B = ${B}`));
+  let marks = 0;
+  want.forEach(([B, N], k) => {
+    const cells = bundle.cells.filter((c) => ok(c) && c.key.batch_size === B && c.key.seq_len === N && c.key.sampler !== 'ar_greedy');
+    const got = f.plot.series.filter((s) => (s.facet ?? 0) === k).flatMap((s) => s.marks.map((m) => m.y)).sort((a, b) => a - b);
+    const exp = cells.map((c) => median(c.repetitions.map((r) => r.e2e_ms))).sort((a, b) => a - b);
+    assert.equal(got.length, exp.length, `N = ${N}, B = ${B}: points`);
+    got.forEach((g, i) => assert.ok(close(g, exp[i]), `N = ${N}, B = ${B}: ${g} != ${exp[i]}`));
+    marks += got.length;
+  });
+  assert.equal((await marksPainted(page)).length, marks);
+  const [w, h] = await page.$eval(CHART, (c) => [c.clientWidth, c.clientHeight]);
+  const rows = Math.ceil(want.length / f.plot.grid.cols);
+  assert.ok(rows === 1 || h > 0.56 * w, `${rows} rows of charts get a taller canvas (${w} x ${h})`);
+  await page.screenshot({ path: `${SHOTS}-multiples.png`, fullPage: true });
+  await page.setViewportSize({ width: 390, height: 900 });
+  await page.screenshot({ path: `${SHOTS}-multiples-390.png`, fullPage: true });
+  await page.setViewportSize({ width: 1280, height: 1000 });
+  pass(`${STUDY.file}: small multiples: ${want.length} facets (every N, B) with their shapes' ${marks} medians, all painted`);
+}
+
 async function checkDeepLinkAndCompare(page) {
   // Deep link: bundle, view, filters, options.
   await page.goto(`${BASE}?bundle=${STUDY.file}&view=memory&N=256&mem=reserved`);
@@ -655,6 +688,7 @@ try {
   await checkRoofline(page);
   await checkAnswer(page);
   await checkSeries(page);
+  await checkMultiples(page);
   await checkDeepLinkAndCompare(page);
   await checkBroken(page);
   await checkLocalFiles(page);

@@ -477,6 +477,11 @@ fn FilterBar(
                     on:change=move |ev| state.update(|s| s.options.log_y = event_target_checked(&ev))/>
                 " log y"
             </label>
+            <label title="Latency, Pareto, quality and throughput: a small chart per (N, B), shared axes">
+                <input type="checkbox" data-testid="multiples" prop:checked=move || state.get().options.multiples
+                    on:change=move |ev| state.update(|s| s.options.multiples = event_target_checked(&ev))/>
+                " every shape"
+            </label>
             <label>
                 "Memory "
                 <select data-testid="memory-metric" on:change=move |ev| {
@@ -661,7 +666,9 @@ fn draw_on(canvas: &web_sys::HtmlCanvasElement, fig: &figure::Figure) -> Result<
         w if w > 0 => w as u32,
         _ => CHART_CSS_SIZE.0,
     };
-    let css_h = css_w * CHART_CSS_SIZE.1 / CHART_CSS_SIZE.0;
+    // Small multiples are taller; the element keeps the drawing's proportions.
+    let css_h = fig.height(css_w);
+    attr("style", &format!("aspect-ratio: {css_w} / {css_h}"))?;
     canvas.set_width((f64::from(css_w) * dpr).round() as u32);
     canvas.set_height((f64::from(css_h) * dpr).round() as u32);
     let backend = CanvasBackend::with_canvas_object(canvas.clone()).ok_or("the browser gave no 2D canvas context")?;

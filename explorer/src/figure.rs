@@ -121,6 +121,23 @@ pub struct Series {
     pub alt: bool,
     /// The marks.
     pub marks: Vec<Mark>,
+    /// The facet it is drawn in (small multiples, [`Grid`]); 0 in a single chart.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub facet: usize,
+}
+
+fn is_zero(v: &usize) -> bool {
+    *v == 0
+}
+
+/// Small multiples: the facets of an x/y figure, drawn as a grid of small charts sharing both axes' ranges, their
+/// series and reference lines placed by their `facet`, one legend beside them.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Grid {
+    /// Each facet's title (e.g. `N = 512, B = 4`), row by row.
+    pub titles: Vec<String>,
+    /// Facets per row.
+    pub cols: usize,
 }
 
 /// A horizontal reference line (the AR model's value) or a vertical marker (S_parity).
@@ -136,6 +153,9 @@ pub struct RefLine {
     pub colour: usize,
     /// Dashed for the compared bundle.
     pub alt: bool,
+    /// The facet it is drawn in (small multiples); 0 in a single chart.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub facet: usize,
 }
 
 /// One cell of a heatmap.
@@ -180,6 +200,9 @@ pub enum Plot {
         series: Vec<Series>,
         /// Reference lines.
         refs: Vec<RefLine>,
+        /// Small multiples; `None`: one chart.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        grid: Option<Grid>,
     },
     /// Heatmap panels sharing categorical axes and one colour scale.
     Heat {
@@ -216,6 +239,21 @@ impl Figure {
                 series.iter().filter(|s| s.style != Style::Frontier).map(|s| s.marks.len()).sum()
             }
             Plot::Heat { panels, .. } => panels.iter().map(|p| p.cells.len()).sum(),
+        }
+    }
+
+    /// The height of the figure drawn `width` wide: 56% of it, or for small multiples a row of facets (each as
+    /// tall as 70% of its width) per row under the title.
+    pub fn height(&self, width: u32) -> u32 {
+        let single = width * 56 / 100;
+        match &self.plot {
+            Plot::Xy { grid: Some(g), .. } => {
+                let cols = g.cols.clamp(1, g.titles.len().max(1));
+                let rows = g.titles.len().div_ceil(cols) as u32;
+                let facet_w = (width - width / 5) / cols as u32;
+                (40 + rows * facet_w * 70 / 100).max(single)
+            }
+            _ => single,
         }
     }
 
@@ -452,20 +490,30 @@ pub fn draw<DB: DrawingBackend>(
 ) -> Result<Drawn, ChartError> {
     root.fill(&WHITE).map_err(backend_err)?;
     let drawn = match &fig.plot {
-        Plot::Xy { x, y, series, refs } => draw_xy(root, &fig.title, x, y, series, refs, style)?,
+        Plot::Xy { x, y, series, refs, grid } => draw_xy(root, &fig.title, (x, y), series, refs, grid.as_ref(), style)?,
         Plot::Heat { x, y, panels, unit, center } => draw_heat(root, &fig.title, x, y, panels, (unit, *center), style)?,
     };
     root.present().map_err(backend_err)?;
     Ok(drawn)
 }
 
+/// What every chart of an x/y figure shares: its axes, their ranges (over every facet's marks), its series and
+/// reference lines, the style.
+struct Xy<'a> {
+    axes: (&'a Axis, &'a Axis),
+    ranges: (Scaled, Scaled),
+    series: &'a [Series],
+    refs: &'a [RefLine],
+    style: ChartStyle,
+}
+
 fn draw_xy<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     title: &str,
-    xa: &Axis,
-    ya: &Axis,
+    (xa, ya): (&Axis, &Axis),
     series: &[Series],
     refs: &[RefLine],
+    grid: Option<&Grid>,
     style: ChartStyle,
 ) -> Result<Drawn, ChartError> {
     let marks = || series.iter().flat_map(|s| s.marks.iter());
@@ -473,7 +521,6 @@ fn draw_xy<DB: DrawingBackend>(
         return Err(ChartError::Empty("no cell with these values matches the filters".into()));
     }
     let s = |v: f64| (v * style.scale).round().max(1.0);
-    let si = |v: f64| s(v) as u32;
     let has_bars = series.iter().any(|x| matches!(x.style, Style::Bars { .. }));
     let xs: Vec<f64> = marks()
         .filter_map(|m| to_space(xa, m.x))
@@ -488,11 +535,65 @@ fn draw_xy<DB: DrawingBackend>(
     if xs.is_empty() || ys.is_empty() {
         return Err(ChartError::Empty("no value can be drawn on a log axis (all are zero or negative)".into()));
     }
-    let (xr, yr) = (scaled(xa, &xs, false), scaled(ya, &ys, has_bars));
+    let xy = Xy { axes: (xa, ya), ranges: (scaled(xa, &xs, false), scaled(ya, &ys, has_bars)), series, refs, style };
+    let font = |size: f64| (FontFamily::SansSerif, s(size)).into_font();
+    let (mut legend, mut hits) = (Vec::new(), Vec::new());
+    let Some(g) = grid else {
+        let cc = xy_panel(root, title, &xy, 0, None, &mut legend, &mut hits)?;
+        // The legend goes in the upper corner with fewer marks under it.
+        let (x, y) = (cc.x_range(), cc.y_range());
+        let (mid_x, mid_y) = ((x.start + x.end) / 2.0, (y.start + y.end) / 2.0);
+        let upper = |left: bool| {
+            let pt = |m: &Mark| Some((to_space(xa, m.x)?, to_space(ya, m.y)?));
+            marks().filter_map(pt).filter(|p| p.1 > mid_y && (p.0 < mid_x) == left).count()
+        };
+        draw_legend(&cc.plotting_area().strip_coord_spec(), &legend, upper(true) > upper(false), &font(12.0), &s)?;
+        return Ok(Drawn { hits });
+    };
+    // Small multiples: the facets in rows under the title, one legend (each label once) in a strip on the right.
+    let root = root.titled(title, font(18.0)).map_err(backend_err)?;
+    let text = TextStyle::from(font(12.0));
+    let mut legend_w = 0;
+    for label in refs.iter().map(|r| &r.label).chain(series.iter().map(|s| &s.label)) {
+        legend_w = legend_w.max(root.estimate_text_size(label, &text).map_err(backend_err)?.0);
+    }
+    let w = root.dim_in_pixel().0;
+    let (charts, side) = root.split_horizontally(w - (legend_w + s(56.0) as u32).clamp(w / 5, w / 2));
+    let cols = g.cols.clamp(1, g.titles.len().max(1));
+    let rows = g.titles.len().div_ceil(cols);
+    let areas = charts.split_evenly((rows, cols));
+    for (k, (t, area)) in g.titles.iter().zip(&areas).enumerate() {
+        xy_panel(area, t, &xy, k, Some((k / cols + 1 == rows, k % cols == 0)), &mut legend, &mut hits)?;
+    }
+    let mut once: Vec<(&str, Key)> = Vec::new();
+    for row in legend {
+        if !once.iter().any(|r| r.0 == row.0) {
+            once.push(row);
+        }
+    }
+    draw_legend(&side, &once, false, &font(12.0), &s)?;
+    Ok(Drawn { hits })
+}
+
+/// One chart of an x/y figure: its axes and mesh, then the reference lines and series of facet `facet` with
+/// their error bars, point labels and markers; their legend rows and hits are appended. `small`: a facet of small
+/// multiples, with (x, y) axis titles only where given (the bottom row, the left column). Returns the chart.
+fn xy_panel<'a, 'b, DB: DrawingBackend>(
+    area: &'b DrawingArea<DB, Shift>,
+    caption: &str,
+    xy: &Xy<'a>,
+    facet: usize,
+    small: Option<(bool, bool)>,
+    legend: &mut Vec<(&'a str, Key)>,
+    hits: &mut Vec<Hit>,
+) -> Result<ChartContext<'b, DB, Cartesian2d<Scaled, Scaled>>, ChartError> {
+    let ((xa, ya), (xr, yr)) = (xy.axes, xy.ranges.clone());
+    let s = |v: f64| (v * xy.style.scale).round().max(1.0);
+    let si = |v: f64| s(v) as u32;
     let (x_lo, x_hi, y_floor) = (xr.range.start, xr.range.end, yr.range.start);
     let font = |size: f64| (FontFamily::SansSerif, s(size)).into_font();
-    let mut cc = ChartBuilder::on(root)
-        .caption(title, font(18.0))
+    let mut cc = ChartBuilder::on(area)
+        .caption(caption, font(if small.is_some() { 14.0 } else { 18.0 }))
         .margin(si(12.0))
         .x_label_area_size(si(if xa.categories.is_empty() { 48.0 } else { 56.0 }))
         .y_label_area_size(si(78.0))
@@ -500,10 +601,18 @@ fn draw_xy<DB: DrawingBackend>(
         .map_err(backend_err)?;
     let xfmt = |v: &f64| tick_label(xa, *v);
     let yfmt = |v: &f64| tick_label(ya, *v);
-    let log_note = |a: &Axis| if a.log { " (log scale)" } else { "" };
+    let desc = |a: &Axis, shown: bool| match (shown, a.log) {
+        (false, _) => String::new(),
+        (true, true) => format!("{} (log scale)", a.label),
+        (true, false) => a.label.clone(),
+    };
+    let (show_x, show_y) = small.unwrap_or((true, true));
+    let labels = if small.is_some() { 5 } else { 10 };
     cc.configure_mesh()
-        .x_desc(format!("{}{}", xa.label, log_note(xa)))
-        .y_desc(format!("{}{}", ya.label, log_note(ya)))
+        .x_desc(desc(xa, show_x))
+        .y_desc(desc(ya, show_y))
+        .x_labels(labels)
+        .y_labels(labels)
         .x_label_formatter(&xfmt)
         .y_label_formatter(&yfmt)
         .label_style(font(13.0))
@@ -515,8 +624,7 @@ fn draw_xy<DB: DrawingBackend>(
 
     let width = si(2.0);
     let pt = |m: &Mark| Some((to_space(xa, m.x)?, to_space(ya, m.y)?));
-    let mut legend: Vec<(&str, Key)> = Vec::new();
-    for r in refs {
+    for r in xy.refs.iter().filter(|r| r.facet == facet) {
         let st = colour(r.colour).stroke_width(width);
         let Some(v) = to_space(if r.vertical { xa } else { ya }, r.value) else { continue };
         let line = if r.vertical { [(v, cc.y_range().start), (v, cc.y_range().end)] } else { [(x_lo, v), (x_hi, v)] };
@@ -524,7 +632,7 @@ fn draw_xy<DB: DrawingBackend>(
         cc.draw_series(DashedLineSeries::new(line, dash, gap, st)).map_err(backend_err)?;
         legend.push((&r.label, Key::Line { style: st, dash: Some((dash, gap)), marker: None }));
     }
-    for se in series {
+    for (index, se) in xy.series.iter().enumerate().filter(|(_, s)| s.facet == facet) {
         let c = colour(se.colour);
         let st = c.stroke_width(width);
         let pts: Vec<(f64, f64)> = se.marks.iter().filter_map(pt).collect();
@@ -584,28 +692,12 @@ fn draw_xy<DB: DrawingBackend>(
                 cc.draw_series(pts.iter().map(|&p| Circle::new(p, r, c.filled()))).map_err(backend_err)?;
             }
         }
-    }
-    // The legend goes in the upper corner with fewer marks under it.
-    let (mid_x, mid_y) = ((x_lo + x_hi) / 2.0, (cc.y_range().start + cc.y_range().end) / 2.0);
-    let upper = |left: bool| {
-        series
-            .iter()
-            .flat_map(|s| s.marks.iter().filter_map(pt))
-            .filter(|p| p.1 > mid_y && (p.0 < mid_x) == left)
-            .count()
-    };
-    draw_legend(&cc.plotting_area().strip_coord_spec(), &legend, upper(true) > upper(false), &font(12.0), &s)?;
-
-    let mut hits = Vec::new();
-    let r = s(7.0) as i32;
-    for (si_, se) in series.iter().enumerate() {
-        if se.style == Style::Frontier {
-            continue;
-        }
+        // Where each mark landed (not the frontier's, which is not hoverable).
+        let r = s(7.0) as i32;
         for (mi, m) in se.marks.iter().enumerate() {
             let Some(p) = pt(m) else { continue };
             let (x, y) = cc.backend_coord(&p);
-            let mut h = Hit { series: si_, mark: mi, x, y, x0: x - r, y0: y - r, x1: x + r, y1: y + r };
+            let mut h = Hit { series: index, mark: mi, x, y, x0: x - r, y0: y - r, x1: x + r, y1: y + r };
             if let Style::Bars { width: w } = se.style {
                 let (a, top) = cc.backend_coord(&(m.x - w / 2.0, p.1));
                 let (b, bottom) = cc.backend_coord(&(m.x + w / 2.0, y_floor));
@@ -614,7 +706,7 @@ fn draw_xy<DB: DrawingBackend>(
             hits.push(h);
         }
     }
-    Ok(Drawn { hits })
+    Ok(cc)
 }
 
 /// A sequential colour-blind-safe scale (viridis), `t` in 0..=1.

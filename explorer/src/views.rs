@@ -186,6 +186,9 @@ pub struct Options {
     pub peak_tflops: Option<f64>,
     /// Pareto view: the x axis.
     pub pareto_x: ParetoX,
+    /// Small multiples: the latency, Pareto, quality and throughput views show every shape the filters keep at
+    /// once, a small chart per (N, B) (per N for throughput) with shared axes.
+    pub multiples: bool,
 }
 
 /// The x axis of the Pareto view: latency (this device), or the hardware-independent cost of a sampler.
@@ -222,6 +225,7 @@ impl Default for Options {
             peak_bw_tbs: None,
             peak_tflops: None,
             pareto_x: ParetoX::Latency,
+            multiples: false,
         }
     }
 }
@@ -300,6 +304,9 @@ impl PageState {
         if o.pareto_x != ParetoX::Latency {
             q.push(("px", o.pareto_x.slug().into()));
         }
+        if o.multiples {
+            q.push(("multiples", "1".into()));
+        }
         let parts: Vec<String> = q.iter().map(|(k, v)| format!("{k}={}", enc(v))).collect();
         if parts.is_empty() { String::new() } else { format!("?{}", parts.join("&")) }
     }
@@ -322,6 +329,7 @@ impl PageState {
                 "precision" => s.filters.precision = Some(v),
                 "logx" => s.options.log_x = v == "1",
                 "logy" => s.options.log_y = v == "1",
+                "multiples" => s.options.multiples = v == "1",
                 "mem" if v == "reserved" => s.options.memory = MemoryMetric::Reserved,
                 "unit" => s.options.bytes = v == "bytes",
                 "metric" if !v.is_empty() => s.options.metric = Some(v),
@@ -452,16 +460,30 @@ pub fn short_model(id: &str) -> &str {
     id.rsplit('/').next().unwrap_or(id)
 }
 
-/// Colour index per series identity, stable across bundles (compared bundles share colours).
-#[derive(Default)]
-struct Palette(Vec<String>);
+/// Colour index per series identity, stable across bundles (compared bundles share colours): the series are
+/// numbered in the order the chart meets them, or for small multiples in the order the bundles' cells first show
+/// them, so that a series keeps its colour in every facet. (One chart does without that pass over every cell: a
+/// few milliseconds of each redraw on a 10,000-cell bundle.) A series is told by its model, sampler, block length
+/// and variant (what [`series_label`] writes), compared without writing its label.
+struct Palette<'a>(Vec<(&'a str, Sampler, Option<u32>, Option<SamplerVariant>)>);
 
-impl Palette {
-    fn of(&mut self, c: &Cell) -> usize {
+impl<'a> Palette<'a> {
+    fn of(bundles: &[&'a LoadedBundle], o: &Options) -> Self {
+        let mut p = Palette(Vec::new());
+        for lb in bundles.iter().filter(|_| o.multiples) {
+            lb.bundle.cells.iter().for_each(|c| {
+                p.colour(c);
+            });
+        }
+        p
+    }
+
+    fn colour(&mut self, c: &'a Cell) -> usize {
         if c.key.sampler == Sampler::ArGreedy {
             return figure::AR;
         }
-        let id = series_label(c);
+        let k = &c.key;
+        let id = (k.model.as_str(), k.sampler, k.block_length, k.variant());
         match self.0.iter().position(|x| *x == id) {
             Some(i) => i,
             None => {
@@ -509,12 +531,13 @@ pub const NO_QUALITY: &str = "No quality measured in this bundle: its cells have
 pub fn chart_view(view: ViewKind, bundles: &[&LoadedBundle], f: &Filters, o: &Options) -> ChartView {
     let mut notes = Vec::new();
     let figure = match view {
-        ViewKind::Latency => latency(bundles, f, o, &mut notes),
-        ViewKind::Throughput => throughput(bundles, f, o, &mut notes),
+        ViewKind::Latency | ViewKind::Pareto | ViewKind::QualitySteps | ViewKind::Throughput => match o.multiples {
+            true => multiples(view, bundles, f, o, &mut notes),
+            false => per_shape(view, bundles, f, o, &mut notes),
+        },
         ViewKind::Memory => memory(bundles, f, o, &mut notes),
         ViewKind::ArTiming => ar_timing(bundles, f, o),
         ViewKind::StepTime => step_time(bundles, f, o, &mut notes),
-        ViewKind::Pareto => pareto(bundles, f, o, &mut notes),
         // The answer's chart: the verdict per (N, B) and series, or the latencies when nothing measured quality.
         // The answer first: the finding in one sentence (the first note), the verdict per series and (N, B) as the
         // chart; the latencies when nothing measured quality.
@@ -531,20 +554,107 @@ pub fn chart_view(view: ViewKind, bundles: &[&LoadedBundle], f: &Filters, o: &Op
             }
             Err(e) => {
                 notes.push(e);
-                latency(bundles, f, o, &mut notes)
+                per_shape(ViewKind::Latency, bundles, f, o, &mut notes)
             }
         },
-        ViewKind::QualitySteps => quality_steps(bundles, f, o, &mut notes),
         ViewKind::Roofline => roofline(bundles, f, o, &mut notes),
         ViewKind::Parity | ViewKind::Details => Err("this view is not a chart".into()),
     };
     ChartView { figure, notes }
 }
 
+/// A per-shape chart's title suffix: its shape, or for small multiples the grid's layout.
+fn shape_text(o: &Options, b: u32, n: u32) -> String {
+    if o.multiples { " at every shape (rows N, columns B; shared axes)".into() } else { format!(" (B = {b}, N = {n})") }
+}
+
+/// A reference line's value in its legend (`: 12.3 ms`); none for small multiples, whose facets share one legend.
+fn value_text(o: &Options, value: impl FnOnce() -> String) -> String {
+    if o.multiples { String::new() } else { format!(": {}", value()) }
+}
+
+/// A per-shape view (latency, Pareto, quality, throughput) at the shape the filters pick. (Each view is called here
+/// only, so that the wasm has one copy of it.)
+#[inline(never)]
+fn per_shape(
+    view: ViewKind,
+    bundles: &[&LoadedBundle],
+    f: &Filters,
+    o: &Options,
+    n: &mut Vec<String>,
+) -> Result<Figure, String> {
+    match view {
+        ViewKind::Latency => latency(bundles, f, o, n),
+        ViewKind::Pareto => pareto(bundles, f, o, n),
+        ViewKind::QualitySteps => quality_steps(bundles, f, o, n),
+        _ => throughput(bundles, f, o, n),
+    }
+}
+
+/// The most facets small multiples draw (a study's grid has 4 to 16 shapes).
+pub const MAX_FACETS: usize = 24;
+
+/// Small multiples of a per-shape view: its figure at every (N, B) the filters keep (every N for throughput, whose
+/// x axis is B), as the facets of one figure, rows N and columns B, the axes shared. A shape without a figure keeps
+/// its place, empty.
+fn multiples(
+    view: ViewKind,
+    bundles: &[&LoadedBundle],
+    f: &Filters,
+    o: &Options,
+    notes: &mut Vec<String>,
+) -> Result<Figure, String> {
+    let ch = filter_choices(bundles);
+    let ns: Vec<u32> = f.seq.map_or(ch.seqs, |n| vec![n]);
+    let bs: Vec<Option<u32>> = match view {
+        ViewKind::Throughput => vec![f.batch],
+        _ => f.batch.map_or(ch.batches, |b| vec![b]).into_iter().map(Some).collect(),
+    };
+    if ns.len() * bs.len() > MAX_FACETS {
+        return Err(format!(
+            "{} shapes are too many to draw at once (at most {MAX_FACETS}): choose an N or a B in the filters.",
+            ns.len() * bs.len()
+        ));
+    }
+    let (mut titles, mut series, mut refs, mut first, mut why) = (Vec::new(), Vec::new(), Vec::new(), None, None);
+    for &n in &ns {
+        for &b in &bs {
+            let at = Filters { seq: Some(n), batch: b, ..f.clone() };
+            let mut said = Vec::new();
+            let fig = per_shape(view, bundles, &at, o, &mut said);
+            let facet = titles.len();
+            titles.push(
+                b.filter(|_| view != ViewKind::Throughput).map_or(format!("N = {n}"), |b| format!("N = {n}, B = {b}")),
+            );
+            let (title, x, y, s, r) = match fig {
+                Ok(Figure { title, plot: Plot::Xy { x, y, series, refs, .. } }) => (title, x, y, series, refs),
+                Ok(_) => continue,
+                Err(e) => {
+                    why = Some(e);
+                    continue;
+                }
+            };
+            said.retain(|s| !notes.contains(s));
+            notes.extend(said);
+            series.extend(s.into_iter().map(|s| Series { facet, ..s }));
+            refs.extend(r.into_iter().map(|r| RefLine { facet, ..r }));
+            first.get_or_insert((title, x, y));
+        }
+    }
+    let (title, x, y) = first.ok_or_else(|| why.unwrap_or_else(|| "no shape the filters keep has cells".into()))?;
+    notes.push(
+        "Every shape at once: a small chart per (N, B) the filters keep, all with the same axes (untick \"every shape\" \
+         for one chart at a time)."
+            .into(),
+    );
+    let cols = if view == ViewKind::Throughput { ns.len().min(3) } else { bs.len() };
+    Ok(Figure { title, plot: Plot::Xy { x, y, series, refs, grid: Some(figure::Grid { titles, cols }) } })
+}
+
 fn latency(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec<String>) -> Result<Figure, String> {
     let ((b, n), note) = shape(bundles, f).ok_or("no cells")?;
     notes.extend(note);
-    let mut pal = Palette::default();
+    let mut pal = Palette::of(bundles, o);
     let (mut series, mut refs) = (Vec::new(), Vec::new());
     for (bi, lb) in bundles.iter().enumerate() {
         let t = tag(bi, bundles.len());
@@ -557,11 +667,16 @@ fn latency(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec<
             match derive::cell_steps(c.cell) {
                 None if c.cell.key.sampler != Sampler::ArGreedy => {}
                 None => refs.push(RefLine {
-                    label: format!("{t}{} (autoregressive): {:.1} ms", short_model(&c.cell.key.model), e.median),
+                    label: format!(
+                        "{t}{} (autoregressive){}",
+                        short_model(&c.cell.key.model),
+                        value_text(o, || format!("{:.1} ms", e.median))
+                    ),
                     value: e.median,
                     vertical: false,
                     colour: figure::AR,
                     alt: bi > 0,
+                    facet: 0,
                 }),
                 Some(k) => {
                     let label = format!("{t}{}", series_label(c.cell));
@@ -574,19 +689,20 @@ fn latency(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec<
                         cell: Some(CellId { bundle: bi, cell: c.index }),
                         label: Some(point_label(c.cell, k)),
                     };
-                    push_mark(&mut series, label, pal.of(c.cell), Style::Line, bi > 0, mark);
+                    push_mark(&mut series, label, pal.colour(c.cell), Style::Line, bi > 0, mark);
                 }
             }
         }
     }
     sort_marks(&mut series);
     Ok(Figure {
-        title: format!("Latency vs diffusion steps (B = {b}, N = {n})"),
+        title: format!("Latency vs diffusion steps{}", shape_text(o, b, n)),
         plot: Plot::Xy {
             x: steps_axis(&series),
             y: Axis::numeric("median end-to-end latency L_e2e (ms)", o.log_y),
             series,
             refs,
+            grid: None,
         },
     })
 }
@@ -594,7 +710,7 @@ fn latency(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec<
 fn push_mark(series: &mut Vec<Series>, label: String, colour: usize, style: Style, alt: bool, mark: Mark) {
     match series.iter_mut().find(|s| s.label == label) {
         Some(s) => s.marks.push(mark),
-        None => series.push(Series { label, colour, style, alt, marks: vec![mark] }),
+        None => series.push(Series { label, colour, style, alt, marks: vec![mark], facet: 0 }),
     }
 }
 
@@ -618,7 +734,11 @@ fn throughput(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut V
             bars.push((bi, t.cell, &lb.bundle.cells[t.cell], t.tokens_per_s, t.bytes_per_s));
         }
     }
-    let batches: Vec<u32> = set(bars.iter().map(|b| b.2.key.batch_size)).into_iter().collect();
+    // Small multiples share the x axis: every B the filters keep, at every N.
+    let batches: Vec<u32> = match o.multiples {
+        true => ch.batches.iter().copied().filter(|b| f.batch.is_none_or(|x| x == *b)).collect(),
+        false => set(bars.iter().map(|b| b.2.key.batch_size)).into_iter().collect(),
+    };
     // One bar per (bundle, model, sampler, K) in each B; AR first, then by K.
     // The set orders by (diffusion, label, K, bundle) already; the ids are kept as (bundle, diffusion, label, K).
     let ids: Vec<(usize, bool, String, Option<u32>)> =
@@ -627,7 +747,7 @@ fn throughput(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut V
             .map(|(d, label, k, bi)| (bi, d, label, k))
             .collect();
     let width = 0.84 / ids.len().max(1) as f64;
-    let mut pal = Palette::default();
+    let mut pal = Palette::of(bundles, o);
     let mut series: Vec<Series> = Vec::new();
     let unit = if o.bytes { "bytes/s" } else { "tokens/s" };
     for (j, id) in ids.iter().enumerate() {
@@ -638,7 +758,7 @@ fn throughput(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut V
             (b.0, b.2.key.steps.is_some(), series_label(b.2), b.2.key.steps) == *id
         };
         for (bi, ci, c, tok, byt) in bars.iter().filter(same) {
-            colour = pal.of(c);
+            colour = pal.colour(c);
             let v = if o.bytes { byt } else { tok };
             let cat = batches.iter().position(|x| *x == c.key.batch_size).unwrap_or(0);
             marks.push(Mark {
@@ -668,15 +788,20 @@ fn throughput(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut V
             style: Style::Bars { width: width * 0.92 },
             alt: id.0 > 0,
             marks,
+            facet: 0,
         });
     }
     Ok(Figure {
-        title: format!("Throughput ({unit}, median with min..max over repetitions), N = {n}"),
+        title: format!(
+            "Throughput ({unit}, median with min..max over repetitions), {}",
+            if o.multiples { "every N".to_string() } else { format!("N = {n}") }
+        ),
         plot: Plot::Xy {
             x: Axis::categorical("batch size B", batches.iter().map(|b| format!("B={b}")).collect()),
             y: Axis::numeric(format!("generation throughput ({unit})"), o.log_y),
             series,
             refs: Vec::new(),
+            grid: None,
         },
     })
 }
@@ -811,6 +936,7 @@ fn ar_timing(bundles: &[&LoadedBundle], f: &Filters, o: &Options) -> Result<Figu
             y: Axis::numeric("median time (ms)", o.log_y),
             series,
             refs: Vec::new(),
+            grid: None,
         },
     })
 }
@@ -853,6 +979,7 @@ fn step_time(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Ve
             y: Axis::numeric("time per step (ms)", o.log_y),
             series,
             refs: Vec::new(),
+            grid: None,
         },
     })
 }
@@ -871,7 +998,7 @@ fn roofline(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec
     let measured = recorded.first().map(|&(_, p)| p);
     let peak_bw = o.peak_bw_tbs.map(|v| v * 1e12).or(measured.map(|p| p.copy_bytes_per_s));
     let peak_flops = o.peak_tflops.map(|v| v * 1e12).or(measured.map(|p| p.matmul_flops_per_s));
-    let mut pal = Palette::default();
+    let mut pal = Palette::of(bundles, o);
     let mut series = Vec::new();
     let (mut x_lo, mut x_hi) = (f64::INFINITY, f64::NEG_INFINITY);
     for (bi, lb) in bundles.iter().enumerate() {
@@ -904,7 +1031,7 @@ fn roofline(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec
                 cell: Some(CellId { bundle: bi, cell: p.cell }),
                 label: None,
             };
-            push_mark(&mut series, format!("{t}{}", series_label(c)), pal.of(c), Style::Points, bi > 0, mark);
+            push_mark(&mut series, format!("{t}{}", series_label(c)), pal.colour(c), Style::Points, bi > 0, mark);
         }
     }
     if series.is_empty() {
@@ -943,6 +1070,7 @@ fn roofline(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec
                 style: Style::Frontier,
                 alt: false,
                 marks,
+                facet: 0,
             },
         );
         if let Some(p) = measured.filter(|_| o.peak_bw_tbs.is_none() || o.peak_tflops.is_none()) {
@@ -990,6 +1118,7 @@ fn roofline(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec
             y: Axis::numeric("achieved FLOP rate (TFLOP/s)", true),
             series,
             refs: Vec::new(),
+            grid: None,
         },
     })
 }
@@ -1049,7 +1178,7 @@ fn pareto(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec<S
     let (metric, dir) = quality_metric(bundles, o).ok_or(NO_QUALITY)?;
     let ((b, n), note) = shape(bundles, f).ok_or("no cells")?;
     notes.extend(note);
-    let mut pal = Palette::default();
+    let mut pal = Palette::of(bundles, o);
     let mut series = Vec::new();
     // The x of a point: its latency, or (hardware-independent) its forwards or tokens per forward per sequence.
     // The frontier is taken over latency or forwards (fewer is better; tokens per forward is N_out / forwards).
@@ -1083,11 +1212,15 @@ fn pareto(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec<S
             .collect();
         if !front.is_empty() {
             series.push(Series {
-                label: format!("{t}Pareto frontier ({} points)", front.len()),
+                label: match o.multiples {
+                    true => format!("{t}Pareto frontier"),
+                    false => format!("{t}Pareto frontier ({} points)", front.len()),
+                },
                 colour: figure::FRONTIER,
                 style: Style::Frontier,
                 alt: bi > 0,
                 marks: front,
+                facet: 0,
             });
         }
         for (i, p) in pts.iter().enumerate() {
@@ -1116,7 +1249,7 @@ fn pareto(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec<S
                 Some(_) => (format!("{t}{}", series_label(c)), Style::Line),
                 None => (format!("{t}{} (autoregressive)", short_model(&c.key.model)), Style::Points),
             };
-            push_mark(&mut series, label, pal.of(c), style, bi > 0, mark);
+            push_mark(&mut series, label, pal.colour(c), style, bi > 0, mark);
         }
     }
     if series.is_empty() {
@@ -1133,12 +1266,13 @@ fn pareto(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec<S
         ParetoX::TokensPerForward => ("tokens per forward", "tokens per forward pass and sequence (more is cheaper)"),
     };
     Ok(Figure {
-        title: format!("Pareto frontier: {what} vs {metric} (B = {b}, N = {n})"),
+        title: format!("Pareto frontier: {what} vs {metric}{}", shape_text(o, b, n)),
         plot: Plot::Xy {
             x: Axis::numeric(axis, o.log_x),
             y: Axis::numeric(format!("{metric} ({})", direction_text(dir)), o.log_y),
             series,
             refs: Vec::new(),
+            grid: None,
         },
     })
 }
@@ -1394,7 +1528,7 @@ fn quality_steps(
     let (metric, dir) = quality_metric(bundles, o).ok_or(NO_QUALITY)?;
     let ((b, n), note) = shape(bundles, f).ok_or("no cells")?;
     notes.extend(note);
-    let mut pal = Palette::default();
+    let mut pal = Palette::of(bundles, o);
     let (mut series, mut refs) = (Vec::new(), Vec::new());
     for (bi, lb) in bundles.iter().enumerate() {
         let t = tag(bi, bundles.len());
@@ -1403,11 +1537,12 @@ fn quality_steps(
         if let Some(a) = ar {
             let model = short_model(&lb.bundle.cells[a.cell].key.model);
             refs.push(RefLine {
-                label: format!("{t}{model} (autoregressive): {:.4}", a.quality),
+                label: format!("{t}{model} (autoregressive){}", value_text(o, || format!("{:.4}", a.quality))),
                 value: a.quality,
                 vertical: false,
                 colour: figure::AR,
                 alt: bi > 0,
+                facet: 0,
             });
         }
         for p in pts.iter().filter(|p| p.steps.is_some()) {
@@ -1427,7 +1562,7 @@ fn quality_steps(
                 cell: Some(CellId { bundle: bi, cell: p.cell }),
                 label: c.key.threshold.map(|th| format!("t={th}")),
             };
-            push_mark(&mut series, format!("{t}{}", series_label(c)), pal.of(c), Style::Line, bi > 0, mark);
+            push_mark(&mut series, format!("{t}{}", series_label(c)), pal.colour(c), Style::Line, bi > 0, mark);
         }
         if let Some(a) = ar {
             // S_parity of each diffusion series drawn here, from the bundle's parity records.
@@ -1443,10 +1578,18 @@ fn quality_steps(
                 });
                 if let (true, Parity::Reached { steps }) = (drawn, r.outcome) {
                     let label = match r.parity_threshold {
+                        _ if o.multiples => format!("{t}S_parity"),
                         Some(th) => format!("{t}S_parity = {steps} forwards (threshold {th})"),
                         None => format!("{t}S_parity = {steps}"),
                     };
-                    refs.push(RefLine { label, value: f64::from(steps), vertical: true, colour: 5, alt: bi > 0 });
+                    refs.push(RefLine {
+                        label,
+                        value: f64::from(steps),
+                        vertical: true,
+                        colour: 5,
+                        alt: bi > 0,
+                        facet: 0,
+                    });
                 }
             }
         }
@@ -1456,12 +1599,13 @@ fn quality_steps(
     }
     sort_marks(&mut series);
     Ok(Figure {
-        title: format!("{metric} vs diffusion steps (B = {b}, N = {n})"),
+        title: format!("{metric} vs diffusion steps{}", shape_text(o, b, n)),
         plot: Plot::Xy {
             x: steps_axis(&series),
             y: Axis::numeric(format!("{metric} ({})", direction_text(dir)), o.log_y),
             series,
             refs,
+            grid: None,
         },
     })
 }

@@ -16,7 +16,7 @@ const DRAFT_V0_1: &str = include_str!("../../schema/tests/fixtures/v0.1/cpu-draf
 fn svg(fig: &Figure) -> (String, Drawn) {
     let mut out = String::new();
     let drawn = {
-        let root = SVGBackend::with_string(&mut out, (1000, 560)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut out, (1000, fig.height(1000))).into_drawing_area();
         figure::draw(&root, fig, ChartStyle::default()).expect("chart draws")
     };
     (out, drawn)
@@ -249,10 +249,10 @@ fn s_parity_panel_per_batch_size() {
 fn bundles_without_quality_say_so() {
     let b = load_bundle("demo.json", DEMO).expect("loads");
     for v in [ViewKind::Pareto, ViewKind::QualitySteps] {
-        assert_eq!(
-            chart_view(v, &[&b], &Filters::default(), &Options::default()).figure,
-            Err(views::NO_QUALITY.into())
-        );
+        for multiples in [false, true] {
+            let o = Options { multiples, ..Options::default() };
+            assert_eq!(chart_view(v, &[&b], &Filters::default(), &o).figure, Err(views::NO_QUALITY.into()));
+        }
     }
     assert_eq!(parity_rows(&[&b], &Filters::default(), &Options::default()).map(|_| ()), Err(views::NO_QUALITY.into()));
 }
@@ -352,6 +352,7 @@ fn page_state_round_trips_through_the_url() {
             peak_bw_tbs: Some(4.8),
             peak_tflops: Some(989.5),
             pareto_x: explorer::views::ParetoX::TokensPerForward,
+            multiples: true,
         },
     };
     let q = s.to_query();
@@ -720,4 +721,117 @@ fn the_answer_comes_first_with_the_report_s_numbers() {
     let cv = chart_view(ViewKind::Answer, &[&old], &Filters::default(), &Options::default());
     assert!(cv.figure.expect("latency").title.starts_with("Latency"));
     assert!(cv.notes.iter().any(|n| n == views::NO_QUALITY));
+}
+
+/// (cell, y) of every mark of the series `keep` selects, sorted.
+fn marks_of<'a>(series: impl Iterator<Item = &'a figure::Series>) -> Vec<(Option<figure::CellId>, u64)> {
+    let mut v: Vec<_> = series
+        .filter(|s| s.style != Style::Frontier)
+        .flat_map(|s| s.marks.iter().map(|m| (m.cell, m.y.to_bits())))
+        .collect();
+    v.sort_by_key(|(c, y)| (c.map(|c| (c.bundle, c.cell)), *y));
+    v
+}
+
+#[test]
+fn small_multiples_show_every_shape_with_shared_axes() {
+    let (b, a100) = (h200(), load_bundle("study-a100.json", A100).expect("loads"));
+    let multiples = Options { multiples: true, ..Options::default() };
+    let ch = views::filter_choices(&[&b]);
+    assert!(ch.batches.len() > 1 && ch.seqs.len() > 1, "the fixture has several shapes");
+    for view in [ViewKind::Latency, ViewKind::Pareto, ViewKind::QualitySteps, ViewKind::Throughput] {
+        let cv = chart_view(view, &[&b], &Filters::default(), &multiples);
+        let f = cv.figure.unwrap_or_else(|e| panic!("{view:?}: {e}"));
+        let Plot::Xy { x, y, series, refs, grid: Some(g) } = &f.plot else { panic!("{view:?}: not small multiples") };
+        // Facets: rows N, columns B (throughput, whose x axis is B: one per N).
+        let shapes: Vec<(u32, Option<u32>)> = match view {
+            ViewKind::Throughput => ch.seqs.iter().map(|&n| (n, None)).collect(),
+            _ => ch.seqs.iter().flat_map(|&n| ch.batches.iter().map(move |&b| (n, Some(b)))).collect(),
+        };
+        let titles: Vec<String> =
+            shapes.iter().map(|(n, b)| b.map_or(format!("N = {n}"), |b| format!("N = {n}, B = {b}"))).collect();
+        assert_eq!(g.titles, titles, "{view:?}");
+        if view != ViewKind::Throughput {
+            assert_eq!(g.cols, ch.batches.len());
+        }
+        assert!(cv.notes.iter().any(|n| n.starts_with("Every shape at once")), "{:?}", cv.notes);
+        // Each facet holds what the single chart of its shape holds: the same cells at the same values, the same
+        // reference values, on the same axes.
+        for (k, (n, bs)) in shapes.iter().enumerate() {
+            let at = Filters { seq: Some(*n), batch: *bs, ..Filters::default() };
+            let single = chart_view(view, &[&b], &at, &Options::default()).figure;
+            let facet = marks_of(series.iter().filter(|s| s.facet == k));
+            let facet_refs: Vec<u64> = refs.iter().filter(|r| r.facet == k).map(|r| r.value.to_bits()).collect();
+            match &single {
+                Ok(one) => {
+                    let (ss, sr) = xy(one);
+                    assert_eq!(facet, marks_of(ss.iter()), "{view:?} at {}", g.titles[k]);
+                    assert_eq!(facet_refs, sr.iter().map(|r| r.value.to_bits()).collect::<Vec<_>>());
+                    let Plot::Xy { x: x1, y: y1, .. } = &one.plot else { unreachable!() };
+                    assert_eq!((&x.label, &y.label, x.log, y.log), (&x1.label, &y1.label, x1.log, y1.log));
+                }
+                Err(_) => assert!(facet.is_empty() && facet_refs.is_empty(), "{view:?} at {}", g.titles[k]),
+            }
+        }
+        assert_eq!(marks_of(series.iter()).len(), f.mark_count(), "every mark is in a facet");
+        // A series keeps its colour in every facet.
+        for s in series {
+            assert!(series.iter().filter(|t| t.label == s.label).all(|t| t.colour == s.colour), "{}", s.label);
+        }
+        // Drawn: one hit per mark, each facet's marks in its own cell of the grid (left of the next column's,
+        // above the next row's).
+        let (_, d) = svg(&f);
+        assert_eq!(d.hits.len(), f.mark_count(), "{view:?}");
+        let cols = g.cols.max(1);
+        let span = |k: usize| {
+            let hs: Vec<_> = d.hits.iter().filter(|h| series[h.series].facet == k).collect();
+            let (x0, x1) = (hs.iter().map(|h| h.x).min(), hs.iter().map(|h| h.x).max());
+            let (y0, y1) = (hs.iter().map(|h| h.y).min(), hs.iter().map(|h| h.y).max());
+            (x0.zip(x1), y0.zip(y1))
+        };
+        for k in 0..g.titles.len() {
+            for j in 0..g.titles.len() {
+                let ((Some(xk), Some(yk)), (Some(xj), Some(yj))) = (span(k), span(j)) else { continue };
+                if k / cols == j / cols && k % cols < j % cols {
+                    assert!(xk.1 < xj.0, "{view:?}: facet {k} reaches past facet {j}");
+                }
+                if k % cols == j % cols && k / cols < j / cols {
+                    assert!(yk.1 < yj.0, "{view:?}: facet {k} reaches below facet {j}");
+                }
+            }
+        }
+        assert!(f.height(1000) > 560 || g.titles.len() <= cols, "several rows are drawn taller");
+    }
+    // Filters narrow the grid: B = 1 leaves one column.
+    let one_b = Filters { batch: Some(1), ..Filters::default() };
+    let f = fig(ViewKind::Latency, &[&b], &one_b, &multiples);
+    let Plot::Xy { grid: Some(g), .. } = &f.plot else { panic!("small multiples") };
+    assert_eq!((g.cols, g.titles.len()), (1, ch.seqs.len()));
+    // Two bundles: both in every facet, each series once in the legend's labels.
+    let f = fig(ViewKind::Latency, &[&b, &a100], &Filters::default(), &multiples);
+    let (series, _) = xy(&f);
+    assert!(series.iter().any(|s| s.alt) && series.iter().any(|s| !s.alt));
+    let (_, d) = svg(&f);
+    assert_eq!(d.hits.len(), f.mark_count());
+}
+
+#[test]
+fn small_multiples_refuse_more_shapes_than_fit_and_say_how_to_narrow() {
+    // A bundle with 25 sequence lengths: 25 facets at one B are more than MAX_FACETS.
+    let mut b = h200();
+    let cell = b.bundle.cells[0].clone();
+    let (summary, quality) = (b.summaries[0].clone(), b.quality[0].clone());
+    for n in 0..=views::MAX_FACETS as u32 {
+        let mut c = cell.clone();
+        c.key.seq_len = 10_000 + n;
+        b.bundle.cells.push(c);
+        b.summaries.push(summary.clone());
+        b.quality.push(quality.clone());
+    }
+    let o = Options { multiples: true, ..Options::default() };
+    let e = chart_view(ViewKind::Throughput, &[&b], &Filters::default(), &o).figure.expect_err("too many");
+    assert!(e.contains("too many") && e.contains("choose an N or a B"), "{e}");
+    // Narrowed by the filters, it draws.
+    let one_n = Filters { seq: Some(10_000), ..Filters::default() };
+    assert!(chart_view(ViewKind::Latency, &[&b], &one_n, &o).figure.is_ok());
 }

@@ -2,7 +2,8 @@
 //!
 //! Every figure is the explorer's own: the same view code (`explorer::views::chart_view`, whose numbers come from
 //! `metrics`) drawn by the same plotters function (`explorer::figure::draw`), here into SVG. Per (N, B) shape of
-//! the bundle: latency against K, quality against K, the Pareto frontier; per N: throughput by batch size; once:
+//! the bundle: latency against K, quality against K, the Pareto frontier; per N: throughput by batch size; the same
+//! four at every shape at once (`*_all_shapes`: small multiples with shared axes); once:
 //! the speedup at parity per series and (N, B) (the explorer's landing view, with quality),
 //! the memory heatmaps and the roofline; per N: the step times. Titles of figures from synthetic weights say so. The S_parity table comes from `report` (Markdown) and the
 //! same `metrics::parity` records (LaTeX). `captions.md` says, per file, what it shows: the cells drawn, the
@@ -48,16 +49,18 @@ pub struct FiguresArgs {
     /// Width of each figure in pixels.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(200..=8000))]
     pub width: u32,
-    /// Height of each figure in pixels.
+    /// Height of each figure in pixels (the small multiples, `*_all_shapes.svg`, are as tall as their rows of
+    /// charts need at the width).
     #[arg(long, default_value_t = 560, value_parser = clap::value_parser!(u32).range(150..=8000))]
     pub height: u32,
 }
 
-/// One figure to draw: file stem, view, filters.
+/// One figure to draw: file stem, view, filters, small multiples.
 struct Spec {
     stem: String,
     view: ViewKind,
     filters: Filters,
+    multiples: bool,
 }
 
 /// The figures of `b`, in the order of the captions.
@@ -72,7 +75,12 @@ fn specs(b: &LoadedBundle) -> Vec<Spec> {
     // The answer first: the verdict per series and (N, B), when the bundle measured quality (the explorer's landing
     // view falls back to the latencies otherwise, which have their own files).
     if explorer::views::answer(&[b], &Options::default()).is_ok() {
-        out.push(Spec { stem: "speedup_at_parity".into(), view: ViewKind::Answer, filters: Filters::default() });
+        out.push(Spec {
+            stem: "speedup_at_parity".into(),
+            view: ViewKind::Answer,
+            filters: Filters::default(),
+            multiples: false,
+        });
     }
     for (stem, view) in [
         ("latency_vs_steps", ViewKind::Latency),
@@ -80,7 +88,7 @@ fn specs(b: &LoadedBundle) -> Vec<Spec> {
         ("pareto_frontier", ViewKind::Pareto),
     ] {
         for &(n, bs) in &shapes {
-            out.push(Spec { stem: format!("{stem}_N{n}_B{bs}"), view, filters: at(n, bs) });
+            out.push(Spec { stem: format!("{stem}_N{n}_B{bs}"), view, filters: at(n, bs), multiples: false });
         }
     }
     for &n in &lengths {
@@ -88,17 +96,28 @@ fn specs(b: &LoadedBundle) -> Vec<Spec> {
             stem: format!("throughput_by_batch_size_N{n}"),
             view: ViewKind::Throughput,
             filters: Filters { seq: Some(n), ..Filters::default() },
+            multiples: false,
         });
+    }
+    // Every shape at once: the same views as small multiples with shared axes.
+    for (stem, view) in [
+        ("latency_vs_steps", ViewKind::Latency),
+        ("quality_vs_steps", ViewKind::QualitySteps),
+        ("pareto_frontier", ViewKind::Pareto),
+        ("throughput_by_batch_size", ViewKind::Throughput),
+    ] {
+        out.push(Spec { stem: format!("{stem}_all_shapes"), view, filters: Filters::default(), multiples: true });
     }
     for &n in &lengths {
         out.push(Spec {
             stem: format!("step_time_N{n}"),
             view: ViewKind::StepTime,
             filters: Filters { seq: Some(n), ..Filters::default() },
+            multiples: false,
         });
     }
     for (stem, view) in [("memory_heatmap", ViewKind::Memory), ("roofline", ViewKind::Roofline)] {
-        out.push(Spec { stem: stem.into(), view, filters: Filters::default() });
+        out.push(Spec { stem: stem.into(), view, filters: Filters::default(), multiples: false });
     }
     out
 }
@@ -181,6 +200,10 @@ fn parity_latex(b: &schema::Bundle, opts: &metrics::parity::ParityOptions) -> St
     s
 }
 
+fn fig_height(fig: &Result<figure::Figure, String>, width: u32) -> u32 {
+    fig.as_ref().map_or(0, |f| f.height(width))
+}
+
 /// Runs `dllm-bench figures`.
 pub fn main(args: &FiguresArgs) -> Result<ExitCode> {
     let first = load(&args.bundle)?;
@@ -197,9 +220,11 @@ pub fn main(args: &FiguresArgs) -> Result<ExitCode> {
         let _ = writeln!(captions, "\nThe second bundle's series are dashed and their labels start with \"B: \".");
     }
     let (mut written, mut skipped) = (0usize, 0usize);
-    let options = Options::default();
     for spec in specs(&first) {
+        let options = Options { multiples: spec.multiples, ..Options::default() };
         let view = chart_view(spec.view, &bundles, &spec.filters, &options);
+        // Small multiples are as tall as their rows need at this width.
+        let height = if spec.multiples { fig_height(&view.figure, args.width) } else { args.height };
         match view.figure {
             Ok(mut fig) => {
                 // The figure itself says so when any of its numbers come from synthetic weights.
@@ -208,7 +233,7 @@ pub fn main(args: &FiguresArgs) -> Result<ExitCode> {
                 }
                 for format in &args.format {
                     let (file, bytes) = match format {
-                        FigureFormat::Svg => (format!("{}.svg", spec.stem), svg(&fig, args.width, args.height)?),
+                        FigureFormat::Svg => (format!("{}.svg", spec.stem), svg(&fig, args.width, height)?),
                     };
                     crate::output::write_atomic(&args.output.join(&file), bytes.as_bytes())?;
                     written += 1;

@@ -408,6 +408,9 @@ fn figures_writes_every_figure_the_bundle_can_fill_with_captions() {
         want.push(format!("step_time_N{n}.svg"));
     }
     want.extend(["memory_heatmap.svg", "roofline.svg"].map(String::from));
+    for stem in ["latency_vs_steps", "quality_vs_steps", "pareto_frontier", "throughput_by_batch_size"] {
+        want.push(format!("{stem}_all_shapes.svg"));
+    }
     for file in &want {
         let text = std::fs::read_to_string(dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
         let body = text.trim();
@@ -417,6 +420,11 @@ fn figures_writes_every_figure_the_bundle_can_fill_with_captions() {
         assert!(body.contains("<circle") || body.contains("<rect"), "{file} draws nothing");
         assert!(body.contains("[SYNTHETIC weights]"), "{file}: no synthetic label in its title");
         assert!(captions.contains(&format!("## {file}")), "{file} has no caption");
+    }
+    // Small multiples: a facet title per shape, and taller than one chart when there are several rows.
+    let all = std::fs::read_to_string(dir.join("latency_vs_steps_all_shapes.svg")).expect("small multiples");
+    for (n, bs) in &shapes {
+        assert!(all.contains(&format!("N = {n}, B = {bs}")), "no facet for N = {n}, B = {bs}");
     }
     // The roofline draws the ceilings the run measured.
     let roofline = std::fs::read_to_string(dir.join("roofline.svg")).expect("roofline");
