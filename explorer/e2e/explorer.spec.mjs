@@ -102,6 +102,11 @@ async function setFilter(page, name, value) {
  *    the tick the point sits on), which are drawn whether the marker is or not.
  */
 function paintSamples(fig, h, scale) {
+  if (fig.plot.kind === 'pair') {
+    const first = fig.plot.first.plot;
+    const n = first.kind === 'heat' ? first.panels.length : first.series.length;
+    return h.series < n ? paintSamples(fig.plot.first, h, scale) : paintSamples(fig.plot.second, { ...h, series: h.series - n }, scale);
+  }
   const box = fig.plot.kind === 'heat' || fig.plot.series[h.series].style.kind === 'bars';
   if (!box) {
     const d = Math.ceil(scale); // pixels cx + d and cx - d - 1: centres (d + 0.5) either side
@@ -465,8 +470,12 @@ async function checkAnswer(page) {
   await waitLoaded(page, b.file);
   assert.equal(await page.getAttribute('[data-testid="tab-answer"]', 'aria-selected'), 'true', 'the answer is the landing view');
   assert.equal(await page.getAttribute('[data-testid="provenance"]', 'open'), null, 'provenance collapsed');
-  const fig = await figure(page);
+  const pair = await figure(page);
+  // The verdict, with the Pareto frontier beside it (the Pareto tab's figure).
+  assert.equal(pair.plot.kind, 'pair');
+  const fig = pair.plot.first;
   assert.equal(fig.plot.kind, 'heat');
+  assert.ok(pair.plot.second.title.startsWith('Pareto frontier'), pair.plot.second.title);
   const cells = fig.plot.panels.flatMap((p) => p.cells);
   const rows = bundle.parity.flatMap((r) => r.speedups.map((s) => [r, s]));
   assert.equal(cells.length, rows.length, 'one verdict cell per record and batch size');
@@ -479,7 +488,14 @@ async function checkAnswer(page) {
   const notes = await page.$$eval('[data-testid="note"]', (ps) => ps.map((p) => p.textContent));
   const faster = rows.filter(([, s]) => s.speedup && s.speedup.value > 1).length;
   assert.ok(notes[0].includes(`faster in ${faster} of the ${rows.length}`), notes[0]);
-  // (No paint check here: a speedup near 1x is drawn near white by design.)
+  // The frontier's points are painted and hoverable (no paint check on the verdict cells: a speedup near 1x is
+  // drawn near white by design).
+  const { hits, unpainted } = await unpaintedMarks(page);
+  const panels = fig.plot.panels.length;
+  assert.deepEqual(unpainted.filter((m) => m.series >= panels), [], 'Pareto points not painted');
+  const point = hits.find((h) => h.series >= panels);
+  const tip = await hover(page, point);
+  assert.ok(/on the Pareto frontier|dominated/.test(tip), `tooltip of a Pareto point: ${tip}`);
   await page.screenshot({ path: `${SHOTS}-answer.png`, fullPage: true });
   await page.setViewportSize({ width: 390, height: 900 });
   await page.screenshot({ path: `${SHOTS}-answer-390.png`, fullPage: true });

@@ -220,7 +220,19 @@ pub enum Plot {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         center: Option<f64>,
     },
+    /// Two figures on one canvas (the answer's verdict and the Pareto frontier): side by side on a canvas at least
+    /// [`PAIR_SIDE_BY_SIDE`] pixels wide (at scale 1), else the first above the second. The second's hits number
+    /// their series after the first's.
+    Pair {
+        /// Left, or top.
+        first: Box<Figure>,
+        /// Right, or bottom.
+        second: Box<Figure>,
+    },
 }
+
+/// The narrowest canvas (CSS pixels) that draws a [`Plot::Pair`] side by side.
+pub const PAIR_SIDE_BY_SIDE: u32 = 900;
 
 /// A chart: a title and what it plots. Serialized on the canvas (`data-figure`) so tests read the numbers.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -239,6 +251,16 @@ impl Figure {
                 series.iter().filter(|s| s.style != Style::Frontier).map(|s| s.marks.len()).sum()
             }
             Plot::Heat { panels, .. } => panels.iter().map(|p| p.cells.len()).sum(),
+            Plot::Pair { first, second } => first.mark_count() + second.mark_count(),
+        }
+    }
+
+    /// The number of series (heat map panels) hits are numbered by.
+    fn series_count(&self) -> usize {
+        match &self.plot {
+            Plot::Xy { series, .. } => series.len(),
+            Plot::Heat { panels, .. } => panels.len(),
+            Plot::Pair { first, second } => first.series_count() + second.series_count(),
         }
     }
 
@@ -253,6 +275,7 @@ impl Figure {
                 let facet_w = (width - width / 5) / cols as u32;
                 (40 + rows * facet_w * 70 / 100).max(single)
             }
+            Plot::Pair { first, second } if width < PAIR_SIDE_BY_SIDE => first.height(width) + second.height(width),
             _ => single,
         }
     }
@@ -262,6 +285,10 @@ impl Figure {
         match &self.plot {
             Plot::Xy { series, .. } => series.get(h.series)?.marks.get(h.mark).map(|m| (m.tip.as_str(), m.cell)),
             Plot::Heat { panels, .. } => panels.get(h.series)?.cells.get(h.mark).map(|c| (c.tip.as_str(), c.cell)),
+            Plot::Pair { first, second } => match h.series.checked_sub(first.series_count()) {
+                None => first.hit_info(h),
+                Some(series) => second.hit_info(&Hit { series, ..*h }),
+            },
         }
     }
 }
@@ -489,12 +516,33 @@ pub fn draw<DB: DrawingBackend>(
     style: ChartStyle,
 ) -> Result<Drawn, ChartError> {
     root.fill(&WHITE).map_err(backend_err)?;
-    let drawn = match &fig.plot {
-        Plot::Xy { x, y, series, refs, grid } => draw_xy(root, &fig.title, (x, y), series, refs, grid.as_ref(), style)?,
-        Plot::Heat { x, y, panels, unit, center } => draw_heat(root, &fig.title, x, y, panels, (unit, *center), style)?,
-    };
+    let drawn = draw_plot(root, fig, style)?;
     root.present().map_err(backend_err)?;
     Ok(drawn)
+}
+
+fn draw_plot<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    fig: &Figure,
+    style: ChartStyle,
+) -> Result<Drawn, ChartError> {
+    Ok(match &fig.plot {
+        Plot::Xy { x, y, series, refs, grid } => draw_xy(root, &fig.title, (x, y), series, refs, grid.as_ref(), style)?,
+        Plot::Heat { x, y, panels, unit, center } => draw_heat(root, &fig.title, x, y, panels, (unit, *center), style)?,
+        Plot::Pair { first, second } => {
+            let (w, h) = root.dim_in_pixel();
+            let css_w = (f64::from(w) / style.scale) as u32;
+            let (a, b) = match css_w >= PAIR_SIDE_BY_SIDE {
+                true => root.split_horizontally(w * 11 / 20),
+                false => root.split_vertically(h * first.height(css_w) / fig.height(css_w).max(1)),
+            };
+            let mut drawn = draw_plot(&a, first, style)?;
+            let offset = first.series_count();
+            let more = draw_plot(&b, second, style)?;
+            drawn.hits.extend(more.hits.into_iter().map(|h| Hit { series: h.series + offset, ..h }));
+            drawn
+        }
+    })
 }
 
 /// What every chart of an x/y figure shares: its axes, their ranges (over every facet's marks), its series and

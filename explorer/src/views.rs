@@ -542,15 +542,27 @@ pub fn chart_view(view: ViewKind, bundles: &[&LoadedBundle], f: &Filters, o: &Op
         // The answer first: the finding in one sentence (the first note), the verdict per series and (N, B) as the
         // chart; the latencies when nothing measured quality.
         ViewKind::Answer => match answer(bundles, o) {
-            Ok((sentence, figure)) => {
+            Ok((sentence, verdict)) => {
                 notes.push(sentence);
                 notes.push(
-                    "Each cell: the speedup at parity; blue: faster at equal quality, red: slower, grey: parity not \
-                     reached (the tooltip names S_parity and its 95% interval). Detail: the S_parity and Pareto \
-                     frontier tabs."
+                    "Left (above, on a narrow screen), each cell: the speedup at parity; blue: faster at equal \
+                     quality, red: slower, grey: parity not reached (the tooltip names S_parity and its 95% \
+                     interval). Right (below): the Pareto frontier of quality against latency at the shape the \
+                     filters pick. Detail: the S_parity and Pareto frontier tabs."
                         .into(),
                 );
-                Ok(figure)
+                // The Pareto frontier beside the verdict, as the Pareto tab draws it.
+                let pareto = match o.multiples {
+                    true => multiples(ViewKind::Pareto, bundles, f, o, &mut notes),
+                    false => per_shape(ViewKind::Pareto, bundles, f, o, &mut notes),
+                };
+                Ok(match pareto {
+                    Ok(p) => Figure {
+                        title: verdict.title.clone(),
+                        plot: Plot::Pair { first: Box::new(verdict), second: Box::new(p) },
+                    },
+                    Err(_) => verdict,
+                })
             }
             Err(e) => {
                 notes.push(e);

@@ -41,7 +41,7 @@ fn close(a: f64, b: f64) -> bool {
 fn xy(f: &Figure) -> (&Vec<figure::Series>, &Vec<figure::RefLine>) {
     match &f.plot {
         Plot::Xy { series, refs, .. } => (series, refs),
-        Plot::Heat { .. } => panic!("not an xy plot"),
+        _ => panic!("not an xy plot"),
     }
 }
 
@@ -715,6 +715,44 @@ fn the_answer_comes_first_with_the_report_s_numbers() {
     // Drawn as SVG: the cells' texts are there.
     let (svg_text, _) = svg(&f);
     assert!(svg_text.contains("x<") || svg_text.contains("no parity"), "verdict texts drawn");
+    // The landing view draws the Pareto frontier beside the verdict: the Pareto tab's figure at the same shape.
+    let cv = chart_view(ViewKind::Answer, &[&b], &Filters::default(), &Options::default());
+    let pair = cv.figure.expect("the answer");
+    let Plot::Pair { first, second } = &pair.plot else { panic!("verdict and Pareto frontier") };
+    assert_eq!(**first, f);
+    assert_eq!(**second, fig(ViewKind::Pareto, &[&b], &Filters::default(), &Options::default()));
+    assert!(cv.notes.iter().any(|n| n.starts_with("Showing B = 1")), "the Pareto's shape is named: {:?}", cv.notes);
+    assert_eq!(pair.mark_count(), first.mark_count() + second.mark_count());
+    // Drawn side by side on a wide canvas, stacked on a narrow one; every mark is hit where it was drawn, and a
+    // hit names its own part's tooltip.
+    for width in [1000, 390] {
+        let height = pair.height(width);
+        assert_eq!(height > width * 56 / 100, width < figure::PAIR_SIDE_BY_SIDE, "{width}: {height}");
+        let mut out = String::new();
+        let d = {
+            let root = SVGBackend::with_string(&mut out, (width, height)).into_drawing_area();
+            figure::draw(&root, &pair, ChartStyle::default()).expect("draws")
+        };
+        assert_eq!(d.hits.len(), pair.mark_count());
+        let panels = match &first.plot {
+            Plot::Heat { panels, .. } => panels.len(),
+            _ => unreachable!(),
+        };
+        let (verdict, frontier): (Vec<&figure::Hit>, Vec<&figure::Hit>) =
+            d.hits.iter().partition(|h| h.series < panels);
+        assert_eq!((verdict.len(), frontier.len()), (first.mark_count(), second.mark_count()));
+        let (vx, fx) = (verdict.iter().map(|h| h.x).max(), frontier.iter().map(|h| h.x).min());
+        let (vy, fy) = (verdict.iter().map(|h| h.y).max(), frontier.iter().map(|h| h.y).min());
+        match width >= figure::PAIR_SIDE_BY_SIDE {
+            true => assert!(vx < fx, "{width}: the frontier is right of the verdict"),
+            false => assert!(vy < fy, "{width}: the frontier is below the verdict"),
+        }
+        let h = frontier[0];
+        let (tip, _) = pair.hit_info(h).expect("a frontier mark");
+        assert!(tip.contains("on the Pareto frontier") || tip.contains("dominated"), "{tip}");
+        let (tip, _) = pair.hit_info(verdict[0]).expect("a verdict cell");
+        assert!(tip.contains("S_parity"), "{tip}");
+    }
     // Without quality the answer says so and the view falls back to the latencies.
     let old = load_bundle("demo.json", include_str!("../../schema/tests/fixtures/v1.0/demo.json")).expect("1.0");
     assert_eq!(views::answer(&[&old], &Options::default()).unwrap_err(), views::NO_QUALITY);

@@ -208,11 +208,13 @@ pub struct ModelInfo {
     pub weights_bytes: Option<u64>,
     /// Precision of the run.
     pub dtype: Precision,
-    /// Tokenizer facts.
+    /// Tokenizer facts. Not read by wasm32 builds, nor is `shape`: the explorer does not show them.
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub tokenizer: TokenizerInfo,
     /// True when the weights are synthetic (random).
     pub synthetic: bool,
     /// Shape summary: layers, hidden size, heads, KV heads, FFN size, vocabulary.
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub shape: ModelShape,
     /// Since 1.5: the chat template this model's prompts were wrapped in (`prompts.chat_template`); absent when
     /// the prompts were used as they are.
@@ -239,7 +241,7 @@ pub struct ChatTemplateInfo {
 }
 
 /// Shape summary of a transformer.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ModelShape {
     /// Transformer blocks.
     pub layers: u32,
@@ -256,7 +258,7 @@ pub struct ModelShape {
 }
 
 /// Tokenizer facts.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TokenizerInfo {
     /// Vocabulary size of the tokenizer (may differ from the embedding rows).
     pub vocab_size: u32,
