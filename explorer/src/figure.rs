@@ -599,7 +599,7 @@ fn draw_xy<DB: DrawingBackend>(
         return Ok(Drawn { hits });
     };
     // Small multiples: the facets in rows under the title, one legend (each label once) in a strip on the right.
-    let root = root.titled(title, font(18.0)).map_err(backend_err)?;
+    let root = root.titled(title, title_font(root, title, 18.0, style.scale)).map_err(backend_err)?;
     let text = TextStyle::from(font(12.0));
     let mut legend_w = 0;
     for label in refs.iter().map(|r| &r.label).chain(series.iter().map(|s| &s.label)) {
@@ -641,7 +641,7 @@ fn xy_panel<'a, 'b, DB: DrawingBackend>(
     let (x_lo, x_hi, y_floor) = (xr.range.start, xr.range.end, yr.range.start);
     let font = |size: f64| (FontFamily::SansSerif, s(size)).into_font();
     let mut cc = ChartBuilder::on(area)
-        .caption(caption, font(if small.is_some() { 14.0 } else { 18.0 }))
+        .caption(caption, title_font(area, caption, if small.is_some() { 14.0 } else { 18.0 }, xy.style.scale))
         .margin(si(12.0))
         .x_label_area_size(si(if xa.categories.is_empty() { 48.0 } else { 56.0 }))
         .y_label_area_size(si(78.0))
@@ -808,7 +808,7 @@ fn draw_heat<DB: DrawingBackend>(
     };
     let t_of = |v: f64| if hi > lo { (v - lo) / (hi - lo) } else { 0.5 };
     let paint = |t: f64| if center.is_some() { diverging(2.0 * t - 1.0) } else { viridis(t) };
-    let root = root.titled(title, font(18.0)).map_err(backend_err)?;
+    let root = root.titled(title, title_font(root, title, 18.0, style.scale)).map_err(backend_err)?;
     // A colour bar on the right: the scale from the smallest to the largest value, in the figure's unit.
     let (w, h) = root.dim_in_pixel();
     let (root, bar) = root.split_horizontally(w.saturating_sub(si(86.0)));
@@ -838,7 +838,7 @@ fn draw_heat<DB: DrawingBackend>(
     let mut hits = Vec::new();
     for (pi, (panel, area)) in panels.iter().zip(&areas).enumerate() {
         let mut cc = ChartBuilder::on(area)
-            .caption(&panel.title, font(14.0))
+            .caption(&panel.title, title_font(area, &panel.title, 14.0, style.scale))
             .margin(si(10.0))
             .x_label_area_size(si(44.0))
             .y_label_area_size(si(56.0))
@@ -876,6 +876,20 @@ fn draw_heat<DB: DrawingBackend>(
         }
     }
     Ok(Drawn { hits })
+}
+
+/// The font of a title drawn across `area`: `size` (scaled), or smaller, down to 60% of it, where the text would
+/// not fit the area's width (a narrow canvas, half of a pair).
+fn title_font<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    text: &str,
+    size: f64,
+    scale: f64,
+) -> FontDesc<'static> {
+    let font = |size: f64| (FontFamily::SansSerif, (size * scale).round().max(1.0)).into_font();
+    let room = f64::from(area.dim_in_pixel().0) * 0.96;
+    let wide = area.estimate_text_size(text, &TextStyle::from(font(size))).map_or(0.0, |d| f64::from(d.0));
+    font(if wide > room { (size * room / wide).max(size * 0.6) } else { size })
 }
 
 /// The marker of a legend row.
