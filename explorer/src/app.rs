@@ -673,7 +673,8 @@ fn draw_on(canvas: &web_sys::HtmlCanvasElement, fig: &figure::Figure) -> Result<
     canvas.set_height((f64::from(css_h) * dpr).round() as u32);
     let backend = CanvasBackend::with_canvas_object(canvas.clone()).ok_or("the browser gave no 2D canvas context")?;
     let root = backend.into_drawing_area();
-    let drawn = figure::draw(&root, fig, ChartStyle { scale: dpr }).map_err(|e| e.to_string())?;
+    let drawn =
+        figure::draw(&root, fig, ChartStyle { scale: dpr, ..ChartStyle::default() }).map_err(|e| e.to_string())?;
     attr("data-figure", &serde_json::to_string(fig).map_err(|e| e.to_string())?)?;
     attr("data-hits", &serde_json::to_string(&drawn.hits).map_err(|e| e.to_string())?)?;
     attr("data-drawn", "true")?;

@@ -340,12 +340,27 @@ impl Drawn {
 pub struct ChartStyle {
     /// Multiplies every font size, line width and marker size.
     pub scale: f64,
+    /// Multiplies the backend's estimate of a text's width where the drawing makes room for it (legend boxes,
+    /// titles): 1 where the backend measures the text (a canvas); more for SVG, whose backend guesses widths
+    /// about a quarter narrower than a sans-serif font draws them.
+    pub text_width: f64,
 }
 
 impl Default for ChartStyle {
     fn default() -> Self {
-        Self { scale: 1.0 }
+        Self { scale: 1.0, text_width: 1.0 }
     }
+}
+
+/// The width `text` takes in `area` in `font`, as [`ChartStyle::text_width`] corrects the backend's estimate.
+fn text_width<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    text: &str,
+    font: &TextStyle<'_>,
+    style: ChartStyle,
+) -> Result<(f64, u32), ChartError> {
+    let (w, h) = area.estimate_text_size(text, font).map_err(backend_err)?;
+    Ok((f64::from(w) * style.text_width, h))
 }
 
 /// What can go wrong while drawing.
@@ -595,15 +610,16 @@ fn draw_xy<DB: DrawingBackend>(
             let pt = |m: &Mark| Some((to_space(xa, m.x)?, to_space(ya, m.y)?));
             marks().filter_map(pt).filter(|p| p.1 > mid_y && (p.0 < mid_x) == left).count()
         };
-        draw_legend(&cc.plotting_area().strip_coord_spec(), &legend, upper(true) > upper(false), &font(12.0), &s)?;
+        let right = upper(true) > upper(false);
+        draw_legend(&cc.plotting_area().strip_coord_spec(), &legend, right, &font(12.0), style)?;
         return Ok(Drawn { hits });
     };
     // Small multiples: the facets in rows under the title, one legend (each label once) in a strip on the right.
-    let root = root.titled(title, title_font(root, title, 18.0, style.scale)).map_err(backend_err)?;
+    let root = root.titled(title, title_font(root, title, 18.0, style)).map_err(backend_err)?;
     let text = TextStyle::from(font(12.0));
     let mut legend_w = 0;
     for label in refs.iter().map(|r| &r.label).chain(series.iter().map(|s| &s.label)) {
-        legend_w = legend_w.max(root.estimate_text_size(label, &text).map_err(backend_err)?.0);
+        legend_w = legend_w.max(text_width(&root, label, &text, style)?.0 as u32);
     }
     let w = root.dim_in_pixel().0;
     let (charts, side) = root.split_horizontally(w - (legend_w + s(56.0) as u32).clamp(w / 5, w / 2));
@@ -619,7 +635,7 @@ fn draw_xy<DB: DrawingBackend>(
             once.push(row);
         }
     }
-    draw_legend(&side, &once, false, &font(12.0), &s)?;
+    draw_legend(&side, &once, false, &font(12.0), style)?;
     Ok(Drawn { hits })
 }
 
@@ -641,7 +657,7 @@ fn xy_panel<'a, 'b, DB: DrawingBackend>(
     let (x_lo, x_hi, y_floor) = (xr.range.start, xr.range.end, yr.range.start);
     let font = |size: f64| (FontFamily::SansSerif, s(size)).into_font();
     let mut cc = ChartBuilder::on(area)
-        .caption(caption, title_font(area, caption, if small.is_some() { 14.0 } else { 18.0 }, xy.style.scale))
+        .caption(caption, title_font(area, caption, if small.is_some() { 14.0 } else { 18.0 }, xy.style))
         .margin(si(12.0))
         .x_label_area_size(si(if xa.categories.is_empty() { 48.0 } else { 56.0 }))
         .y_label_area_size(si(78.0))
@@ -808,7 +824,7 @@ fn draw_heat<DB: DrawingBackend>(
     };
     let t_of = |v: f64| if hi > lo { (v - lo) / (hi - lo) } else { 0.5 };
     let paint = |t: f64| if center.is_some() { diverging(2.0 * t - 1.0) } else { viridis(t) };
-    let root = root.titled(title, title_font(root, title, 18.0, style.scale)).map_err(backend_err)?;
+    let root = root.titled(title, title_font(root, title, 18.0, style)).map_err(backend_err)?;
     // A colour bar on the right: the scale from the smallest to the largest value, in the figure's unit.
     let (w, h) = root.dim_in_pixel();
     let (root, bar) = root.split_horizontally(w.saturating_sub(si(86.0)));
@@ -838,7 +854,7 @@ fn draw_heat<DB: DrawingBackend>(
     let mut hits = Vec::new();
     for (pi, (panel, area)) in panels.iter().zip(&areas).enumerate() {
         let mut cc = ChartBuilder::on(area)
-            .caption(&panel.title, title_font(area, &panel.title, 14.0, style.scale))
+            .caption(&panel.title, title_font(area, &panel.title, 14.0, style))
             .margin(si(10.0))
             .x_label_area_size(si(44.0))
             .y_label_area_size(si(56.0))
@@ -884,11 +900,11 @@ fn title_font<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     text: &str,
     size: f64,
-    scale: f64,
+    style: ChartStyle,
 ) -> FontDesc<'static> {
-    let font = |size: f64| (FontFamily::SansSerif, (size * scale).round().max(1.0)).into_font();
+    let font = |size: f64| (FontFamily::SansSerif, (size * style.scale).round().max(1.0)).into_font();
     let room = f64::from(area.dim_in_pixel().0) * 0.96;
-    let wide = area.estimate_text_size(text, &TextStyle::from(font(size))).map_or(0.0, |d| f64::from(d.0));
+    let wide = text_width(area, text, &TextStyle::from(font(size)), style).map_or(0.0, |d| d.0);
     font(if wide > room { (size * room / wide).max(size * 0.6) } else { size })
 }
 
@@ -912,24 +928,25 @@ fn draw_legend<DB: DrawingBackend>(
     rows: &[(&str, Key)],
     right: bool,
     font: &FontDesc<'_>,
-    s: &dyn Fn(f64) -> f64,
+    style: ChartStyle,
 ) -> Result<(), ChartError> {
     let rows: Vec<_> = rows.iter().filter(|r| !r.0.is_empty()).collect();
     if rows.is_empty() {
         return Ok(());
     }
-    let px = |v: f64| s(v) as i32;
+    let px = |v: f64| (v * style.scale).round().max(1.0) as i32;
     let text = TextStyle::from(font.clone()).pos(Pos::new(HPos::Left, VPos::Center));
     let mut text_w = 0;
     let mut row_h = px(14.0);
     for (label, _) in &rows {
-        let (w, h) = area.estimate_text_size(label, &text).map_err(backend_err)?;
-        text_w = text_w.max(w as i32);
+        let (w, h) = text_width(area, label, &text, style)?;
+        text_w = text_w.max(w.ceil() as i32);
         row_h = row_h.max(h as i32 + px(4.0));
     }
     let (pad, marker, gap, margin) = (px(6.0), px(20.0), px(6.0), px(10.0));
     let (box_w, box_h) = (pad * 2 + marker + gap + text_w, pad * 2 + row_h * rows.len() as i32);
-    let x0 = if right { area.dim_in_pixel().0 as i32 - margin - box_w } else { margin };
+    // Never left of the area (plotters would pull every element there onto its edge, text over the markers).
+    let x0 = if right { (area.dim_in_pixel().0 as i32 - margin - box_w).max(0) } else { margin };
     let (y0, corner) = (margin, |x: i32, y: i32| (x0 + x, margin + y));
     area.draw(&Rectangle::new([(x0, y0), corner(box_w, box_h)], WHITE.mix(0.85).filled())).map_err(backend_err)?;
     area.draw(&Rectangle::new([(x0, y0), corner(box_w, box_h)], BLACK.mix(0.4))).map_err(backend_err)?;

@@ -59,8 +59,8 @@ pub enum Command {
     BenchKernels(crate::bench::BenchArgs),
     /// S_parity, the speedup at parity and the verdict per batch size of a bundle, as Markdown.
     Report(crate::report::ReportArgs),
-    /// The study's figures of a bundle as SVG files (the explorer's views, drawn headless), the S_parity table as
-    /// Markdown and LaTeX, and captions.md saying what each shows.
+    /// The study's figures of a bundle as SVG, PNG or PDF files (the explorer's views, drawn headless), the
+    /// S_parity table as Markdown and LaTeX, and captions.md saying what each shows.
     Figures(crate::figures::FiguresArgs),
 }
 
@@ -319,7 +319,12 @@ pub fn main() -> Result<ExitCode> {
 }
 
 fn init_logging(filter: Option<&str>) {
-    let filter = filter.map(str::to_string).or_else(|| std::env::var("DLLM_BENCH_LOG").ok()).unwrap_or("warn".into());
+    // By default, not tiny-skia's warnings about zero-length strokes (an error bar of equal min and max) while a
+    // PNG figure is rendered: nothing is missing from the figure.
+    let filter = filter
+        .map(str::to_string)
+        .or_else(|| std::env::var("DLLM_BENCH_LOG").ok())
+        .unwrap_or("warn,tiny_skia=error".into());
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
         .with_writer(std::io::stderr)

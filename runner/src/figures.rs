@@ -1,7 +1,8 @@
 //! `dllm-bench figures`: the study's figures as files, headless (a compute node with no browser and no network).
 //!
 //! Every figure is the explorer's own: the same view code (`explorer::views::chart_view`, whose numbers come from
-//! `metrics`) drawn by the same plotters function (`explorer::figure::draw`), here into SVG. Per (N, B) shape of
+//! `metrics`) drawn by the same plotters function (`explorer::figure::draw`), here into SVG; PNG (resvg) and PDF
+//! (svg2pdf) are made from that SVG with the system's fonts. Per (N, B) shape of
 //! the bundle: latency against K, quality against K, the Pareto frontier; per N: throughput by batch size; the same
 //! four at every shape at once (`*_all_shapes`: small multiples with shared axes); once:
 //! the speedup at parity per series and (N, B) (the explorer's landing view, with quality),
@@ -26,9 +27,16 @@ use crate::report::{ReportOptions, render, resolve};
 /// Output formats of `figures`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum FigureFormat {
-    /// Scalable vector graphics (text as text; any SVG tool converts it to PNG or PDF).
+    /// Scalable vector graphics (text as text; needs no font here).
     Svg,
+    /// PNG, the SVG rendered at twice its pixel size (resvg) with the system's fonts (or `--font`).
+    Png,
+    /// PDF, vector: the SVG converted (svg2pdf), the text in subsets of the system's fonts (or `--font`).
+    Pdf,
 }
+
+/// PNG pixels per SVG pixel (a 1000-pixel figure is 2000 pixels wide: print resolution at a column's width).
+pub const PNG_SCALE: f32 = 2.0;
 
 /// `dllm-bench figures`.
 #[derive(Debug, Clone, clap::Args)]
@@ -42,10 +50,13 @@ pub struct FiguresArgs {
     /// Folder the figures go to (created if missing; files of the same names are replaced atomically).
     #[arg(long, short, value_name = "DIR", default_value = "results/figures")]
     pub output: PathBuf,
-    /// Formats, comma-separated. Only svg is implemented: PNG and PDF need a font rasteriser this build does not
-    /// carry; convert the SVG files (e.g. `rsvg-convert -f pdf`).
+    /// Formats, comma-separated: svg, png, pdf. PNG and PDF are drawn from the SVG and need a font for their text
+    /// (the system's, e.g. Debian's fonts-dejavu-core, or `--font`).
     #[arg(long, value_delimiter = ',', default_value = "svg")]
     pub format: Vec<FigureFormat>,
+    /// A font file (TTF/OTF) for the text of PNG and PDF figures, instead of the system's fonts; repeatable.
+    #[arg(long, value_name = "FILE")]
+    pub font: Vec<PathBuf>,
     /// Width of each figure in pixels.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(200..=8000))]
     pub width: u32,
@@ -138,10 +149,69 @@ fn svg(fig: &figure::Figure, width: u32, height: u32) -> Result<String> {
     let mut out = String::new();
     {
         let root = SVGBackend::with_string(&mut out, (width, height)).into_drawing_area();
-        figure::draw(&root, fig, ChartStyle::default()).map_err(|e| anyhow::anyhow!("drawing failed: {e:?}"))?;
+        // The SVG backend guesses text widths about a quarter narrower than DejaVu Sans draws them (the legend
+        // boxes and titles make room for the text as drawn).
+        let style = ChartStyle { text_width: 1.3, ..ChartStyle::default() };
+        figure::draw(&root, fig, style).map_err(|e| anyhow::anyhow!("drawing failed: {e:?}"))?;
         root.present().map_err(|e| anyhow::anyhow!("drawing failed: {e:?}"))?;
     }
     Ok(out)
+}
+
+/// The SVG parser's options with the fonts for PNG and PDF: the `--font` files, else the system's; the generic
+/// `sans-serif` the figures ask for is DejaVu Sans where there is one, else the first family found. No font is an
+/// input error naming the fix.
+fn font_options(files: &[PathBuf]) -> Result<resvg::usvg::Options<'static>> {
+    let mut opt = resvg::usvg::Options::default();
+    let db = opt.fontdb_mut();
+    if files.is_empty() {
+        db.load_system_fonts();
+    }
+    for f in files {
+        db.load_font_file(f).map_err(|e| {
+            anyhow::Error::new(InputError(format!("--font {}: cannot read it as a font: {e}", f.display())))
+        })?;
+    }
+    let families: Vec<String> = db.faces().flat_map(|f| f.families.iter().map(|(n, _)| n.clone())).collect();
+    let family = families.iter().find(|n| *n == "DejaVu Sans").or(families.first()).cloned().ok_or_else(|| {
+        let from = if files.is_empty() { "this system has no fonts" } else { "the --font files hold no font" };
+        anyhow::Error::new(InputError(format!(
+            "PNG and PDF figures need a font for their text and {from}: install one (Debian: fonts-dejavu-core) or \
+             pass --font FILE.ttf; `--format svg` needs none"
+        )))
+    })?;
+    db.set_sans_serif_family(family);
+    Ok(opt)
+}
+
+fn svg_tree(text: &str, opt: &resvg::usvg::Options<'_>) -> Result<resvg::usvg::Tree> {
+    resvg::usvg::Tree::from_str(text, opt).map_err(|e| anyhow::anyhow!("the figure's SVG does not parse: {e}"))
+}
+
+/// The PNG of an SVG figure, at [`PNG_SCALE`] times its size.
+fn png(text: &str, opt: &resvg::usvg::Options<'_>) -> Result<Vec<u8>> {
+    let tree = svg_tree(text, opt)?;
+    let size = tree.size().to_int_size().scale_by(PNG_SCALE).context("figure too large for a PNG")?;
+    let mut pixmap =
+        resvg::tiny_skia::Pixmap::new(size.width(), size.height()).context("figure too large for a PNG")?;
+    resvg::render(&tree, resvg::tiny_skia::Transform::from_scale(PNG_SCALE, PNG_SCALE), &mut pixmap.as_mut());
+    pixmap.encode_png().map_err(|e| anyhow::anyhow!("PNG encoding failed: {e}"))
+}
+
+/// The PDF of an SVG figure: one page of its size, vector, the text's glyphs embedded.
+fn pdf(text: &str, opt: &resvg::usvg::Options<'_>) -> Result<Vec<u8>> {
+    let tree = svg_tree(text, opt)?;
+    svg2pdf::to_pdf(&tree, svg2pdf::ConversionOptions::default(), svg2pdf::PageOptions::default())
+        .map_err(|e| anyhow::anyhow!("PDF conversion failed: {e}"))
+}
+
+/// Says in every title drawn (both halves of a pair) that the numbers come from synthetic weights.
+fn label_synthetic(fig: &mut figure::Figure) {
+    fig.title = format!("{} [SYNTHETIC weights]", fig.title);
+    if let figure::Plot::Pair { first, second } = &mut fig.plot {
+        label_synthetic(first);
+        label_synthetic(second);
+    }
 }
 
 /// One line naming where the bundle's numbers come from.
@@ -220,6 +290,9 @@ pub fn main(args: &FiguresArgs) -> Result<ExitCode> {
         let _ = writeln!(captions, "\nThe second bundle's series are dashed and their labels start with \"B: \".");
     }
     let (mut written, mut skipped) = (0usize, 0usize);
+    // Fonts for PNG and PDF, found before anything is drawn (a node without fonts is told so at once).
+    let raster = args.format.iter().any(|f| *f != FigureFormat::Svg);
+    let fonts = raster.then(|| font_options(&args.font)).transpose()?;
     for spec in specs(&first) {
         let options = Options { multiples: spec.multiples, ..Options::default() };
         let view = chart_view(spec.view, &bundles, &spec.filters, &options);
@@ -229,13 +302,17 @@ pub fn main(args: &FiguresArgs) -> Result<ExitCode> {
             Ok(mut fig) => {
                 // The figure itself says so when any of its numbers come from synthetic weights.
                 if bundles.iter().any(|b| b.synthetic_weights) {
-                    fig.title = format!("{} [SYNTHETIC weights]", fig.title);
+                    label_synthetic(&mut fig);
                 }
+                let text = svg(&fig, args.width, height)?;
                 for format in &args.format {
-                    let (file, bytes) = match format {
-                        FigureFormat::Svg => (format!("{}.svg", spec.stem), svg(&fig, args.width, height)?),
+                    let (file, bytes) = match (format, &fonts) {
+                        (FigureFormat::Svg, _) => (format!("{}.svg", spec.stem), text.clone().into_bytes()),
+                        (FigureFormat::Png, Some(opt)) => (format!("{}.png", spec.stem), png(&text, opt)?),
+                        (FigureFormat::Pdf, Some(opt)) => (format!("{}.pdf", spec.stem), pdf(&text, opt)?),
+                        (_, None) => unreachable!("fonts are loaded when a format needs them"),
                     };
-                    crate::output::write_atomic(&args.output.join(&file), bytes.as_bytes())?;
+                    crate::output::write_atomic(&args.output.join(&file), &bytes)?;
                     written += 1;
                     let _ = writeln!(captions, "\n## {file}\n\n{} ({} marks).", fig.title, fig.mark_count());
                 }

@@ -384,6 +384,67 @@ fn the_ranking_precision_and_the_noise_source_are_config_choices_recorded_in_the
     assert!(stderr(&out).contains("confidence") && stderr(&out).contains("f32"), "{}", stderr(&out));
 }
 
+/// The width and height an SVG document declares.
+fn svg_size(svg: &str) -> (u32, u32) {
+    let attr = |name: &str| -> u32 {
+        let at = svg.find(&format!(" {name}=\"")).unwrap_or_else(|| panic!("no {name} in the SVG")) + name.len() + 3;
+        svg[at..].split('"').next().and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("bad {name}"))
+    };
+    (attr("width"), attr("height"))
+}
+
+/// A PNG's width, height and the share of its pixels that are not white, decoded.
+fn png_facts(bytes: &[u8]) -> (u32, u32, f64) {
+    let mut reader = png::Decoder::new(std::io::Cursor::new(bytes)).read_info().expect("a PNG");
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).expect("its pixels");
+    let px = info.color_type.samples();
+    let pixels = &buf[..info.buffer_size()];
+    let inked = pixels.chunks(px).filter(|p| p.iter().take(3).any(|v| *v < 240)).count();
+    (info.width, info.height, inked as f64 / (pixels.len() / px) as f64)
+}
+
+/// A PDF's structure: the header, the cross-reference table `startxref` points at, every in-use entry of it
+/// pointing at its object, a page, and an embedded font (the text is text). Byte offsets: the file is binary.
+fn check_pdf(pdf: &[u8], name: &str) {
+    let find =
+        |from: usize, what: &str| pdf[from..].windows(what.len()).position(|w| w == what.as_bytes()).map(|i| i + from);
+    let starts = |at: usize, what: &str| pdf.get(at..at + what.len()) == Some(what.as_bytes());
+    // A line's text, and where the next begins (after its `\n`, `\r\n` or `\r`).
+    let next = |at: usize| {
+        let end = at + pdf[at..].iter().position(|b| *b == b'\n' || *b == b'\r').unwrap_or(pdf.len() - at);
+        end + if pdf[end..].starts_with(b"\r\n") { 2 } else { 1 }
+    };
+    let ascii = |at: usize| -> String {
+        pdf[at..].iter().take_while(|b| **b != b'\n' && **b != b'\r').map(|b| *b as char).collect()
+    };
+    assert!(starts(0, "%PDF-1.") && pdf.trim_ascii_end().ends_with(b"%%EOF"), "{name}.pdf: header and end");
+    let tail = pdf.len().saturating_sub(64);
+    let sx = find(tail, "startxref").expect("startxref") + "startxref".len();
+    let start: usize =
+        String::from_utf8_lossy(&pdf[sx..]).split_whitespace().next().and_then(|v| v.parse().ok()).expect("offset");
+    assert!(starts(start, "xref"), "{name}.pdf: startxref points at the table");
+    let mut at = next(start);
+    let count: usize = ascii(at).split_whitespace().nth(1).and_then(|v| v.parse().ok()).expect("count");
+    at = next(at);
+    let mut objects = 0;
+    for i in 0..count {
+        let line = ascii(at);
+        at = next(at);
+        let parts: Vec<&str> = line.split_whitespace().collect();
+        if parts.get(2) == Some(&"n") {
+            let off: usize = parts[0].parse().expect("offset");
+            assert!(starts(off, &format!("{i} 0 obj")), "{name}.pdf: entry {i} points at its object");
+            objects += 1;
+        }
+    }
+    assert!(objects > 3, "{name}.pdf: {objects} objects");
+    assert!(
+        find(0, "/Type /Page").is_some() && find(0, "/FontFile").is_some(),
+        "{name}.pdf: a page and an embedded font"
+    );
+}
+
 #[test]
 fn figures_writes_every_figure_the_bundle_can_fill_with_captions() {
     let sb = Sandbox::new();
@@ -426,6 +487,35 @@ fn figures_writes_every_figure_the_bundle_can_fill_with_captions() {
     for (n, bs) in &shapes {
         assert!(all.contains(&format!("N = {n}, B = {bs}")), "no facet for N = {n}, B = {bs}");
     }
+    // PNG and PDF of every figure, drawn from its SVG with the system's fonts: valid files of the SVG's size.
+    let out = sb.cmd(&["figures", bundle.as_str(), "-o", "all", "--format", "svg,png,pdf"]);
+    assert_exit!(out, 0);
+    for file in &want {
+        let svg = std::fs::read_to_string(sb.path().join("all").join(file)).expect("svg");
+        let (w, h) = svg_size(&svg);
+        let stem = file.trim_end_matches(".svg");
+        let png = std::fs::read(sb.path().join("all").join(format!("{stem}.png"))).expect("png");
+        let (pw, ph, inked) = png_facts(&png);
+        assert_eq!((pw, ph), (2 * w, 2 * h), "{stem}.png is the SVG at twice its size");
+        assert!(inked > 0.01, "{stem}.png: {inked} of its pixels are not white");
+        let pdf = std::fs::read(sb.path().join("all").join(format!("{stem}.pdf"))).expect("pdf");
+        check_pdf(&pdf, stem);
+    }
+    // Without a font, PNG and PDF are refused at once with the fix; SVG needs none.
+    let not_a_font = sb.write("not-a-font.ttf", "plain text");
+    let out = sb.cmd(&[
+        "figures",
+        bundle.as_str(),
+        "-o",
+        "nofont",
+        "--format",
+        "png",
+        "--font",
+        not_a_font.to_str().expect("utf8"),
+    ]);
+    assert_exit!(out, 2);
+    assert!(stderr(&out).contains("fonts-dejavu-core") && stderr(&out).contains("--font"), "{}", stderr(&out));
+    assert!(!sb.path().join("nofont/latency_vs_steps_all_shapes.png").exists(), "nothing drawn");
     // The roofline draws the ceilings the run measured.
     let roofline = std::fs::read_to_string(dir.join("roofline.svg")).expect("roofline");
     assert!(roofline.contains("TFLOP/s measured"), "the measured ceilings are in the legend");
@@ -443,10 +533,10 @@ fn figures_writes_every_figure_the_bundle_can_fill_with_captions() {
     let captions = std::fs::read_to_string(sb.path().join("old/captions.md")).expect("captions");
     assert!(captions.contains("(not drawn)"), "{captions}");
     assert!(!sb.path().join("old/s_parity.tex").exists(), "no table without quality");
-    // Formats other than SVG are refused, naming the ones there are.
-    let out = sb.cmd(&["figures", old.as_str(), "--format", "png"]);
+    // Unknown formats are refused, naming the ones there are.
+    let out = sb.cmd(&["figures", old.as_str(), "--format", "gif"]);
     assert_exit!(out, 2);
-    assert!(stderr(&out).contains("svg"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("svg") && stderr(&out).contains("pdf"), "{}", stderr(&out));
     let out = sb.cmd(&["figures", "missing.json"]);
     assert_exit!(out, 2);
     assert!(stderr(&out).contains("missing.json"), "{}", stderr(&out));
