@@ -818,6 +818,56 @@ fn throughput(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut V
     })
 }
 
+/// Throughput scaling with the batch size at sequence length `n`: tokens/s (or bytes/s) against B, a line per model,
+/// sampler and K, min..max over repetitions as error bars; the throughput bars' numbers
+/// (`metrics::derive::throughput_bars`) drawn as lines. `dllm-bench figures` writes it
+/// (`throughput_vs_batch_size_N*.svg`); the explorer shows the same numbers as bars.
+pub fn throughput_scaling(bundles: &[&LoadedBundle], n: u32, o: &Options) -> Result<Figure, String> {
+    let mut pal = Palette::of(bundles, o);
+    let mut series = Vec::new();
+    let unit = if o.bytes { "bytes/s" } else { "tokens/s" };
+    for (bi, lb) in bundles.iter().enumerate() {
+        let t = tag(bi, bundles.len());
+        let cells: Vec<CellRef> =
+            kept(lb, &Filters::default()).into_iter().filter(|c| c.cell.key.seq_len == n).collect();
+        for bar in throughput_bars(&cells) {
+            let c = &lb.bundle.cells[bar.cell];
+            let v = if o.bytes { bar.bytes_per_s } else { bar.tokens_per_s };
+            let k = c.key.steps.map(|k| format!(" K={k}")).or(c.key.threshold.map(|th| format!(" t={th}")));
+            let mark = Mark {
+                x: f64::from(c.key.batch_size),
+                y: v.median,
+                lo: Some(v.min),
+                hi: Some(v.max),
+                tip: format!("{}\n{:.1} {unit} (min {:.1}, max {:.1})", key_text(&t, c), v.median, v.min, v.max),
+                cell: Some(CellId { bundle: bi, cell: bar.cell }),
+                label: None,
+            };
+            let label = format!("{t}{}{}", series_label(c), k.unwrap_or_default());
+            // Each K of a series in a colour of its own (as the bars have it).
+            let colour = match c.key.steps {
+                Some(k) => pal.colour(c) + k.trailing_zeros() as usize,
+                None => pal.colour(c),
+            };
+            push_mark(&mut series, label, colour, Style::Line, bi > 0, mark);
+        }
+    }
+    if series.is_empty() {
+        return Err(format!("no successful cell at N = {n} has a throughput"));
+    }
+    sort_marks(&mut series);
+    Ok(Figure {
+        title: format!("Throughput scaling with the batch size ({unit}, median with min..max), N = {n}"),
+        plot: Plot::Xy {
+            x: Axis { pow2: true, ..Axis::numeric("batch size B", true) },
+            y: Axis::numeric(format!("generation throughput ({unit})"), o.log_y),
+            series,
+            refs: Vec::new(),
+            grid: None,
+        },
+    })
+}
+
 fn memory(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec<String>) -> Result<Figure, String> {
     let ch = filter_choices(bundles);
     let (xs, ys) = (ch.batches.clone(), ch.seqs.clone());

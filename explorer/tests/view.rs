@@ -873,3 +873,25 @@ fn small_multiples_refuse_more_shapes_than_fit_and_say_how_to_narrow() {
     let one_n = Filters { seq: Some(10_000), ..Filters::default() };
     assert!(chart_view(ViewKind::Latency, &[&b], &one_n, &o).figure.is_ok());
 }
+
+#[test]
+fn throughput_scaling_draws_the_bars_numbers_as_lines_over_b() {
+    let b = h200();
+    for n in views::filter_choices(&[&b]).seqs {
+        let lines = views::throughput_scaling(&[&b], n, &Options::default()).expect("a figure");
+        let bars =
+            fig(ViewKind::Throughput, &[&b], &Filters { seq: Some(n), ..Filters::default() }, &Options::default());
+        let (ls, _) = xy(&lines);
+        assert_eq!(marks_of(ls.iter()), marks_of(xy(&bars).0.iter()), "N = {n}: the same cells and values");
+        for s in ls {
+            assert!(s.marks.windows(2).all(|w| w[0].x < w[1].x), "{}: one point per B, in order", s.label);
+            for m in &s.marks {
+                let c = &b.bundle.cells[m.cell.expect("a cell").cell];
+                assert_eq!((m.x, c.key.seq_len), (f64::from(c.key.batch_size), n));
+            }
+        }
+        let (_, d) = svg(&lines);
+        check_hits(&lines, &d);
+    }
+    assert!(views::throughput_scaling(&[&b], 7, &Options::default()).is_err(), "no cell at N = 7");
+}

@@ -3,7 +3,8 @@
 //! Every figure is the explorer's own: the same view code (`explorer::views::chart_view`, whose numbers come from
 //! `metrics`) drawn by the same plotters function (`explorer::figure::draw`), here into SVG; PNG (resvg) and PDF
 //! (svg2pdf) are made from that SVG with the system's fonts. Per (N, B) shape of
-//! the bundle: latency against K, quality against K, the Pareto frontier; per N: throughput by batch size; the same
+//! the bundle: latency against K, quality against K, the Pareto frontier; per N: throughput by batch size (bars) and
+//! its scaling with the batch size (lines); the same
 //! four at every shape at once (`*_all_shapes`: small multiples with shared axes); once:
 //! the speedup at parity per series and (N, B) (the explorer's landing view, with quality),
 //! the memory heatmaps and the roofline; per N: the step times. Titles of figures from synthetic weights say so. The S_parity table comes from `report` (Markdown) and the
@@ -18,7 +19,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use explorer::figure::{self, ChartStyle};
 use explorer::view::LoadedBundle;
-use explorer::views::{Filters, Options, ViewKind, chart_view};
+use explorer::views::{ChartView, Filters, Options, ViewKind, chart_view, throughput_scaling};
 use plotters::prelude::{IntoDrawingArea, SVGBackend};
 
 use crate::InputError;
@@ -66,12 +67,14 @@ pub struct FiguresArgs {
     pub height: u32,
 }
 
-/// One figure to draw: file stem, view, filters, small multiples.
+/// One figure to draw: file stem, view, filters, small multiples; `scaling`: instead of the view, the throughput
+/// scaling with B at this N (`explorer::views::throughput_scaling`).
 struct Spec {
     stem: String,
     view: ViewKind,
     filters: Filters,
     multiples: bool,
+    scaling: Option<u32>,
 }
 
 /// The figures of `b`, in the order of the captions.
@@ -91,6 +94,7 @@ fn specs(b: &LoadedBundle) -> Vec<Spec> {
             view: ViewKind::Answer,
             filters: Filters::default(),
             multiples: false,
+            scaling: None,
         });
     }
     for (stem, view) in [
@@ -99,7 +103,13 @@ fn specs(b: &LoadedBundle) -> Vec<Spec> {
         ("pareto_frontier", ViewKind::Pareto),
     ] {
         for &(n, bs) in &shapes {
-            out.push(Spec { stem: format!("{stem}_N{n}_B{bs}"), view, filters: at(n, bs), multiples: false });
+            out.push(Spec {
+                stem: format!("{stem}_N{n}_B{bs}"),
+                view,
+                filters: at(n, bs),
+                multiples: false,
+                scaling: None,
+            });
         }
     }
     for &n in &lengths {
@@ -108,6 +118,14 @@ fn specs(b: &LoadedBundle) -> Vec<Spec> {
             view: ViewKind::Throughput,
             filters: Filters { seq: Some(n), ..Filters::default() },
             multiples: false,
+            scaling: None,
+        });
+        out.push(Spec {
+            stem: format!("throughput_vs_batch_size_N{n}"),
+            view: ViewKind::Throughput,
+            filters: Filters::default(),
+            multiples: false,
+            scaling: Some(n),
         });
     }
     // Every shape at once: the same views as small multiples with shared axes.
@@ -117,7 +135,13 @@ fn specs(b: &LoadedBundle) -> Vec<Spec> {
         ("pareto_frontier", ViewKind::Pareto),
         ("throughput_by_batch_size", ViewKind::Throughput),
     ] {
-        out.push(Spec { stem: format!("{stem}_all_shapes"), view, filters: Filters::default(), multiples: true });
+        out.push(Spec {
+            stem: format!("{stem}_all_shapes"),
+            view,
+            filters: Filters::default(),
+            multiples: true,
+            scaling: None,
+        });
     }
     for &n in &lengths {
         out.push(Spec {
@@ -125,10 +149,11 @@ fn specs(b: &LoadedBundle) -> Vec<Spec> {
             view: ViewKind::StepTime,
             filters: Filters { seq: Some(n), ..Filters::default() },
             multiples: false,
+            scaling: None,
         });
     }
     for (stem, view) in [("memory_heatmap", ViewKind::Memory), ("roofline", ViewKind::Roofline)] {
-        out.push(Spec { stem: stem.into(), view, filters: Filters::default(), multiples: false });
+        out.push(Spec { stem: stem.into(), view, filters: Filters::default(), multiples: false, scaling: None });
     }
     out
 }
@@ -295,7 +320,10 @@ pub fn main(args: &FiguresArgs) -> Result<ExitCode> {
     let fonts = raster.then(|| font_options(&args.font)).transpose()?;
     for spec in specs(&first) {
         let options = Options { multiples: spec.multiples, ..Options::default() };
-        let view = chart_view(spec.view, &bundles, &spec.filters, &options);
+        let view = match spec.scaling {
+            Some(n) => ChartView { figure: throughput_scaling(&bundles, n, &options), notes: Vec::new() },
+            None => chart_view(spec.view, &bundles, &spec.filters, &options),
+        };
         // Small multiples are as tall as their rows need at this width.
         let height = if spec.multiples { fig_height(&view.figure, args.width) } else { args.height };
         match view.figure {

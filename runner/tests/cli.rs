@@ -466,6 +466,7 @@ fn figures_writes_every_figure_the_bundle_can_fill_with_captions() {
     }
     for n in shapes.iter().map(|s| s.0).collect::<std::collections::BTreeSet<_>>() {
         want.push(format!("throughput_by_batch_size_N{n}.svg"));
+        want.push(format!("throughput_vs_batch_size_N{n}.svg"));
         want.push(format!("step_time_N{n}.svg"));
     }
     want.extend(["memory_heatmap.svg", "roofline.svg"].map(String::from));
