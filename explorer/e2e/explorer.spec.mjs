@@ -497,7 +497,15 @@ async function checkAnswer(page) {
   const tip = await hover(page, point);
   assert.ok(/on the Pareto frontier|dominated/.test(tip), `tooltip of a Pareto point: ${tip}`);
   await page.screenshot({ path: `${SHOTS}-answer.png`, fullPage: true });
+  // On a phone the page is drawn at its width: the frontier below the verdict, on a taller canvas.
   await page.setViewportSize({ width: 390, height: 900 });
+  await page.reload();
+  await waitLoaded(page, b.file);
+  const [w, h] = await page.$eval(CHART, (c) => [c.clientWidth, c.clientHeight]);
+  assert.ok(w < 900 && h > w, `a narrow answer stacks its two charts (${w} x ${h})`);
+  const narrow = await unpaintedMarks(page);
+  const top = Math.max(...narrow.hits.filter((x) => x.series < panels).map((x) => x.y));
+  assert.ok(narrow.hits.filter((x) => x.series >= panels).every((x) => x.y > top), 'the frontier is below the verdict');
   await page.screenshot({ path: `${SHOTS}-answer-390.png`, fullPage: true });
   await page.setViewportSize({ width: 1280, height: 1000 });
   pass(`${b.file}: the answer first: ${cells.length} verdict cells equal the stored parity records; "${notes[0].slice(0, 60)}..."`);

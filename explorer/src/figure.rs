@@ -352,7 +352,9 @@ impl Default for ChartStyle {
     }
 }
 
-/// The width `text` takes in `area` in `font`, as [`ChartStyle::text_width`] corrects the backend's estimate.
+/// The width and height `text` takes in `area` in `font` (one line), as [`ChartStyle::text_width`] corrects the
+/// backend's estimate. (In a browser the estimate is a measured element, which wraps a text wider than the window:
+/// its lines are counted back into the width.)
 fn text_width<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     text: &str,
@@ -360,7 +362,9 @@ fn text_width<DB: DrawingBackend>(
     style: ChartStyle,
 ) -> Result<(f64, u32), ChartError> {
     let (w, h) = area.estimate_text_size(text, font).map_err(backend_err)?;
-    Ok((f64::from(w) * style.text_width, h))
+    let line = font.font.get_size() * 1.2;
+    let lines = (f64::from(h) / line).round().max(1.0);
+    Ok((f64::from(w) * lines * style.text_width, (f64::from(h) / lines).round() as u32))
 }
 
 /// What can go wrong while drawing.
@@ -894,7 +898,7 @@ fn draw_heat<DB: DrawingBackend>(
     Ok(Drawn { hits })
 }
 
-/// The font of a title drawn across `area`: `size` (scaled), or smaller, down to 60% of it, where the text would
+/// The font of a title drawn across `area`: `size` (scaled), or smaller, down to half of it, where the text would
 /// not fit the area's width (a narrow canvas, half of a pair).
 fn title_font<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
@@ -905,7 +909,7 @@ fn title_font<DB: DrawingBackend>(
     let font = |size: f64| (FontFamily::SansSerif, (size * style.scale).round().max(1.0)).into_font();
     let room = f64::from(area.dim_in_pixel().0) * 0.96;
     let wide = text_width(area, text, &TextStyle::from(font(size)), style).map_or(0.0, |d| d.0);
-    font(if wide > room { (size * room / wide).max(size * 0.6) } else { size })
+    font(if wide > room { (size * room / wide).max(size * 0.5) } else { size })
 }
 
 /// The marker of a legend row.
