@@ -793,10 +793,9 @@ fn throughput(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut V
             });
         }
         let k = id.3.map(|k| format!(" K={k}")).unwrap_or_default();
-        // Different K of one model share its colour; the legend names each.
         series.push(Series {
             label: format!("{t}{}{k}", id.2),
-            colour: if id.1 { colour + id.3.map_or(0, |k| k.trailing_zeros() as usize) } else { figure::AR },
+            colour: if id.1 { k_colour(colour, id.3) } else { figure::AR },
             style: Style::Bars { width: width * 0.92 },
             alt: id.0 > 0,
             marks,
@@ -816,6 +815,12 @@ fn throughput(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut V
             grid: None,
         },
     })
+}
+
+/// The colour of a series' cells at K steps in the throughput charts: the series' colour shifted by log2 K, so that
+/// each K has a colour of its own (the legend names each); the series' own colour without K.
+fn k_colour(series: usize, steps: Option<u32>) -> usize {
+    series + steps.map_or(0, |k| k.trailing_zeros() as usize)
 }
 
 /// Throughput scaling with the batch size at sequence length `n`: tokens/s (or bytes/s) against B, a line per model,
@@ -844,12 +849,7 @@ pub fn throughput_scaling(bundles: &[&LoadedBundle], n: u32, o: &Options) -> Res
                 label: None,
             };
             let label = format!("{t}{}{}", series_label(c), k.unwrap_or_default());
-            // Each K of a series in a colour of its own (as the bars have it).
-            let colour = match c.key.steps {
-                Some(k) => pal.colour(c) + k.trailing_zeros() as usize,
-                None => pal.colour(c),
-            };
-            push_mark(&mut series, label, colour, Style::Line, bi > 0, mark);
+            push_mark(&mut series, label, k_colour(pal.colour(c), c.key.steps), Style::Line, bi > 0, mark);
         }
     }
     if series.is_empty() {

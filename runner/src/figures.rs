@@ -214,19 +214,17 @@ fn svg_tree(text: &str, opt: &resvg::usvg::Options<'_>) -> Result<resvg::usvg::T
 }
 
 /// The PNG of an SVG figure, at [`PNG_SCALE`] times its size.
-fn png(text: &str, opt: &resvg::usvg::Options<'_>) -> Result<Vec<u8>> {
-    let tree = svg_tree(text, opt)?;
+fn png(tree: &resvg::usvg::Tree) -> Result<Vec<u8>> {
     let size = tree.size().to_int_size().scale_by(PNG_SCALE).context("figure too large for a PNG")?;
     let mut pixmap =
         resvg::tiny_skia::Pixmap::new(size.width(), size.height()).context("figure too large for a PNG")?;
-    resvg::render(&tree, resvg::tiny_skia::Transform::from_scale(PNG_SCALE, PNG_SCALE), &mut pixmap.as_mut());
+    resvg::render(tree, resvg::tiny_skia::Transform::from_scale(PNG_SCALE, PNG_SCALE), &mut pixmap.as_mut());
     pixmap.encode_png().map_err(|e| anyhow::anyhow!("PNG encoding failed: {e}"))
 }
 
 /// The PDF of an SVG figure: one page of its size, vector, the text's glyphs embedded.
-fn pdf(text: &str, opt: &resvg::usvg::Options<'_>) -> Result<Vec<u8>> {
-    let tree = svg_tree(text, opt)?;
-    svg2pdf::to_pdf(&tree, svg2pdf::ConversionOptions::default(), svg2pdf::PageOptions::default())
+fn pdf(tree: &resvg::usvg::Tree) -> Result<Vec<u8>> {
+    svg2pdf::to_pdf(tree, svg2pdf::ConversionOptions::default(), svg2pdf::PageOptions::default())
         .map_err(|e| anyhow::anyhow!("PDF conversion failed: {e}"))
 }
 
@@ -333,12 +331,14 @@ pub fn main(args: &FiguresArgs) -> Result<ExitCode> {
                     label_synthetic(&mut fig);
                 }
                 let text = svg(&fig, args.width, height)?;
+                // Parsed once for PNG and PDF.
+                let tree = fonts.as_ref().map(|opt| svg_tree(&text, opt)).transpose()?;
                 for format in &args.format {
-                    let (file, bytes) = match (format, &fonts) {
+                    let (file, bytes) = match (format, &tree) {
                         (FigureFormat::Svg, _) => (format!("{}.svg", spec.stem), text.clone().into_bytes()),
-                        (FigureFormat::Png, Some(opt)) => (format!("{}.png", spec.stem), png(&text, opt)?),
-                        (FigureFormat::Pdf, Some(opt)) => (format!("{}.pdf", spec.stem), pdf(&text, opt)?),
-                        (_, None) => unreachable!("fonts are loaded when a format needs them"),
+                        (FigureFormat::Png, Some(tree)) => (format!("{}.png", spec.stem), png(tree)?),
+                        (FigureFormat::Pdf, Some(tree)) => (format!("{}.pdf", spec.stem), pdf(tree)?),
+                        (_, None) => unreachable!("the SVG is parsed when a format needs it"),
                     };
                     crate::output::write_atomic(&args.output.join(&file), &bytes)?;
                     written += 1;
