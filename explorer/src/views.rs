@@ -12,6 +12,7 @@ use metrics::derive::{
     memory_heatmap, pareto_view, step_timings, throughput_bars,
 };
 use schema::grid::{Precision, SamplerVariant};
+use schema::key::Threshold;
 use schema::{Bundle, Cell, CellStatus, Sampler};
 
 use crate::figure::{self, Axis, CellId, Figure, HeatCell, Mark, Panel, Plot, RefLine, Series, Style};
@@ -751,24 +752,29 @@ fn throughput(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut V
         true => ch.batches.iter().copied().filter(|b| f.batch.is_none_or(|x| x == *b)).collect(),
         false => set(bars.iter().map(|b| b.2.key.batch_size)).into_iter().collect(),
     };
-    // One bar per (bundle, model, sampler, K) in each B; AR first, then by K.
-    // The set orders by (diffusion, label, K, bundle) already; the ids are kept as (bundle, diffusion, label, K).
-    let ids: Vec<(usize, bool, String, Option<u32>)> =
-        set(bars.iter().map(|(bi, _, c, ..)| (c.key.steps.is_some(), series_label(c), c.key.steps, *bi)))
-            .into_iter()
-            .map(|(d, label, k, bi)| (bi, d, label, k))
-            .collect();
+    // One bar per (bundle, model, sampler, K or threshold) in each B; AR first, then by K, then by threshold.
+    // The set orders by (diffusion, label, K, threshold, bundle); the ids are kept as (bundle, diffusion, label, K,
+    // threshold).
+    type Id = (usize, bool, String, Option<u32>, Option<Threshold>);
+    let id_of = |bi: usize, c: &Cell| -> Id {
+        (bi, c.key.sampler != Sampler::ArGreedy, series_label(c), c.key.steps, c.key.threshold)
+    };
+    let ids: Vec<Id> = set(bars.iter().map(|(bi, _, c, ..)| {
+        let (bi, d, label, k, t) = id_of(*bi, c);
+        (d, label, k, t, bi)
+    }))
+    .into_iter()
+    .map(|(d, label, k, t, bi)| (bi, d, label, k, t))
+    .collect();
     let width = 0.84 / ids.len().max(1) as f64;
-    let mut pal = Palette::of(bundles, o);
+    let mut pal = PointPalette::of(bundles, o);
     let mut series: Vec<Series> = Vec::new();
     let unit = if o.bytes { "bytes/s" } else { "tokens/s" };
     for (j, id) in ids.iter().enumerate() {
         let t = tag(id.0, bundles.len());
         let mut marks = Vec::new();
         let mut colour = 0;
-        let same = |b: &&(usize, usize, &Cell, Summary, Summary)| {
-            (b.0, b.2.key.steps.is_some(), series_label(b.2), b.2.key.steps) == *id
-        };
+        let same = |b: &&(usize, usize, &Cell, Summary, Summary)| id_of(b.0, b.2) == *id;
         for (bi, ci, c, tok, byt) in bars.iter().filter(same) {
             colour = pal.colour(c);
             let v = if o.bytes { byt } else { tok };
@@ -792,10 +798,9 @@ fn throughput(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut V
                 label: None,
             });
         }
-        let k = id.3.map(|k| format!(" K={k}")).unwrap_or_default();
         series.push(Series {
-            label: format!("{t}{}{k}", id.2),
-            colour: if id.1 { k_colour(colour, id.3) } else { figure::AR },
+            label: format!("{t}{}{}", id.2, point_suffix(id.3, id.4)),
+            colour,
             style: Style::Bars { width: width * 0.92 },
             alt: id.0 > 0,
             marks,
@@ -817,10 +822,45 @@ fn throughput(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut V
     })
 }
 
-/// The colour of a series' cells at K steps in the throughput charts: the series' colour shifted by log2 K, so that
-/// each K has a colour of its own (the legend names each); the series' own colour without K.
-fn k_colour(series: usize, steps: Option<u32>) -> usize {
-    series + steps.map_or(0, |k| k.trailing_zeros() as usize)
+/// Colour index per (series, K or threshold) for the throughput charts, where each K and each threshold of a series
+/// is a series of its own (the legend names each): numbered in the order met, or for small multiples over every cell
+/// first, as [`Palette`] numbers the series; black for the AR model.
+struct PointPalette<'a>(Palette<'a>, Vec<(usize, Option<u32>, Option<Threshold>)>);
+
+impl<'a> PointPalette<'a> {
+    fn of(bundles: &[&'a LoadedBundle], o: &Options) -> Self {
+        let mut p = PointPalette(Palette(Vec::new()), Vec::new());
+        for lb in bundles.iter().filter(|_| o.multiples) {
+            lb.bundle.cells.iter().for_each(|c| {
+                p.colour(c);
+            });
+        }
+        p
+    }
+
+    fn colour(&mut self, c: &'a Cell) -> usize {
+        let series = self.0.colour(c);
+        if series == figure::AR {
+            return figure::AR;
+        }
+        let id = (series, c.key.steps, c.key.threshold);
+        match self.1.iter().position(|x| *x == id) {
+            Some(i) => i,
+            None => {
+                self.1.push(id);
+                self.1.len() - 1
+            }
+        }
+    }
+}
+
+/// What tells a throughput series' cells apart within a sampler series: ` K=64`, ` t=0.9`, nothing for AR.
+fn point_suffix(steps: Option<u32>, threshold: Option<Threshold>) -> String {
+    match (steps, threshold) {
+        (Some(k), _) => format!(" K={k}"),
+        (None, Some(t)) => format!(" t={t}"),
+        (None, None) => String::new(),
+    }
 }
 
 /// Throughput scaling with the batch size at sequence length `n`: tokens/s (or bytes/s) against B, a line per model,
@@ -828,7 +868,7 @@ fn k_colour(series: usize, steps: Option<u32>) -> usize {
 /// (`metrics::derive::throughput_bars`) drawn as lines. `dllm-bench figures` writes it
 /// (`throughput_vs_batch_size_N*.svg`); the explorer shows the same numbers as bars.
 pub fn throughput_scaling(bundles: &[&LoadedBundle], n: u32, o: &Options) -> Result<Figure, String> {
-    let mut pal = Palette::of(bundles, o);
+    let mut pal = PointPalette::of(bundles, o);
     let mut series = Vec::new();
     let unit = if o.bytes { "bytes/s" } else { "tokens/s" };
     for (bi, lb) in bundles.iter().enumerate() {
@@ -838,7 +878,6 @@ pub fn throughput_scaling(bundles: &[&LoadedBundle], n: u32, o: &Options) -> Res
         for bar in throughput_bars(&cells) {
             let c = &lb.bundle.cells[bar.cell];
             let v = if o.bytes { bar.bytes_per_s } else { bar.tokens_per_s };
-            let k = c.key.steps.map(|k| format!(" K={k}")).or(c.key.threshold.map(|th| format!(" t={th}")));
             let mark = Mark {
                 x: f64::from(c.key.batch_size),
                 y: v.median,
@@ -848,8 +887,8 @@ pub fn throughput_scaling(bundles: &[&LoadedBundle], n: u32, o: &Options) -> Res
                 cell: Some(CellId { bundle: bi, cell: bar.cell }),
                 label: None,
             };
-            let label = format!("{t}{}{}", series_label(c), k.unwrap_or_default());
-            push_mark(&mut series, label, k_colour(pal.colour(c), c.key.steps), Style::Line, bi > 0, mark);
+            let label = format!("{t}{}{}", series_label(c), point_suffix(c.key.steps, c.key.threshold));
+            push_mark(&mut series, label, pal.colour(c), Style::Line, bi > 0, mark);
         }
     }
     if series.is_empty() {
@@ -961,7 +1000,7 @@ fn ar_timing(bundles: &[&LoadedBundle], f: &Filters, o: &Options) -> Result<Figu
     let mut series = Vec::new();
     let mut seqs = BTreeSet::new();
     for lb in bundles {
-        seqs.extend(kept(lb, f).iter().filter(|c| c.cell.key.steps.is_none()).map(|c| c.cell.key.seq_len));
+        seqs.extend(kept(lb, f).iter().filter(|c| c.cell.key.sampler == Sampler::ArGreedy).map(|c| c.cell.key.seq_len));
     }
     let seqs: Vec<u32> = seqs.into_iter().collect();
     for (bi, lb) in bundles.iter().enumerate() {

@@ -895,3 +895,45 @@ fn throughput_scaling_draws_the_bars_numbers_as_lines_over_b() {
     }
     assert!(views::throughput_scaling(&[&b], 7, &Options::default()).is_err(), "no cell at N = 7");
 }
+
+#[test]
+fn throughput_bars_keep_each_threshold_apart_from_the_ar_model_and_from_each_other() {
+    // The 1.5 fixture: AR, the reference sampler at 4 K and the prefix+threshold series at 3 thresholds, 3 B.
+    let text = include_str!("../../schema/tests/fixtures/v1.5/demo-series.json");
+    let b = load_bundle("demo-series.json", text).expect("1.5 fixture loads");
+    let f = fig(ViewKind::Throughput, &[&b], &Filters { seq: Some(48), ..Filters::default() }, &Options::default());
+    let (series, _) = xy(&f);
+    assert_eq!(series.len(), 1 + 4 + 3, "{:?}", series.iter().map(|s| &s.label).collect::<Vec<_>>());
+    for s in series {
+        let keys: Vec<&schema::CellKey> =
+            s.marks.iter().map(|m| &b.bundle.cells[m.cell.expect("a cell").cell].key).collect();
+        assert_eq!(keys.len(), 3, "{}: a bar per B", s.label);
+        let first = keys[0];
+        assert!(
+            keys.iter().all(|k| (k.sampler, k.steps, k.threshold, k.cache)
+                == (first.sampler, first.steps, first.threshold, first.cache)),
+            "{}: one sampler, K and threshold per series",
+            s.label
+        );
+        let ar = first.sampler == schema::Sampler::ArGreedy;
+        assert_eq!(s.colour == figure::AR, ar, "{}: only the AR model is black", s.label);
+        if let Some(t) = first.threshold {
+            assert!(s.label.ends_with(&format!(" t={t}")), "{}", s.label);
+        }
+    }
+    // AR first; every diffusion series a colour of its own.
+    assert_eq!(series[0].colour, figure::AR);
+    let colours: std::collections::BTreeSet<usize> = series[1..].iter().map(|s| s.colour).collect();
+    assert_eq!(colours.len(), series.len() - 1, "each K and threshold has its colour");
+    // Each bar in a B group has an offset of its own.
+    let xs: std::collections::BTreeSet<u64> = series.iter().map(|s| s.marks[0].x.to_bits()).collect();
+    assert_eq!(xs.len(), series.len());
+    // The scaling figure groups the same cells under the same labels.
+    let lines = views::throughput_scaling(&[&b], 48, &Options::default()).expect("a figure");
+    let by_label = |s: &Vec<figure::Series>| {
+        let mut v: Vec<_> = s.iter().map(|s| (s.label.clone(), marks_of(std::iter::once(s)))).collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    };
+    assert_eq!(by_label(xy(&lines).0), by_label(series));
+}
