@@ -1030,6 +1030,13 @@ impl GridConfig {
                 "list each series once",
             ));
         }
+        if !has_llada && !is_default_samplers(&g.samplers) {
+            return Err(bad(
+                "grid.samplers",
+                "sampler series apply to LLaDA models only, and the grid has none".into(),
+                "remove samplers (and --samplers), or add a LLaDA model to [[models]]",
+            ));
+        }
         let k_driven = g.samplers.iter().any(|v| !v.thresholded());
         let thresholded = g.samplers.iter().any(|v| v.thresholded());
         if has_llada && k_driven && g.steps.is_empty() {

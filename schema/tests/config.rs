@@ -387,6 +387,15 @@ fn threshold_series_need_thresholds_and_nothing_else() {
         "each series once",
     );
     refuse(|t| t.replace("output_tokens = 32", "output_tokens = 32\nsamplers = []"), "grid.samplers", "at least one");
+    // Sampler series without a LLaDA model would drive nothing.
+    let ar_only =
+        |t: &str| t.replace("[[models]]\nkind = \"llada\"\nid = \"b/llada\"\n", "").replace("steps = [8, 16]\n", "");
+    GridConfig::from_toml(&ar_only(BASE), "my.toml").expect("an AR-only grid is valid");
+    refuse(
+        |t| ar_only(&t.replace("output_tokens = 32", "output_tokens = 32\nsamplers = [\"prefix\"]")),
+        "grid.samplers",
+        "add a LLaDA model",
+    );
     // Threshold series alone need no steps.
     let only = BASE
         .replace("steps = [8, 16]\n", "")
