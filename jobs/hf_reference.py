@@ -525,6 +525,12 @@ def validate_config(config: dict, quality: dict | None, source: str) -> None:
     algs = g["dream_algs"]
     if not algs:
         bad("grid.dream_algs", "no Dream decoding rule", 'list at least one, e.g. ["entropy"]')
+    if not has_dream and algs != ["entropy"]:
+        bad("grid.dream_algs", "Dream decoding rules apply to Dream models only, and the grid has none",
+            "remove dream_algs, or add a Dream model to [[models]]")
+    if not has_llada and not has_dream and g["steps"]:
+        bad("grid.steps", "diffusion steps drive LLaDA and Dream models only, and the grid has neither",
+            "remove steps (and --steps), or add a diffusion model to [[models]]")
     dup = next((j for j in range(1, len(algs)) if algs[j] in algs[:j]), None)
     if dup is not None:
         bad(f"grid.dream_algs[{dup}]", f"{algs[dup]} is listed twice", "list each rule once")
@@ -538,6 +544,9 @@ def validate_config(config: dict, quality: dict | None, source: str) -> None:
     dup = next((j for j in range(1, len(series)) if series[j] in series[:j]), None)
     if dup is not None:
         bad(f"grid.samplers[{dup}]", f"{series[dup]} is listed twice", "list each series once")
+    if not has_llada and series != ["reference"]:
+        bad("grid.samplers", "sampler series apply to LLaDA models only, and the grid has none",
+            "remove samplers (and --samplers), or add a LLaDA model to [[models]]")
     k_driven = any(not SAMPLER_SERIES[v][1] for v in series)
     thresholded = any(SAMPLER_SERIES[v][1] for v in series)
     if has_llada and k_driven and not g["steps"]:
@@ -813,7 +822,7 @@ def generate_llada(model, prompt, n_out, steps, block_length, temperature, remas
     spb = steps // blocks if threshold is None else 0
     base, rem = divmod(block_length, spb) if spb else (0, 0)
     schedule = [base + (1 if i < rem else 0) for i in range(spb)]
-    committed = []
+    committed, stalled = [], 0
     x = torch.full((b, p + n_out), mask_id, dtype=torch.long, device=prompt.device)
     x[:, :p] = prompt
     neg_inf = float("-inf")
@@ -829,10 +838,13 @@ def generate_llada(model, prompt, n_out, steps, block_length, temperature, remas
                 logits = model(input_ids=x, use_cache=False).logits
                 lo, window = 0, x
             else:
-                # The runner's work: the body over the whole sequence, the head and confidences over the block.
+                # The runner's work: the body over the whole sequence, the head and confidences over the positions
+                # ranked: the block's, from the first position before it still masked (a committed mask id).
                 hidden = model.model(input_ids=x, use_cache=False).last_hidden_state
-                logits = model.lm_head(hidden[:, s:e])
-                lo, window = s, x[:, s:e]
+                left = (x[:, p:s] == mask_id).nonzero()
+                lo = p + int(left[:, 1].min()) if len(left) else s
+                logits = model.lm_head(hidden[:, lo:e])
+                window = x[:, lo:e]
                 mask_index = window == mask_id
             if temperature > 0:
                 l64 = logits.to(torch.float64)
@@ -851,16 +863,16 @@ def generate_llada(model, prompt, n_out, steps, block_length, temperature, remas
             x0 = torch.where(mask_index, x0, window)
             conf = torch.where(mask_index, x0_p, torch.full_like(x0_p, neg_inf))
             order = torch.sort(conf, dim=-1, descending=True, stable=True).indices
+            masked_before = int((x == mask_id).sum())
             if threshold is None:
                 k = schedule[i]
                 if k > 0:
                     # Top-k per row; ties towards the lower position (stable sort), as the runner.
                     idx = order[:, :k]
                     x.scatter_(1, idx + lo, torch.gather(x0, 1, idx))
-                committed.append(k * b)
             else:
-                # Per row: the masked positions of the block at or above the threshold, at least the first.
-                n = 0
+                # Per row: the masked positions ranked at or above the threshold, at least the first, while the
+                # row's block has a masked position.
                 for r in range(b):
                     masked = int(mask_index[r, s - lo:e - lo].sum())
                     if masked == 0:
@@ -868,8 +880,15 @@ def generate_llada(model, prompt, n_out, steps, block_length, temperature, remas
                     k = max(1, int(((conf[r] >= threshold) & mask_index[r]).sum()))
                     idx = order[r, :k]
                     x[r, idx + lo] = x0[r, idx]
-                    n += k
-                committed.append(n)
+            # Tokens committed: a position that took the mask id is still masked.
+            n = masked_before - int((x == mask_id).sum())
+            committed.append(n)
+            if threshold is not None:
+                # A threshold block that commits nothing would run forever: the runner's rule.
+                stalled = stalled + 1 if n == 0 else 0
+                if stalled and (temperature == 0 and remasking == "low_confidence" or stalled >= 64):
+                    raise RuntimeError(f"the sampler cannot finish: block {blk} of the threshold sampler committed "
+                                       f"no token in {stalled} forward(s)")
             i += 1
             step_marks.append(clock.mark())
         if blk == 0:

@@ -487,8 +487,10 @@ pub struct Repetition {
     /// K-driven sampler, measured for a threshold sampler; twice that with classifier-free guidance).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forward_passes: Option<u32>,
-    /// Since 1.5: diffusion: tokens committed over the whole batch at each step, in order (they sum to
-    /// `output_tokens`). Not read by wasm32 builds (the explorer uses `forward_passes`).
+    /// Since 1.5: diffusion: tokens committed over the whole batch at each step, in order. They sum to
+    /// `output_tokens` but for the positions left masked at the end: a position whose predicted token is the mask
+    /// id itself stays masked when chosen (the reference samplers' behaviour; a trained model practically never
+    /// predicts it, a random synthetic one can). Not read by wasm32 builds (the explorer uses `forward_passes`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub committed_per_step: Option<Vec<u32>>,

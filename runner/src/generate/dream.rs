@@ -199,7 +199,8 @@ pub fn generate_dream(
             for &j in &chosen {
                 region[j] = pred[j];
             }
-            applied.push(chosen.len());
+            // Tokens committed: a position that took the mask id is still masked.
+            applied.push(chosen.iter().filter(|&&j| region[j] != mask).count());
         }
         transfers.push(applied);
         step_ms.push(lap.lap_ms()?);

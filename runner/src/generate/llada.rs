@@ -5,11 +5,14 @@
 //! `n_out / block_length` blocks worked through left to right with `steps / blocks` steps each. At the start of
 //! a block, each row's M masked positions get a schedule: every step unmasks floor(M / steps_per_block) tokens
 //! and the first M mod steps_per_block steps one more ([`transfer_schedule`]). Each step is one full
-//! bidirectional forward over the whole sequence (no cache; NFE = steps). Per row, the masked positions of the
-//! current block are ranked by confidence (softmax probability of the predicted token, computed on the device in
-//! f32 by default, in f64 as the reference does, or in the logits' dtype: see [`Confidence`]; or uniform random
-//! numbers) and the top k take their predicted tokens; everything else gets -inf. A committed token is never
-//! remasked and there is no early stop.
+//! bidirectional forward over the whole sequence (no cache; NFE = steps). Per row, the masked positions up to the
+//! current block's end are ranked by confidence (softmax probability of the predicted token, computed on the device
+//! in f32 by default, in f64 as the reference does, or in the logits' dtype: see [`Confidence`]; or uniform
+//! random numbers) and the top k take their predicted tokens; everything else gets -inf.
+//! A committed token is never remasked and there is no early stop. A position whose predicted token is the mask id
+//! itself stays masked when chosen: it is ranked again at the next step and, as in the reference, in later blocks
+//! (the schedule counts only the current block's masks). The committed counts ([`LladaOutput::transfers`]) count
+//! real tokens only.
 //!
 //! Faster variants (Fast-dLLM's, written from its paper's description; each a sampler series of the grid):
 //! - A block KV cache ([`BlockCache`]): the block's first step is one full forward that also fills a cache of every
@@ -21,13 +24,19 @@
 //! - Confidence-threshold parallel decoding (`threshold`): each step commits every masked position of the block
 //!   whose confidence is at least the threshold, and the most confident one when none is; a block ends when it
 //!   is full, so the number of forwards is measured. In a batch, a step runs while any row's block has a masked
-//!   position; full rows commit nothing.
+//!   position; full rows commit nothing. A block whose steps commit nothing (the model predicts the mask id
+//!   wherever a step commits: the reference would loop forever) fails the generation
+//!   ([`GenerateError::Stalled`]).
+//! - With a cache, a K-driven block also ends as soon as it is full (Fast-dLLM's loop), so surplus steps
+//!   (K / blocks > block_length) cost no forward; a cached step ranks the block's positions only, a full forward
+//!   (a block's first) every masked position up to the block's end, as the reference.
 //!
 //! Deliberate, result-preserving differences from the reference:
-//! - The LM head runs only over the current block's positions: outside it the reference gives -inf confidence
-//!   (or the position is already committed), so those logits are never used. The transformer body still runs
-//!   over the whole sequence each step; only the head's unused rows are skipped (about 6% of a step's FLOPs at
-//!   the 8B shapes with N = 1024, block 32).
+//! - The LM head runs only over the positions ranked: the current block's, from the first still-masked position
+//!   before it where there is one. Elsewhere the reference gives -inf confidence (after the block) or the position
+//!   is committed, so those logits are never used. The transformer body still runs over the whole sequence each
+//!   step; only the head's unused rows are skipped (about 6% of a step's FLOPs at the 8B shapes with N = 1024,
+//!   block 32).
 //! - Gumbel-max is computed as argmax(logits + T * Gumbel), the logarithm of the reference's
 //!   exp(logits) / (-log U)^T: the same argmax without overflowing exp. The noise is drawn on the device in f32
 //!   from its seeded generator by default, or on the host from a seeded SplitMix64 in f64 ([`GumbelNoise`]):
@@ -35,8 +44,10 @@
 //! - Ties in the top-k break towards the lower position (torch.topk leaves them unspecified).
 //! - A prompt containing the mask id is refused (the reference would let the sampler overwrite it).
 //!
-//! Left-padded rows keep RoPE positions 0..L-1 (as the reference): the padding is masked out of attention but
-//! shifts a row's positions, so a padded row's output can differ from its unpadded run.
+//! Left-padded rows keep RoPE positions 0..L-1 (as the reference). The padding is masked out of attention here,
+//! where the official model code builds a mask from `attention_mask` but never applies it (LLaDA was trained
+//! without one): a padded row's output can differ from its unpadded run and from the official code's. The sweep
+//! never pads (every row holds exactly the cell's prompt tokens), so its cells are not affected.
 
 use candle_core::{D, DType, Tensor};
 use schema::grid::ModelKind;
@@ -235,28 +246,38 @@ pub fn generate_llada_observed(
     let mut first_block_ms = 0.0;
     let mut step = 0;
     let mut last_logits = None;
+    let mut stalled = 0;
     for block in 0..blocks {
-        let start = p + block * bl;
+        let (start, end) = (p + block * bl, p + (block + 1) * bl);
         let masked_in_block = |x: &[Vec<u32>]| {
-            x.iter().map(|row| row[start..start + bl].iter().filter(|&&t| t == mask).count()).collect::<Vec<_>>()
+            x.iter().map(|row| row[start..end].iter().filter(|&&t| t == mask).count()).collect::<Vec<_>>()
         };
         let schedules: Vec<Vec<usize>> = masked_in_block(&x).into_iter().map(|m| transfer_schedule(m, spb)).collect();
         for s in 0.. {
-            // A K-driven block ends after its steps; a threshold block when every row's block is full.
-            let done = match params.threshold {
-                Some(_) => masked_in_block(&x).iter().all(|&m| m == 0),
-                None => s == spb,
+            // A K-driven block ends after its steps (a cached one as soon as it is full, as Fast-dLLM's); a threshold
+            // block when every row's block is full.
+            let full = || masked_in_block(&x).iter().all(|&m| m == 0);
+            let done = match (params.threshold, params.cache) {
+                (Some(_), _) => full(),
+                (None, None) => s == spb,
+                (None, Some(_)) => s == spb || full(),
             };
             if done {
                 break;
             }
             check_interrupted()?;
+            // The positions ranked this step: on a full forward, every masked position up to the block's end, as
+            // the reference ranks them (a position whose committed prediction was the mask id stays masked, and is
+            // ranked again in later blocks); on a cached step, the block's alone (Fast-dLLM's).
+            let whole = params.cache.is_none() || s == 0;
+            let leftover = |row: &Vec<u32>| row[p..start].iter().position(|&t| t == mask).map(|j| p + j);
+            let lo = if whole { x.iter().filter_map(leftover).min().unwrap_or(start) } else { start };
             // The positions this step feeds: all of them without a cache and at a block's refresh; from the block's
             // start to the end with a prefix cache; the block alone with a dual cache.
-            let (from, to, span) = match (params.cache, s) {
-                (None, _) | (Some(_), 0) => (0, len, LogitsSpan::Range { start, len: bl }),
-                (Some(BlockCache::Prefix), _) => (start, len, LogitsSpan::Range { start: 0, len: bl }),
-                (Some(BlockCache::Dual), _) => (start, start + bl, LogitsSpan::All),
+            let (from, to, span) = match params.cache {
+                _ if whole => (0, len, LogitsSpan::Range { start: lo, len: end - lo }),
+                Some(BlockCache::Prefix) => (start, len, LogitsSpan::Range { start: 0, len: bl }),
+                _ => (start, end, LogitsSpan::All),
             };
             let mut flat: Vec<u32> = Vec::with_capacity(rows * (to - from));
             x.iter().for_each(|row| flat.extend_from_slice(&row[from..to]));
@@ -279,18 +300,37 @@ pub fn generate_llada_observed(
             let (pred, conf) = predict(&logits, params, device_noise, &mut rng)?;
             last_logits = Some(logits);
             let mut applied = Vec::with_capacity(b);
-            let rows = x.iter_mut().zip(&schedules).zip(conf.chunks(bl).zip(pred.chunks(bl)));
+            let w = end - lo;
+            let rows = x.iter_mut().zip(&schedules).zip(conf.chunks(w).zip(pred.chunks(w)));
             for ((row, schedule), (conf, pred)) in rows {
-                let block = &mut row[start..start + bl];
                 let k = match params.threshold {
-                    Some(t) => threshold_count(block, mask, conf, t),
+                    // A row whose block is full waits for the others.
+                    Some(_) if !row[start..end].contains(&mask) => 0,
+                    Some(t) => threshold_count(&row[lo..end], mask, conf, t),
                     None => schedule[s],
                 };
-                let chosen = select_positions(block, mask, conf, k);
+                let ranked = &mut row[lo..end];
+                let chosen = select_positions(ranked, mask, conf, k);
                 for &j in &chosen {
-                    block[j] = pred[j];
+                    ranked[j] = pred[j];
                 }
-                applied.push(chosen.len());
+                // Tokens committed: a chosen position that took the mask id is still masked.
+                applied.push(chosen.iter().filter(|&&j| ranked[j] != mask).count());
+            }
+            // A threshold block that commits nothing would run forever (the model predicts the mask id wherever it
+            // commits): at temperature 0 with low-confidence remasking the next step is this one again.
+            if params.threshold.is_some() && applied.iter().all(|&n| n == 0) {
+                stalled += 1;
+                let repeats = params.temperature == 0.0 && params.remasking == Remasking::LowConfidence;
+                if repeats || stalled >= MAX_STALLED_STEPS {
+                    return Err(GenerateError::Stalled(format!(
+                        "block {block} of the threshold sampler committed no token in {stalled} forward(s): the \
+                         model predicts the mask id at every position the step chose, so the block cannot be \
+                         filled"
+                    )));
+                }
+            } else {
+                stalled = 0;
             }
             transfers.push(applied);
             step_ms.push(lap.lap_ms()?);
@@ -319,6 +359,10 @@ pub fn generate_llada_observed(
         prompt_len: p,
     })
 }
+
+/// Consecutive forwards of a threshold block that commit nothing (see [`GenerateError::Stalled`]) before the
+/// sampler gives up, where the steps are not bound to repeat (temperature > 0, random remasking).
+const MAX_STALLED_STEPS: usize = 64;
 
 /// The positions of `block` to commit this step: the `k` masked positions with the highest confidence, ties
 /// (and NaN, ranked last) broken towards the lower position. Unmasked positions are never chosen.

@@ -33,6 +33,9 @@ pub enum GenerateError {
     /// NaN or infinity where numbers must be finite (broken weights, an overflow in f16).
     #[error("non-finite values (NaN or inf) in {0}")]
     NonFinite(String),
+    /// A sampler that cannot finish: a threshold block whose steps commit nothing (the model predicts the mask id).
+    #[error("the sampler cannot finish: {0}")]
+    Stalled(String),
     /// A stop signal arrived during the generation (see [`crate::signals::interrupted`]).
     #[error("interrupted by a stop signal")]
     Interrupted,
