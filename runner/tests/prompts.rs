@@ -337,7 +337,7 @@ fn jsonl_references_are_kept_and_hashed_and_plain_sets_keep_their_hash() {
 fn config_with_prompts(prompts: &str) -> Result<GridConfig, schema::ConfigError> {
     let text = format!(
         "[run]\nname = \"t\"\ndtype = \"f32\"\nwarmup = 0\nrepetitions = 1\n\n[prompts]\n{prompts}\n\n[grid]\n\
-         seq_lengths = [64]\nbatch_sizes = [1]\nsteps = [4]\noutput_tokens = 16\n\n[[models]]\nkind = \"llama\"\n\
+         seq_lengths = [64]\nbatch_sizes = [1]\noutput_tokens = 16\n\n[[models]]\nkind = \"llama\"\n\
          id = \"org/llama\"\n"
     );
     GridConfig::from_toml(&text, "my.toml")

@@ -990,7 +990,21 @@ impl GridConfig {
             return Err(bad(
                 "grid.dream_algs",
                 "no Dream decoding rule".into(),
-                "list at least one of \"origin\", \"maskgit_plus\", \"topk_margin\", \"entropy\" (default                  [\"entropy\"])",
+                "list at least one of \"origin\", \"maskgit_plus\", \"topk_margin\", \"entropy\" (default [\"entropy\"])",
+            ));
+        }
+        if !has_dream && !is_default_dream_algs(&g.dream_algs) {
+            return Err(bad(
+                "grid.dream_algs",
+                "Dream decoding rules apply to Dream models only, and the grid has none".into(),
+                "remove dream_algs, or add a Dream model to [[models]]",
+            ));
+        }
+        if !has_llada && !has_dream && !g.steps.is_empty() {
+            return Err(bad(
+                "grid.steps",
+                "diffusion steps drive LLaDA and Dream models only, and the grid has neither".into(),
+                "remove steps (and --steps), or add a diffusion model to [[models]]",
             ));
         }
         if let Some(j) = (1..g.dream_algs.len()).find(|&j| g.dream_algs[..j].contains(&g.dream_algs[j])) {

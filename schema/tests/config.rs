@@ -396,6 +396,16 @@ fn threshold_series_need_thresholds_and_nothing_else() {
         "grid.samplers",
         "add a LLaDA model",
     );
+    refuse(
+        |t| ar_only(&t.replace("output_tokens = 32", "output_tokens = 32\nsteps = [8]")),
+        "grid.steps",
+        "add a diffusion model",
+    );
+    refuse(
+        |t| t.replace("output_tokens = 32", "output_tokens = 32\ndream_algs = [\"origin\"]"),
+        "grid.dream_algs",
+        "add a Dream model",
+    );
     // Threshold series alone need no steps.
     let only = BASE
         .replace("steps = [8, 16]\n", "")
