@@ -7,7 +7,8 @@
 //! its scaling with the batch size (lines); the same
 //! four at every shape at once (`*_all_shapes`: small multiples with shared axes); once:
 //! the speedup at parity per series and (N, B) (the explorer's landing view, with quality),
-//! the memory heatmaps and the roofline; per N: the step times. Titles of figures from synthetic weights say so. The S_parity table comes from `report` (Markdown) and the
+//! the memory heatmap of the allocated peaks (and, for a device's bundle, of the memory pool's reserved peaks: the
+//! study's M_peak) and the roofline; per N: the step times. Titles of figures from synthetic weights say so. The S_parity table comes from `report` (Markdown) and the
 //! same `metrics::parity` records (LaTeX). `captions.md` says, per file, what it shows: the cells drawn, the
 //! explorer's notes, the device and whether the weights were synthetic; a view the bundle cannot fill (no
 //! quality, no roofline counts) is listed there with the reason instead of being drawn empty.
@@ -20,6 +21,7 @@ use anyhow::{Context, Result};
 use explorer::figure::{self, ChartStyle};
 use explorer::view::LoadedBundle;
 use explorer::views::{ChartView, Filters, Options, ViewKind, chart_view, throughput_scaling};
+use metrics::derive::MemoryMetric;
 use plotters::prelude::{IntoDrawingArea, SVGBackend};
 
 use crate::InputError;
@@ -75,6 +77,8 @@ struct Spec {
     filters: Filters,
     multiples: bool,
     scaling: Option<u32>,
+    /// The memory heatmap's peak (allocated by default).
+    memory: MemoryMetric,
 }
 
 /// The figures of `b`, in the order of the captions.
@@ -95,6 +99,7 @@ fn specs(b: &LoadedBundle) -> Vec<Spec> {
             filters: Filters::default(),
             multiples: false,
             scaling: None,
+            memory: MemoryMetric::Allocated,
         });
     }
     for (stem, view) in [
@@ -109,6 +114,7 @@ fn specs(b: &LoadedBundle) -> Vec<Spec> {
                 filters: at(n, bs),
                 multiples: false,
                 scaling: None,
+                memory: MemoryMetric::Allocated,
             });
         }
     }
@@ -119,6 +125,7 @@ fn specs(b: &LoadedBundle) -> Vec<Spec> {
             filters: Filters { seq: Some(n), ..Filters::default() },
             multiples: false,
             scaling: None,
+            memory: MemoryMetric::Allocated,
         });
         out.push(Spec {
             stem: format!("throughput_vs_batch_size_N{n}"),
@@ -126,6 +133,7 @@ fn specs(b: &LoadedBundle) -> Vec<Spec> {
             filters: Filters::default(),
             multiples: false,
             scaling: Some(n),
+            memory: MemoryMetric::Allocated,
         });
     }
     // Every shape at once: the same views as small multiples with shared axes.
@@ -141,6 +149,7 @@ fn specs(b: &LoadedBundle) -> Vec<Spec> {
             filters: Filters::default(),
             multiples: true,
             scaling: None,
+            memory: MemoryMetric::Allocated,
         });
     }
     for &n in &lengths {
@@ -150,11 +159,24 @@ fn specs(b: &LoadedBundle) -> Vec<Spec> {
             filters: Filters { seq: Some(n), ..Filters::default() },
             multiples: false,
             scaling: None,
+            memory: MemoryMetric::Allocated,
         });
     }
-    for (stem, view) in [("memory_heatmap", ViewKind::Memory), ("roofline", ViewKind::Roofline)] {
-        out.push(Spec { stem: stem.into(), view, filters: Filters::default(), multiples: false, scaling: None });
+    let whole = |stem: &str, view, memory| Spec {
+        stem: stem.into(),
+        view,
+        filters: Filters::default(),
+        multiples: false,
+        scaling: None,
+        memory,
+    };
+    out.push(whole("memory_heatmap", ViewKind::Memory, MemoryMetric::Allocated));
+    // A device's memory pool: its reserved peak too (the study's M_peak); a CPU run has only the process's RSS.
+    let pool = b.bundle.cells.iter().flat_map(|c| &c.repetitions).any(|r| r.peak_reserved_bytes.is_some());
+    if pool && b.bundle.provenance.device.kind != "cpu" {
+        out.push(whole("memory_heatmap_reserved", ViewKind::Memory, MemoryMetric::Reserved));
     }
+    out.push(whole("roofline", ViewKind::Roofline, MemoryMetric::Allocated));
     out
 }
 
@@ -169,18 +191,23 @@ fn load(path: &Path) -> Result<LoadedBundle> {
         .map_err(|e| anyhow::Error::new(InputError(format!("{}: {e}", path.display()))))
 }
 
-/// The SVG text of `fig`.
-fn svg(fig: &figure::Figure, width: u32, height: u32) -> Result<String> {
+/// The SVG text of `fig`; the inner error says why a figure has nothing to draw (a part of it without a cell that
+/// can be drawn: say a model whose cells all failed), which is not a failure of the command.
+fn svg(fig: &figure::Figure, width: u32, height: u32) -> Result<Result<String, String>> {
     let mut out = String::new();
     {
         let root = SVGBackend::with_string(&mut out, (width, height)).into_drawing_area();
         // The SVG backend guesses text widths about a quarter narrower than DejaVu Sans draws them (the legend
         // boxes and titles make room for the text as drawn).
         let style = ChartStyle { text_width: 1.3, ..ChartStyle::default() };
-        figure::draw(&root, fig, style).map_err(|e| anyhow::anyhow!("drawing failed: {e:?}"))?;
+        match figure::draw(&root, fig, style) {
+            Ok(_) => {}
+            Err(e @ figure::ChartError::Empty(_)) => return Ok(Err(e.to_string())),
+            Err(e) => anyhow::bail!("drawing failed: {e}"),
+        }
         root.present().map_err(|e| anyhow::anyhow!("drawing failed: {e:?}"))?;
     }
-    Ok(out)
+    Ok(Ok(out))
 }
 
 /// The SVG parser's options with the fonts for PNG and PDF: the `--font` files, else the system's; the generic
@@ -317,20 +344,25 @@ pub fn main(args: &FiguresArgs) -> Result<ExitCode> {
     let raster = args.format.iter().any(|f| *f != FigureFormat::Svg);
     let fonts = raster.then(|| font_options(&args.font)).transpose()?;
     for spec in specs(&first) {
-        let options = Options { multiples: spec.multiples, ..Options::default() };
+        let options = Options { multiples: spec.multiples, memory: spec.memory, ..Options::default() };
         let view = match spec.scaling {
             Some(n) => ChartView { figure: throughput_scaling(&bundles, n, &options), notes: Vec::new() },
             None => chart_view(spec.view, &bundles, &spec.filters, &options),
         };
         // Small multiples are as tall as their rows need at this width.
         let height = if spec.multiples { fig_height(&view.figure, args.width) } else { args.height };
-        match view.figure {
+        let drawn = match view.figure {
             Ok(mut fig) => {
                 // The figure itself says so when any of its numbers come from synthetic weights.
                 if bundles.iter().any(|b| b.synthetic_weights) {
                     label_synthetic(&mut fig);
                 }
-                let text = svg(&fig, args.width, height)?;
+                svg(&fig, args.width, height)?.map(|text| (fig, text))
+            }
+            Err(why) => Err(why),
+        };
+        match drawn {
+            Ok((fig, text)) => {
                 // Parsed once for PNG and PDF.
                 let tree = fonts.as_ref().map(|opt| svg_tree(&text, opt)).transpose()?;
                 for format in &args.format {

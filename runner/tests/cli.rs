@@ -446,6 +446,27 @@ fn check_pdf(pdf: &[u8], name: &str) {
 }
 
 #[test]
+fn figures_draw_a_gpu_bundle_s_reserved_peaks_beside_the_allocated_ones() {
+    // The study's M_peak is the memory pool's reserved peak: a device's bundle gets that heatmap too, titled so,
+    // with the same cells (OOM marked); a CPU bundle (RSS only) does not.
+    let sb = Sandbox::new();
+    let bundle = repo_file("explorer/e2e/fixtures/study-h200.json");
+    assert_exit!(sb.cmd(&["figures", bundle.as_str(), "-o", "gpu"]), 0);
+    let read = |f: &str| std::fs::read_to_string(sb.path().join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+    let (allocated, reserved) = (read("gpu/memory_heatmap.svg"), read("gpu/memory_heatmap_reserved.svg"));
+    assert!(allocated.contains("allocated") && !allocated.contains("reserved"), "the allocated peaks' title");
+    assert!(reserved.contains("reserved device memory"), "the reserved peaks' title");
+    assert_eq!(allocated.matches(">\nOOM\n</text>").count(), reserved.matches(">\nOOM\n</text>").count());
+    assert!(read("gpu/captions.md").contains("memory_heatmap_reserved.svg"));
+    let cpu = repo_file("schema/tests/fixtures/v1.4/demo-peaks.json");
+    assert_exit!(sb.cmd(&["figures", cpu.as_str(), "-o", "cpu"]), 0);
+    assert!(
+        sb.path().join("cpu/memory_heatmap.svg").exists()
+            && !sb.path().join("cpu/memory_heatmap_reserved.svg").exists()
+    );
+}
+
+#[test]
 fn figures_writes_every_figure_the_bundle_can_fill_with_captions() {
     let sb = Sandbox::new();
     let bundle = repo_file("schema/tests/fixtures/v1.4/demo-peaks.json");
