@@ -17,9 +17,68 @@ pub struct SiteArgs {
     /// The explorer's release build (`trunk build --release` in explorer/).
     #[arg(long, default_value = "explorer/dist", value_name = "DIR")]
     pub explorer: PathBuf,
-    /// Output folder (replaced).
+    /// Output folder: created, or replaced when it is an earlier site (never a folder holding other files, the
+    /// current folder, the results or the explorer build).
     #[arg(long, short = 'o', default_value = "site/dist", value_name = "DIR")]
     pub out: PathBuf,
+}
+
+/// The file that marks a folder as a site this command wrote, so that the next `site` may replace it.
+const MARKER: &str = ".dllm-bench-site";
+
+/// `p` as an absolute path with the symbolic links of its existing part resolved (it need not exist).
+fn resolved(p: &Path) -> PathBuf {
+    if let Ok(c) = p.canonicalize() {
+        return c;
+    }
+    match (p.parent().filter(|d| !d.as_os_str().is_empty()), p.file_name()) {
+        (Some(dir), Some(name)) => resolved(dir).join(name),
+        (None, Some(name)) => resolved(Path::new(".")).join(name),
+        _ => std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()),
+    }
+}
+
+/// Refuses an output folder whose replacement would lose anything: one that is or holds the current folder, the
+/// results or the explorer build, or lies inside the explorer build (which is copied into it); a file; a folder
+/// with files that is not an earlier site (its marker, or an `index.html` with `bundles/index.json`).
+fn check_out(args: &SiteArgs) -> Result<()> {
+    let out = resolved(&args.out);
+    let refuse = |why: String| -> Result<()> {
+        Err(InputError(format!(
+            "--out {}: {why}; fix: pass a new or empty folder for the site (default site/dist)",
+            args.out.display()
+        ))
+        .into())
+    };
+    for (what, p) in [
+        ("the current folder", Path::new(".")),
+        ("the results folder", &args.results),
+        ("the explorer build", &args.explorer),
+    ] {
+        let r = resolved(p);
+        if r.starts_with(&out) {
+            return refuse(format!("it is or holds {what} {}, which replacing it would delete", p.display()));
+        }
+    }
+    if out.starts_with(resolved(&args.explorer)) {
+        return refuse(format!(
+            "it lies inside the explorer build {}, which is copied into it",
+            args.explorer.display()
+        ));
+    }
+    if out.exists() && !out.is_dir() {
+        return refuse("it is a file, not a folder".into());
+    }
+    let site =
+        out.join(MARKER).is_file() || (out.join("index.html").is_file() && out.join("bundles/index.json").is_file());
+    let empty = std::fs::read_dir(&out).map_or(true, |mut d| d.next().is_none());
+    if !site && !empty {
+        return refuse(format!(
+            "it holds files and is not a site `dllm-bench site` wrote (no {MARKER}, no index.html with \
+             bundles/index.json): it is not replaced"
+        ));
+    }
+    Ok(())
 }
 
 /// Builds the site; returns the number of bundles it holds.
@@ -33,11 +92,17 @@ pub fn assemble(args: &SiteArgs) -> Result<usize> {
         .into());
     }
     let index = serve::bundle_index(&args.results)?;
-    if args.out.exists() {
-        std::fs::remove_dir_all(&args.out).with_context(|| format!("cannot replace {}", args.out.display()))?;
-    }
-    copy_dir(&args.explorer, &args.out)?;
-    let bundles = args.out.join("bundles");
+    check_out(args)?;
+    // Built beside the output folder, then swapped in: a failure leaves the earlier site as it was.
+    let out = resolved(&args.out);
+    let parent = out.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
+    std::fs::create_dir_all(&parent).with_context(|| format!("cannot create the folder {}", parent.display()))?;
+    let tmp = tempfile::Builder::new()
+        .prefix(".site-tmp-")
+        .tempdir_in(&parent)
+        .with_context(|| format!("cannot create a folder in {}", parent.display()))?;
+    copy_dir(&args.explorer, tmp.path())?;
+    let bundles = tmp.path().join("bundles");
     for entry in &index.bundles {
         let from = args.results.join(&entry.file);
         let bytes = std::fs::read(&from).with_context(|| format!("cannot read {}", from.display()))?;
@@ -45,6 +110,26 @@ pub fn assemble(args: &SiteArgs) -> Result<usize> {
     }
     let json = serde_json::to_vec_pretty(&index)?;
     output::write_atomic(&bundles.join("index.json"), &json)?;
+    std::fs::write(tmp.path().join(MARKER), "written by `dllm-bench site`: the next one replaces this folder\n")
+        .with_context(|| format!("cannot write in {}", tmp.path().display()))?;
+    let old = tempfile::Builder::new()
+        .prefix(".site-old-")
+        .tempdir_in(&parent)
+        .with_context(|| format!("cannot create a folder in {}", parent.display()))?;
+    // The earlier site moves into the folder that is deleted when `old` is dropped, and back if the new one
+    // cannot take its place.
+    let moved = out.exists();
+    if moved {
+        std::fs::rename(&out, old.path().join("site")).with_context(|| format!("cannot replace {}", out.display()))?;
+    }
+    let built = tmp.keep();
+    if let Err(e) = std::fs::rename(&built, &out) {
+        if moved {
+            let _ = std::fs::rename(old.path().join("site"), &out);
+        }
+        let _ = std::fs::remove_dir_all(&built);
+        return Err(e).with_context(|| format!("cannot create {}", out.display()));
+    }
     Ok(index.bundles.len())
 }
 

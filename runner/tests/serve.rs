@@ -296,6 +296,53 @@ fn site_holds_the_explorer_the_bundles_and_their_index() {
 }
 
 #[test]
+fn site_replaces_only_an_earlier_site_and_never_what_holds_its_inputs() {
+    // Relative paths from the sandbox folder, as a user types them.
+    let sb = Sandbox::new();
+    std::fs::create_dir_all(sb.path().join("res")).expect("results");
+    std::fs::create_dir_all(sb.path().join("exp")).expect("explorer");
+    std::fs::write(sb.path().join("exp/index.html"), "<html></html>").expect("index");
+    std::fs::copy(demo_fixture(), sb.path().join("res/a.json")).expect("copy");
+    std::fs::write(sb.path().join("thesis.tex"), "keep me").expect("a user's file");
+    std::fs::create_dir_all(sb.path().join("notes")).expect("notes");
+    std::fs::write(sb.path().join("notes/n.txt"), "keep me too").expect("a user's file");
+    std::fs::write(sb.path().join("afile"), "a file").expect("a file");
+    let site = |out: &str, results: &str, explorer: &str| {
+        sb.cmd(&["site", "--results", results, "--explorer", explorer, "--out", out])
+    };
+    for (out, results, explorer, why) in [
+        (".", "res", "exp", "holds the current folder"),
+        ("res", "res", "exp", "holds the results folder"),
+        ("exp", "res", "exp", "holds the explorer build"),
+        ("exp/site", "res", "exp", "inside the explorer build"),
+        ("notes", "res", "exp", "not a site"),
+        ("afile", "res", "exp", "is a file"),
+    ] {
+        let o = site(out, results, explorer);
+        crate::assert_exit!(o, 2);
+        let err = crate::util::stderr(&o);
+        assert!(err.contains(&format!("--out {out}")) && err.contains("fix:"), "{out} ({why}): {err}");
+    }
+    // Nothing was touched.
+    for (file, text) in [("thesis.tex", "keep me"), ("notes/n.txt", "keep me too"), ("afile", "a file")] {
+        assert_eq!(std::fs::read_to_string(sb.path().join(file)).expect(file), text);
+    }
+    assert!(sb.path().join("res/a.json").is_file() && sb.path().join("exp/index.html").is_file());
+    // A new folder, then the same folder again (an earlier site is replaced), an empty one.
+    crate::assert_exit!(site("out/site", "res", "exp"), 0);
+    std::fs::write(sb.path().join("out/site/stale.txt"), "from an earlier site").expect("stale");
+    crate::assert_exit!(site("out/site", "res", "exp"), 0);
+    assert!(sb.path().join("out/site/bundles/a.json").is_file() && !sb.path().join("out/site/stale.txt").exists());
+    std::fs::create_dir_all(sb.path().join("empty")).expect("empty");
+    crate::assert_exit!(site("empty", "res", "exp"), 0);
+    let left: Vec<String> = std::fs::read_dir(sb.path().join("out"))
+        .expect("out")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, ["site"], "no temporary folder is left beside the site");
+}
+
+#[test]
 fn the_process_fixes_candles_thread_count_once_at_its_start() {
     // Without RAYON_NUM_THREADS candle's CPU matmul re-reads /proc/cpuinfo at every call, inside the timed
     // forwards: the binary replaces itself at its start (same PID) with the variable set to candle's own count,
