@@ -200,6 +200,7 @@ pub fn resolve_with_base(args: &ConfigArgs, base: Option<(String, String, PathBu
     let source = if overrides.is_empty() { label } else { format!("{label} {}", overrides.join(" ")) };
     // Errors now name the overrides too, since they may be the cause.
     config.validate(&source)?;
+    config.check_used(&source)?;
     check_synthetic(&config, &source)?;
     let device = DeviceSpec::parse(&config.run.device).ok_or_else(|| {
         InputError(format!(

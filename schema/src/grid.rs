@@ -736,6 +736,7 @@ impl GridConfig {
         }
         let mut config = parsed.map_err(parse_err)?;
         config.validate(file)?;
+        config.check_used(file)?;
         // A preset is recorded as the count it stands for, so that every reader sees the number.
         config.prompts.count = config.prompts.prompt_count();
         Ok(config)
@@ -744,6 +745,43 @@ impl GridConfig {
     /// The TOML text of this config (the resolved form, overrides applied).
     pub fn to_toml(&self) -> String {
         toml::to_string(self).unwrap_or_else(|e| format!("# config not representable as TOML: {e}"))
+    }
+
+    /// Refuses grid fields that would drive nothing: sampler series without a LLaDA model, Dream decoding rules
+    /// without a Dream model, diffusion steps without either. For a config given to the runner (and after its
+    /// overrides), not for one a bundle embeds: bundles written before these rules stay readable.
+    pub fn check_used(&self, file: &str) -> Result<(), ConfigError> {
+        let bad = |field: &str, problem: &str, fix: &str| ConfigError::Invalid {
+            file: file.to_string(),
+            field: field.to_string(),
+            problem: problem.to_string(),
+            fix: fix.to_string(),
+        };
+        let g = &self.grid;
+        let has = |kind| self.models.iter().any(|m| m.kind == kind);
+        let (has_llada, has_dream) = (has(ModelKind::Llada), has(ModelKind::Dream));
+        if !has_llada && !is_default_samplers(&g.samplers) {
+            return Err(bad(
+                "grid.samplers",
+                "sampler series apply to LLaDA models only, and the grid has none",
+                "remove samplers (and --samplers), or add a LLaDA model to [[models]]",
+            ));
+        }
+        if !has_dream && !is_default_dream_algs(&g.dream_algs) {
+            return Err(bad(
+                "grid.dream_algs",
+                "Dream decoding rules apply to Dream models only, and the grid has none",
+                "remove dream_algs, or add a Dream model to [[models]]",
+            ));
+        }
+        if !has_llada && !has_dream && !g.steps.is_empty() {
+            return Err(bad(
+                "grid.steps",
+                "diffusion steps drive LLaDA and Dream models only, and the grid has neither",
+                "remove steps (and --steps), or add a diffusion model to [[models]]",
+            ));
+        }
+        Ok(())
     }
 
     /// Checks every rule the runner relies on. `file` names the config in errors.
@@ -993,20 +1031,6 @@ impl GridConfig {
                 "list at least one of \"origin\", \"maskgit_plus\", \"topk_margin\", \"entropy\" (default [\"entropy\"])",
             ));
         }
-        if !has_dream && !is_default_dream_algs(&g.dream_algs) {
-            return Err(bad(
-                "grid.dream_algs",
-                "Dream decoding rules apply to Dream models only, and the grid has none".into(),
-                "remove dream_algs, or add a Dream model to [[models]]",
-            ));
-        }
-        if !has_llada && !has_dream && !g.steps.is_empty() {
-            return Err(bad(
-                "grid.steps",
-                "diffusion steps drive LLaDA and Dream models only, and the grid has neither".into(),
-                "remove steps (and --steps), or add a diffusion model to [[models]]",
-            ));
-        }
         if let Some(j) = (1..g.dream_algs.len()).find(|&j| g.dream_algs[..j].contains(&g.dream_algs[j])) {
             return Err(bad(
                 &format!("grid.dream_algs[{j}]"),
@@ -1042,13 +1066,6 @@ impl GridConfig {
                 &format!("grid.samplers[{j}]"),
                 format!("{} is listed twice", g.samplers[j]),
                 "list each series once",
-            ));
-        }
-        if !has_llada && !is_default_samplers(&g.samplers) {
-            return Err(bad(
-                "grid.samplers",
-                "sampler series apply to LLaDA models only, and the grid has none".into(),
-                "remove samplers (and --samplers), or add a LLaDA model to [[models]]",
             ));
         }
         let k_driven = g.samplers.iter().any(|v| !v.thresholded());

@@ -289,3 +289,13 @@ fn v1_5_keys_name_the_series_and_repetitions_what_each_step_committed() {
     assert!(old.cells.iter().all(|c| c.key.cache.is_none() && c.key.threshold.is_none()));
     assert!(old.cells.iter().filter_map(|c| c.key.variant()).all(|v| v == SamplerVariant::Reference));
 }
+
+#[test]
+fn a_bundle_whose_config_has_fields_that_drive_nothing_stays_readable() {
+    // A 1.5 run of a Llama-only grid that listed diffusion steps (accepted then, they ran nothing): a config given
+    // now is refused for it, the bundle it wrote still reads.
+    let b = read_bundle(&fixture("v1.5/ar-only-steps.json")).expect("the bundle reads");
+    assert_eq!(b.provenance.config.grid.steps, [4, 8]);
+    let err = schema::GridConfig::from_toml(&b.provenance.config.to_toml(), "again.toml").expect_err("refused now");
+    assert!(err.to_string().contains("grid.steps") && err.to_string().contains("add a diffusion model"), "{err}");
+}
