@@ -340,3 +340,29 @@ fn bundles_passed_around_by_hand_are_read_or_refused_with_the_file_and_a_fix() {
     refused(&sb, &["synth", "--kind", "llama", "--repo-id", "../../x"], &["--repo-id", "ORG/NAME"]);
     refused(&sb, &["synth", "--kind", "llama", "--repo-id", "a/x", "--shards", "4000000000"], &["--shards"]);
 }
+
+#[test]
+fn synthetic_weights_never_replace_a_real_checkpoint_in_the_cache() {
+    // A real download stands in as a snapshot whose config.json lacks the synthetic marker: neither `synth` nor a
+    // run whose config asks for synthetic weights under that id may point refs/main elsewhere.
+    let sb = Sandbox::new();
+    let id = "dllm-bench/synthetic-llada-tiny";
+    assert_exit!(sb.cmd(&["synth", "--kind", "llada", "--repo-id", id]), 0);
+    let repo = sb.cache().join("models--dllm-bench--synthetic-llada-tiny");
+    let commit = std::fs::read_to_string(repo.join("refs/main")).expect("refs/main");
+    let config = repo.join("snapshots").join(commit.trim()).join("config.json");
+    let mut cfg: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&config).expect("config")).expect("json");
+    cfg.as_object_mut().expect("object").remove("dllm_bench_synthetic");
+    std::fs::remove_file(&config).expect("unlink");
+    std::fs::write(&config, cfg.to_string()).expect("a real config");
+    refused(
+        &sb,
+        &["synth", "--kind", "llada", "--repo-id", id, "--seed", "7"],
+        &[id, "real checkpoint", commit.trim()],
+    );
+    // The demo's config gives this id a [models.synthetic] table.
+    refused(&sb, &["run", "-o", "out"], &[id, "real checkpoint"]);
+    assert_eq!(std::fs::read_to_string(repo.join("refs/main")).expect("refs/main"), commit, "refs/main untouched");
+    assert!(!sb.path().join("out").exists() || std::fs::read_dir(sb.path().join("out")).expect("out").next().is_none());
+}

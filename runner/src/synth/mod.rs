@@ -209,6 +209,16 @@ pub enum SynthError {
     Tokenizer(String),
     #[error(transparent)]
     Config(#[from] ModelError),
+    /// The cache's `refs/main` of the repository points at a checkpoint without the synthetic marker (a real
+    /// download): writing synthetic weights would point every reader of the cache at them instead.
+    #[error(
+        "{repo_id} in the cache {} is a real checkpoint (refs/main is snapshot {commit}, whose config.json has no \
+         dllm_bench_synthetic marker): synthetic weights would replace it for every reader of this cache; fix: give \
+         the synthetic model an id of its own (e.g. dllm-bench/synthetic-...), or use another cache \
+         (--model-cache-dir)",
+        cache.display()
+    )]
+    RealCheckpoint { repo_id: String, cache: PathBuf, commit: String },
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SynthError + '_ {
@@ -497,6 +507,15 @@ fn split_shards(tensors: Vec<TensorSpec>, n: usize) -> Vec<Vec<TensorSpec>> {
     out
 }
 
+/// The commit `refs/main` of `repo` points at when its snapshot holds a `config.json` without the synthetic
+/// marker: a real checkpoint (`None` without a ref, a snapshot or a readable config, or with the marker).
+fn real_snapshot(repo: &Path) -> Option<String> {
+    let commit = std::fs::read_to_string(repo.join("refs/main")).ok()?.trim().to_string();
+    let text = std::fs::read_to_string(repo.join("snapshots").join(&commit).join("config.json")).ok()?;
+    let cfg: serde_json::Value = serde_json::from_str(&text).ok()?;
+    cfg.get("dllm_bench_synthetic").is_none().then_some(commit)
+}
+
 /// Whether `snapshot` already holds a complete checkpoint written from `marker`.
 fn complete(snapshot: &Path, marker: &serde_json::Value) -> bool {
     let Ok(text) = std::fs::read_to_string(snapshot.join("config.json")) else {
@@ -544,6 +563,9 @@ pub fn write_synthetic(
     let snapshot = repo.join("snapshots").join(&commit);
     let refs = repo.join("refs");
     let ref_main = refs.join("main");
+    if let Some(real) = real_snapshot(&repo) {
+        return Err(SynthError::RealCheckpoint { repo_id: repo_id.into(), cache: cache_dir.into(), commit: real });
+    }
 
     let specials = special_tokens(kind, r.chat_template);
     let tok = build_tokenizer(bpe_vocab(&r), &specials.iter().map(|(_, t)| *t).collect::<Vec<_>>())
