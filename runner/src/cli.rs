@@ -404,8 +404,19 @@ fn run(args: RunArgs) -> Result<ExitCode> {
 fn merge_cmd(args: MergeArgs) -> Result<ExitCode> {
     let mut inputs = Vec::new();
     for path in &args.bundles {
-        let b = crate::input::read_bundle_file(path)?.bundle;
-        inputs.push((path.clone(), b));
+        let read = crate::input::read_bundle_file(path)?;
+        // Merging writes the current format: the fields a newer minor added would be lost.
+        if read.newer_minor() {
+            return Err(InputError(format!(
+                "{}: schema_version {} is newer than the {} this dllm-bench writes: merging would drop the fields \
+                 it added; fix: merge with the dllm-bench that wrote it (or a newer one)",
+                path.display(),
+                read.file_version,
+                schema::SchemaVersion::CURRENT.number()
+            ))
+            .into());
+        }
+        inputs.push((path.clone(), read.bundle));
     }
     let opts =
         crate::merge::MergeOptions { allow_mixed_devices: args.allow_mixed_devices, allow_missing: args.allow_missing };

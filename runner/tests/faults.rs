@@ -366,3 +366,20 @@ fn synthetic_weights_never_replace_a_real_checkpoint_in_the_cache() {
     assert_eq!(std::fs::read_to_string(repo.join("refs/main")).expect("refs/main"), commit, "refs/main untouched");
     assert!(!sb.path().join("out").exists() || std::fs::read_dir(sb.path().join("out")).expect("out").next().is_none());
 }
+
+#[test]
+fn merge_refuses_a_newer_minor_bundle_whose_fields_it_would_drop() {
+    let sb = Sandbox::new();
+    let text = std::fs::read_to_string(format!(
+        "{}/../schema/tests/fixtures/v1.5/demo-series.json",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .expect("fixture");
+    let newer = text.replacen("\"schema_version\": \"1.5\"", "\"schema_version\": \"1.99\"", 1);
+    assert_ne!(newer, text);
+    std::fs::write(sb.path().join("newer.json"), newer).expect("write");
+    // It reads (a newer minor is additive), but merging would write it as 1.5 without what it added.
+    assert_exit!(sb.cmd(&["validate", "newer.json"]), 0);
+    refused(&sb, &["merge", "-o", "merged.json", "newer.json"], &["newer.json", "1.99", "newer than"]);
+    assert!(!sb.path().join("merged.json").exists());
+}
