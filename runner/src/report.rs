@@ -337,6 +337,40 @@ pub fn main(args: &ReportArgs) -> anyhow::Result<std::process::ExitCode> {
             .into());
         }
     }
+    // A metric or evaluator the bundle has no value for is a typo: refused, naming what it has.
+    let labels: BTreeSet<(String, Option<String>)> =
+        bundle.cells.iter().flat_map(|c| c.quality.iter().map(|q| (q.metric.clone(), q.evaluator.clone()))).collect();
+    let have = |pick: &dyn Fn(&(String, Option<String>)) -> Option<String>| -> Vec<String> {
+        labels.iter().filter_map(pick).collect::<BTreeSet<_>>().into_iter().collect()
+    };
+    if let Some(m) = args.metric.as_deref().filter(|m| !labels.iter().any(|l| l.0 == *m)) {
+        let metrics = have(&|l| Some(l.0.clone()));
+        return Err(crate::InputError(format!(
+            "--metric {m}: {} has no value of it; fix: {}",
+            args.bundle.display(),
+            match metrics.is_empty() {
+                true => "the bundle has no quality values (run with a [quality] table)".to_string(),
+                false => format!("use one of {}", metrics.join(", ")),
+            }
+        ))
+        .into());
+    }
+    if let Some(e) = args.evaluator.as_deref() {
+        let of_metric = |l: &(String, Option<String>)| args.metric.as_ref().is_none_or(|m| *m == l.0);
+        if !labels.iter().any(|l| of_metric(l) && l.1.as_deref() == Some(e)) {
+            let evaluators = have(&|l| l.1.clone().filter(|_| of_metric(l)));
+            return Err(crate::InputError(format!(
+                "--evaluator {e}: {} has no value scored by it{}; fix: {}",
+                args.bundle.display(),
+                args.metric.as_deref().map(|m| format!(" for {m}")).unwrap_or_default(),
+                match evaluators.is_empty() {
+                    true => "leave --evaluator out (no value of the bundle names an evaluator)".to_string(),
+                    false => format!("use one of {}", evaluators.join(", ")),
+                }
+            ))
+            .into());
+        }
+    }
     let opts = ReportOptions {
         metric: args.metric.clone(),
         evaluator: args.evaluator.clone(),

@@ -7,7 +7,7 @@ use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use crate::assert_exit;
-use crate::util::{Sandbox, spawn, stderr};
+use crate::util::{Sandbox, spawn, stderr, stdout};
 
 /// `dllm-bench ARGS` must exit 2 before doing any work, and its message must contain every `want`.
 fn refused(sb: &Sandbox, args: &[&str], want: &[&str]) {
@@ -382,4 +382,20 @@ fn merge_refuses_a_newer_minor_bundle_whose_fields_it_would_drop() {
     assert_exit!(sb.cmd(&["validate", "newer.json"]), 0);
     refused(&sb, &["merge", "-o", "merged.json", "newer.json"], &["newer.json", "1.99", "newer than"]);
     assert!(!sb.path().join("merged.json").exists());
+}
+
+#[test]
+fn report_refuses_a_metric_or_evaluator_the_bundle_has_no_value_of() {
+    let sb = Sandbox::new();
+    let bundle = format!("{}/../schema/tests/fixtures/v1.5/demo-series.json", env!("CARGO_MANIFEST_DIR"));
+    refused(&sb, &["report", &bundle, "--metric", "bleu"], &["--metric bleu", "rouge_l_f1", "perplexity"]);
+    refused(
+        &sb,
+        &["report", &bundle, "--metric", "perplexity", "--evaluator", "org/none"],
+        &["--evaluator org/none", "dllm-bench/synthetic-evaluator-tiny", "dllm-bench/synthetic-llama-tiny"],
+    );
+    // What the bundle has is reported.
+    let out = sb.cmd(&["report", &bundle, "--metric", "perplexity", "--evaluator", "dllm-bench/synthetic-llama-tiny"]);
+    assert_exit!(out, 0);
+    assert!(stdout(&out).contains("S_parity"), "{}", stdout(&out));
 }
