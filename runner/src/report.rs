@@ -338,9 +338,10 @@ pub fn main(args: &ReportArgs) -> anyhow::Result<std::process::ExitCode> {
         }
     }
     // A metric or evaluator the bundle has no value for is a typo: refused, naming what it has.
-    let labels: BTreeSet<(String, Option<String>)> =
+    type Label = (String, Option<String>);
+    let labels: BTreeSet<Label> =
         bundle.cells.iter().flat_map(|c| c.quality.iter().map(|q| (q.metric.clone(), q.evaluator.clone()))).collect();
-    let have = |pick: &dyn Fn(&(String, Option<String>)) -> Option<String>| -> Vec<String> {
+    let have = |pick: &dyn Fn(&Label) -> Option<String>| -> Vec<String> {
         labels.iter().filter_map(pick).collect::<BTreeSet<_>>().into_iter().collect()
     };
     if let Some(m) = args.metric.as_deref().filter(|m| !labels.iter().any(|l| l.0 == *m)) {
@@ -356,7 +357,7 @@ pub fn main(args: &ReportArgs) -> anyhow::Result<std::process::ExitCode> {
         .into());
     }
     if let Some(e) = args.evaluator.as_deref() {
-        let of_metric = |l: &(String, Option<String>)| args.metric.as_ref().is_none_or(|m| *m == l.0);
+        let of_metric = |l: &Label| args.metric.as_ref().is_none_or(|m| *m == l.0);
         if !labels.iter().any(|l| of_metric(l) && l.1.as_deref() == Some(e)) {
             let evaluators = have(&|l| l.1.clone().filter(|_| of_metric(l)));
             return Err(crate::InputError(format!(
