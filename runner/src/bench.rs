@@ -214,7 +214,53 @@ fn check(args: &BenchArgs) -> Result<()> {
     if args.batch == 0 || args.decode_batch == 0 {
         return bad("--batch and --decode-batch must be at least 1".into());
     }
+    // The grid's own bounds (they keep every size below far from overflowing).
+    let (max_b, max_n) = (schema::grid::limits::BATCH_SIZE as usize, schema::grid::limits::SEQ_LEN as usize);
+    for (flag, v, max) in [
+        ("--batch", args.batch, max_b),
+        ("--decode-batch", args.decode_batch, max_b),
+        ("--selection-batch", args.selection_batch.unwrap_or(1), max_b),
+        ("--seq-len", args.seq_len, max_n),
+        ("--matmul-size", args.matmul_size.unwrap_or(1), 1 << 16),
+        ("--copy-mib", args.copy_mib.unwrap_or(1), 8192),
+        ("--vocab", args.vocab.unwrap_or(1), 1 << 24),
+    ] {
+        if v > max {
+            return bad(format!(
+                "{flag} {v} is more than {max}, the largest this benchmark runs; fix: a smaller {flag}"
+            ));
+        }
+    }
     Ok(())
+}
+
+/// The most memory one benchmark phase holds, in bytes (an estimate from the shapes, rounded up): the copy's two
+/// buffers, the matmul's three matrices (made in f32), and per model the weights with the phase's activations,
+/// KV cache, attention scores and logits (the selection's f64 copies).
+fn working_set(args: &BenchArgs, llama: &ModelConfig, llada: &ModelConfig, dtype: DType, cuda: bool) -> f64 {
+    let e = dtype.size_in_bytes() as f64;
+    let copy = 2.0 * (args.copy_mib.unwrap_or(if cuda { 1024 } else { 256 }) as f64) * 1_048_576.0;
+    let m = args.matmul_size.unwrap_or(if cuda { 8192 } else { 1024 }) as f64;
+    let matmul = 3.0 * m * m * 4.0_f64.max(e);
+    let n = args.seq_len as f64;
+    let weights = |c: &ModelConfig| c.parameter_count() as f64 * e;
+    let decode = {
+        let (b, c) = (args.decode_batch as f64, llama);
+        let kv = b * n * c.num_layers as f64 * 2.0 * (c.num_kv_heads * c.head_dim) as f64 * e;
+        weights(c)
+            + kv
+            + b * n * (4 * c.hidden_size + 2 * c.intermediate_size) as f64 * 4.0
+            + b * c.vocab_size as f64 * 4.0
+    };
+    let step = {
+        let (b, c) = (args.batch as f64, llada);
+        let act = b * n * (8 * c.hidden_size + 3 * c.intermediate_size) as f64 * 4.0;
+        let scores = b * c.num_heads as f64 * n * n * 4.0 * 2.0;
+        weights(c) + act + scores + b * args.block_length as f64 * c.vocab_size as f64 * 4.0 * 3.0
+    };
+    let sel = args.selection_batch.unwrap_or(args.batch) as f64 * args.block_length as f64 * llada.vocab_size as f64;
+    let selection = sel * (e + 8.0 * 3.0);
+    [copy, matmul, decode, step, selection].into_iter().fold(0.0, f64::max)
 }
 
 /// Measures everything [`Report`] holds.
@@ -228,14 +274,26 @@ pub fn run(args: &BenchArgs) -> Result<Report> {
     let dtype = crate::sweep::dtype_of(precision);
     let reps = Reps { warmup: args.warmup, measured: args.repetitions };
 
+    let llama = bench_config(args, ModelKind::Llama)?;
+    let llada = bench_config(args, ModelKind::Llada)?;
+    // On the CPU a failed allocation aborts the process: refuse what cannot fit first (CUDA reports out of memory).
+    if !cuda && let Some(available) = crate::sysinfo::available_memory_bytes() {
+        let need = working_set(args, &llama, &llada, dtype, cuda);
+        if need > available as f64 {
+            return Err(InputError(format!(
+                "bench-kernels: these sizes need about {:.1} GB at once and the system has {:.1} GB available; fix: \
+                 smaller --batch, --seq-len, --shape (or its overrides), --matmul-size or --copy-mib",
+                need / 1e9,
+                available as f64 / 1e9
+            ))
+            .into());
+        }
+    }
     let copy_bytes = args.copy_mib.unwrap_or(if cuda { 1024 } else { 256 }) << 20;
     let copy_bytes_per_s = copy_bandwidth(&device, copy_bytes, reps).context("copy bandwidth")?;
     let matmul_size = args.matmul_size.unwrap_or(if cuda { 8192 } else { 1024 });
     let matmul_flops_per_s = matmul_rate(&device, dtype, matmul_size, args.seed, reps).context("matmul rate")?;
-
-    let llama = bench_config(args, ModelKind::Llama)?;
     let decode = decode_bench(args, &llama, &device, dtype, reps, copy_bytes_per_s).context("AR decode")?;
-    let llada = bench_config(args, ModelKind::Llada)?;
     let llada_step = step_bench(args, &llada, &device, dtype, reps, matmul_flops_per_s).context("LLaDA step")?;
     let llada_selection = selection_bench(args, &llada, &device, dtype, reps).context("LLaDA selection")?;
 

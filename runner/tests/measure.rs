@@ -332,6 +332,12 @@ fn bench_kernels_refuses_bad_arguments_with_exit_2() {
         (&["bench-kernels", "--decode-tokens", "64", "--seq-len", "64"][..], "--decode-tokens"),
         (&["bench-kernels", "--device", "tpu"][..], "not a device"),
         (&["bench-kernels", "--repetitions", "0"][..], "--repetitions"),
+        // Sizes that would abort the process on an allocation: bounded, or refused before anything is made.
+        (&["bench-kernels", "--batch", "100000"][..], "--batch 100000 is more than"),
+        (&["bench-kernels", "--seq-len", "100000000"][..], "--seq-len 100000000 is more than"),
+        (&["bench-kernels", "--copy-mib", "100000000"][..], "--copy-mib"),
+        (&["bench-kernels", "--vocab", "4000000000"][..], "--vocab"),
+        (&["bench-kernels", "--hidden", "65536", "--layers", "64"][..], "GB available"),
     ] {
         let out = sb.cmd(args);
         assert_exit!(out, 2);
