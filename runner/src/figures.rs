@@ -329,8 +329,7 @@ pub fn main(args: &FiguresArgs) -> Result<ExitCode> {
     let first = load(&args.bundle)?;
     let second = args.compare.as_deref().map(load).transpose()?;
     let bundles: Vec<&LoadedBundle> = std::iter::once(&first).chain(second.as_ref()).collect();
-    std::fs::create_dir_all(&args.output)
-        .with_context(|| format!("cannot create the output folder {}", args.output.display()))?;
+    crate::output::create_folder(&args.output)?;
     let mut captions = String::new();
     let _ = writeln!(captions, "# Figures\n");
     for b in &bundles {

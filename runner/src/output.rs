@@ -5,6 +5,8 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
+use crate::InputError;
+
 /// Writes a bundle atomically, after checking the consistency rules every reader checks
 /// ([`schema::check_bundle`]): a bundle that `validate`, `merge` or the explorer would refuse is never written.
 pub fn write_bundle(path: &Path, bundle: &schema::Bundle) -> Result<()> {
@@ -14,10 +16,32 @@ pub fn write_bundle(path: &Path, bundle: &schema::Bundle) -> Result<()> {
     write_atomic(path, schema::write_bundle(bundle).as_bytes())
 }
 
-/// Writes `bytes` to `path` atomically: readers see the old file or the whole new one, never a part.
+/// Creates the folder `dir` and its parents. A path through a file is bad input (exit 2), naming the file.
+pub fn create_folder(dir: &Path) -> Result<()> {
+    if let Some(file) = dir.ancestors().find(|a| !a.as_os_str().is_empty() && a.exists() && !a.is_dir()) {
+        return Err(InputError(format!(
+            "{}: {} is a file, not a folder; fix: pass a folder path that is not a file nor under one",
+            dir.display(),
+            file.display()
+        ))
+        .into());
+    }
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create the folder {}", dir.display()))
+}
+
+/// Writes `bytes` to `path` atomically: readers see the old file or the whole new one, never a part. A `path`
+/// that is a folder, or lies under a file, is bad input (exit 2).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    if path.is_dir() {
+        return Err(InputError(format!(
+            "{} is a folder; fix: name a file to write (e.g. {})",
+            path.display(),
+            path.join("out.json").display()
+        ))
+        .into());
+    }
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create the folder {}", dir.display()))?;
+    create_folder(dir)?;
     let mut tmp = tempfile::Builder::new()
         .prefix(".tmp-")
         .tempfile_in(dir)

@@ -96,7 +96,7 @@ pub fn assemble(args: &SiteArgs) -> Result<usize> {
     // Built beside the output folder, then swapped in: a failure leaves the earlier site as it was.
     let out = resolved(&args.out);
     let parent = out.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
-    std::fs::create_dir_all(&parent).with_context(|| format!("cannot create the folder {}", parent.display()))?;
+    output::create_folder(&parent)?;
     let tmp = tempfile::Builder::new()
         .prefix(".site-tmp-")
         .tempdir_in(&parent)

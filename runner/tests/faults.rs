@@ -399,3 +399,20 @@ fn report_refuses_a_metric_or_evaluator_the_bundle_has_no_value_of() {
     assert_exit!(out, 0);
     assert!(stdout(&out).contains("S_parity"), "{}", stdout(&out));
 }
+
+#[test]
+fn outputs_through_a_file_or_onto_a_folder_are_refused_naming_the_path() {
+    let sb = Sandbox::new();
+    std::fs::write(sb.path().join("afile"), "a user's file").expect("write");
+    std::fs::create_dir(sb.path().join("adir")).expect("mkdir");
+    let bundle = format!("{}/../schema/tests/fixtures/v1.5/demo-series.json", env!("CARGO_MANIFEST_DIR"));
+    refused(&sb, &["run", "-o", "afile"], &["afile is a file, not a folder"]);
+    refused(&sb, &["run", "-o", "afile/sub"], &["afile is a file, not a folder"]);
+    refused(&sb, &["run", "--run-dir", "afile"], &["afile is a file, not a folder"]);
+    refused(&sb, &["figures", &bundle, "-o", "afile"], &["afile is a file, not a folder"]);
+    refused(&sb, &["report", &bundle, "-o", "afile/r.md"], &["afile is a file, not a folder"]);
+    refused(&sb, &["report", &bundle, "-o", "adir"], &["adir is a folder"]);
+    refused(&sb, &["merge", &bundle, "-o", "adir"], &["adir is a folder"]);
+    assert_eq!(std::fs::read_to_string(sb.path().join("afile")).expect("read"), "a user's file");
+    assert!(std::fs::read_dir(sb.path().join("adir")).expect("adir").next().is_none(), "nothing written in adir");
+}

@@ -53,7 +53,7 @@ pub(super) fn open_folder(resolved: &ResolvedConfig, opts: &SweepOptions, prompt
             return Ok(Opened { dir, journal: None, new_header: Some(h), lock: None });
         }
         RunFolder::At(dir) => {
-            std::fs::create_dir_all(dir).with_context(|| format!("cannot create the run folder {}", dir.display()))?;
+            crate::output::create_folder(dir)?;
             let lock = RunLock::acquire(dir)?;
             if !Journal::exists(dir) {
                 return Ok(Opened {
@@ -142,7 +142,7 @@ pub(super) fn create_journal(
     let mut header = header.clone();
     if unique {
         let parent = dir.parent().map(Path::to_path_buf).unwrap_or_default();
-        std::fs::create_dir_all(&parent).with_context(|| format!("cannot create the folder {}", parent.display()))?;
+        crate::output::create_folder(&parent)?;
         let base = dir.file_name().and_then(|n| n.to_str()).unwrap_or("run.run").trim_end_matches(".run").to_string();
         for n in 1.. {
             let name = if n == 1 { base.clone() } else { format!("{base}-{n}") };
@@ -158,7 +158,7 @@ pub(super) fn create_journal(
             }
         }
     } else {
-        std::fs::create_dir_all(&dir).with_context(|| format!("cannot create the folder {}", dir.display()))?;
+        crate::output::create_folder(&dir)?;
     }
     let lock = match lock {
         Some(l) => l,
