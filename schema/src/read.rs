@@ -486,6 +486,48 @@ fn check(b: &Bundle) -> Result<(), BundleError> {
                 ));
             }
         }
+        // The runner's readers (validate, report, merge) refuse impossible values; the explorer leaves these checks
+        // out of its wasm (it draws what the bundle holds; its download budget is tight).
+        #[cfg(not(target_arch = "wasm32"))]
+        for (j, q) in cell.quality.iter().enumerate() {
+            check_quality(i, j, cell, q)?;
+        }
+    }
+    Ok(())
+}
+
+/// The quality rules of [`check`] the explorer's wasm leaves out: a metric listed once per evaluator, the runner's
+/// metrics within their ranges, a pooled value within its prompts' values.
+#[cfg(not(target_arch = "wasm32"))]
+fn check_quality(i: usize, j: usize, cell: &crate::Cell, q: &crate::bundle::QualityValue) -> Result<(), BundleError> {
+    let inconsistent = |s: String| Err(BundleError::Inconsistent(s));
+    if cell.quality[..j].iter().any(|o| o.metric == q.metric && o.evaluator == q.evaluator) {
+        return inconsistent(format!("cells[{i}].quality: {} is listed twice", q.label()));
+    }
+    // The metrics the runner computes have a range; other names (a newer writer's) are not checked.
+    let range = match q.metric.as_str() {
+        "perplexity" => Some((1.0, f64::INFINITY, "at least 1 (the exponential of a mean negative log-likelihood)")),
+        "unigram_entropy" => Some((0.0, f64::INFINITY, "at least 0")),
+        "distinct_1" | "distinct_2" | "token_f1" | "rouge_l_f1" => Some((0.0, 1.0, "between 0 and 1")),
+        _ => None,
+    };
+    let values = std::iter::once(q.value).chain(q.per_prompt.iter().map(|p| p.value));
+    if let Some((lo, hi, what)) = range
+        && let Some(v) = values.into_iter().find(|v| !(lo - 1e-9..=hi + 1e-9).contains(v))
+    {
+        return inconsistent(format!("cells[{i}].quality {}: {v} is not a possible value: it is {what}", q.label()));
+    }
+    // Pooled (a mean, or the token-weighted perplexity), the value lies within its prompts' values.
+    let (min, max) =
+        q.per_prompt.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), p| (a.min(p.value), b.max(p.value)));
+    let slack = 1e-9 * q.value.abs().max(1.0);
+    if !q.per_prompt.is_empty() && !(min - slack..=max + slack).contains(&q.value) {
+        return inconsistent(format!(
+            "cells[{i}].quality {}: the value {} is outside its per-prompt values' range {min}..{max}: a \
+             pooled value lies within them",
+            q.label(),
+            q.value
+        ));
     }
     Ok(())
 }

@@ -182,3 +182,36 @@ fn numbers_that_contradict_each_other_are_refused() {
     refuse_value(|v| v["provenance"]["shard"] = serde_json::json!({"index": 3, "count": 2}), "provenance.shard");
     refuse_value(|v| v["cells"][0]["key"]["prompt_tokens"] = serde_json::json!(1), "is not seq_len");
 }
+
+#[test]
+fn impossible_quality_values_are_refused() {
+    let set = |metric: &str, value: f64, per_prompt: &[f64]| {
+        let metric = metric.to_string();
+        let per: Vec<serde_json::Value> =
+            per_prompt.iter().enumerate().map(|(i, v)| serde_json::json!({"prompt": i, "value": v})).collect();
+        move |v: &mut serde_json::Value| {
+            v["cells"][0]["quality"] = serde_json::json!([
+                {"metric": metric, "direction": "lower_is_better", "value": value, "per_prompt": per}
+            ]);
+        }
+    };
+    refuse_value(set("perplexity", -1.0, &[]), "at least 1");
+    refuse_value(set("perplexity", 0.0, &[]), "at least 1");
+    refuse_value(set("perplexity", 5.0, &[4.0, 0.5]), "0.5 is not a possible value");
+    refuse_value(set("distinct_1", 2.0, &[]), "between 0 and 1");
+    refuse_value(set("unigram_entropy", -0.1, &[]), "at least 0");
+    refuse_value(set("rouge_l_f1", 0.9, &[0.2, 0.4]), "outside its per-prompt values");
+    refuse_value(
+        |v| {
+            let q = serde_json::json!({"metric": "token_f1", "direction": "higher_is_better", "value": 0.5});
+            v["cells"][0]["quality"] = serde_json::json!([q.clone(), q]);
+        },
+        "token_f1 is listed twice",
+    );
+    // Possible values read, a metric this reader does not know is not range-checked.
+    for (metric, value) in [("perplexity", 1.0), ("rouge_l_f1", 0.0), ("rouge_l_f1", 1.0), ("bleu_like", -3.0)] {
+        let mut v = valid();
+        set(metric, value, &[value])(&mut v);
+        read_bundle(&v.to_string()).unwrap_or_else(|e| panic!("{metric} {value}: {e}"));
+    }
+}
