@@ -14,6 +14,8 @@ pub(super) fn measure_cell(
     stop: &Stop,
 ) -> Option<Cell> {
     let warmup = cfg.run.warmup;
+    // The warm-ups that ran to the end (fewer than asked when the cell fails in one).
+    let mut warmed = 0u32;
     let mut reps = Vec::new();
     let mut run = |i: usize, measured: bool| -> Result<()> {
         let indices = prompts.batch_indices(i, key.batch_size as usize);
@@ -40,6 +42,8 @@ pub(super) fn measure_cell(
             rep.device_used_bytes = peaks.device_used;
             rep.peak_rss_bytes = peaks.rss;
             reps.push(rep);
+        } else {
+            warmed += 1;
         }
         Ok(())
     };
@@ -74,7 +78,7 @@ pub(super) fn measure_cell(
     Some(Cell {
         key: key.clone(),
         status,
-        warmup_runs: warmup,
+        warmup_runs: warmed,
         repetitions: reps,
         execution: None,
         quality: vec![],
