@@ -474,6 +474,8 @@ def validate_config(config: dict, quality: dict | None, source: str) -> None:
                 "list each value once")
     if (g.get("output_tokens") is None) == (g.get("prompt_fraction") is None):
         bad("grid.output_tokens", "exactly one of output_tokens and prompt_fraction must be set", "set one")
+    if g.get("output_tokens") == 0:
+        bad("grid.output_tokens", "0 tokens: every cell generates at least one", "set a positive number")
     if g.get("prompt_fraction") is not None and not 0.0 < g["prompt_fraction"] < 1.0:
         bad("grid.prompt_fraction", f"{g['prompt_fraction']} is not strictly between 0 and 1", "use e.g. 0.5")
     if not 0.0 <= g["temperature"] <= LIMITS["temperature"]:

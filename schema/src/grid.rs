@@ -881,6 +881,13 @@ impl GridConfig {
                     "set output_tokens = 128 (fixed N_out, prompt = N - N_out) or prompt_fraction = 0.5",
                 ));
             }
+            (Some(0), _) => {
+                return Err(bad(
+                    "grid.output_tokens",
+                    "0 tokens: every cell generates at least one".into(),
+                    "set output_tokens = 128 (the study's N_out), or another positive number",
+                ));
+            }
             (_, Some(f)) if !(f > 0.0 && f < 1.0) => {
                 return Err(bad(
                     "grid.prompt_fraction",
@@ -1118,7 +1125,10 @@ impl GridConfig {
                         Some(out) => format!("N = {n} leaves no prompt tokens with output_tokens = {out}"),
                         None => format!("N = {n} leaves no prompt or no output tokens at this prompt_fraction"),
                     },
-                    "use sequence lengths larger than output_tokens, or prompt_fraction for short N",
+                    match g.output_tokens {
+                        Some(_) => "use sequence lengths larger than output_tokens, or prompt_fraction for short N",
+                        None => "use longer sequence lengths, or a prompt_fraction nearer 0.5",
+                    },
                 )
             })?;
             if !has_llada && !has_dream {

@@ -387,6 +387,7 @@ fn threshold_series_need_thresholds_and_nothing_else() {
         "each series once",
     );
     refuse(|t| t.replace("output_tokens = 32", "output_tokens = 32\nsamplers = []"), "grid.samplers", "at least one");
+    refuse(|t| t.replace("output_tokens = 32", "output_tokens = 0"), "grid.output_tokens", "positive number");
     // Sampler series without a LLaDA model would drive nothing.
     let ar_only =
         |t: &str| t.replace("[[models]]\nkind = \"llada\"\nid = \"b/llada\"\n", "").replace("steps = [8, 16]\n", "");
