@@ -223,3 +223,36 @@ fn a_long_documents_reference_is_its_first_output_tokens() {
     }
     assert!(checked >= 6, "references of both models' cells checked ({checked})");
 }
+
+#[test]
+fn a_group_whose_largest_b_runs_out_of_memory_keeps_its_quality_from_a_smaller_b() {
+    use crate::assert_exit;
+    use crate::util::{Sandbox, stderr, stdout};
+    let sb = Sandbox::new();
+    let results = sb.results();
+    let target = "dllm-bench/synthetic-llada-tiny N=96 B=2 K=8";
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_dllm-bench"))
+        .args(["run", "-o", results.to_str().expect("utf8"), "-q", "--seq-len", "96", "--batch-size", "1,2"])
+        .args(["--steps", "8,32", "--samplers", "reference", "--repetitions", "1", "--warmup", "0"])
+        .current_dir(sb.path())
+        .env("HF_HUB_CACHE", sb.cache())
+        .env_remove("HF_HOME")
+        .env(runner::device::INJECT_OOM_ENV, target)
+        .output()
+        .expect("run");
+    assert_exit!(out, 1);
+    let path = stdout(&out).trim().to_string();
+    let b = schema::read_bundle(&std::fs::read_to_string(&path).expect("bundle")).unwrap_or_else(|e| panic!("{e}"));
+    let oom = b.cells.iter().find(|c| c.key.to_string().contains(target)).expect("the target cell");
+    assert!(matches!(oom.status, schema::CellStatus::Oom { .. }), "{:?}", oom.status);
+    assert!(oom.repetitions.is_empty(), "its timing failed");
+    // Its group's continuations were generated in batches of 1 (the B that ran) and scored.
+    assert_eq!(oom.generations.len() as u32, b.prompt_set.count, "{}", stderr(&out));
+    assert!(oom.quality.iter().any(|q| q.metric == "perplexity"), "{:?}", oom.quality);
+    assert!(oom.quality_errors.is_empty(), "{:?}", oom.quality_errors);
+    let b1 = b.cells.iter().find(|c| c.key.to_string().contains("llada-tiny N=96 B=1 K=8")).expect("B = 1");
+    assert!(b1.generations.is_empty() && b1.status == schema::CellStatus::Ok);
+    // S_parity's curve still has K = 8, and the speedup at B = 1 is there.
+    let r = b.parity.first().expect("a parity record");
+    assert!(r.curve.iter().any(|c| c.steps == 8), "{:?}", r.curve);
+}

@@ -385,7 +385,8 @@ pub struct Cell {
 /// Since 1.3: a quality value of a cell that could not be computed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct QualityError {
-    /// The metric (`perplexity`).
+    /// The metric (`perplexity`), or `generations` when the continuations themselves could not be generated (the
+    /// cell then has no quality value; its timings stand).
     pub metric: String,
     /// The evaluator that failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -70,9 +70,20 @@ pub(super) fn measure_keys(
             let Some(mut cell) = measure_cell(&model, key, cfg, env.prompts, &mut tokens, &env.opts.stop) else {
                 return Ok(env.opts.stop.requested().or(Some("a stop request")));
             };
-            // Quality once per group: in its cell of the largest batch size.
-            if quality && cell.status == CellStatus::Ok && key.batch_size == max_b {
-                add_generations(&mut cell, &model, cfg, env.prompts, &mut tokens);
+            // Quality once per group: in its cell of the largest batch size, in batches of that size; when that
+            // cell failed (out of memory), in batches of the group's largest B that ran, stored with the failed
+            // cell (its status stays), so that the group still has its quality.
+            let quality_batch = match cell.status {
+                _ if !quality || key.batch_size != max_b => None,
+                CellStatus::Ok => Some(max_b),
+                _ => {
+                    let group = metrics::parity::GroupKey::of(key);
+                    let ran = journal.state.cells.iter().filter(|c| c.status == CellStatus::Ok);
+                    ran.filter(|c| metrics::parity::GroupKey::of(&c.key) == group).map(|c| c.key.batch_size).max()
+                }
+            };
+            if let Some(b) = quality_batch {
+                add_generations(&mut cell, &model, cfg, env.prompts, &mut tokens, b);
                 if let Some(sig) = env.opts.stop.requested() {
                     // Interrupted while generating for quality: the cell is measured again on resume.
                     return Ok(Some(sig));

@@ -20,17 +20,20 @@ pub(super) fn score_all(
     Ok(None)
 }
 
-/// Generates one continuation per prompt of the set with the cell's algorithm and batch size (unmeasured runs
-/// after the timed ones) and computes the text statistics. A failure makes the cell an error: its timings stay.
+/// Generates one continuation per prompt of the set with the cell's algorithm, in batches of `batch` (the cell's
+/// B, or a smaller one that fitted when the cell ran out of memory; unmeasured runs after the timed ones), and
+/// computes the text statistics. A failure is recorded in the cell's `quality_errors` (metric `generations`): its
+/// status and timings stay.
 pub(super) fn add_generations(
     cell: &mut Cell,
     model: &LoadedModel,
     cfg: &GridConfig,
     prompts: &PromptSet,
     tokens: &mut TokenCache,
+    batch: u32,
 ) {
     let key = &cell.key;
-    let b = key.batch_size as usize;
+    let b = batch.max(1) as usize;
     let count = prompts.texts.len();
     let mut generations = Vec::with_capacity(count);
     let mut go = || -> Result<()> {
@@ -58,9 +61,14 @@ pub(super) fn add_generations(
             cell.generations = generations;
         }
         Err(e) => {
-            let message = format!("the quality generations failed (the timed runs were fine): {e:#}");
+            let message = format!("the quality generations (in batches of {b}) failed: {e:#}");
             tracing::warn!(cell = %key, "{message}");
-            cell.status = CellStatus::Error { message };
+            device::release(&model.device);
+            cell.quality_errors.push(schema::bundle::QualityError {
+                metric: "generations".into(),
+                evaluator: None,
+                message,
+            });
         }
     }
 }
