@@ -75,6 +75,31 @@ fn steps_text(k: Option<u32>, max: u32) -> String {
 /// their K) and diffusion continuations with positions left masked (their text, and its perplexity, covers fewer
 /// tokens than N_out).
 fn caveats(s: &mut String, bundle: &Bundle) {
+    // Failed cells have no timing: a B whose autoregressive cell failed has no speedup row below.
+    let failed: Vec<(&schema::Cell, &str, &str)> = bundle
+        .cells
+        .iter()
+        .filter_map(|c| match &c.status {
+            schema::CellStatus::Ok => None,
+            schema::CellStatus::Oom { message } => Some((c, "out of memory", message.as_str())),
+            schema::CellStatus::Error { message } => Some((c, "failed", message.as_str())),
+            schema::CellStatus::Skipped { reason } => Some((c, "not run", reason.as_str())),
+        })
+        .collect();
+    if !failed.is_empty() {
+        let _ = writeln!(
+            s,
+            "**{} of {} cells have no timing** (a batch size whose autoregressive cell is among them has no speedup \
+             below):\n",
+            failed.len(),
+            bundle.cells.len()
+        );
+        for (c, what, message) in &failed {
+            let first = message.lines().next().unwrap_or_default();
+            let _ = writeln!(s, "- {}: {what}: {first}", c.key);
+        }
+        let _ = writeln!(s);
+    }
     let errors: Vec<(&schema::Cell, &schema::bundle::QualityError)> =
         bundle.cells.iter().flat_map(|c| c.quality_errors.iter().map(move |e| (c, e))).collect();
     if !errors.is_empty() {
@@ -273,8 +298,12 @@ fn section(s: &mut String, bundle: &Bundle, quality: &[Vec<schema::bundle::Quali
             (Some(e), Some(ms)) => (
                 num(ms),
                 est(e),
-                if e.value > 1.0 { "viable: faster at equal quality" } else { "not viable: slower at equal quality" }
-                    .to_string(),
+                match e.value {
+                    v if v > 1.0 => "viable: faster at equal quality",
+                    v if v == 1.0 => "not viable: equal latency at equal quality (not faster)",
+                    _ => "not viable: slower at equal quality",
+                }
+                .to_string(),
             ),
             _ => ("-".into(), "-".into(), format!("not viable: {}", row.note.as_deref().unwrap_or("no speedup"))),
         };

@@ -255,4 +255,10 @@ fn a_group_whose_largest_b_runs_out_of_memory_keeps_its_quality_from_a_smaller_b
     // S_parity's curve still has K = 8, and the speedup at B = 1 is there.
     let r = b.parity.first().expect("a parity record");
     assert!(r.curve.iter().any(|c| c.steps == 8), "{:?}", r.curve);
+    // The report says which cell has no timing, and why.
+    let rep = sb.cmd(&["report", &path]);
+    assert_exit!(rep, 0);
+    let text = stdout(&rep);
+    assert!(text.contains("1 of 6 cells have no timing"), "{text}");
+    assert!(text.contains(&format!("{target} block=32: out of memory")), "{text}");
 }
