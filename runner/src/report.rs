@@ -300,7 +300,7 @@ fn section(s: &mut String, bundle: &Bundle, quality: &[Vec<schema::bundle::Quali
                 est(e),
                 match e.value {
                     v if v > 1.0 => "viable: faster at equal quality",
-                    v if v == 1.0 => "not viable: equal latency at equal quality (not faster)",
+                    1.0 => "not viable: equal latency at equal quality (not faster)",
                     _ => "not viable: slower at equal quality",
                 }
                 .to_string(),
