@@ -100,8 +100,9 @@ pub struct RunArgs {
     #[command(flatten)]
     pub cache: CacheArgs,
     /// Folder for the bundle. The run works in OUTPUT_DIR/NAME-STAMP.run/ (journal, partial bundle), writes
-    /// OUTPUT_DIR/NAME-STAMP.json at the end and removes the .run folder.
-    #[arg(long, short = 'o', default_value = "results", value_name = "DIR")]
+    /// OUTPUT_DIR/NAME-STAMP.json at the end and removes the .run folder. Not with --run-dir or --resume (their
+    /// folder says where the bundle goes).
+    #[arg(long, short = 'o', default_value = "results", value_name = "DIR", conflicts_with_all = ["run_dir", "resume"])]
     pub output_dir: PathBuf,
     /// Run in this folder: start a new run if it has no journal, resume the one it has otherwise (what a job
     /// script wants: the same command after a requeue). The final bundle is DIR/bundle.json; the folder stays.
