@@ -115,11 +115,24 @@ fn split_paragraphs(text: &str) -> Vec<String> {
     text.split("\n\n").map(|p| p.split_whitespace().collect::<Vec<_>>().join(" ")).filter(|p| !p.is_empty()).collect()
 }
 
-/// JSONL (one object per line with a `prompt` string and an optional `reference` string) when the first non-empty
-/// line is an object; otherwise plain text with prompts separated by blank lines (no references).
+/// JSONL (one object per line with a `prompt` string and an optional `reference` string; other fields are
+/// ignored, but one that looks like a misspelt `prompt` or `reference` is refused) when the first non-empty line
+/// is an object, and always for a `.jsonl` file; otherwise plain text with prompts separated by blank lines (no
+/// references). A byte-order mark at the start is not part of the text.
 fn parse_prompt_file(text: &str, path: &Path) -> Result<Vec<(String, Option<String>)>> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+    let jsonl = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("jsonl"));
     if !first.trim_start().starts_with('{') {
+        if jsonl {
+            let line = text.lines().position(|l| !l.trim().is_empty()).map_or(1, |i| i + 1);
+            return Err(InputError(format!(
+                "{}: line {line}: not a JSON object, in a .jsonl file; fix: one {{\"prompt\": \"...\"}} object per \
+                 line, or give a plain-text prompt file (prompts separated by blank lines) another extension",
+                path.display()
+            ))
+            .into());
+        }
         return Ok(split_paragraphs(text).into_iter().map(|t| (t, None)).collect());
     }
     let mut out = Vec::new();
@@ -127,6 +140,17 @@ fn parse_prompt_file(text: &str, path: &Path) -> Result<Vec<(String, Option<Stri
         let v: serde_json::Value = serde_json::from_str(line).map_err(|e| {
             InputError(format!("{}: line {}: not JSON ({e}); fix: one JSON object per line", path.display(), i + 1))
         })?;
+        if let Some((key, near)) = v.as_object().and_then(|o| {
+            o.keys()
+                .find_map(|k| ["prompt", "reference"].into_iter().find(|f| k != f && near_miss(k, f)).map(|f| (k, f)))
+        }) {
+            return Err(InputError(format!(
+                "{}: line {}: field {key:?} is not read (\"prompt\" and \"reference\" are); fix: name it {near:?}",
+                path.display(),
+                i + 1
+            ))
+            .into());
+        }
         let prompt = v.get("prompt").and_then(|p| p.as_str()).ok_or_else(|| {
             InputError(format!(
                 "{}: line {}: no string field \"prompt\"; fix: write {{\"prompt\": \"...\"}}",
@@ -152,6 +176,26 @@ fn parse_prompt_file(text: &str, path: &Path) -> Result<Vec<(String, Option<Stri
     Ok(out)
 }
 
+/// Whether `key` looks like a misspelling of `field`: the same letters but for case, or at most two edits apart.
+fn near_miss(key: &str, field: &str) -> bool {
+    let (a, b): (Vec<char>, Vec<char>) = (key.to_lowercase().chars().collect(), field.chars().collect());
+    if a.len().abs_diff(b.len()) > 2 {
+        return false;
+    }
+    // Levenshtein distance, one row at a time.
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()] <= 2
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,6 +205,16 @@ mod tests {
         let p = split_paragraphs(DEMO_PROMPTS);
         assert_eq!(p.len(), 8);
         assert!(p.iter().all(|t| t.len() > 300), "each demo prompt must be long enough for N = 80 on a tiny BPE");
+    }
+
+    #[test]
+    fn near_misses_of_the_read_fields_are_typos_other_fields_are_not() {
+        for k in ["refrence", "Reference", "promt", "prompts", "PROMPT", "referenc"] {
+            assert!(near_miss(k, "prompt") || near_miss(k, "reference"), "{k}");
+        }
+        for k in ["id", "source", "title", "text", "answer", "meta"] {
+            assert!(!near_miss(k, "prompt") && !near_miss(k, "reference"), "{k}");
+        }
     }
 
     #[test]

@@ -324,6 +324,16 @@ fn jsonl_references_are_kept_and_hashed_and_plain_sets_keep_their_hash() {
     let plain = file("plain.txt", "The river\n\nA hill\n", 2).expect("loads");
     assert_eq!(plain.references, [None, None]);
     assert_eq!(plain.sha256(), without.sha256(), "no references: the texts alone are hashed, as before");
+    // A byte-order mark before JSONL is not text; other fields are ignored, a misspelt one is refused; a .jsonl
+    // file is JSONL or refused.
+    let bom = file("bom.jsonl", "\u{feff}{\"prompt\": \"The river\", \"id\": 7}\n{\"prompt\": \"A hill\"}\n", 2)
+        .expect("loads");
+    assert_eq!(bom.texts, ["The river", "A hill"]);
+    let typo = file("typo.jsonl", "{\"prompt\": \"x\", \"refrence\": \"y\"}\n", 1).expect_err("refused");
+    assert!(format!("{typo:#}").contains("line 1: field \"refrence\" is not read"), "{typo:#}");
+    assert!(format!("{typo:#}").contains("name it \"reference\""), "{typo:#}");
+    let plain = file("plain.jsonl", "The river\n\n{\"prompt\": \"A hill\"}\n", 1).expect_err("refused");
+    assert!(format!("{plain:#}").contains("plain.jsonl: line 1: not a JSON object"), "{plain:#}");
     let bad = file("bad.jsonl", "{\"prompt\": \"x\", \"reference\": 3}\n", 1).expect_err("refused");
     assert!(format!("{bad:#}").contains("bad.jsonl: line 1: \"reference\" is 3, not a string"), "{bad:#}");
 
