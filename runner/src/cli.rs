@@ -491,6 +491,7 @@ fn fetch_cmd(args: FetchArgs) -> Result<ExitCode> {
                 }
             }
         };
+        let complete = files.iter().all(|f| f.present);
         for f in files {
             let note = f.note.map_or(String::new(), |n| format!("  ({n})"));
             if f.present {
@@ -500,11 +501,26 @@ fn fetch_cmd(args: FetchArgs) -> Result<ExitCode> {
                 println!("missing  {}{note}", f.path.display());
             }
         }
+        // Present is not enough: the files are read as a run reads them before its first cell (config for the
+        // model's kind, tokenizer, the safetensors headers and sizes). Evaluators and extra ids load as llama.
+        if let (true, Asset::Model { id, revision, .. }) = (complete, asset) {
+            let kind = cfg.models.iter().find(|m| m.id == *id).map_or(schema::ModelKind::Llama, |m| m.kind);
+            let checked = crate::model::ModelFiles::from_hf_cache(&cache, id, revision)
+                .and_then(|files| crate::model::LoadedModel::check_files(&files, kind));
+            if let Err(e) = checked {
+                failed += 1;
+                println!("broken   {id}: {e}");
+            }
+        }
     }
     if missing + failed > 0 {
         eprintln!(
             "{missing} files missing{} in {}{}",
-            if failed > 0 { format!(", {failed} models or datasets failed to download") } else { String::new() },
+            if failed > 0 {
+                format!(", {failed} models or datasets failed to download or are broken")
+            } else {
+                String::new()
+            },
             cache.display(),
             if local_only {
                 "; fix: run `dllm-bench fetch` without --local-files-only where there is network"

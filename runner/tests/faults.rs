@@ -422,3 +422,68 @@ fn outputs_through_a_file_or_onto_a_folder_are_refused_naming_the_path() {
     assert_eq!(std::fs::read_to_string(sb.path().join("afile")).expect("read"), "a user's file");
     assert!(std::fs::read_dir(sb.path().join("adir")).expect("adir").next().is_none(), "nothing written in adir");
 }
+
+#[test]
+fn a_broken_checkpoint_is_refused_before_the_first_cell_and_by_fetch() {
+    // Llama first, then a LLaDA checkpoint broken in one way at a time: the run refuses it before measuring any
+    // cell (no folder, no bundle), naming the file; `fetch --local-files-only` reports it.
+    let sb = Sandbox::new();
+    assert_exit!(sb.cmd(&["synth", "--kind", "llama", "--repo-id", "org/l"]), 0);
+    let config = sb.write(
+        "c.toml",
+        "[run]\nname = \"c\"\ndtype = \"f32\"\nwarmup = 0\nrepetitions = 1\n\n[prompts]\nsource = \"embedded\"\n\
+         count = 2\n\n[grid]\nseq_lengths = [48]\nbatch_sizes = [1]\nsteps = [4]\noutput_tokens = 16\n\n\
+         [[models]]\nkind = \"llama\"\nid = \"org/l\"\n\n[[models]]\nkind = \"llada\"\nid = \"org/c\"\n",
+    );
+    let config = config.to_str().expect("utf8");
+    type Break = fn(&std::path::Path);
+    let cases: [(&str, Break, &str); 3] = [
+        (
+            "truncated",
+            |snap| {
+                let w = snap.join("model.safetensors");
+                let bytes = std::fs::read(&w).expect("weights");
+                std::fs::remove_file(&w).expect("unlink");
+                std::fs::write(&w, &bytes[..bytes.len() / 2]).expect("half");
+            },
+            "truncated",
+        ),
+        (
+            "empty",
+            |snap| {
+                let w = snap.join("model.safetensors");
+                std::fs::remove_file(&w).expect("unlink");
+                std::fs::write(&w, b"").expect("empty");
+            },
+            "0 bytes",
+        ),
+        (
+            "fewer layers",
+            |snap| {
+                let c = snap.join("config.json");
+                let mut cfg: serde_json::Value =
+                    serde_json::from_str(&std::fs::read_to_string(&c).expect("config")).expect("json");
+                cfg["n_layers"] = serde_json::json!(1);
+                std::fs::remove_file(&c).expect("unlink");
+                std::fs::write(&c, cfg.to_string()).expect("config");
+            },
+            "holds layer 1 but",
+        ),
+    ];
+    for (what, break_it, want) in cases {
+        let _ = std::fs::remove_dir_all(sb.cache().join("models--org--c"));
+        assert_exit!(sb.cmd(&["synth", "--kind", "llada", "--repo-id", "org/c"]), 0);
+        let repo = sb.cache().join("models--org--c");
+        let commit = std::fs::read_to_string(repo.join("refs/main")).expect("ref");
+        break_it(&repo.join("snapshots").join(commit.trim()));
+        let out_dir = format!("out-{}", what.replace(' ', "-"));
+        let out = sb.cmd(&["run", "--config", config, "-o", &out_dir]);
+        assert_exit!(out, 2);
+        let err = stderr(&out);
+        assert!(err.contains("model org/c") && err.contains(want) && err.contains("fix"), "{what}: {err}");
+        assert!(!sb.path().join(&out_dir).exists(), "{what}: nothing was created");
+        let fetch = sb.cmd(&["fetch", "--config", config, "--local-files-only"]);
+        assert_exit!(fetch, 1);
+        assert!(stdout(&fetch).contains("broken   org/c") && stdout(&fetch).contains(want), "{}", stdout(&fetch));
+    }
+}

@@ -23,16 +23,28 @@ const MAX_HEADER: u64 = 100 << 20;
 struct Entry {
     dtype: String,
     shape: Vec<usize>,
+    /// Start and end of the tensor's bytes after the header.
+    #[serde(default)]
+    data_offsets: Option<[u64; 2]>,
 }
 
 /// Tensor name -> (dtype, shape) of one safetensors file, from its header.
 fn read_header(path: &Path) -> Result<HashMap<String, Entry>, ModelError> {
     let io = |source| ModelError::Io { path: path.to_path_buf(), source };
     let mut f = std::fs::File::open(path).map_err(io)?;
+    let file_len = f.metadata().map_err(io)?.len();
+    if file_len < 8 {
+        return Err(ModelError::Corrupt {
+            path: path.to_path_buf(),
+            message: format!(
+                "not a safetensors file: {file_len} bytes, less than its 8-byte header length; fix: the file is \
+                 truncated or empty, download it again"
+            ),
+        });
+    }
     let mut len = [0u8; 8];
     f.read_exact(&mut len).map_err(io)?;
     let len = u64::from_le_bytes(len);
-    let file_len = f.metadata().map_err(io)?.len();
     if len > MAX_HEADER || len + 8 > file_len {
         return Err(ModelError::Corrupt {
             path: path.to_path_buf(),
@@ -54,6 +66,19 @@ fn read_header(path: &Path) -> Result<HashMap<String, Entry>, ModelError> {
             }
             let entry: Entry =
                 serde_json::from_value(v).map_err(|source| ModelError::Json { path: path.to_path_buf(), source })?;
+            // The tensor's bytes must be in the file: a download cut short is refused here, not read as garbage.
+            if let Some([_, end]) = entry.data_offsets
+                && end.saturating_add(8 + len) > file_len
+            {
+                return Err(ModelError::Corrupt {
+                    path: path.to_path_buf(),
+                    message: format!(
+                        "truncated: tensor `{name}` ends at byte {} but the file has {file_len}; fix: download it \
+                         again",
+                        end.saturating_add(8 + len)
+                    ),
+                });
+            }
             out.insert(name, entry);
         }
     }
@@ -112,6 +137,23 @@ pub fn check_weights(files: &ModelFiles, cfg: &ModelConfig) -> Result<(), ModelE
                      models (or sizes): download the checkpoint again",
                     entry.shape,
                     files.config.display()
+                ),
+            });
+        }
+    }
+    // Layers beyond config.json's count would be ignored: a config that says fewer layers than the weights hold
+    // loads a truncated model.
+    let prefix = format!("{}.", WeightNames::for_kind(cfg.kind).layers);
+    for (path, h) in &headers {
+        let extra = h.keys().filter_map(|n| n.strip_prefix(&prefix)?.split('.').next()?.parse::<usize>().ok());
+        if let Some(layer) = extra.filter(|&l| l >= cfg.num_layers).max() {
+            return Err(ModelError::Corrupt {
+                path: path.clone(),
+                message: format!(
+                    "holds layer {layer} but {} says {} layers, so the model would load truncated; fix: the weights \
+                     and config.json are of different models (or sizes): download the checkpoint again",
+                    files.config.display(),
+                    cfg.num_layers
                 ),
             });
         }

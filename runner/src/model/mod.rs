@@ -286,6 +286,18 @@ impl LoadedModel {
         Ok(Self { kind, config, tokenizer, special, dtype, device: device.clone(), files: files.clone(), transformer })
     }
 
+    /// Everything [`LoadedModel::load`] checks before it reads the weights: `config.json` for `kind`, the
+    /// tokenizer, the special tokens, and every tensor's name, shape, dtype and bytes in the safetensors headers
+    /// (milliseconds for the 8B checkpoints). A run calls it for every model before the first cell, so that a
+    /// broken checkpoint is refused before hours of other models' cells.
+    pub fn check_files(files: &ModelFiles, kind: ModelKind) -> Result<(), ModelError> {
+        let config = ModelConfig::from_file(&files.config, kind)?;
+        let tokenizer = tokenizers::Tokenizer::from_file(&files.tokenizer)
+            .map_err(|e| ModelError::Tokenizer { path: files.tokenizer.clone(), message: e.to_string() })?;
+        special_ids(&config, &tokenizer, files)?;
+        check::check_weights(files, &config)
+    }
+
     pub fn parameter_count(&self) -> u64 {
         self.config.parameter_count()
     }

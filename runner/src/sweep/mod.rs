@@ -188,6 +188,7 @@ pub fn run(resolved: &ResolvedConfig, opts: &SweepOptions) -> Result<SweepOutcom
             if chat {
                 chat_template(m, &files)?;
             }
+            LoadedModel::check_files(&files, m.kind).with_context(|| format!("model {}", m.id))?;
             to_load.push((m, files));
         }
     }
@@ -195,7 +196,9 @@ pub fn run(resolved: &ResolvedConfig, opts: &SweepOptions) -> Result<SweepOutcom
     let mut evaluator_files = Vec::new();
     if cfg.quality.is_some() {
         for e in &evaluators {
-            evaluator_files.push((e, model_files(e, &opts.model_cache_dir, cfg.run.dtype, chat)?));
+            let files = model_files(e, &opts.model_cache_dir, cfg.run.dtype, chat)?;
+            LoadedModel::check_files(&files, ModelKind::Llama).with_context(|| format!("evaluator {}", e.id))?;
+            evaluator_files.push((e, files));
         }
     }
     let header = opened.header().clone();
