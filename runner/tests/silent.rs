@@ -72,7 +72,7 @@ fn a_perplexity_that_cannot_be_scored_is_recorded_and_fails_the_run() {
 }
 
 #[test]
-fn a_model_that_cannot_be_loaded_leaves_a_partial_bundle_and_exits_2() {
+fn a_model_that_cannot_be_loaded_is_refused_before_any_cell_and_the_same_command_runs_once_fixed() {
     let sb = Sandbox::new();
     // A LLaDA checkpoint whose weights file is cut short: found in the cache, refused when loaded.
     let synth = sb.cmd(&["synth", "--kind", "llada", "--repo-id", "test/cut-llada", "--seed", "2"]);
@@ -93,11 +93,19 @@ fn a_model_that_cannot_be_loaded_leaves_a_partial_bundle_and_exits_2() {
     args.extend_from_slice(QUICK);
     let out = sb.cmd(&args);
     assert_exit!(out, 2);
-    assert!(stderr(&out).contains("test/cut-llada"), "{}", stderr(&out));
-    let partial = std::fs::read_to_string(dir.join("partial.json")).expect("a partial bundle beside the journal");
-    let b = schema::read_bundle(&partial).expect("valid partial bundle");
-    assert_eq!(b.cells.len(), 2, "the llama's cells, measured before the LLaDA failed to load");
-    assert!(b.cells.iter().all(|c| c.key.sampler == Sampler::ArGreedy && c.status == CellStatus::Ok));
+    let err = stderr(&out);
+    assert!(err.contains("test/cut-llada") && err.contains("truncated") && err.contains("fix"), "{err}");
+    // Checked before the llama's cells: nothing was measured or journaled.
+    assert!(!dir.join("partial.json").exists() && !dir.join("journal.jsonl").exists());
+    // The cache mended, the same command runs the whole grid.
+    std::fs::write(&weights, &bytes).expect("the whole file again");
+    let out = sb.cmd(&args);
+    assert_exit!(out, 0);
+    let b = schema::read_bundle(&std::fs::read_to_string(dir.join("bundle.json")).expect("bundle")).expect("valid");
+    assert!(
+        b.cells.iter().any(|c| c.key.sampler != Sampler::ArGreedy)
+            && b.cells.iter().all(|c| c.status == CellStatus::Ok)
+    );
 }
 
 #[test]

@@ -492,6 +492,63 @@ fn check(b: &Bundle) -> Result<(), BundleError> {
         for (j, q) in cell.quality.iter().enumerate() {
             check_quality(i, j, cell, q)?;
         }
+        #[cfg(not(target_arch = "wasm32"))]
+        check_against_config(b, i, cell)?;
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        if let Some(j) = (1..b.models.len()).find(|&j| b.models[..j].iter().any(|m| m.id == b.models[j].id)) {
+            return inconsistent(format!("models[{j}]: {} is listed twice", b.models[j].id));
+        }
+        if let Some(p) = b.provenance.planned_cells.filter(|&p| (p as usize) < b.cells.len()) {
+            return inconsistent(format!(
+                "provenance.planned_cells is {p}, fewer than the {} cells the bundle holds",
+                b.cells.len()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A cell against the config its bundle embeds (native readers only, as [`check_quality`]): its N and B are the
+/// grid's, it has at most the config's repetitions and warm-ups, each repetition's prompts are B when recorded,
+/// and its step times fit in its end-to-end time.
+#[cfg(not(target_arch = "wasm32"))]
+fn check_against_config(b: &Bundle, i: usize, cell: &crate::Cell) -> Result<(), BundleError> {
+    let inconsistent = |s: String| Err(BundleError::Inconsistent(s));
+    let (cfg, k) = (&b.provenance.config, &cell.key);
+    if !cfg.grid.seq_lengths.contains(&k.seq_len) || !cfg.grid.batch_sizes.contains(&k.batch_size) {
+        return inconsistent(format!(
+            "cells[{i}] is at N = {}, B = {}, which provenance.config's grid (seq_lengths {:?}, batch_sizes {:?}) does \
+             not have",
+            k.seq_len, k.batch_size, cfg.grid.seq_lengths, cfg.grid.batch_sizes
+        ));
+    }
+    if cell.repetitions.len() > cfg.run.repetitions as usize || cell.warmup_runs > cfg.run.warmup {
+        return inconsistent(format!(
+            "cells[{i}] has {} repetitions and {} warm-ups, more than provenance.config's {} and {}",
+            cell.repetitions.len(),
+            cell.warmup_runs,
+            cfg.run.repetitions,
+            cfg.run.warmup
+        ));
+    }
+    for (j, r) in cell.repetitions.iter().enumerate() {
+        if !r.prompt_indices.is_empty() && r.prompt_indices.len() != k.batch_size as usize {
+            return inconsistent(format!(
+                "cells[{i}].repetitions[{j}] has {} prompt indices for B = {}",
+                r.prompt_indices.len(),
+                k.batch_size
+            ));
+        }
+        let steps: f64 = r.step_ms.iter().flatten().sum();
+        if steps > r.e2e_ms * (1.0 + 1e-6) + 1e-3 {
+            return inconsistent(format!(
+                "cells[{i}].repetitions[{j}]: its step times add up to {steps} ms, more than its e2e_ms {}: the steps \
+                 are parts of the run",
+                r.e2e_ms
+            ));
+        }
     }
     Ok(())
 }

@@ -215,3 +215,51 @@ fn impossible_quality_values_are_refused() {
         read_bundle(&v.to_string()).unwrap_or_else(|e| panic!("{metric} {value}: {e}"));
     }
 }
+
+#[test]
+fn cells_that_contradict_the_bundles_own_config_are_refused() {
+    refuse_value(
+        |v| {
+            let out = v["cells"][0]["key"]["output_tokens"].as_u64().expect("N_out");
+            v["cells"][0]["key"]["seq_len"] = serde_json::json!(4096);
+            v["cells"][0]["key"]["prompt_tokens"] = serde_json::json!(4096 - out);
+        },
+        "which provenance.config's grid",
+    );
+    refuse_value(|v| v["cells"][0]["warmup_runs"] = serde_json::json!(99), "warm-ups, more than");
+    refuse_value(
+        |v| {
+            let r = v["cells"][0]["repetitions"][0].clone();
+            let reps = v["cells"][0]["repetitions"].as_array_mut().expect("repetitions");
+            reps.extend(std::iter::repeat_n(r, 50));
+        },
+        "repetitions and",
+    );
+    refuse_value(
+        |v| v["cells"][0]["repetitions"][0]["prompt_indices"] = serde_json::json!([0, 1, 2, 3, 4, 5, 6]),
+        "prompt indices for B",
+    );
+    refuse_value(
+        |v| {
+            let cell = v["cells"]
+                .as_array()
+                .expect("cells")
+                .iter()
+                .position(|c| c["key"]["steps"].is_u64())
+                .expect("diffusion");
+            let r = &mut v["cells"][cell]["repetitions"][0];
+            let e2e = r["e2e_ms"].as_f64().expect("e2e");
+            r["step_ms"] = serde_json::json!([e2e, e2e]);
+            r.as_object_mut().expect("rep").remove("committed_per_step");
+        },
+        "step times add up to",
+    );
+    refuse_value(
+        |v| {
+            let m = v["models"][0].clone();
+            v["models"].as_array_mut().expect("models").push(m);
+        },
+        "is listed twice",
+    );
+    refuse_value(|v| v["provenance"]["planned_cells"] = serde_json::json!(1), "fewer than the");
+}

@@ -65,7 +65,15 @@ pub fn sample_bundle_of(config: GridConfig) -> Bundle {
             let forwards = key.threshold.map(|t| ((16.0 * t.value()).ceil() as u32).max(1));
             let base =
                 f64::from(key.steps.or(forwards).unwrap_or(10)) * f64::from(key.batch_size) + f64::from(key.seq_len);
-            let rep = |ms: f64| Repetition { prefill_ms: ar.then_some(2.0), forward_passes: forwards, ..rep(ms) };
+            // B prompts per run, B x N_out tokens, as the runner records them.
+            let (b, n_out) = (key.batch_size, key.output_tokens);
+            let rep = |ms: f64| Repetition {
+                prefill_ms: ar.then_some(2.0),
+                forward_passes: forwards,
+                prompt_indices: (0..b).map(|i| i % 8).collect(),
+                output_tokens: u64::from(b * n_out),
+                ..rep(ms)
+            };
             let reps = vec![rep(base), rep(base + 2.0), rep(base + 1.0)];
             Cell {
                 key,
