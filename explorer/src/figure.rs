@@ -33,7 +33,14 @@ pub fn colour(i: usize) -> RGBColor {
     match i {
         AR => RGBColor(0, 0, 0),
         FRONTIER => RGBColor(0x99, 0x99, 0x99),
-        i => OKABE_ITO[i % OKABE_ITO.len()],
+        // Past the palette, its colours again, darker each round (60%, then 36%), so that a seventh series is not
+        // the first one's colour.
+        i => {
+            let RGBColor(r, g, b) = OKABE_ITO[i % OKABE_ITO.len()];
+            let f = [1.0, 0.6, 0.36][(i / OKABE_ITO.len()).min(2)];
+            let d = |c: u8| (f64::from(c) * f).round() as u8;
+            RGBColor(d(r), d(g), d(b))
+        }
     }
 }
 
@@ -602,22 +609,54 @@ fn draw_xy<DB: DrawingBackend>(
     if xs.is_empty() || ys.is_empty() {
         return Err(ChartError::Empty("no value can be drawn on a log axis (all are zero or negative)".into()));
     }
-    let xy = Xy { axes: (xa, ya), ranges: (scaled(xa, &xs, false), scaled(ya, &ys, has_bars)), series, refs, style };
+    let (x_range, mut y_range) = (scaled(xa, &xs, false), scaled(ya, &ys, has_bars));
     let font = |size: f64| (FontFamily::SansSerif, s(size)).into_font();
     let (mut legend, mut hits) = (Vec::new(), Vec::new());
     let Some(g) = grid else {
-        let cc = xy_panel(root, title, &xy, 0, None, &mut legend, &mut hits)?;
-        // The legend goes in the upper corner with fewer marks under it.
-        let (x, y) = (cc.x_range(), cc.y_range());
+        // The legend goes in the upper corner with fewer marks under it; where marks would still fall under it, the
+        // y axis reaches higher until they are below it.
+        let (x, y) = (&x_range.range, &y_range.range);
         let (mid_x, mid_y) = ((x.start + x.end) / 2.0, (y.start + y.end) / 2.0);
-        let upper = |left: bool| {
-            let pt = |m: &Mark| Some((to_space(xa, m.x)?, to_space(ya, m.y)?));
-            marks().filter_map(pt).filter(|p| p.1 > mid_y && (p.0 < mid_x) == left).count()
-        };
+        let pt = |m: &Mark| Some((to_space(xa, m.x)?, to_space(ya, m.y)?));
+        let upper = |left: bool| marks().filter_map(pt).filter(|p| p.1 > mid_y && (p.0 < mid_x) == left).count();
         let right = upper(true) > upper(false);
+        let labels: Vec<&str> =
+            refs.iter().map(|r| r.label.as_str()).chain(series.iter().map(|x| x.label.as_str())).collect();
+        let (box_w, box_h) = legend_size(root, &labels, &font(12.0), style)?;
+        // The plotting area, as xy_panel lays it out (title, margins, axis labels), in pixels.
+        let (w, h) = root.dim_in_pixel();
+        let (plot_w, plot_h) = (f64::from(w) - s(78.0 + 24.0), f64::from(h) - s(110.0));
+        let (fx0, fx1) = match right {
+            true => (1.0 - (s(10.0) + f64::from(box_w)) / plot_w, 1.0 - s(10.0) / plot_w),
+            false => (s(10.0) / plot_w, (s(10.0) + f64::from(box_w)) / plot_w),
+        };
+        let f = (s(10.0) + f64::from(box_h)) / plot_h;
+        let frac = |v: f64| (v - x.start) / (x.end - x.start);
+        // The highest value of a mark (its error bar's top, a bar's whole width) inside the legend's columns.
+        let under = series.iter().flat_map(|se| {
+            let half = match se.style {
+                Style::Bars { width } => width / 2.0,
+                _ => 0.0,
+            };
+            se.marks.iter().filter_map(move |m| {
+                let (a, b) = (to_space(xa, m.x - half)?, to_space(xa, m.x + half)?);
+                let top = to_space(ya, m.hi.unwrap_or(m.y).max(m.y))?;
+                (frac(b) >= fx0 && frac(a) <= fx1).then_some(top)
+            })
+        });
+        let top = under.fold(f64::NEG_INFINITY, f64::max);
+        if (0.0..0.6).contains(&f) && top > y.end - f * (y.end - y.start) {
+            let base = y.start;
+            let more: Vec<f64> =
+                ys.iter().copied().chain([base + (top - base) / (1.0 - f) + 0.02 * (top - base)]).collect();
+            y_range = scaled(ya, &more, has_bars);
+        }
+        let xy = Xy { axes: (xa, ya), ranges: (x_range, y_range), series, refs, style };
+        let cc = xy_panel(root, title, &xy, 0, None, &mut legend, &mut hits)?;
         draw_legend(&cc.plotting_area().strip_coord_spec(), &legend, right, &font(12.0), style)?;
         return Ok(Drawn { hits });
     };
+    let xy = Xy { axes: (xa, ya), ranges: (x_range, y_range), series, refs, style };
     // Small multiples: the facets in rows under the title, one legend (each label once) in a strip on the right.
     let root = root.titled(title, title_font(root, title, 18.0, style)).map_err(backend_err)?;
     let text = TextStyle::from(font(12.0));
@@ -927,6 +966,37 @@ enum Key {
 /// The legend: a row per reference line and series (its marker, then its label) in a box in the upper left
 /// corner of the plot, or the upper right when `right`. (Drawn here rather than by plotters' series labels,
 /// which bring a Unicode lower-casing table into the wasm: about 10 KB gzipped.)
+/// A legend's row height, width and height in pixels for its non-empty `labels` (what [`draw_legend`] draws).
+fn legend_rows<'a, DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    labels: impl Iterator<Item = &'a str>,
+    text: &TextStyle<'_>,
+    style: ChartStyle,
+) -> Result<(i32, i32, i32), ChartError> {
+    let px = |v: f64| (v * style.scale).round().max(1.0) as i32;
+    let (mut text_w, mut row_h, mut rows) = (0, px(14.0), 0);
+    for label in labels.filter(|l| !l.is_empty()) {
+        let (w, h) = text_width(area, label, text, style)?;
+        text_w = text_w.max(w.ceil() as i32);
+        row_h = row_h.max(h as i32 + px(4.0));
+        rows += 1;
+    }
+    let (pad, marker, gap) = (px(6.0), px(20.0), px(6.0));
+    Ok((row_h, pad * 2 + marker + gap + text_w, pad * 2 + row_h * rows))
+}
+
+/// The size in pixels of the legend of `labels` (empty ones take no row): (width, height).
+fn legend_size<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    labels: &[&str],
+    font: &FontDesc<'_>,
+    style: ChartStyle,
+) -> Result<(u32, u32), ChartError> {
+    let text = TextStyle::from(font.clone()).pos(Pos::new(HPos::Left, VPos::Center));
+    let (_, w, h) = legend_rows(area, labels.iter().copied(), &text, style)?;
+    Ok((w.max(0) as u32, h.max(0) as u32))
+}
+
 fn draw_legend<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     rows: &[(&str, Key)],
@@ -940,15 +1010,8 @@ fn draw_legend<DB: DrawingBackend>(
     }
     let px = |v: f64| (v * style.scale).round().max(1.0) as i32;
     let text = TextStyle::from(font.clone()).pos(Pos::new(HPos::Left, VPos::Center));
-    let mut text_w = 0;
-    let mut row_h = px(14.0);
-    for (label, _) in &rows {
-        let (w, h) = text_width(area, label, &text, style)?;
-        text_w = text_w.max(w.ceil() as i32);
-        row_h = row_h.max(h as i32 + px(4.0));
-    }
+    let (row_h, box_w, box_h) = legend_rows(area, rows.iter().map(|r| r.0), &text, style)?;
     let (pad, marker, gap, margin) = (px(6.0), px(20.0), px(6.0), px(10.0));
-    let (box_w, box_h) = (pad * 2 + marker + gap + text_w, pad * 2 + row_h * rows.len() as i32);
     // Never left of the area (plotters would pull every element there onto its edge, text over the markers).
     let x0 = if right { (area.dim_in_pixel().0 as i32 - margin - box_w).max(0) } else { margin };
     let (y0, corner) = (margin, |x: i32, y: i32| (x0 + x, margin + y));
