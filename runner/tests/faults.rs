@@ -487,3 +487,28 @@ fn a_broken_checkpoint_is_refused_before_the_first_cell_and_by_fetch() {
         assert!(stdout(&fetch).contains("broken   org/c") && stdout(&fetch).contains(want), "{}", stdout(&fetch));
     }
 }
+
+#[test]
+fn an_empty_ref_is_named_as_such() {
+    let sb = Sandbox::new();
+    assert_exit!(sb.cmd(&["synth", "--kind", "llama", "--repo-id", "org/l"]), 0);
+    let refs = sb.cache().join("models--org--l/refs/main");
+    std::fs::write(&refs, "\n").expect("empty the ref");
+    let out = sb.cmd(&[
+        "fetch",
+        "--local-files-only",
+        "--config",
+        &sb.write("l.toml", &{
+            "[run]\nname = \"l\"\ndtype = \"f32\"\nwarmup = 0\nrepetitions = 1\n\n[prompts]\nsource = \"embedded\"\n\
+         count = 2\n\n[grid]\nseq_lengths = [48]\nbatch_sizes = [1]\noutput_tokens = 16\n\n[[models]]\n\
+         kind = \"llama\"\nid = \"org/l\"\n"
+                .to_string()
+        })
+        .display()
+        .to_string(),
+    ]);
+    assert_exit!(out, 1);
+    let run = sb.cmd(&["run", "--config", "l.toml", "-o", "out"]);
+    assert_exit!(run, 2);
+    assert!(stderr(&run).contains("refs/main") && stderr(&run).contains("not a commit hash"), "{}", stderr(&run));
+}

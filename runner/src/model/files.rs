@@ -76,6 +76,13 @@ impl ModelFiles {
         } else {
             return Err(missing(ref_path, repo_id));
         };
+        // A ref must name one snapshot: an empty one (or one with a path in it) would resolve elsewhere.
+        if commit.is_empty() || commit.contains(['/', '\\']) || commit.starts_with('.') {
+            return Err(ModelError::Corrupt {
+                path: ref_path,
+                message: format!("holds {commit:?}, not a commit hash; fix: {}", fix_for(repo_id)),
+            });
+        }
         let snapshot_dir = repo.join("snapshots").join(&commit);
         if !snapshot_dir.is_dir() {
             return Err(missing(snapshot_dir, repo_id));
