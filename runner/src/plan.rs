@@ -253,13 +253,22 @@ pub fn config_sha256(config: &GridConfig) -> String {
 
 /// The lines that differ between two resolved configs, for messages: `- old` / `+ new` under their table.
 pub fn config_diff(old: &str, new: &str) -> String {
-    // Prefix each line with its [table] so that `steps = ...` says where it is.
+    // Prefix each line with its [table] so that `steps = ...` says where it is, and each [[array]] entry with its
+    // number, so that a field changed in one entry is not matched by the same line of another.
     fn keyed(text: &str) -> Vec<String> {
         let mut table = String::new();
+        let mut entries: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
         let mut out = Vec::new();
         for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
-            if line.starts_with('[') {
-                table = line.to_string();
+            if line.starts_with("[[") {
+                let n = entries.entry(line.to_string()).or_default();
+                *n += 1;
+                table = format!("{line} #{n}");
+            } else if line.starts_with('[') {
+                // A sub-table of an array entry ([models.synthetic]) belongs to the latest entry.
+                let parent = line.trim_matches(['[', ']']).split('.').next().unwrap_or_default();
+                let n = entries.get(&format!("[[{parent}]]")).copied();
+                table = n.map_or_else(|| line.to_string(), |n| format!("{line} #{n}"));
             } else {
                 out.push(format!("{table} {line}"));
             }
@@ -270,4 +279,22 @@ pub fn config_diff(old: &str, new: &str) -> String {
     let mut lines: Vec<String> = a.iter().filter(|l| !b.contains(l)).map(|l| format!("  - {l}")).collect();
     lines.extend(b.iter().filter(|l| !a.contains(l)).map(|l| format!("  + {l}")));
     if lines.is_empty() { "  (the same fields in a different order)".to_string() } else { lines.join("\n") }
+}
+
+#[cfg(test)]
+mod diff_tests {
+    use super::config_diff;
+
+    #[test]
+    fn a_field_changed_in_one_array_entry_shows_both_lines() {
+        let old = "[run]\nname = \"a\"\n\n[[models]]\nkind = \"llama\"\nid = \"x/l\"\n\n[[models]]\nkind = \"llada\"\nid = \"x/d\"\n";
+        let new = old.replacen("kind = \"llama\"", "kind = \"llada\"", 1);
+        let d = config_diff(old, &new);
+        assert!(
+            d.contains("- [[models]] #1 kind = \"llama\"") && d.contains("+ [[models]] #1 kind = \"llada\""),
+            "{d}"
+        );
+        assert_eq!(d.lines().count(), 2, "{d}");
+        assert_eq!(config_diff(old, old), "  (the same fields in a different order)");
+    }
 }
