@@ -610,6 +610,14 @@ fn synth_cmd(args: SynthArgs) -> Result<ExitCode> {
         KindArg::Llada => ModelKind::Llada,
         KindArg::Dream => ModelKind::Dream,
     };
+    if args.layout.is_some() && kind != ModelKind::Llama {
+        return Err(InputError(format!(
+            "--layout: a layout is a llama-kind checkpoint's (--kind {} has its own); fix: use --kind llama with \
+             --layout, or leave --layout out",
+            format!("{:?}", args.kind).to_lowercase()
+        ))
+        .into());
+    }
     let weights = SyntheticWeights {
         preset: match args.preset {
             PresetArg::Tiny => SynthPreset::Tiny,

@@ -339,6 +339,7 @@ fn bundles_passed_around_by_hand_are_read_or_refused_with_the_file_and_a_fix() {
     assert!(stderr(&out).contains("--resamples"), "{}", stderr(&out));
     refused(&sb, &["synth", "--kind", "llama", "--repo-id", "../../x"], &["--repo-id", "ORG/NAME"]);
     refused(&sb, &["synth", "--kind", "llama", "--repo-id", "a/x", "--shards", "4000000000"], &["--shards"]);
+    refused(&sb, &["synth", "--kind", "llada", "--repo-id", "a/x", "--layout", "qwen2"], &["--layout", "--kind llada"]);
 }
 
 #[test]
