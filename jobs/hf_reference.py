@@ -450,6 +450,8 @@ def validate_config(config: dict, quality: dict | None, source: str) -> None:
         for field in ("dataset", "revision", "min_chars"):
             if field in p:
                 bad(f"prompts.{field}", 'only used with source = "wikitext"', 'remove it, or set source = "wikitext"')
+        if p.get("seed", 0) != 0:
+            bad("prompts.seed", "only the Wikitext selection is seeded", 'remove seed, or set source = "wikitext"')
     dataset = p.get("dataset", "Salesforce/wikitext")
     if dataset.count("/") > 1 or any(not s for s in dataset.split("/")) or any(c.isspace() for c in dataset):
         bad("prompts.dataset", f"{dataset!r} is not a hub dataset id", 'use ORG/NAME, e.g. "Salesforce/wikitext"')

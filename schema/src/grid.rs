@@ -747,8 +747,8 @@ impl GridConfig {
         toml::to_string(self).unwrap_or_else(|e| format!("# config not representable as TOML: {e}"))
     }
 
-    /// Refuses grid fields that would drive nothing: sampler series without a LLaDA model, Dream decoding rules
-    /// without a Dream model, diffusion steps without either. For a config given to the runner (and after its
+    /// Refuses fields that would drive nothing: sampler series without a LLaDA model, Dream decoding rules
+    /// without a Dream model, diffusion steps without either, a prompt seed without the Wikitext source. For a config given to the runner (and after its
     /// overrides), not for one a bundle embeds: bundles written before these rules stay readable.
     pub fn check_used(&self, file: &str) -> Result<(), ConfigError> {
         let bad = |field: &str, problem: &str, fix: &str| ConfigError::Invalid {
@@ -779,6 +779,13 @@ impl GridConfig {
                 "grid.steps",
                 "diffusion steps drive LLaDA and Dream models only, and the grid has neither",
                 "remove steps (and --steps), or add a diffusion model to [[models]]",
+            ));
+        }
+        if self.prompts.seed != 0 && self.prompts.source != PromptSource::Wikitext {
+            return Err(bad(
+                "prompts.seed",
+                "only the Wikitext selection is seeded (a file's and the embedded prompts are taken in order)",
+                "remove seed, or set source = \"wikitext\"",
             ));
         }
         Ok(())

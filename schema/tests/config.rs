@@ -407,6 +407,7 @@ fn threshold_series_need_thresholds_and_nothing_else() {
         "grid.dream_algs",
         "add a Dream model",
     );
+    refuse(|t| t.replace("count = 4", "count = 4\nseed = 3"), "prompts.seed", "source = \"wikitext\"");
     // Threshold series alone need no steps.
     let only = BASE
         .replace("steps = [8, 16]\n", "")
