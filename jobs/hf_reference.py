@@ -24,13 +24,15 @@ What is measured, per cell (W warm-ups, then R repetitions, each stored raw):
   one for the first M mod spb steps; low-confidence (softmax probability of the argmax token, in the precision
   `grid.confidence` names: float32 by default as the runner, float64 as generate.py, or the logits' dtype) or
   random remasking (Gumbel noise and random ranks from torch's seeded generator whatever `grid.gumbel_noise`
-  says: neither of the runner's streams); top-k per row over the current block's masked positions; no early stop. step_ms per step
-  (forward + commit), first_block_ms, e2e_ms, forward_passes = K. Threshold series (`grid.samplers` "threshold"):
+  says: neither of the runner's streams); top-k per row over the masked positions up to the current block's end
+  (a position that took the mask id is ranked again); no early stop. step_ms per step (forward + commit),
+  first_block_ms, e2e_ms, forward_passes = K. Threshold series (`grid.samplers` "threshold"):
   each step commits every masked position of the block whose confidence is at least the threshold, at least the
   most confident one, until the block is full (forward_passes measured; committed_per_step recorded). The block
   KV cache series ("prefix", "dual") are not implemented here and refused. By default the logits and the float64 softmax
   cover every position, as generate.py does (`--llada-logits full`); `--llada-logits block` computes the LM head
-  and the confidences for the current block only, the runner's work.
+  and the confidences for the positions ranked only (the current block, from the first still-masked position
+  before it), the runner's work.
 - Timing: CUDA events on the current stream (one per boundary, read after a final synchronize: no host sync in
   the timed region beyond what the work itself does); on the CPU time.perf_counter.
 - Memory: CUDA: torch.cuda.reset_peak_memory_stats before each measured run, max_memory_allocated /
@@ -1179,7 +1181,7 @@ def parse_args(argv=None):
     ap.add_argument("--layers", type=int, help="override the number of layers (e.g. 1 for a CPU check of real shapes)")
     ap.add_argument("--llada-logits", choices=["full", "block"], default="full",
                     help="full: LM head and float64 softmax over every position, as generate.py (default); "
-                         "block: over the current block only, the runner's work")
+                         "block: over the positions ranked only, the runner's work")
     ap.add_argument("--model-cache-dir", help="HF hub cache to look for tokenizers in (output_bytes)")
     ap.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's)")
     ap.add_argument("--output", help="bundle path (default results/NAME-hf-ATTN-STAMP.json)")
@@ -1320,7 +1322,7 @@ def main(argv=None) -> int:
             "config": config,
             "attention": f"hf-transformers {args.attn} (torch {torch.__version__}"
                          + (", LLaDA logits over the whole sequence" if args.llada_logits == "full" else
-                            ", LLaDA logits over the current block") + ")",
+                            ", LLaDA logits over the positions ranked") + ")",
             "planned_cells": len(keys),
             "executions": [{"started_at": started, **({"host": host} if host else {}), "device": dev_info,
                             **({"slurm": slurm_info()} if slurm_info() else {})}],

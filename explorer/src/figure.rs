@@ -33,8 +33,8 @@ pub fn colour(i: usize) -> RGBColor {
     match i {
         AR => RGBColor(0, 0, 0),
         FRONTIER => RGBColor(0x99, 0x99, 0x99),
-        // Past the palette, its colours again, darker each round (60%, then 36%), so that a seventh series is not
-        // the first one's colour.
+        // Past the palette, its colours again darker (60%, then 36% from the thirteenth series on), so that a
+        // seventh series is not the first one's colour (from the nineteenth on, colours repeat).
         i => {
             let RGBColor(r, g, b) = OKABE_ITO[i % OKABE_ITO.len()];
             let f = [1.0, 0.6, 0.36][(i / OKABE_ITO.len()).min(2)];
@@ -963,9 +963,6 @@ enum Key {
     Point(ShapeStyle, bool),
 }
 
-/// The legend: a row per reference line and series (its marker, then its label) in a box in the upper left
-/// corner of the plot, or the upper right when `right`. (Drawn here rather than by plotters' series labels,
-/// which bring a Unicode lower-casing table into the wasm: about 10 KB gzipped.)
 /// A legend's row height, width and height in pixels for its non-empty `labels` (what [`draw_legend`] draws).
 fn legend_rows<'a, DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
@@ -997,6 +994,9 @@ fn legend_size<DB: DrawingBackend>(
     Ok((w.max(0) as u32, h.max(0) as u32))
 }
 
+/// The legend: a row per reference line and series (its marker, then its label) in a box in the upper left
+/// corner of the plot, or the upper right when `right`. (Drawn here rather than by plotters' series labels,
+/// which bring a Unicode lower-casing table into the wasm: about 10 KB gzipped.)
 fn draw_legend<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     rows: &[(&str, Key)],

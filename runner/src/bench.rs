@@ -224,6 +224,11 @@ fn check(args: &BenchArgs) -> Result<()> {
         ("--matmul-size", args.matmul_size.unwrap_or(1), 1 << 16),
         ("--copy-mib", args.copy_mib.unwrap_or(1), 8192),
         ("--vocab", args.vocab.unwrap_or(1), 1 << 24),
+        ("--layers", args.layers.unwrap_or(1), schema::grid::limits::SYNTH_LAYERS as usize),
+        ("--hidden", args.hidden.unwrap_or(1), schema::grid::limits::SYNTH_HIDDEN as usize),
+        ("--heads", args.heads.unwrap_or(1), schema::grid::limits::SYNTH_HIDDEN as usize),
+        ("--kv-heads", args.kv_heads.unwrap_or(1), schema::grid::limits::SYNTH_HIDDEN as usize),
+        ("--intermediate", args.intermediate.unwrap_or(1), 4 * schema::grid::limits::SYNTH_HIDDEN as usize),
     ] {
         if v > max {
             return bad(format!(

@@ -116,7 +116,7 @@ fn split_paragraphs(text: &str) -> Vec<String> {
 }
 
 /// JSONL (one object per line with a `prompt` string and an optional `reference` string; other fields are
-/// ignored, but one that looks like a misspelt `prompt` or `reference` is refused) when the first non-empty line
+/// ignored, but a string field that looks like a misspelling of one the line lacks is refused) when the first non-empty line
 /// is an object, and always for a `.jsonl` file; otherwise plain text with prompts separated by blank lines (no
 /// references). A byte-order mark at the start is not part of the text.
 fn parse_prompt_file(text: &str, path: &Path) -> Result<Vec<(String, Option<String>)>> {
@@ -140,10 +140,14 @@ fn parse_prompt_file(text: &str, path: &Path) -> Result<Vec<(String, Option<Stri
         let v: serde_json::Value = serde_json::from_str(line).map_err(|e| {
             InputError(format!("{}: line {}: not JSON ({e}); fix: one JSON object per line", path.display(), i + 1))
         })?;
-        if let Some((key, near)) = v.as_object().and_then(|o| {
-            o.keys()
-                .find_map(|k| ["prompt", "reference"].into_iter().find(|f| k != f && near_miss(k, f)).map(|f| (k, f)))
-        }) {
+        // A string field one or two letters from a field the line lacks is that field misspelt.
+        let misspelt = |o: &serde_json::Map<String, serde_json::Value>| {
+            o.iter().filter(|(_, v)| v.is_string()).find_map(|(k, _)| {
+                let mut lacked = ["prompt", "reference"].into_iter().filter(|f| !o.contains_key(*f));
+                lacked.find(|f| near_miss(k, f)).map(|f| (k.clone(), f))
+            })
+        };
+        if let Some((key, near)) = v.as_object().and_then(misspelt) {
             return Err(InputError(format!(
                 "{}: line {}: field {key:?} is not read (\"prompt\" and \"reference\" are); fix: name it {near:?}",
                 path.display(),

@@ -26,15 +26,33 @@ pub struct SiteArgs {
 /// The file that marks a folder as a site this command wrote, so that the next `site` may replace it.
 const MARKER: &str = ".dllm-bench-site";
 
-/// `p` as an absolute path with the symbolic links of its existing part resolved (it need not exist).
+/// `p` as an absolute path, `.` and `..` taken out lexically and the symbolic links of its longest existing part
+/// resolved (it need not exist): the folder the commands below act on, whatever folders they create first.
 fn resolved(p: &Path) -> PathBuf {
-    if let Ok(c) = p.canonicalize() {
-        return c;
+    let abs = std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    let mut clean = PathBuf::new();
+    for c in abs.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                clean.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => clean.push(other),
+        }
     }
-    match (p.parent().filter(|d| !d.as_os_str().is_empty()), p.file_name()) {
-        (Some(dir), Some(name)) => resolved(dir).join(name),
-        (None, Some(name)) => resolved(Path::new(".")).join(name),
-        _ => std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()),
+    let mut rest = Vec::new();
+    let mut head = clean.as_path();
+    loop {
+        if let Ok(real) = head.canonicalize() {
+            return rest.iter().rev().fold(real, |acc, name| acc.join(name));
+        }
+        match (head.parent(), head.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_os_string());
+                head = parent;
+            }
+            _ => return clean,
+        }
     }
 }
 

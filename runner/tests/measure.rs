@@ -338,6 +338,7 @@ fn bench_kernels_refuses_bad_arguments_with_exit_2() {
         (&["bench-kernels", "--copy-mib", "100000000"][..], "--copy-mib"),
         (&["bench-kernels", "--vocab", "4000000000"][..], "--vocab"),
         (&["bench-kernels", "--hidden", "65536", "--layers", "64"][..], "GB available"),
+        (&["bench-kernels", "--hidden", "4000000000"][..], "--hidden 4000000000 is more than"),
     ] {
         let out = sb.cmd(args);
         assert_exit!(out, 2);

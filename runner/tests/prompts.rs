@@ -329,6 +329,14 @@ fn jsonl_references_are_kept_and_hashed_and_plain_sets_keep_their_hash() {
     let bom = file("bom.jsonl", "\u{feff}{\"prompt\": \"The river\", \"id\": 7}\n{\"prompt\": \"A hill\"}\n", 2)
         .expect("loads");
     assert_eq!(bom.texts, ["The river", "A hill"]);
+    // Near names of fields the line has, or that are not strings, are other fields.
+    let near = file(
+        "near.jsonl",
+        "{\"prompt\": \"x\", \"reference\": \"y\", \"preference\": \"z\", \"references\": [\"a\"]}\n",
+        1,
+    )
+    .expect("loads");
+    assert_eq!(near.references, [Some("y".to_string())]);
     let typo = file("typo.jsonl", "{\"prompt\": \"x\", \"refrence\": \"y\"}\n", 1).expect_err("refused");
     assert!(format!("{typo:#}").contains("line 1: field \"refrence\" is not read"), "{typo:#}");
     assert!(format!("{typo:#}").contains("name it \"reference\""), "{typo:#}");

@@ -224,15 +224,17 @@ fn a_long_documents_reference_is_its_first_output_tokens() {
     assert!(checked >= 6, "references of both models' cells checked ({checked})");
 }
 
-#[test]
-fn a_group_whose_largest_b_runs_out_of_memory_keeps_its_quality_from_a_smaller_b() {
-    use crate::assert_exit;
-    use crate::util::{Sandbox, stderr, stdout};
-    let sb = Sandbox::new();
+/// The demo at N = 96, K 8 and 32, the batch sizes `batches`, one repetition, with an out-of-memory injected into
+/// the cells whose key contains `target`: the output, the bundle's path and the bundle.
+fn run_with_oom(
+    sb: &crate::util::Sandbox,
+    batches: &str,
+    target: &str,
+) -> (std::process::Output, String, schema::Bundle) {
+    use crate::util::stdout;
     let results = sb.results();
-    let target = "dllm-bench/synthetic-llada-tiny N=96 B=2 K=8";
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_dllm-bench"))
-        .args(["run", "-o", results.to_str().expect("utf8"), "-q", "--seq-len", "96", "--batch-size", "1,2"])
+        .args(["run", "-o", results.to_str().expect("utf8"), "-q", "--seq-len", "96", "--batch-size", batches])
         .args(["--steps", "8,32", "--samplers", "reference", "--repetitions", "1", "--warmup", "0"])
         .current_dir(sb.path())
         .env("HF_HUB_CACHE", sb.cache())
@@ -240,9 +242,19 @@ fn a_group_whose_largest_b_runs_out_of_memory_keeps_its_quality_from_a_smaller_b
         .env(runner::device::INJECT_OOM_ENV, target)
         .output()
         .expect("run");
-    assert_exit!(out, 1);
     let path = stdout(&out).trim().to_string();
     let b = schema::read_bundle(&std::fs::read_to_string(&path).expect("bundle")).unwrap_or_else(|e| panic!("{e}"));
+    (out, path, b)
+}
+
+#[test]
+fn a_group_whose_largest_b_runs_out_of_memory_keeps_its_quality_from_a_smaller_b() {
+    use crate::assert_exit;
+    use crate::util::{Sandbox, stderr, stdout};
+    let sb = Sandbox::new();
+    let target = "dllm-bench/synthetic-llada-tiny N=96 B=2 K=8";
+    let (out, path, b) = run_with_oom(&sb, "1,2", target);
+    assert_exit!(out, 1);
     let oom = b.cells.iter().find(|c| c.key.to_string().contains(target)).expect("the target cell");
     assert!(matches!(oom.status, schema::CellStatus::Oom { .. }), "{:?}", oom.status);
     assert!(oom.repetitions.is_empty(), "its timing failed");
@@ -261,4 +273,22 @@ fn a_group_whose_largest_b_runs_out_of_memory_keeps_its_quality_from_a_smaller_b
     let text = stdout(&rep);
     assert!(text.contains("1 of 6 cells have no timing"), "{text}");
     assert!(text.contains(&format!("{target} block=32: out of memory")), "{text}");
+
+    // B listed largest first: when the B = 2 cell fails, no smaller cell of its group has run yet (as in a shard
+    // without them): the continuations are generated in batches of the grid's smaller B all the same.
+    let sb = Sandbox::new();
+    let (out, _, b) = run_with_oom(&sb, "2,1", target);
+    assert_exit!(out, 1);
+    let oom = b.cells.iter().find(|c| c.key.to_string().contains(target)).expect("the target cell");
+    assert_eq!(oom.generations.len() as u32, b.prompt_set.count, "{}", stderr(&out));
+    assert!(oom.quality_errors.is_empty(), "{:?}", oom.quality_errors);
+
+    // No smaller B in the grid: the missing quality is said, not silent.
+    let sb = Sandbox::new();
+    let (out, _, b) = run_with_oom(&sb, "2", target);
+    assert_exit!(out, 1);
+    let oom = b.cells.iter().find(|c| c.key.to_string().contains(target)).expect("the target cell");
+    assert!(oom.generations.is_empty());
+    let e = oom.quality_errors.iter().find(|e| e.metric == "generations").expect("a generations error");
+    assert!(e.message.contains("no smaller B"), "{}", e.message);
 }

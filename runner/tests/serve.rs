@@ -315,6 +315,8 @@ fn site_replaces_only_an_earlier_site_and_never_what_holds_its_inputs() {
         ("res", "res", "exp", "holds the results folder"),
         ("exp", "res", "exp", "holds the explorer build"),
         ("exp/site", "res", "exp", "inside the explorer build"),
+        ("missing/../res", "res", "exp", "the results folder, through a folder that does not exist"),
+        ("missing/../notes", "res", "exp", "not a site, through a folder that does not exist"),
         ("notes", "res", "exp", "not a site"),
         ("afile", "res", "exp", "is a file"),
     ] {

@@ -20,7 +20,8 @@
 //!   positions before the block are read from the cache) or only the block (`dual`: the positions after it too).
 //!   Cached keys and values are those of the block's first step: the approximation the method makes. Our
 //!   choices: the cache holds the whole sequence in one preallocated buffer per layer (the prefix cache rewrites
-//!   the positions it feeds rather than dropping them), and the LM head still runs only over the block.
+//!   the positions it feeds rather than dropping them), and the LM head still runs only over the positions ranked
+//!   (the block's; at a refresh, from the first still-masked position before it).
 //! - Confidence-threshold parallel decoding (`threshold`): each step commits every masked position of the block
 //!   whose confidence is at least the threshold, and the most confident one when none is; a block ends when it
 //!   is full, so the number of forwards is measured. In a batch, a step runs while any row's block has a masked
@@ -406,7 +407,7 @@ pub(crate) fn seed_device_noise(device: &candle_core::Device, params: &LladaPara
 /// With temperature > 0 the Gumbel noise comes from the device's generator when `device_noise` (f32, see
 /// [`seed_device_noise`]) or else from the host stream `rng` (f64, uploaded); the perturbed argmax is taken in
 /// that precision whatever [`Confidence`] says, so the samples do not depend on it. Random remasking draws its
-/// B x block values from `rng`.
+/// one value per ranked position and row from `rng`.
 pub(crate) fn predict(
     logits: &Tensor,
     params: &LladaParams,
@@ -455,7 +456,7 @@ pub(crate) fn predict(
             } else {
                 probs.max_keepdim(D::Minus1)?
             };
-            // B x block values: widening them on the device changes nothing of their rounding.
+            // A value per ranked position and row: widening them on the device changes nothing of their rounding.
             conf.flatten_all()?.to_dtype(DType::F64)?.to_vec1::<f64>()?
         }
         Remasking::Random => (0..b * bl).map(|_| rng.next_f64()).collect(),

@@ -71,19 +71,27 @@ pub(super) fn measure_keys(
                 return Ok(env.opts.stop.requested().or(Some("a stop request")));
             };
             // Quality once per group: in its cell of the largest batch size, in batches of that size; when that
-            // cell failed (out of memory), in batches of the group's largest B that ran, stored with the failed
-            // cell (its status stays), so that the group still has its quality.
-            let quality_batch = match cell.status {
-                _ if !quality || key.batch_size != max_b => None,
-                CellStatus::Ok => Some(max_b),
-                _ => {
-                    let group = metrics::parity::GroupKey::of(key);
-                    let ran = journal.state.cells.iter().filter(|c| c.status == CellStatus::Ok);
-                    ran.filter(|c| metrics::parity::GroupKey::of(&c.key) == group).map(|c| c.key.batch_size).max()
-                }
-            };
-            if let Some(b) = quality_batch {
-                add_generations(&mut cell, &model, cfg, env.prompts, &mut tokens, b);
+            // cell failed (out of memory), in batches of the grid's smaller B, the group's that ran first, then the
+            // others largest first (another shard may hold the ones that ran), stored with the failed cell (its
+            // status stays), so that the group still has its quality.
+            if quality && key.batch_size == max_b {
+                let batches: Vec<u32> = match cell.status {
+                    CellStatus::Ok => vec![max_b],
+                    _ => {
+                        let group = metrics::parity::GroupKey::of(key);
+                        let ran = journal.state.cells.iter().filter(|c| c.status == CellStatus::Ok);
+                        let mut ran: Vec<u32> = ran
+                            .filter(|c| metrics::parity::GroupKey::of(&c.key) == group)
+                            .map(|c| c.key.batch_size)
+                            .collect();
+                        ran.sort_unstable_by(|a, b| b.cmp(a));
+                        let mut rest: Vec<u32> =
+                            cfg.grid.batch_sizes.iter().copied().filter(|&b| b < max_b && !ran.contains(&b)).collect();
+                        rest.sort_unstable_by(|a, b| b.cmp(a));
+                        ran.into_iter().filter(|&b| b < max_b).chain(rest).collect()
+                    }
+                };
+                add_generations(&mut cell, &model, cfg, env.prompts, &mut tokens, &batches, &env.opts.stop);
                 if let Some(sig) = env.opts.stop.requested() {
                     // Interrupted while generating for quality: the cell is measured again on resume.
                     return Ok(Some(sig));

@@ -20,57 +20,69 @@ pub(super) fn score_all(
     Ok(None)
 }
 
-/// Generates one continuation per prompt of the set with the cell's algorithm, in batches of `batch` (the cell's
-/// B, or a smaller one that fitted when the cell ran out of memory; unmeasured runs after the timed ones), and
-/// computes the text statistics. A failure is recorded in the cell's `quality_errors` (metric `generations`): its
-/// status and timings stay.
+/// Generates one continuation per prompt of the set with the cell's algorithm, in batches of each of `batches` in
+/// turn until one succeeds (the cell's B; when its cell failed, the smaller B of the grid, largest first: a B that
+/// runs out of memory hands over to the next; unmeasured runs after the timed ones), and computes the text
+/// statistics. When none succeeds (or none is given), the cell's `quality_errors` says why (metric
+/// `generations`): its status and timings stay. A stop request ends the attempts.
 pub(super) fn add_generations(
     cell: &mut Cell,
     model: &LoadedModel,
     cfg: &GridConfig,
     prompts: &PromptSet,
     tokens: &mut TokenCache,
-    batch: u32,
+    batches: &[u32],
+    stop: &Stop,
 ) {
-    let key = &cell.key;
-    let b = batch.max(1) as usize;
+    let key = cell.key.clone();
     let count = prompts.texts.len();
-    let mut generations = Vec::with_capacity(count);
-    let mut go = || -> Result<()> {
-        for (run, start) in (0..count).step_by(b).enumerate() {
-            let indices: Vec<u32> = (start..(start + b).min(count)).map(|i| i as u32).collect();
-            let batch = indices
-                .iter()
-                .map(|&p| tokens.prompt(model, prompts, p, key.prompt_tokens))
-                .collect::<Result<Vec<_>>>()?;
-            let (rows, _) = generate_rows(model, key, cfg, &batch, run as u64)?;
-            for (&p, row) in indices.iter().zip(rows) {
-                let text = model.tokenizer.decode(&row, true).map_err(|e| anyhow::anyhow!("tokenizer: {e}"))?;
-                let (prompt_bytes, reference) = tokens.cut(model, prompts, p, key.prompt_tokens, key.output_tokens)?;
-                // A diffusion model may fill a position with the mask token itself: it decodes to nothing.
-                let masked_tokens = (key.sampler != Sampler::ArGreedy)
-                    .then(|| row.iter().filter(|&&t| Some(t) == model.special.mask).count() as u32);
-                generations.push(Generation { prompt: p, prompt_bytes, text, reference, masked_tokens });
+    let mut tried = Vec::new();
+    for &batch in batches {
+        let b = batch.max(1) as usize;
+        let mut generations = Vec::with_capacity(count);
+        let mut go = || -> Result<()> {
+            for (run, start) in (0..count).step_by(b).enumerate() {
+                let indices: Vec<u32> = (start..(start + b).min(count)).map(|i| i as u32).collect();
+                let batch = indices
+                    .iter()
+                    .map(|&p| tokens.prompt(model, prompts, p, key.prompt_tokens))
+                    .collect::<Result<Vec<_>>>()?;
+                let (rows, _) = generate_rows(model, &key, cfg, &batch, run as u64)?;
+                for (&p, row) in indices.iter().zip(rows) {
+                    let text = model.tokenizer.decode(&row, true).map_err(|e| anyhow::anyhow!("tokenizer: {e}"))?;
+                    let (prompt_bytes, reference) =
+                        tokens.cut(model, prompts, p, key.prompt_tokens, key.output_tokens)?;
+                    // A diffusion model may fill a position with the mask token itself: it decodes to nothing.
+                    let masked_tokens = (key.sampler != Sampler::ArGreedy)
+                        .then(|| row.iter().filter(|&&t| Some(t) == model.special.mask).count() as u32);
+                    generations.push(Generation { prompt: p, prompt_bytes, text, reference, masked_tokens });
+                }
+            }
+            Ok(())
+        };
+        match go() {
+            Ok(()) => {
+                cell.quality = quality::text_quality(&generations);
+                cell.generations = generations;
+                return;
+            }
+            Err(e) => {
+                device::release(&model.device);
+                tracing::warn!(cell = %key, "the quality generations in batches of {b} failed: {e:#}");
+                tried.push(format!("in batches of {b}: {e:#}"));
+                if stop.requested().is_some() {
+                    return;
+                }
             }
         }
-        Ok(())
-    };
-    match go() {
-        Ok(()) => {
-            cell.quality = quality::text_quality(&generations);
-            cell.generations = generations;
-        }
-        Err(e) => {
-            let message = format!("the quality generations (in batches of {b}) failed: {e:#}");
-            tracing::warn!(cell = %key, "{message}");
-            device::release(&model.device);
-            cell.quality_errors.push(schema::bundle::QualityError {
-                metric: "generations".into(),
-                evaluator: None,
-                message,
-            });
-        }
     }
+    let message = match tried.is_empty() {
+        true => {
+            "no batch size to generate the continuations at: the cell failed and the grid has no smaller B".to_string()
+        }
+        false => format!("the quality generations failed {}", tried.join("; then ")),
+    };
+    cell.quality_errors.push(schema::bundle::QualityError { metric: "generations".into(), evaluator: None, message });
 }
 
 /// Loads an evaluator and scores the perplexity of every finished cell's generations it has not scored yet
