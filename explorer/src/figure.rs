@@ -1009,9 +1009,18 @@ fn draw_legend<DB: DrawingBackend>(
         return Ok(());
     }
     let px = |v: f64| (v * style.scale).round().max(1.0) as i32;
-    let text = TextStyle::from(font.clone()).pos(Pos::new(HPos::Left, VPos::Center));
-    let (row_h, box_w, box_h) = legend_rows(area, rows.iter().map(|r| r.0), &text, style)?;
+    let mut text = TextStyle::from(font.clone()).pos(Pos::new(HPos::Left, VPos::Center));
+    let (mut row_h, mut box_w, mut box_h) = legend_rows(area, rows.iter().map(|r| r.0), &text, style)?;
     let (pad, marker, gap, margin) = (px(6.0), px(20.0), px(6.0), px(10.0));
+    // A legend wider than the plot (a long label in half of a pair, on a phone) gets a smaller font, to 60% at
+    // most, rather than running past the edge.
+    let room = area.dim_in_pixel().0 as i32 - 2 * margin;
+    if box_w > room {
+        let fixed = 2 * pad + marker + gap;
+        let fit = (f64::from(room - fixed) / f64::from((box_w - fixed).max(1))).clamp(0.6, 1.0);
+        text = TextStyle::from(font.resize(font.get_size() * fit)).pos(Pos::new(HPos::Left, VPos::Center));
+        (row_h, box_w, box_h) = legend_rows(area, rows.iter().map(|r| r.0), &text, style)?;
+    }
     // Never left of the area (plotters would pull every element there onto its edge, text over the markers).
     let x0 = if right { (area.dim_in_pixel().0 as i32 - margin - box_w).max(0) } else { margin };
     let (y0, corner) = (margin, |x: i32, y: i32| (x0 + x, margin + y));
