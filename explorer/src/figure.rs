@@ -23,6 +23,12 @@ pub const OKABE_ITO: [RGBColor; 6] = [
     RGBColor(0xD5, 0x5E, 0x00), // vermillion
 ];
 
+/// An x/y panel's margin and the width of its y labels' area, CSS pixels (what the legend's room is reckoned from).
+const PANEL_MARGIN: f64 = 12.0;
+const Y_LABEL_AREA: f64 = 78.0;
+/// The legend box's distance from the plot's edges, CSS pixels.
+const LEGEND_MARGIN: f64 = 10.0;
+
 /// Colour index of the autoregressive model (Okabe-Ito black).
 pub const AR: usize = usize::MAX;
 /// Colour index of the Pareto frontier (grey).
@@ -623,14 +629,16 @@ fn draw_xy<DB: DrawingBackend>(
         let labels: Vec<&str> =
             refs.iter().map(|r| r.label.as_str()).chain(series.iter().map(|x| x.label.as_str())).collect();
         let (box_w, box_h) = legend_size(root, &labels, &font(12.0), style)?;
-        // The plotting area, as xy_panel lays it out (title, margins, axis labels), in pixels.
+        // The plotting area, as xy_panel lays it out (margins, y labels; title and x labels about 110 px), in
+        // pixels.
         let (w, h) = root.dim_in_pixel();
-        let (plot_w, plot_h) = (f64::from(w) - s(78.0 + 24.0), f64::from(h) - s(110.0));
+        let (plot_w, plot_h) = (f64::from(w) - s(Y_LABEL_AREA + 2.0 * PANEL_MARGIN), f64::from(h) - s(110.0));
+        let m = s(LEGEND_MARGIN);
         let (fx0, fx1) = match right {
-            true => (1.0 - (s(10.0) + f64::from(box_w)) / plot_w, 1.0 - s(10.0) / plot_w),
-            false => (s(10.0) / plot_w, (s(10.0) + f64::from(box_w)) / plot_w),
+            true => (1.0 - (m + f64::from(box_w)) / plot_w, 1.0 - m / plot_w),
+            false => (m / plot_w, (m + f64::from(box_w)) / plot_w),
         };
-        let f = (s(10.0) + f64::from(box_h)) / plot_h;
+        let f = (m + f64::from(box_h)) / plot_h;
         let frac = |v: f64| (v - x.start) / (x.end - x.start);
         // The highest value of a mark (its error bar's top, a bar's whole width) inside the legend's columns.
         let under = series.iter().flat_map(|se| {
@@ -701,9 +709,9 @@ fn xy_panel<'a, 'b, DB: DrawingBackend>(
     let font = |size: f64| (FontFamily::SansSerif, s(size)).into_font();
     let mut cc = ChartBuilder::on(area)
         .caption(caption, title_font(area, caption, if small.is_some() { 14.0 } else { 18.0 }, xy.style))
-        .margin(si(12.0))
+        .margin(si(PANEL_MARGIN))
         .x_label_area_size(si(if xa.categories.is_empty() { 48.0 } else { 56.0 }))
-        .y_label_area_size(si(78.0))
+        .y_label_area_size(si(Y_LABEL_AREA))
         .build_cartesian_2d(xr, yr)
         .map_err(backend_err)?;
     let xfmt = |v: &f64| tick_label(xa, *v);
@@ -1011,7 +1019,7 @@ fn draw_legend<DB: DrawingBackend>(
     let px = |v: f64| (v * style.scale).round().max(1.0) as i32;
     let mut text = TextStyle::from(font.clone()).pos(Pos::new(HPos::Left, VPos::Center));
     let (mut row_h, mut box_w, mut box_h) = legend_rows(area, rows.iter().map(|r| r.0), &text, style)?;
-    let (pad, marker, gap, margin) = (px(6.0), px(20.0), px(6.0), px(10.0));
+    let (pad, marker, gap, margin) = (px(6.0), px(20.0), px(6.0), px(LEGEND_MARGIN));
     // A legend wider than the plot (a long label in half of a pair, on a phone) gets a smaller font, to 60% at
     // most, rather than running past the edge.
     let room = area.dim_in_pixel().0 as i32 - 2 * margin;

@@ -239,13 +239,23 @@ fn check(args: &BenchArgs) -> Result<()> {
     Ok(())
 }
 
+/// Bytes the copy bandwidth is measured on: `--copy-mib`, else 1 GiB on CUDA, 256 MiB on the CPU.
+fn copy_bytes(args: &BenchArgs, cuda: bool) -> usize {
+    args.copy_mib.unwrap_or(if cuda { 1024 } else { 256 }) << 20
+}
+
+/// Side of the square matmul of the matmul rate: `--matmul-size`, else 8192 on CUDA, 1024 on the CPU.
+fn matmul_size(args: &BenchArgs, cuda: bool) -> usize {
+    args.matmul_size.unwrap_or(if cuda { 8192 } else { 1024 })
+}
+
 /// The most memory one benchmark phase holds, in bytes (an estimate from the shapes, rounded up): the copy's two
 /// buffers, the matmul's three matrices (made in f32), and per model the weights with the phase's activations,
 /// KV cache, attention scores and logits (the selection's f64 copies).
 fn working_set(args: &BenchArgs, llama: &ModelConfig, llada: &ModelConfig, dtype: DType, cuda: bool) -> f64 {
     let e = dtype.size_in_bytes() as f64;
-    let copy = 2.0 * (args.copy_mib.unwrap_or(if cuda { 1024 } else { 256 }) as f64) * 1_048_576.0;
-    let m = args.matmul_size.unwrap_or(if cuda { 8192 } else { 1024 }) as f64;
+    let copy = 2.0 * copy_bytes(args, cuda) as f64;
+    let m = matmul_size(args, cuda) as f64;
     let matmul = 3.0 * m * m * 4.0_f64.max(e);
     let n = args.seq_len as f64;
     let weights = |c: &ModelConfig| c.parameter_count() as f64 * e;
@@ -294,9 +304,8 @@ pub fn run(args: &BenchArgs) -> Result<Report> {
             .into());
         }
     }
-    let copy_bytes = args.copy_mib.unwrap_or(if cuda { 1024 } else { 256 }) << 20;
-    let copy_bytes_per_s = copy_bandwidth(&device, copy_bytes, reps).context("copy bandwidth")?;
-    let matmul_size = args.matmul_size.unwrap_or(if cuda { 8192 } else { 1024 });
+    let copy_bytes_per_s = copy_bandwidth(&device, copy_bytes(args, cuda), reps).context("copy bandwidth")?;
+    let matmul_size = matmul_size(args, cuda);
     let matmul_flops_per_s = matmul_rate(&device, dtype, matmul_size, args.seed, reps).context("matmul rate")?;
     let decode = decode_bench(args, &llama, &device, dtype, reps, copy_bytes_per_s).context("AR decode")?;
     let llada_step = step_bench(args, &llada, &device, dtype, reps, matmul_flops_per_s).context("LLaDA step")?;

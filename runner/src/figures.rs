@@ -2,16 +2,15 @@
 //!
 //! Every figure is the explorer's own: the same view code (`explorer::views::chart_view`, whose numbers come from
 //! `metrics`) drawn by the same plotters function (`explorer::figure::draw`), here into SVG; PNG (resvg) and PDF
-//! (svg2pdf) are made from that SVG with the system's fonts. Per (N, B) shape of
-//! the bundle: latency against K, quality against K, the Pareto frontier; per N: throughput by batch size (bars) and
-//! its scaling with the batch size (lines); the same
-//! four at every shape at once (`*_all_shapes`: small multiples with shared axes); once:
-//! the speedup at parity per series and (N, B) (the explorer's landing view, with quality),
-//! the memory heatmap of the allocated peaks (and, for a device's bundle, of the memory pool's reserved peaks: the
-//! study's M_peak) and the roofline; per N: the step times. Titles of figures from synthetic weights say so. The S_parity table comes from `report` (Markdown) and the
-//! same `metrics::parity` records (LaTeX). `captions.md` says, per file, what it shows: the cells drawn, the
-//! explorer's notes, the device and whether the weights were synthetic; a view the bundle cannot fill (no
-//! quality, no roofline counts) is listed there with the reason instead of being drawn empty.
+//! (svg2pdf) are made from that SVG with the system's fonts. Per (N, B) shape of the bundle: latency against K,
+//! quality against K, the Pareto frontier; per N: throughput by batch size (bars) and its scaling with the batch
+//! size (lines); the same four at every shape at once (`*_all_shapes`: small multiples with shared axes); once: the
+//! speedup at parity per series and (N, B) (the explorer's landing view, with quality), the memory heatmap of the
+//! allocated peaks (and, for a device's bundle, of the memory pool's reserved peaks: the study's M_peak) and the
+//! roofline; per N: the step times. Titles of figures from synthetic weights say so. The S_parity table comes from
+//! `report` (Markdown) and the same `metrics::parity` records (LaTeX). `captions.md` says, per file, what it shows:
+//! the cells drawn, the explorer's notes, the device and whether the weights were synthetic; a view the bundle
+//! cannot fill (no quality, no roofline counts) is listed there with the reason instead of being drawn empty.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -89,18 +88,20 @@ fn specs(b: &LoadedBundle) -> Vec<Spec> {
     let mut lengths: Vec<u32> = shapes.iter().map(|s| s.0).collect();
     lengths.dedup();
     let at = |n: u32, bs: u32| Filters { seq: Some(n), batch: Some(bs), ..Filters::default() };
+    // A figure of `view` at `filters`: one chart, the allocated memory peaks.
+    let one = |stem: String, view, filters| Spec {
+        stem,
+        view,
+        filters,
+        multiples: false,
+        scaling: None,
+        memory: MemoryMetric::Allocated,
+    };
     let mut out = Vec::new();
     // The answer first: the verdict per series and (N, B), when the bundle measured quality (the explorer's landing
     // view falls back to the latencies otherwise, which have their own files).
     if explorer::views::answer(&[b], &Options::default()).is_ok() {
-        out.push(Spec {
-            stem: "speedup_at_parity".into(),
-            view: ViewKind::Answer,
-            filters: Filters::default(),
-            multiples: false,
-            scaling: None,
-            memory: MemoryMetric::Allocated,
-        });
+        out.push(one("speedup_at_parity".into(), ViewKind::Answer, Filters::default()));
     }
     for (stem, view) in [
         ("latency_vs_steps", ViewKind::Latency),
@@ -108,33 +109,14 @@ fn specs(b: &LoadedBundle) -> Vec<Spec> {
         ("pareto_frontier", ViewKind::Pareto),
     ] {
         for &(n, bs) in &shapes {
-            out.push(Spec {
-                stem: format!("{stem}_N{n}_B{bs}"),
-                view,
-                filters: at(n, bs),
-                multiples: false,
-                scaling: None,
-                memory: MemoryMetric::Allocated,
-            });
+            out.push(one(format!("{stem}_N{n}_B{bs}"), view, at(n, bs)));
         }
     }
+    let at_n = |n: u32| Filters { seq: Some(n), ..Filters::default() };
     for &n in &lengths {
-        out.push(Spec {
-            stem: format!("throughput_by_batch_size_N{n}"),
-            view: ViewKind::Throughput,
-            filters: Filters { seq: Some(n), ..Filters::default() },
-            multiples: false,
-            scaling: None,
-            memory: MemoryMetric::Allocated,
-        });
-        out.push(Spec {
-            stem: format!("throughput_vs_batch_size_N{n}"),
-            view: ViewKind::Throughput,
-            filters: Filters::default(),
-            multiples: false,
-            scaling: Some(n),
-            memory: MemoryMetric::Allocated,
-        });
+        out.push(one(format!("throughput_by_batch_size_N{n}"), ViewKind::Throughput, at_n(n)));
+        let scaling = one(format!("throughput_vs_batch_size_N{n}"), ViewKind::Throughput, Filters::default());
+        out.push(Spec { scaling: Some(n), ..scaling });
     }
     // Every shape at once: the same views as small multiples with shared axes.
     for (stem, view) in [
@@ -143,40 +125,19 @@ fn specs(b: &LoadedBundle) -> Vec<Spec> {
         ("pareto_frontier", ViewKind::Pareto),
         ("throughput_by_batch_size", ViewKind::Throughput),
     ] {
-        out.push(Spec {
-            stem: format!("{stem}_all_shapes"),
-            view,
-            filters: Filters::default(),
-            multiples: true,
-            scaling: None,
-            memory: MemoryMetric::Allocated,
-        });
+        out.push(Spec { multiples: true, ..one(format!("{stem}_all_shapes"), view, Filters::default()) });
     }
     for &n in &lengths {
-        out.push(Spec {
-            stem: format!("step_time_N{n}"),
-            view: ViewKind::StepTime,
-            filters: Filters { seq: Some(n), ..Filters::default() },
-            multiples: false,
-            scaling: None,
-            memory: MemoryMetric::Allocated,
-        });
+        out.push(one(format!("step_time_N{n}"), ViewKind::StepTime, at_n(n)));
     }
-    let whole = |stem: &str, view, memory| Spec {
-        stem: stem.into(),
-        view,
-        filters: Filters::default(),
-        multiples: false,
-        scaling: None,
-        memory,
-    };
-    out.push(whole("memory_heatmap", ViewKind::Memory, MemoryMetric::Allocated));
+    out.push(one("memory_heatmap".into(), ViewKind::Memory, Filters::default()));
     // A device's memory pool: its reserved peak too (the study's M_peak); a CPU run has only the process's RSS.
     let pool = b.bundle.cells.iter().flat_map(|c| &c.repetitions).any(|r| r.peak_reserved_bytes.is_some());
     if pool && b.bundle.provenance.device.kind != "cpu" {
-        out.push(whole("memory_heatmap_reserved", ViewKind::Memory, MemoryMetric::Reserved));
+        let reserved = one("memory_heatmap_reserved".into(), ViewKind::Memory, Filters::default());
+        out.push(Spec { memory: MemoryMetric::Reserved, ..reserved });
     }
-    out.push(whole("roofline", ViewKind::Roofline, MemoryMetric::Allocated));
+    out.push(one("roofline".into(), ViewKind::Roofline, Filters::default()));
     out
 }
 

@@ -54,7 +54,8 @@ pub fn exit_code(err: &anyhow::Error) -> i32 {
                 // A checkpoint that cannot be loaded is bad input (its message says which file and what to do);
                 // only a failure to read a file that is there is an I/O error.
                 || c.downcast_ref::<model::ModelError>().is_some_and(|e| !matches!(e, model::ModelError::Io { .. }))
-                || c.downcast_ref::<synth::SynthError>().is_some_and(|e| matches!(e, synth::SynthError::RealCheckpoint { .. }))
+                // Synthetic weights refused over a real checkpoint: the config's id is the problem.
+                || matches!(c.downcast_ref::<synth::SynthError>(), Some(synth::SynthError::RealCheckpoint { .. }))
         });
     if bad_input { 2 } else { 1 }
 }

@@ -287,7 +287,8 @@ mod diff_tests {
 
     #[test]
     fn a_field_changed_in_one_array_entry_shows_both_lines() {
-        let old = "[run]\nname = \"a\"\n\n[[models]]\nkind = \"llama\"\nid = \"x/l\"\n\n[[models]]\nkind = \"llada\"\nid = \"x/d\"\n";
+        let old = "[run]\nname = \"a\"\n\n[[models]]\nkind = \"llama\"\nid = \"x/l\"\n\n\
+                   [[models]]\nkind = \"llada\"\nid = \"x/d\"\n";
         let new = old.replacen("kind = \"llama\"", "kind = \"llada\"", 1);
         let d = config_diff(old, &new);
         assert!(

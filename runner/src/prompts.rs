@@ -116,9 +116,9 @@ fn split_paragraphs(text: &str) -> Vec<String> {
 }
 
 /// JSONL (one object per line with a `prompt` string and an optional `reference` string; other fields are
-/// ignored, but a string field that looks like a misspelling of one the line lacks is refused) when the first non-empty line
-/// is an object, and always for a `.jsonl` file; otherwise plain text with prompts separated by blank lines (no
-/// references). A byte-order mark at the start is not part of the text.
+/// ignored, but a string field that looks like a misspelling of one the line lacks is refused) when the first
+/// non-empty line is an object, and always for a `.jsonl` file; otherwise plain text with prompts separated by
+/// blank lines (no references). A byte-order mark at the start is not part of the text.
 fn parse_prompt_file(text: &str, path: &Path) -> Result<Vec<(String, Option<String>)>> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");

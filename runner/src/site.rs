@@ -59,9 +59,10 @@ fn resolved(p: &Path) -> PathBuf {
 /// Refuses an output folder whose replacement would lose anything: one that is or holds the current folder, the
 /// results or the explorer build, or lies inside the explorer build (which is copied into it); a file; a folder
 /// with files that is not an earlier site (its marker, or an `index.html` with `bundles/index.json`).
-fn check_out(args: &SiteArgs) -> Result<()> {
+/// Returns the folder, resolved (see [`resolved`]).
+fn check_out(args: &SiteArgs) -> Result<PathBuf> {
     let out = resolved(&args.out);
-    let refuse = |why: String| -> Result<()> {
+    let refuse = |why: String| -> Result<PathBuf> {
         Err(InputError(format!(
             "--out {}: {why}; fix: pass a new or empty folder for the site (default site/dist)",
             args.out.display()
@@ -96,7 +97,7 @@ fn check_out(args: &SiteArgs) -> Result<()> {
              bundles/index.json): it is not replaced"
         ));
     }
-    Ok(())
+    Ok(out)
 }
 
 /// Builds the site; returns the number of bundles it holds.
@@ -110,9 +111,8 @@ pub fn assemble(args: &SiteArgs) -> Result<usize> {
         .into());
     }
     let index = serve::bundle_index(&args.results)?;
-    check_out(args)?;
     // Built beside the output folder, then swapped in: a failure leaves the earlier site as it was.
-    let out = resolved(&args.out);
+    let out = check_out(args)?;
     let parent = out.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
     output::create_folder(&parent)?;
     let tmp = tempfile::Builder::new()

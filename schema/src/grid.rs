@@ -748,8 +748,9 @@ impl GridConfig {
     }
 
     /// Refuses fields that would drive nothing: sampler series without a LLaDA model, Dream decoding rules
-    /// without a Dream model, diffusion steps without either, a prompt seed without the Wikitext source. For a config given to the runner (and after its
-    /// overrides), not for one a bundle embeds: bundles written before these rules stay readable.
+    /// without a Dream model, diffusion steps without either, a prompt seed without the Wikitext source. For a
+    /// config given to the runner (and after its overrides), not for one a bundle embeds: bundles written before
+    /// these rules stay readable.
     pub fn check_used(&self, file: &str) -> Result<(), ConfigError> {
         let bad = |field: &str, problem: &str, fix: &str| ConfigError::Invalid {
             file: file.to_string(),

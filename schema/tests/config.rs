@@ -392,21 +392,15 @@ fn threshold_series_need_thresholds_and_nothing_else() {
     let ar_only =
         |t: &str| t.replace("[[models]]\nkind = \"llada\"\nid = \"b/llada\"\n", "").replace("steps = [8, 16]\n", "");
     GridConfig::from_toml(&ar_only(BASE), "my.toml").expect("an AR-only grid is valid");
-    refuse(
-        |t| ar_only(&t.replace("output_tokens = 32", "output_tokens = 32\nsamplers = [\"prefix\"]")),
-        "grid.samplers",
-        "add a LLaDA model",
-    );
-    refuse(
-        |t| ar_only(&t.replace("output_tokens = 32", "output_tokens = 32\nsteps = [8]")),
-        "grid.steps",
-        "add a diffusion model",
-    );
-    refuse(
-        |t| t.replace("output_tokens = 32", "output_tokens = 32\ndream_algs = [\"origin\"]"),
-        "grid.dream_algs",
-        "add a Dream model",
-    );
+    // (a grid line, on the Llama-only grid, the field refused, its fix)
+    for (line, llama_only, field, fix) in [
+        ("samplers = [\"prefix\"]", true, "grid.samplers", "add a LLaDA model"),
+        ("steps = [8]", true, "grid.steps", "add a diffusion model"),
+        ("dream_algs = [\"origin\"]", false, "grid.dream_algs", "add a Dream model"),
+    ] {
+        let with_line = |t: &str| t.replace("output_tokens = 32", &format!("output_tokens = 32\n{line}"));
+        refuse(|t| if llama_only { ar_only(&with_line(t)) } else { with_line(t) }, field, fix);
+    }
     refuse(|t| t.replace("count = 4", "count = 4\nseed = 3"), "prompts.seed", "source = \"wikitext\"");
     // Threshold series alone need no steps.
     let only = BASE

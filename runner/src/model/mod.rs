@@ -275,11 +275,7 @@ impl LoadedModel {
         if !matches!(dtype, DType::F32 | DType::BF16 | DType::F16) {
             return Err(ModelError::Dtype { dtype });
         }
-        let config = ModelConfig::from_file(&files.config, kind)?;
-        let tokenizer = tokenizers::Tokenizer::from_file(&files.tokenizer)
-            .map_err(|e| ModelError::Tokenizer { path: files.tokenizer.clone(), message: e.to_string() })?;
-        let special = special_ids(&config, &tokenizer, files)?;
-        check::check_weights(files, &config)?;
+        let (config, tokenizer, special) = Self::checked(files, kind)?;
         let weights_err = |source| ModelError::Weights { path: files.snapshot_dir.clone(), source };
         let vb = mmap_weights(&files.weights, dtype, device).map_err(weights_err)?;
         let transformer = Transformer::load(vb, &config, opts).map_err(weights_err)?;
@@ -291,11 +287,21 @@ impl LoadedModel {
     /// (milliseconds for the 8B checkpoints). A run calls it for every model before the first cell, so that a
     /// broken checkpoint is refused before hours of other models' cells.
     pub fn check_files(files: &ModelFiles, kind: ModelKind) -> Result<(), ModelError> {
+        Self::checked(files, kind).map(|_| ())
+    }
+
+    /// The config, tokenizer and special tokens of `files`, after the weights' headers were checked against the
+    /// config: what [`LoadedModel::load_with`] reads before the weights, and [`LoadedModel::check_files`] checks.
+    fn checked(
+        files: &ModelFiles,
+        kind: ModelKind,
+    ) -> Result<(ModelConfig, tokenizers::Tokenizer, SpecialIds), ModelError> {
         let config = ModelConfig::from_file(&files.config, kind)?;
         let tokenizer = tokenizers::Tokenizer::from_file(&files.tokenizer)
             .map_err(|e| ModelError::Tokenizer { path: files.tokenizer.clone(), message: e.to_string() })?;
-        special_ids(&config, &tokenizer, files)?;
-        check::check_weights(files, &config)
+        let special = special_ids(&config, &tokenizer, files)?;
+        check::check_weights(files, &config)?;
+        Ok((config, tokenizer, special))
     }
 
     pub fn parameter_count(&self) -> u64 {

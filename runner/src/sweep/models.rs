@@ -79,16 +79,17 @@ pub(super) fn measure_keys(
                     CellStatus::Ok => vec![max_b],
                     _ => {
                         let group = metrics::parity::GroupKey::of(key);
-                        let ran = journal.state.cells.iter().filter(|c| c.status == CellStatus::Ok);
-                        let mut ran: Vec<u32> = ran
-                            .filter(|c| metrics::parity::GroupKey::of(&c.key) == group)
-                            .map(|c| c.key.batch_size)
-                            .collect();
-                        ran.sort_unstable_by(|a, b| b.cmp(a));
-                        let mut rest: Vec<u32> =
-                            cfg.grid.batch_sizes.iter().copied().filter(|&b| b < max_b && !ran.contains(&b)).collect();
-                        rest.sort_unstable_by(|a, b| b.cmp(a));
-                        ran.into_iter().filter(|&b| b < max_b).chain(rest).collect()
+                        let ran = |b: u32| {
+                            journal.state.cells.iter().any(|c| {
+                                c.status == CellStatus::Ok
+                                    && c.key.batch_size == b
+                                    && metrics::parity::GroupKey::of(&c.key) == group
+                            })
+                        };
+                        let mut smaller: Vec<u32> =
+                            cfg.grid.batch_sizes.iter().copied().filter(|&b| b < max_b).collect();
+                        smaller.sort_unstable_by_key(|&b| (!ran(b), std::cmp::Reverse(b)));
+                        smaller
                     }
                 };
                 add_generations(&mut cell, &model, cfg, env.prompts, &mut tokens, &batches, &env.opts.stop);
