@@ -114,7 +114,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR")]
     pub resume: Option<PathBuf>,
     /// Run only shard I of N of the grid (0-based; cells split by estimated cost B x NFE x N). Default inside a
-    /// SLURM job array: from SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN and SLURM_ARRAY_TASK_COUNT.
+    /// SLURM job array: from SLURM_ARRAY_TASK_ID, SLURM_ARRAY_TASK_MIN, SLURM_ARRAY_TASK_STEP and
+    /// SLURM_ARRAY_TASK_COUNT (task (ID - MIN) / STEP of COUNT).
     #[arg(long, value_name = "I/N")]
     pub shard: Option<String>,
     /// Accepted for job scripts: `run` never uses the network (env HF_HUB_OFFLINE=1 is the same). A file
@@ -198,12 +199,13 @@ pub struct SynthArgs {
     /// Seed of the random weights.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Precision of the written weights.
-    #[arg(long, value_enum, default_value = "f32")]
-    pub dtype: DtypeArg,
-    /// Number of safetensors shards (1: a single model.safetensors).
-    #[arg(long, default_value_t = 1)]
-    pub shards: u32,
+    /// Precision of the written weights [default: f32; bf16 for --preset real, as the real checkpoints].
+    #[arg(long, value_enum)]
+    pub dtype: Option<DtypeArg>,
+    /// Number of safetensors shards (1: a single model.safetensors) [default: 1; for --preset real the real
+    /// checkpoints' count, 4 for llama and 6 for llada].
+    #[arg(long)]
+    pub shards: Option<u32>,
     /// Checkpoint layout of a llama-kind model (default: Meta-Llama-3's).
     #[arg(long, value_enum)]
     pub layout: Option<SynthLayoutArg>,
@@ -329,6 +331,7 @@ fn init_logging(filter: Option<&str>) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
 }
 
@@ -605,50 +608,62 @@ fn validate(args: ValidateArgs) -> Result<ExitCode> {
 }
 
 fn synth_cmd(args: SynthArgs) -> Result<ExitCode> {
-    let kind = match args.kind {
-        KindArg::Llama => ModelKind::Llama,
-        KindArg::Llada => ModelKind::Llada,
-        KindArg::Dream => ModelKind::Dream,
-    };
-    if args.layout.is_some() && kind != ModelKind::Llama {
-        return Err(InputError(format!(
-            "--layout: a layout is a llama-kind checkpoint's (--kind {} has its own); fix: use --kind llama with \
-             --layout, or leave --layout out",
-            format!("{:?}", args.kind).to_lowercase()
-        ))
-        .into());
-    }
-    let weights = SyntheticWeights {
-        preset: match args.preset {
-            PresetArg::Tiny => SynthPreset::Tiny,
-            PresetArg::Small => SynthPreset::Small,
-            PresetArg::Real => SynthPreset::Real,
-        },
-        seed: args.seed,
-        dtype: Some(Precision::from(args.dtype)),
-        shards: Some(args.shards),
-        layers: None,
-        hidden: None,
-        layout: args.layout.map(SynthLayoutArg::layout),
-        chat_template: Some(args.chat_template),
-    };
-    if let Some(problem) = schema::grid::hub_id_problem(&args.repo_id) {
-        return Err(InputError(format!(
-            "--repo-id: {problem}; fix: use ORG/NAME, e.g. dllm-bench/synthetic-llada-tiny"
-        ))
-        .into());
-    }
-    let spec = synth::SynthSpec::from_config(&weights, Precision::from(args.dtype), args.chat_template);
-    spec.check(kind).map_err(|e| {
-        InputError(format!(
-            "--shards {} / --layout: the runner cannot build this checkpoint: {e}; fix: fewer shards, or a layout \
-             with --kind llama",
-            args.shards
-        ))
-    })?;
+    let (kind, spec) = args.spec()?;
     let cache = args.cache.dir();
     let dir = synth::write_synthetic(&cache, &args.repo_id, kind, &spec)
         .with_context(|| format!("cannot write {} into {}", args.repo_id, cache.display()))?;
     println!("{}", dir.display());
     Ok(ExitCode::SUCCESS)
+}
+
+impl SynthArgs {
+    /// The kind and checkpoint spec these flags ask for, checked; what `--dtype` and `--shards` leave out is the
+    /// preset's default (`SynthSpec::resolve`: the real checkpoints' dtype and shard count for `real`).
+    pub fn spec(&self) -> Result<(ModelKind, synth::SynthSpec), InputError> {
+        let args = self;
+        let kind = match args.kind {
+            KindArg::Llama => ModelKind::Llama,
+            KindArg::Llada => ModelKind::Llada,
+            KindArg::Dream => ModelKind::Dream,
+        };
+        if args.layout.is_some() && kind != ModelKind::Llama {
+            return Err(InputError(format!(
+                "--layout: a layout is a llama-kind checkpoint's (--kind {} has its own); fix: use --kind llama with \
+             --layout, or leave --layout out",
+                format!("{:?}", args.kind).to_lowercase()
+            )));
+        }
+        let weights = SyntheticWeights {
+            preset: match args.preset {
+                PresetArg::Tiny => SynthPreset::Tiny,
+                PresetArg::Small => SynthPreset::Small,
+                PresetArg::Real => SynthPreset::Real,
+            },
+            seed: args.seed,
+            dtype: args.dtype.map(Precision::from),
+            shards: args.shards,
+            layers: None,
+            hidden: None,
+            layout: args.layout.map(SynthLayoutArg::layout),
+            chat_template: Some(args.chat_template),
+        };
+        if let Some(problem) = schema::grid::hub_id_problem(&args.repo_id) {
+            return Err(InputError(format!(
+                "--repo-id: {problem}; fix: use ORG/NAME, e.g. dllm-bench/synthetic-llada-tiny"
+            )));
+        }
+        // No --dtype: the preset's default (SynthSpec::resolve), not a run's dtype.
+        let spec = synth::SynthSpec {
+            dtype: weights.dtype,
+            ..synth::SynthSpec::from_config(&weights, Precision::F32, args.chat_template)
+        };
+        spec.check(kind).map_err(|e| {
+            InputError(format!(
+                "--shards {} / --layout: the runner cannot build this checkpoint: {e}; fix: fewer shards, or a layout \
+             with --kind llama",
+                spec.resolve(kind).shards
+            ))
+        })?;
+        Ok((kind, spec))
+    }
 }

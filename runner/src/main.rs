@@ -5,6 +5,7 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     #[cfg(unix)]
     settle_thread_count();
+    quiet_broken_pipe();
     match runner::cli::main() {
         Ok(code) => code,
         Err(err) => {
@@ -42,4 +43,24 @@ fn settle_thread_count() {
     // `exec` returns only when it failed.
     let _failed =
         std::process::Command::new(&exe).arg0(arg0).args(args).env("RAYON_NUM_THREADS", threads.to_string()).exec();
+}
+
+/// Ends the process quietly when its standard output is a pipe whose reader has gone (`dllm-bench plan | head`):
+/// Rust ignores SIGPIPE, so `println!` panics there with a backtrace hint and status 101. Any file the command
+/// writes is written before what it prints. The status is 141 (128 + SIGPIPE), what a shell reports for a program
+/// the signal stopped; every other panic keeps the default report.
+fn quiet_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        default(info)
+    }));
 }

@@ -213,6 +213,49 @@ fn missing_model_exits_2_naming_the_cache_path() {
 }
 
 #[test]
+fn a_closed_stdout_pipe_ends_the_process_quietly() {
+    use std::process::{Command, Stdio};
+    // `dllm-bench schema | head -1`: the JSON Schema is larger than a pipe's buffer, so the writes after the
+    // reader has gone fail.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dllm-bench"))
+        .arg("schema")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run dllm-bench");
+    drop(child.stdout.take());
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(141), "128 + SIGPIPE: {}", stderr(&out));
+    assert!(!stderr(&out).contains("panicked"), "no panic report: {}", stderr(&out));
+}
+
+#[test]
+fn synth_defaults_follow_the_preset() {
+    use clap::Parser;
+    use runner::cli::{Cli, Command};
+    use schema::grid::Precision;
+    let spec = |flags: &[&str]| {
+        let args = ["dllm-bench", "synth", "--repo-id", "o/n"].iter().chain(flags);
+        let Command::Synth(args) = Cli::try_parse_from(args).expect("flags parse").command else { panic!("not synth") };
+        let (kind, spec) = args.spec().expect("a valid spec");
+        let r = spec.resolve(kind);
+        (r.dtype, r.shards, r.hidden)
+    };
+    // The real checkpoints' dtype and shard counts, unless the flags say otherwise.
+    assert_eq!(spec(&["--kind", "llada", "--preset", "real"]), (Precision::Bf16, 6, 4096));
+    assert_eq!(spec(&["--kind", "llama", "--preset", "real"]), (Precision::Bf16, 4, 4096));
+    assert_eq!(
+        spec(&["--kind", "llama", "--preset", "real", "--dtype", "f32", "--shards", "1"]),
+        (Precision::F32, 1, 4096)
+    );
+    assert_eq!(spec(&["--kind", "llada"]), (Precision::F32, 1, 64));
+    assert_eq!(
+        spec(&["--kind", "llama", "--preset", "small", "--dtype", "bf16", "--shards", "3"]),
+        (Precision::Bf16, 3, 256)
+    );
+}
+
+#[test]
 fn cuda_without_the_feature_says_so() {
     if cfg!(feature = "cuda") {
         return;

@@ -515,15 +515,15 @@ pub struct Repetition {
     /// Since 1.2: AR: bytes of the KV cache at the last decode step (K and V of every layer for the padded prompt
     /// and the N_out - 1 tokens fed back), analytic from the model's shape; since 1.5 also a diffusion sampler's
     /// block cache (its preallocated buffers: K and V of every layer for the whole sequence). Activations at the peak are derived:
-    /// `schema::roofline::activation_bytes` (peak allocated - weights - KV cache).
+    /// `metrics::roofline::activation_bytes` (peak allocated - weights - KV cache).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_cache_bytes: Option<u64>,
-    /// Since 1.2: bytes of weights the run's forward passes read, analytic (see `schema::roofline`): with
+    /// Since 1.2: bytes of weights the run's forward passes read, analytic (see `metrics::roofline`): with
     /// `e2e_ms`, the achieved bandwidth.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weights_read_bytes: Option<u64>,
     /// Since 1.2: floating-point operations of the run's forward passes (a count, not a rate), analytic (see
-    /// `schema::roofline`): with `e2e_ms`, the achieved FLOP rate.
+    /// `metrics::roofline`): with `e2e_ms`, the achieved FLOP rate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flop_count: Option<u64>,
 }

@@ -92,7 +92,8 @@ pub struct SyntheticWeights {
     /// Precision of the written weights (default: the run's precision).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dtype: Option<Precision>,
-    /// Number of safetensors shards (default 1: a single `model.safetensors`).
+    /// Number of safetensors shards (default 1: a single `model.safetensors`; `real`: 4 for `llama`, 6 for
+    /// `llada`, as the real checkpoints).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shards: Option<u32>,
     /// Override of the number of layers.
@@ -477,7 +478,7 @@ pub struct GridConfig {
 /// largest B generates one continuation per prompt of the set (its timed repetitions, then unmeasured batches for
 /// the prompts they did not cover). Text statistics (unigram entropy, distinct-n, overlap with the reference) are
 /// computed at once; after every model's cells, each evaluator is loaded and scores the continuations'
-/// perplexity. S_parity and the speedup come from these values (see `schema::derive::parity`).
+/// perplexity. S_parity and the speedup come from these values (see `metrics::parity`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct QualityConfig {
     /// Models that score the generative perplexity (Llama-layout checkpoints); the first is the primary. An entry

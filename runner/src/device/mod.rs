@@ -38,7 +38,8 @@ pub fn open(spec: DeviceSpec) -> Result<Device> {
         DeviceSpec::Cuda(i) => {
             if !candle_core::utils::cuda_is_available() {
                 return Err(InputError(format!(
-                    "--device cuda:{i}: this dllm-bench was built without CUDA; fix: rebuild with \
+                    "device cuda:{i} (`--device`, or `run.device` in the config): this dllm-bench was built \
+                     without CUDA; fix: rebuild with \
                      `cargo build --release -p runner --features cuda` (CUDA 12 or 13 toolkit; see the README), \
                      or run with --device cpu"
                 ))
