@@ -615,7 +615,9 @@ fn ChartPanel(
             };
             view! { <p class=if nq { "empty no-quality" } else { "empty" } data-testid=testid>{m}</p> }
         })}
-        <div class="chart-frame" style:display=move || if is_chart() && message.get().is_none() { "block" } else { "none" }>
+        // Parked (no height, hidden), not `display: none`, when no chart shows: the canvas keeps its laid-out width,
+        // so the first chart after a table or a message is drawn at the width it is shown at.
+        <div class="chart-frame" class:parked=move || !is_chart() || message.get().is_some()>
             <canvas
                 node_ref=canvas_ref
                 width=CHART_CSS_SIZE.0

@@ -257,6 +257,16 @@ pub struct Figure {
 }
 
 impl Figure {
+    /// Says in every title drawn (both halves of a pair) that the numbers come from synthetic weights: an exported
+    /// chart carries it with it.
+    pub fn label_synthetic(&mut self) {
+        self.title.push_str(" [SYNTHETIC weights]");
+        if let Plot::Pair { first, second } = &mut self.plot {
+            first.label_synthetic();
+            second.label_synthetic();
+        }
+    }
+
     /// Number of hoverable marks (points, bars, heat cells).
     pub fn mark_count(&self) -> usize {
         match &self.plot {
@@ -934,11 +944,19 @@ fn draw_heat<DB: DrawingBackend>(
                 .map_err(backend_err)?;
             let light = fill.0 as u32 * 299 + fill.1 as u32 * 587 + fill.2 as u32 * 114 > 128_000;
             let ink = if light { BLACK } else { WHITE };
-            let text_style = font(13.0).color(&ink).pos(Pos::new(HPos::Center, VPos::Center));
-            cc.draw_series([Text::new(c.text.clone(), (x, y), text_style)]).map_err(backend_err)?;
             let (cx, cy) = cc.backend_coord(&(x, y));
             let (x0, y0) = cc.backend_coord(&(x - 0.48, y + 0.48));
             let (x1, y1) = cc.backend_coord(&(x + 0.48, y - 0.48));
+            // The cell's text at 13 px, smaller (to 8 px) where the cell is narrower or lower than that, and none
+            // where even 8 px does not fit (many rows, a phone): overprinted labels read as nonsense; the tooltip
+            // still has the value.
+            let (cell_w, cell_h) = (f64::from((x1 - x0).abs()), f64::from((y0 - y1).abs()));
+            let (wide, _) = text_width(area, &c.text, &TextStyle::from(font(13.0)), style)?;
+            let size = (13.0 * (cell_w * 0.92 / wide.max(1.0)).min(cell_h * 0.85 / s(13.0))).min(13.0);
+            if size >= 8.0 {
+                let text_style = font(size).color(&ink).pos(Pos::new(HPos::Center, VPos::Center));
+                cc.draw_series([Text::new(c.text.clone(), (x, y), text_style)]).map_err(backend_err)?;
+            }
             hits.push(Hit { series: pi, mark: ci, x: cx, y: cy, x0, y0, x1, y1 });
         }
     }

@@ -525,7 +525,7 @@ pub struct ChartView {
 
 /// The message of the quality views for bundles without quality values.
 pub const NO_QUALITY: &str = "No quality measured in this bundle: its cells have no quality values (the run had \
-     no [quality] table, or the bundle predates schema 1.2), so the Pareto frontier, quality vs steps and S_parity \
+     no [quality] table, or the bundle predates schema 1.1), so the Pareto frontier, quality vs steps and S_parity \
      cannot be shown.";
 
 /// Builds the figure of a chart view over the loaded bundles (the main one first).
@@ -573,6 +573,13 @@ pub fn chart_view(view: ViewKind, bundles: &[&LoadedBundle], f: &Filters, o: &Op
         ViewKind::Roofline => roofline(bundles, f, o, &mut notes),
         ViewKind::Parity | ViewKind::Details => Err("this view is not a chart".into()),
     };
+    // The figure itself says so when any of its numbers come from synthetic weights (the PNG export, `figures`).
+    let figure = figure.map(|mut fig| {
+        if bundles.iter().any(|b| b.synthetic_weights) {
+            fig.label_synthetic();
+        }
+        fig
+    });
     ChartView { figure, notes }
 }
 
@@ -1328,17 +1335,27 @@ fn pareto(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec<S
             let c = &lb.bundle.cells[p.cell];
             let on = view.front.contains(&i);
             let s = &lb.summaries[p.cell];
+            // Only what was measured. The tokens per forward are pooled over the runs (N_out / the mean forwards),
+            // so the mean is shown beside the median the x axis uses: they differ when prompts differ per run.
+            let mut measured = String::new();
+            if let Some(e) = s.e2e_ms {
+                let _ = write!(measured, "L_e2e median {:.2} ms", e.median);
+            }
+            if let (Some(f), Some(tpf)) = (s.forward_passes, s.tokens_per_forward) {
+                let _ = write!(
+                    measured,
+                    ", forwards per run median {} (mean {:.1}), {tpf:.2} tokens per forward",
+                    f.median, f.mean
+                );
+            }
             let mark = Mark {
                 x: x_of(lb, p).unwrap_or(f64::NAN),
                 y: p.quality,
                 lo: None,
                 hi: None,
                 tip: format!(
-                    "{}\nL_e2e median {:.2} ms, {} forwards, {:.2} tokens per forward\n{metric} {:.4} ({})\n{}",
+                    "{}\n{measured}\n{metric} {:.4} ({})\n{}",
                     key_text(&t, c),
-                    s.e2e_ms.map_or(f64::NAN, |e| e.median),
-                    s.forward_passes.map_or(f64::NAN, |f| f.median),
-                    s.tokens_per_forward.unwrap_or(f64::NAN),
                     p.quality,
                     direction_text(dir),
                     if on { "on the Pareto frontier" } else { "dominated" }

@@ -719,7 +719,14 @@ fn the_answer_comes_first_with_the_report_s_numbers() {
     let cv = chart_view(ViewKind::Answer, &[&b], &Filters::default(), &Options::default());
     let pair = cv.figure.expect("the answer");
     let Plot::Pair { first, second } = &pair.plot else { panic!("verdict and Pareto frontier") };
-    assert_eq!(**first, f);
+    // Both halves, and the pair, say that the weights were synthetic, once.
+    assert!(b.synthetic_weights, "the fixture is a synthetic run");
+    for t in [&pair.title, &first.title, &second.title] {
+        assert!(t.ends_with("[SYNTHETIC weights]") && t.matches("SYNTHETIC").count() == 1, "{t}");
+    }
+    let mut labelled = f.clone();
+    labelled.label_synthetic();
+    assert_eq!(**first, labelled);
     assert_eq!(**second, fig(ViewKind::Pareto, &[&b], &Filters::default(), &Options::default()));
     assert!(cv.notes.iter().any(|n| n.starts_with("Showing B = 1")), "the Pareto's shape is named: {:?}", cv.notes);
     assert_eq!(pair.mark_count(), first.mark_count() + second.mark_count());

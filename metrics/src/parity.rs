@@ -342,17 +342,16 @@ pub fn parity(bundle: &Bundle, opts: &ParityOptions) -> Vec<ParityRecord> {
                         Some(t) => format!("threshold {t} ({steps} forwards)"),
                         None => format!("K = {steps}"),
                     };
-                    let Some((key, ms)) = matched.and_then(|i| diff_cell(i, b)) else {
+                    // Each point's cell at this B, looked up once (the resamples below reuse them).
+                    let at_b: Vec<Option<(&CellKey, f64)>> = (0..curve_q.len()).map(|i| diff_cell(i, b)).collect();
+                    let Some((key, ms)) = matched.and_then(|i| at_b[i]) else {
                         row.note = Some(format!("no ok diffusion cell at {at}, B = {b}"));
                         return row;
                     };
                     let Some(point) = speedup(ar_ms, ms) else { return row };
                     let est = if boot {
-                        let v: Vec<f64> = boot_steps
-                            .iter()
-                            .flatten()
-                            .filter_map(|&(_, i)| speedup(ar_ms, diff_cell(i, b)?.1))
-                            .collect();
+                        let v: Vec<f64> =
+                            boot_steps.iter().flatten().filter_map(|&(_, i)| speedup(ar_ms, at_b[i]?.1)).collect();
                         interval(v, point)
                     } else {
                         Estimate::point(point)

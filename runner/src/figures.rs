@@ -216,15 +216,6 @@ fn pdf(tree: &resvg::usvg::Tree) -> Result<Vec<u8>> {
         .map_err(|e| anyhow::anyhow!("PDF conversion failed: {e}"))
 }
 
-/// Says in every title drawn (both halves of a pair) that the numbers come from synthetic weights.
-fn label_synthetic(fig: &mut figure::Figure) {
-    fig.title = format!("{} [SYNTHETIC weights]", fig.title);
-    if let figure::Plot::Pair { first, second } = &mut fig.plot {
-        label_synthetic(first);
-        label_synthetic(second);
-    }
-}
-
 /// One line naming where the bundle's numbers come from.
 fn provenance_line(b: &LoadedBundle) -> String {
     let p = &b.bundle.provenance;
@@ -305,20 +296,21 @@ pub fn main(args: &FiguresArgs) -> Result<ExitCode> {
     let fonts = raster.then(|| font_options(&args.font)).transpose()?;
     for spec in specs(&first) {
         let options = Options { multiples: spec.multiples, memory: spec.memory, ..Options::default() };
+        // The figures say so when any of their numbers come from synthetic weights (chart_view's titles do).
         let view = match spec.scaling {
-            Some(n) => ChartView { figure: throughput_scaling(&bundles, n, &options), notes: Vec::new() },
+            Some(n) => {
+                let mut figure = throughput_scaling(&bundles, n, &options);
+                if let (Ok(fig), true) = (&mut figure, bundles.iter().any(|b| b.synthetic_weights)) {
+                    fig.label_synthetic();
+                }
+                ChartView { figure, notes: Vec::new() }
+            }
             None => chart_view(spec.view, &bundles, &spec.filters, &options),
         };
         // Small multiples are as tall as their rows need at this width.
         let height = if spec.multiples { fig_height(&view.figure, args.width) } else { args.height };
         let drawn = match view.figure {
-            Ok(mut fig) => {
-                // The figure itself says so when any of its numbers come from synthetic weights.
-                if bundles.iter().any(|b| b.synthetic_weights) {
-                    label_synthetic(&mut fig);
-                }
-                svg(&fig, args.width, height)?.map(|text| (fig, text))
-            }
+            Ok(fig) => svg(&fig, args.width, height)?.map(|text| (fig, text)),
             Err(why) => Err(why),
         };
         match drawn {
