@@ -608,7 +608,11 @@ fn draw_xy<DB: DrawingBackend>(
 ) -> Result<Drawn, ChartError> {
     let marks = || series.iter().flat_map(|s| s.marks.iter());
     if marks().next().is_none() {
-        return Err(ChartError::Empty("no cell with these values matches the filters".into()));
+        return Err(ChartError::Empty(
+            "no successful cell this view draws matches the filters (out-of-memory and failed cells are in the Run \
+             details table)"
+                .into(),
+        ));
     }
     let s = |v: f64| (v * style.scale).round().max(1.0);
     let has_bars = series.iter().any(|x| matches!(x.style, Style::Bars { .. }));

@@ -1196,11 +1196,15 @@ fn roofline(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec
                 p.repetitions,
                 n = p.matmul_size,
             ));
-            if recorded.iter().any(|(_, q)| *q != p) {
-                notes.push(format!(
-                    "The bundle's {} executions measured different ceilings; the first one's are drawn.",
-                    recorded.len()
-                ));
+            // Other executions, or a compared bundle's run, may have measured other ceilings: only one roofline
+            // is drawn.
+            let others = bundles.iter().flat_map(|lb| metrics::roofline::recorded_peaks(&lb.bundle));
+            if others.map(|(_, q)| q).any(|q| q != p) {
+                notes.push(
+                    "Other executions or bundles measured other ceilings; the main bundle's first are drawn (enter \
+                     peaks above to compare every point with the same roofline)."
+                        .into(),
+                );
             }
         }
         if o.peak_bw_tbs.is_some() || o.peak_tflops.is_some() {

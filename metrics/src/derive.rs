@@ -269,7 +269,7 @@ pub fn s_parity(points: &[(u32, f64)], baseline: f64, direction: Direction) -> P
 
 /// Speedup factor = L_e2e(AR) / L_e2e(diffusion at S_parity); > 1 means the diffusion model is viable.
 pub fn speedup(ar_e2e_ms: f64, diffusion_e2e_ms: f64) -> Option<f64> {
-    (ar_e2e_ms.is_finite() && diffusion_e2e_ms.is_finite() && diffusion_e2e_ms > 0.0)
+    (ar_e2e_ms.is_finite() && ar_e2e_ms > 0.0 && diffusion_e2e_ms.is_finite() && diffusion_e2e_ms > 0.0)
         .then(|| ar_e2e_ms / diffusion_e2e_ms)
 }
 

@@ -331,6 +331,72 @@ fn a_tied_lm_head_is_the_embedding() {
 }
 
 #[test]
+fn weights_the_layout_would_drop_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let files = tiny_files(dir.path(), ModelKind::Llama, &spec(11, None));
+    let mut tensors = candle_core::safetensors::load(&files.weights[0], &Device::Cpu).expect("weights");
+    let embed = tensors.get("model.embed_tokens.weight").expect("embedding").clone();
+    // A tied config whose file holds a head of its own: equal to the embedding it loads (either reading gives the
+    // same model), different it is refused (transformers 4 and 5 disagree about which one is meant).
+    let tie = |c: &mut serde_json::Value| c["tie_word_embeddings"] = true.into();
+    tensors.insert("lm_head.weight".into(), embed.copy().expect("copy"));
+    let same = write_checkpoint(dir.path(), "tied-same", &files, &tensors, tie);
+    assert!(load(&same, ModelKind::Llama).config.tied_lm_head);
+    tensors.insert("lm_head.weight".into(), (&embed * 2.0).expect("scaled"));
+    let other = write_checkpoint(dir.path(), "tied-other", &files, &tensors, tie);
+    let err =
+        format!("{:#}", LoadedModel::load(&other, ModelKind::Llama, &Device::Cpu, DType::F32).expect_err("two heads"));
+    assert!(err.contains("lm_head.weight") && err.contains("tie_word_embeddings"), "{err}");
+    // A parameter no part of the layout reads (a norm's bias) is refused before anything loads, naming it; a
+    // buffer (not a parameter) is left alone.
+    tensors.insert("lm_head.weight".into(), embed.copy().expect("copy"));
+    let h = embed.dim(1).expect("hidden");
+    tensors.insert("model.norm.bias".into(), Tensor::zeros(h, DType::F32, &Device::Cpu).expect("bias"));
+    let biased = write_checkpoint(dir.path(), "norm-bias", &files, &tensors, |_| {});
+    let err = LoadedModel::check_files(&biased, ModelKind::Llama).expect_err("an unused bias").to_string();
+    assert!(err.contains("model.norm.bias") && err.contains("does not use"), "{err}");
+    tensors.remove("model.norm.bias");
+    let inv_freq = Tensor::zeros(8, DType::F32, &Device::Cpu).expect("buffer");
+    tensors.insert("model.layers.0.self_attn.rotary_emb.inv_freq".into(), inv_freq);
+    let buffer = write_checkpoint(dir.path(), "buffer", &files, &tensors, |_| {});
+    LoadedModel::check_files(&buffer, ModelKind::Llama).expect("a buffer is not a parameter");
+}
+
+#[test]
+fn olmo_fields_that_change_the_model_are_read_or_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let llada = |extra: serde_json::Value| {
+        let mut j = serde_json::json!({
+            "d_model": 64, "n_layers": 2, "n_heads": 4, "mlp_hidden_size": 128, "rms_norm_eps": 1e-5,
+            "rope_theta": 500000.0, "vocab_size": 512, "max_sequence_length": 1024
+        });
+        j.as_object_mut().expect("obj").extend(extra.as_object().expect("obj").clone());
+        ModelConfig::from_file(&write_config(dir.path(), &j), ModelKind::Llada)
+    };
+    // OLMo's effective_n_kv_heads.
+    let kv = |extra| llada(extra).expect("loads").num_kv_heads;
+    assert_eq!(kv(serde_json::json!({"multi_query_attention": true})), 1);
+    assert_eq!(kv(serde_json::json!({"multi_query_attention": false})), 4);
+    assert_eq!(kv(serde_json::json!({"multi_query_attention": null, "n_kv_heads": 2})), 2);
+    assert_eq!(kv(serde_json::json!({"n_kv_heads": 1, "multi_query_attention": true})), 1);
+    // The real config's values of the fields below load.
+    let real = serde_json::json!({"bias_for_layer_norm": false, "layer_norm_with_affine": true, "n_kv_heads": 4});
+    assert_eq!(kv(real), 4);
+    for (field, extra) in [
+        ("multi_query_attention", serde_json::json!({"n_kv_heads": 2, "multi_query_attention": true})),
+        ("bias_for_layer_norm", serde_json::json!({"bias_for_layer_norm": true})),
+        ("layer_norm_with_affine", serde_json::json!({"layer_norm_with_affine": false})),
+    ] {
+        let err = llada(extra).expect_err(field).to_string();
+        assert!(err.contains(field), "{err}");
+    }
+    // transformers' "swish" is SiLU.
+    let mut j = llama_json();
+    j["hidden_act"] = "swish".into();
+    ModelConfig::from_file(&write_config(dir.path(), &j), ModelKind::Llama).expect("swish is silu");
+}
+
+#[test]
 fn missing_files_name_the_expected_path() {
     let dir = tempfile::tempdir().expect("tempdir");
     let err = ModelFiles::from_hf_cache(dir.path(), "nobody/nothing", "main").expect_err("no repo").to_string();

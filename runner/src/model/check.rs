@@ -101,7 +101,9 @@ fn index_map(index: &Path) -> Result<HashMap<String, String>, ModelError> {
 pub fn check_weights(files: &ModelFiles, cfg: &ModelConfig) -> Result<(), ModelError> {
     let headers: Vec<(PathBuf, HashMap<String, Entry>)> =
         files.weights.iter().map(|p| Ok((p.clone(), read_header(p)?))).collect::<Result<_, ModelError>>()?;
-    for (name, shape) in WeightNames::for_kind(cfg.kind).tensors(cfg) {
+    let names = WeightNames::for_kind(cfg.kind);
+    let needed = names.tensors(cfg);
+    for (name, shape) in needed.iter().cloned() {
         let found = headers.iter().find_map(|(p, h)| h.get(&name).map(|e| (p, e)));
         let Some((path, entry)) = found else {
             // Name the file that should hold it: the index's shard (the index is read only now), or the single file.
@@ -154,6 +156,30 @@ pub fn check_weights(files: &ModelFiles, cfg: &ModelConfig) -> Result<(), ModelE
                      and config.json are of different models (or sizes): download the checkpoint again",
                     files.config.display(),
                     cfg.num_layers
+                ),
+            });
+        }
+    }
+    // A parameter the layout does not read would be dropped without a word (a norm's bias, an MLP bias the
+    // config does not announce): the model would run, computing something else than its own code does. Buffers
+    // (e.g. old checkpoints' `rotary_emb.inv_freq`) are not parameters and are left alone. A tied head's own
+    // `lm_head.weight` is compared with the embedding when the weights load.
+    let tied_head = format!("{}.weight", names.lm_head);
+    for (path, h) in &headers {
+        let mut unused: Vec<&String> = h
+            .keys()
+            .filter(|n| n.ends_with(".weight") || n.ends_with(".bias"))
+            .filter(|n| !(needed.iter().any(|(name, _)| name == *n) || cfg.tied_lm_head && **n == tied_head))
+            .collect();
+        unused.sort();
+        if let Some(first) = unused.first() {
+            return Err(ModelError::Corrupt {
+                path: path.clone(),
+                message: format!(
+                    "holds {} tensor(s) the {:?} layout of {} does not use, e.g. `{first}`: the model would run                      without them, computing something other than the checkpoint's own code; fix: the weights                      and config.json are of different models, or config.json leaves out a feature they need                      (biases, another norm): this checkpoint cannot be measured as it is",
+                    unused.len(),
+                    cfg.kind,
+                    files.config.display()
                 ),
             });
         }

@@ -393,8 +393,10 @@ impl LlamaConfigFile {
                 "sliding-window attention is not implemented: every layer attends to the whole sequence",
             ));
         }
+        // transformers' "swish" is the same function as "silu".
         if let Some(act) = &self.hidden_act
             && act != "silu"
+            && act != "swish"
         {
             return Err(unsupported("hidden_act", act.clone(), "only \"silu\" (SwiGLU) is implemented"));
         }
@@ -471,6 +473,12 @@ struct LladaConfigFile {
     input_emb_norm: bool,
     #[serde(default)]
     attention_layer_norm: bool,
+    /// OLMo: the norms' bias (absent: `include_bias`).
+    bias_for_layer_norm: Option<bool>,
+    /// OLMo: the norms have a weight (absent or null: true).
+    layer_norm_with_affine: Option<bool>,
+    /// OLMo: one KV head (absent: `n_kv_heads` decides).
+    multi_query_attention: Option<bool>,
     bos_token_id: Option<u32>,
     eos_token_id: Option<OneOrMany>,
     pad_token_id: Option<u32>,
@@ -487,8 +495,13 @@ fn yes() -> bool {
 impl LladaConfigFile {
     fn into_config(self, path: &Path) -> Result<ModelConfig, ModelError> {
         let unsupported = unsupported_in(path);
-        let checks: [(&str, bool, &str); 6] = [
+        let checks: [(&str, bool, &str); 7] = [
             ("include_bias", self.include_bias, "only bias-free projections are implemented"),
+            (
+                "bias_for_layer_norm",
+                self.bias_for_layer_norm.unwrap_or(false),
+                "only RMSNorm without a bias is implemented",
+            ),
             ("include_qkv_bias", self.include_qkv_bias, "only bias-free projections are implemented"),
             ("alibi", self.alibi, "only RoPE positions are implemented"),
             ("scale_logits", self.scale_logits.unwrap_or(false), "logit scaling is not implemented"),
@@ -503,6 +516,31 @@ impl LladaConfigFile {
         if !self.rope {
             return Err(unsupported("rope", "false".into(), "only RoPE positions are implemented"));
         }
+        if self.layer_norm_with_affine == Some(false) {
+            return Err(unsupported(
+                "layer_norm_with_affine",
+                "false".into(),
+                "only norms with a weight are implemented",
+            ));
+        }
+        // OLMo's `effective_n_kv_heads`: `multi_query_attention` means one KV head, `false` as many as heads, and
+        // stated beside `n_kv_heads` the two must agree.
+        let kv_heads = match (self.n_kv_heads, self.multi_query_attention) {
+            (None, Some(true)) => 1,
+            (None, _) => self.n_heads,
+            (Some(n), None) => n,
+            (Some(n), Some(mqa)) => {
+                let implied = if mqa { 1 } else { self.n_heads };
+                if n != implied {
+                    return Err(unsupported(
+                        "multi_query_attention",
+                        mqa.to_string(),
+                        &format!("it implies {implied} KV heads but n_kv_heads is {n}: leave one of the two out"),
+                    ));
+                }
+                n
+            }
+        };
         for (field, value, want) in [
             ("activation_type", &self.activation_type, "silu"),
             ("block_type", &self.block_type, "llama"),
@@ -535,7 +573,7 @@ impl LladaConfigFile {
             intermediate_size: intermediate,
             num_layers: self.n_layers,
             num_heads: self.n_heads,
-            num_kv_heads: self.n_kv_heads.unwrap_or(self.n_heads),
+            num_kv_heads: kv_heads,
             head_dim: self.d_model / self.n_heads.max(1),
             vocab_size: vocab,
             rms_norm_eps: self.rms_norm_eps,
