@@ -877,7 +877,8 @@ fn draw_heat<DB: DrawingBackend>(
     let s = |v: f64| (v * style.scale).round().max(1.0);
     let si = |v: f64| s(v) as u32;
     let font = |size: f64| (FontFamily::SansSerif, s(size)).into_font();
-    let values = panels.iter().flat_map(|p| p.cells.iter().filter_map(|c| c.value));
+    // Out-of-memory cells are drawn as such, so their values (a peak before the failure) stay out of the scale.
+    let values = panels.iter().flat_map(|p| p.cells.iter().filter(|c| !c.oom).filter_map(|c| c.value));
     let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| (a.min(v), b.max(v)));
     // A diverging scale spans the centre plus and minus the farthest value.
     let (lo, hi) = match center {

@@ -139,7 +139,8 @@ pub struct MergeArgs {
     /// Merge shards measured on different device models (the study keeps them apart).
     #[arg(long)]
     pub allow_mixed_devices: bool,
-    /// Write the merged bundle even if cells of the grid are in no shard (a partial bundle).
+    /// Write the merged bundle even if cells of the grid are in no shard, or a shard's continuations lack an
+    /// evaluator's perplexity (a partial bundle).
     #[arg(long)]
     pub allow_missing: bool,
 }
@@ -359,7 +360,7 @@ fn run(args: RunArgs) -> Result<ExitCode> {
     let planned = crate::shard::select(&resolved.config.cells(), shard).len();
     if !args.quiet {
         let of = shard.map_or(String::new(), |s| format!(" (shard {s} of {} cells)", resolved.config.cells().len()));
-        eprintln!("dllm-bench: {planned} cells{of} from {}", resolved.source);
+        crate::say!("dllm-bench: {planned} cells{of} from {}", resolved.source);
     }
     let folder = match (&args.resume, &args.run_dir) {
         (Some(dir), _) => sweep::RunFolder::Resume(dir.clone()),
@@ -369,9 +370,12 @@ fn run(args: RunArgs) -> Result<ExitCode> {
     let stop = crate::signals::Stop::install().context("cannot install the signal handlers")?;
     let opts = sweep::SweepOptions { folder, model_cache_dir: args.cache.dir(), progress: !args.quiet, shard, stop };
     let outcome = sweep::run(&resolved, &opts)?;
-    println!("{}", outcome.path.display());
+    // The bundle is written: a closed standard output loses this line, not the exit status.
+    let _ = std::io::Write::write_all(&mut std::io::stdout(), format!("{}\n", outcome.path.display()).as_bytes());
+    // A parity search adds cells to the plan as it goes: the bundle's count is the one that holds.
+    let planned = outcome.bundle.provenance.planned_cells.map_or(planned, |n| n as usize);
     if let sweep::Ending::Interrupted(signal) = outcome.ending {
-        eprintln!(
+        crate::say!(
             "interrupted by {signal}: {} of {planned} cells done, partial bundle {}; continue with \
              `dllm-bench run --resume {}` (exit status {})",
             outcome.bundle.cells.len(),
@@ -387,15 +391,15 @@ fn run(args: RunArgs) -> Result<ExitCode> {
         ""
     };
     if !args.quiet {
-        eprintln!("wrote {}{synthetic}", outcome.path.display());
+        crate::say!("wrote {}{synthetic}", outcome.path.display());
     }
     let quality_errors: usize = outcome.bundle.cells.iter().map(|c| c.quality_errors.len()).sum();
     if outcome.failed_cells > 0 || quality_errors > 0 {
         if outcome.failed_cells > 0 {
-            eprintln!("error: {} of {planned} cells failed; see their status in the bundle", outcome.failed_cells);
+            crate::say!("error: {} of {planned} cells failed; see their status in the bundle", outcome.failed_cells);
         }
         if quality_errors > 0 {
-            eprintln!(
+            crate::say!(
                 "error: {quality_errors} quality values could not be computed (S_parity skips those K); see the \
                  cells' quality_errors in the bundle"
             );
@@ -525,10 +529,10 @@ fn fetch_cmd(args: FetchArgs) -> Result<ExitCode> {
                 String::new()
             },
             cache.display(),
-            if local_only {
-                "; fix: run `dllm-bench fetch` without --local-files-only where there is network"
-            } else {
-                ""
+            match (local_only, offline_env) {
+                (true, true) => "; fix: run `dllm-bench fetch` where there is network, without HF_HUB_OFFLINE set",
+                (true, false) => "; fix: run `dllm-bench fetch` without --local-files-only where there is network",
+                (false, _) => "",
             }
         );
         return Ok(ExitCode::from(1));
@@ -539,6 +543,14 @@ fn fetch_cmd(args: FetchArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// A value's name as configs and bundles write it (`llada_low_confidence`, `embedded`), not Rust's.
+fn file_name_of(value: impl serde::Serialize) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(s)) => s,
+        other => format!("{other:?}"),
+    }
+}
+
 fn plan_cmd(args: PlanArgs) -> Result<ExitCode> {
     let resolved = plan::resolve(&args.config)?;
     let cfg = &resolved.config;
@@ -546,8 +558,13 @@ fn plan_cmd(args: PlanArgs) -> Result<ExitCode> {
     println!("# {} cells from {}", cells.len(), resolved.source);
     let wrapped = if cfg.prompts.chat_template { ", each in its model's chat template" } else { "" };
     println!(
-        "# device {}, {}, warm-up {}, repetitions {}, {} prompts ({:?}){wrapped}",
-        cfg.run.device, cfg.run.dtype, cfg.run.warmup, cfg.run.repetitions, cfg.prompts.count, cfg.prompts.source
+        "# device {}, {}, warm-up {}, repetitions {}, {} prompts ({}){wrapped}",
+        cfg.run.device,
+        cfg.run.dtype,
+        cfg.run.warmup,
+        cfg.run.repetitions,
+        cfg.prompts.prompt_count(),
+        file_name_of(cfg.prompts.source)
     );
     println!(
         "{:<36} {:<40} {:>6} {:>4} {:>6} {:>7} {:>7} {:>6}",
@@ -559,8 +576,8 @@ fn plan_cmd(args: PlanArgs) -> Result<ExitCode> {
             "{:<36} {:<40} {:>6} {:>4} {:>6} {:>7} {:>7} {:>6}",
             c.model,
             match c.variant() {
-                Some(v) => format!("{:?} {v}", c.sampler),
-                None => format!("{:?}", c.sampler),
+                Some(v) => format!("{} {v}", file_name_of(c.sampler)),
+                None => file_name_of(c.sampler),
             },
             match (c.steps, c.threshold) {
                 (None, Some(t)) => format!("t={t}"),

@@ -45,9 +45,12 @@ pub fn read_bundle_file(path: &Path) -> Result<schema::ReadBundle> {
     let text =
         read_text_file(path, "bundle", "pass a result bundle (a .json file that `dllm-bench run` or `merge` wrote)")?;
     schema::read_bundle_detailed(&text).map_err(|e| {
-        anyhow::Error::new(InputError(format!(
-            "{}: {e}\n  fix: pass a bundle `dllm-bench validate` accepts (or the file as the runner wrote it)",
-            path.display()
-        )))
+        // A message that names its own fix (a newer format: upgrade) keeps it alone.
+        let message = e.to_string();
+        let fix = match message.contains("fix:") {
+            true => "",
+            false => "\n  fix: pass a bundle `dllm-bench validate` accepts (or the file as the runner wrote it)",
+        };
+        anyhow::Error::new(InputError(format!("{}: {message}{fix}", path.display())))
     })
 }

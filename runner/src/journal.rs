@@ -189,7 +189,11 @@ pub fn read(path: &Path) -> Result<(Header, State, u64)> {
     while start < bytes.len() {
         lineno += 1;
         let Some(nl) = bytes[start..].iter().position(|&b| b == b'\n') else {
-            tracing::warn!("{}: ignoring the unfinished last line {lineno} (the run was killed)", path.display());
+            tracing::warn!(
+                "{}: ignoring the unfinished last line {lineno} (the run was killed, or its disk was full): what it \
+                 recorded is done again",
+                path.display()
+            );
             break;
         };
         let line = &bytes[start..start + nl];
@@ -197,12 +201,17 @@ pub fn read(path: &Path) -> Result<(Header, State, u64)> {
         let record = match serde_json::from_slice::<Record>(line) {
             Ok(r) => r,
             Err(_) if next >= bytes.len() && header.is_some() => {
-                tracing::warn!("{}: ignoring the damaged last line {lineno} (the run was killed)", path.display());
+                tracing::warn!(
+                    "{}: ignoring the damaged last line {lineno} (the run was killed, or its disk was full): what \
+                     it recorded is done again",
+                    path.display()
+                );
                 break;
             }
             Err(e) => {
                 return Err(InputError(format!(
-                    "{}: line {lineno} is not a journal record ({e}); fix: start a new run folder",
+                    "{}: line {lineno} is not a journal record ({e}); fix: delete that line if it was damaged by hand \
+                     (what it recorded is done again), or start a new run folder",
                     path.display()
                 ))
                 .into());

@@ -8,6 +8,16 @@
 //! across a SLURM job array, [`merge`] joins the shards' bundles, [`execution`] records where each cell ran, and
 //! [`fetch`] fills (or checks) the model cache for offline compute nodes.
 
+/// `eprintln!` for a run's progress and messages: when standard error is a closed pipe (`2>&1 | head`), the
+/// text is lost and the run goes on (`eprintln!` would panic there and end the run).
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 pub mod bench;
 pub mod cli;
 pub mod device;

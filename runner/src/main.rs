@@ -45,9 +45,9 @@ fn settle_thread_count() {
         std::process::Command::new(&exe).arg0(arg0).args(args).env("RAYON_NUM_THREADS", threads.to_string()).exec();
 }
 
-/// Ends the process quietly when its standard output is a pipe whose reader has gone (`dllm-bench plan | head`):
-/// Rust ignores SIGPIPE, so `println!` panics there with a backtrace hint and status 101. Any file the command
-/// writes is written before what it prints. The status is 141 (128 + SIGPIPE), what a shell reports for a program
+/// Ends the process quietly when its standard output or error is a pipe whose reader has gone (`dllm-bench plan |
+/// head`): Rust ignores SIGPIPE, so `println!` panics there with a backtrace hint and status 101. Any file the
+/// command writes is written before what it prints; `run` goes on without its messages (`say!`). The status is 141 (128 + SIGPIPE), what a shell reports for a program
 /// the signal stopped; every other panic keeps the default report.
 fn quiet_broken_pipe() {
     let default = std::panic::take_hook();
@@ -58,7 +58,9 @@ fn quiet_broken_pipe() {
             .map(String::as_str)
             .or_else(|| info.payload().downcast_ref::<&str>().copied())
             .unwrap_or_default();
-        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+        if (message.starts_with("failed printing to stdout") || message.starts_with("failed printing to stderr"))
+            && message.contains("Broken pipe")
+        {
             std::process::exit(141);
         }
         default(info)

@@ -3,7 +3,8 @@
 //! Refused, with a message naming the files: shards of different configs (by the hash of the resolved config),
 //! of different dllm-bench versions, of different prompt sets or model snapshots, on different device models
 //! (unless `--allow-mixed-devices`: the study does not mix A100 and A6000 results), a cell present in two
-//! shards, and cells of the grid that no shard has (unless `--allow-missing`, which writes a partial bundle).
+//! shards, and cells of the grid that no shard has or whose continuations an evaluator has not scored (a run
+//! stopped while scoring; unless `--allow-missing`, which writes a partial bundle).
 //! The merged bundle lists every shard's executions, and each cell still points to the one that measured it.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -189,6 +190,30 @@ pub fn merge(inputs: &[(PathBuf, Bundle)], opts: MergeOptions) -> Result<Merged,
             list(duplicates, 10)
         ));
     }
+    // Every continuation scored by every evaluator (a value, or the error that prevented it): a run stopped while
+    // its evaluators scored leaves a partial bundle whose cells are all there, and its verdicts would change.
+    if !opts.allow_missing {
+        for (path, b) in inputs {
+            let evaluators = b.provenance.config.evaluators();
+            let unscored = |c: &&Cell| {
+                !c.generations.is_empty()
+                    && evaluators.iter().any(|e| {
+                        let of = |m: &str, ev: Option<&str>| m == "perplexity" && ev == Some(e.id.as_str());
+                        !c.quality.iter().any(|q| of(&q.metric, q.evaluator.as_deref()))
+                            && !c.quality_errors.iter().any(|q| of(&q.metric, q.evaluator.as_deref()))
+                    })
+            };
+            let n = b.cells.iter().filter(unscored).count();
+            if n > 0 {
+                return refuse(format!(
+                    "{} is partial: {n} of its cells' continuations lack an evaluator's perplexity (a run stopped \
+                     while scoring); fix: resume that run to the end (`dllm-bench run --resume` its run folder), or \
+                     pass --allow-missing to merge without those values",
+                    show(path)
+                ));
+            }
+        }
+    }
     let missing: Vec<CellKey> = grid.iter().filter(|k| !seen.contains_key(*k)).cloned().collect();
     if !missing.is_empty() && !opts.allow_missing {
         let mut hint = String::new();
@@ -220,15 +245,8 @@ pub fn merge(inputs: &[(PathBuf, Bundle)], opts: MergeOptions) -> Result<Merged,
         ));
     }
     cells.sort_by_key(|c| order.get(&c.key).copied().unwrap_or(usize::MAX));
-    // Models in config order, only those with cells.
-    let models: Vec<ModelInfo> = first
-        .provenance
-        .config
-        .models
-        .iter()
-        .filter_map(|m| models.iter().find(|x| x.id == m.id && cells.iter().any(|c| c.key.model == x.id)))
-        .cloned()
-        .collect();
+    // As a single run lists them: measured models and evaluators, in config order, those with cells or values.
+    let models = crate::sweep::bundle_models(&first.provenance.config, &models, &cells);
     let mut provenance = first.provenance.clone();
     provenance.created_at =
         inputs.iter().map(|(_, b)| b.provenance.created_at.clone()).min().unwrap_or(provenance.created_at);

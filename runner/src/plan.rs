@@ -33,8 +33,8 @@ pub struct ConfigArgs {
     /// Override the sequence lengths N (comma-separated).
     #[arg(long, value_delimiter = ',', value_name = "N")]
     pub seq_len: Vec<u32>,
-    /// Use at most this many prompts.
-    #[arg(long, value_name = "P")]
+    /// Use at most this many prompts (1 or more).
+    #[arg(long, value_name = "P", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_prompts: Option<u32>,
     /// Override the device: cpu, cuda or cuda:N.
     #[arg(long, value_name = "DEVICE")]

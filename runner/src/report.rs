@@ -234,7 +234,9 @@ fn summary(s: &mut String, records: &[ParityRecord]) {
 /// `(sampler, series, block N)` of a record, as headings name it.
 fn series_name(r: &ParityRecord) -> String {
     let sampler = serde_json::to_value(r.sampler).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
-    let block = r.block_length.map_or(String::new(), |b| format!(", block {b}"));
+    // Dream's sampler has no blocks (its cells carry the grid's block length all the same).
+    let blocks = schema::grid::DreamAlg::of(r.sampler).is_none();
+    let block = r.block_length.filter(|_| blocks).map_or(String::new(), |b| format!(", block {b}"));
     match r.variant() {
         Some(v) => format!("({sampler}, {v}{block})"),
         None => format!("({sampler}{block})"),
@@ -255,7 +257,7 @@ fn section(s: &mut String, bundle: &Bundle, quality: &[Vec<schema::bundle::Quali
         series_name(r),
         short(&r.ar_model)
     );
-    let _ = writeln!(s, "Q_llama = {}\n", est(&r.baseline));
+    let _ = writeln!(s, "Q_llama (the AR model's quality) = {}\n", est(&r.baseline));
     let max = r.curve.iter().map(|c| c.steps).max().unwrap_or(0);
     if r.thresholded {
         let _ = writeln!(s, "| threshold | forwards | f [95%] | at least as good as Q_llama |\n|---:|---:|---|---|");

@@ -213,7 +213,7 @@ fn missing_model_exits_2_naming_the_cache_path() {
 }
 
 #[test]
-fn a_closed_stdout_pipe_ends_the_process_quietly() {
+fn a_closed_pipe_ends_a_printing_command_quietly_and_a_run_goes_on() {
     use std::process::{Command, Stdio};
     // `dllm-bench schema | head -1`: the JSON Schema is larger than a pipe's buffer, so the writes after the
     // reader has gone fail.
@@ -227,6 +227,23 @@ fn a_closed_stdout_pipe_ends_the_process_quietly() {
     let out = child.wait_with_output().expect("wait");
     assert_eq!(out.status.code(), Some(141), "128 + SIGPIPE: {}", stderr(&out));
     assert!(!stderr(&out).contains("panicked"), "no panic report: {}", stderr(&out));
+    // `dllm-bench run 2>&1 | head -3`: a run loses its messages, not its cells or its exit status.
+    let sb = Sandbox::new();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dllm-bench"))
+        .args(["run", "-o", "out"])
+        .args(QUICK)
+        .current_dir(sb.path())
+        .env("HF_HUB_CACHE", sb.cache())
+        .env_remove("HF_HOME")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run dllm-bench");
+    drop((child.stdout.take(), child.stderr.take()));
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(0));
+    let bundles: Vec<_> = std::fs::read_dir(sb.path().join("out")).expect("out").flatten().collect();
+    assert_eq!(bundles.len(), 1, "the bundle is written");
 }
 
 #[test]

@@ -232,6 +232,16 @@ fn runs_sharing_a_model_cache_write_each_checkpoint_once_and_atomically() {
     std::thread::sleep(Duration::from_millis(20));
     assert_exit!(sb.cmd(&args), 0);
     assert_eq!(stamp(), before, "refs/main was rewritten");
+    // What a writer killed mid-way leaves (a staging snapshot, a partial blob) is removed by the next writer.
+    std::fs::create_dir_all(repo.join("snapshots/.0123abcd.killed/x")).expect("staging");
+    std::fs::write(repo.join("blobs/.model.safetensors.killed.partial"), "x").expect("partial");
+    let mut seed = args.to_vec();
+    seed.extend(["--seed", "9"]);
+    assert_exit!(sb.cmd(&seed), 0);
+    let snapshots = std::fs::read_dir(repo.join("snapshots")).expect("snapshots").flatten().count();
+    assert_eq!(snapshots, 2, "the two complete snapshots, no staging leftovers");
+    let partial = std::fs::read_dir(repo.join("blobs")).expect("blobs").flatten();
+    assert!(!partial.into_iter().any(|e| e.file_name().to_string_lossy().ends_with(".partial")), "no partial blobs");
 }
 
 /// A one-model LLaDA grid with its own long prompts.
@@ -366,6 +376,61 @@ fn synthetic_weights_never_replace_a_real_checkpoint_in_the_cache() {
     refused(&sb, &["run", "-o", "out"], &[id, "real checkpoint"]);
     assert_eq!(std::fs::read_to_string(repo.join("refs/main")).expect("refs/main"), commit, "refs/main untouched");
     assert!(!sb.path().join("out").exists() || std::fs::read_dir(sb.path().join("out")).expect("out").next().is_none());
+}
+
+#[test]
+fn a_resume_with_another_snapshot_or_device_model_is_refused() {
+    let sb = Sandbox::new();
+    // The evaluator: a checkpoint the config names without a synthetic table, as a download would be.
+    let synth =
+        |seed: &str| assert_exit!(sb.cmd(&["synth", "--kind", "llama", "--repo-id", "t/eval", "--seed", seed]), 0);
+    synth("3");
+    let quality = "\n[quality]\nparity_metric = \"perplexity\"\nbootstrap_resamples = 10\n\n[[quality.evaluators]]\nid = \"t/eval\"\n";
+    sb.write("q.toml", &format!("{CONFIG}{quality}"));
+    let run = ["run", "-c", "q.toml", "--run-dir", "rd"];
+    assert_exit!(sb.cmd(&run), 0);
+    // The evaluator's ref moved to other weights: the cells were scored with the first ones, and a resume would
+    // score the rest with these under the first commit's name.
+    synth("4");
+    refused(&sb, &run, &["t/eval", "changed since the run started"]);
+    synth("3");
+    assert_exit!(sb.cmd(&run), 0);
+    // A requeue onto another device model with cells left to measure: the journal says its cells ran elsewhere.
+    let journal = sb.path().join("rd/journal.jsonl");
+    let text = std::fs::read_to_string(&journal).expect("journal");
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let exec = lines.iter().position(|l| l.starts_with("{\"execution\"")).expect("an execution record");
+    let mut e: serde_json::Value = serde_json::from_str(&lines[exec]).expect("json");
+    e["execution"]["device"]["name"] = "Another CPU 9000".into();
+    lines[exec] = e.to_string();
+    let last_cell = lines.iter().rposition(|l| l.starts_with("{\"cell\"")).expect("a cell record");
+    lines.remove(last_cell);
+    std::fs::write(&journal, lines.join("\n") + "\n").expect("journal");
+    refused(&sb, &run, &["Another CPU 9000", "two devices' timings"]);
+}
+
+#[test]
+fn a_new_run_never_replaces_a_bundle_already_in_its_output_folder() {
+    // Bundles under the names this run could take (NAME-STAMP.json, the stamp its start's second): a run of the
+    // same second that finished, or a file of the user's.
+    let sb = Sandbox::new();
+    sb.write("t.toml", CONFIG);
+    std::fs::create_dir(sb.path().join("out")).expect("out");
+    let now = std::time::SystemTime::now();
+    let mut precious = Vec::new();
+    for s in 0..20 {
+        let at = humantime::format_rfc3339_seconds(now + Duration::from_secs(s)).to_string();
+        let stamp: String = at.chars().filter(|c| !matches!(c, '-' | ':')).collect();
+        let path = sb.path().join(format!("out/t-{stamp}.json"));
+        std::fs::write(&path, "precious").expect("write");
+        precious.push(path);
+    }
+    assert_exit!(sb.cmd(&["run", "-c", "t.toml", "-o", "out", "-q"]), 0);
+    for p in &precious {
+        assert_eq!(std::fs::read_to_string(p).expect("still there"), "precious", "{}", p.display());
+    }
+    let files = std::fs::read_dir(sb.path().join("out")).expect("out").count();
+    assert_eq!(files, precious.len() + 1, "the run's bundle beside them");
 }
 
 #[test]

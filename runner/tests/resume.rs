@@ -269,6 +269,24 @@ fn shards_merge_into_the_single_runs_cells_and_mismatches_are_refused() {
     assert_exit!(out, 0);
     let merged = read_bundle(&merged_path);
     assert_eq!(keys_and_statuses(&merged), keys_and_statuses(&single), "cell for cell, in grid order");
+    // The models as the single run lists them, the evaluators whose values the cells hold included.
+    let ids = |b: &Bundle| b.models.iter().map(|m| (m.id.clone(), m.commit.clone())).collect::<Vec<_>>();
+    assert_eq!(ids(&merged), ids(&single));
+    assert!(ids(&single).iter().any(|(id, _)| id.contains("evaluator")), "{:?}", ids(&single));
+    // A shard stopped while its evaluators scored: all its cells, not all their values.
+    let mut unscored = read_bundle(&shard_paths[0]);
+    let cell = unscored.cells.iter_mut().find(|c| !c.generations.is_empty()).expect("a cell with continuations");
+    cell.quality.retain(|q| q.metric != "perplexity");
+    let unscored_path = sb.write("unscored.json", &schema::write_bundle(&unscored));
+    let unscored_path = unscored_path.to_str().expect("utf8");
+    let out = sb.cmd(&["merge", "-o", "x.json", unscored_path, paths[1], paths[2]]);
+    assert_exit!(out, 2);
+    assert!(
+        stderr(&out).contains("unscored.json is partial") && stderr(&out).contains("perplexity"),
+        "{}",
+        stderr(&out)
+    );
+    assert_exit!(sb.cmd(&["merge", "-o", "x.json", "--allow-missing", unscored_path, paths[1], paths[2]]), 0);
     assert_eq!(merged.provenance.executions.len(), 3);
     assert_eq!(merged.provenance.config_sha256, single.provenance.config_sha256);
     assert!(merged.provenance.shard.is_none());

@@ -26,8 +26,8 @@ pub enum BundleError {
     NotABundle(String),
     /// Written by a newer, incompatible major version of the format.
     #[error(
-        "this bundle uses schema version {found}, but this build of dllm-bench reads versions up to {supported}: \
-         upgrade dllm-bench (or the explorer) to a release that reads schema {}.x",
+        "this bundle uses schema version {found}, but this build of dllm-bench reads versions up to {supported}; \
+         fix: upgrade dllm-bench (or the explorer) to a release that reads schema {}.x",
         found.major
     )]
     NewerVersion {

@@ -2,23 +2,29 @@
 
 use super::*;
 
-/// The bundle of what the journal holds: the planned cells done so far, in grid order.
-pub(super) fn assemble(resolved: &ResolvedConfig, journal: &Journal, planned: &[CellKey], spec: DeviceSpec) -> Bundle {
-    let h = &journal.header;
-    let by_key: HashMap<&CellKey, &Cell> = journal.state.cells.iter().map(|c| (&c.key, c)).collect();
-    let cells: Vec<Cell> = planned.iter().filter_map(|k| by_key.get(k).map(|c| (*c).clone())).collect();
+/// The models a bundle of `cells` lists, from those `known` (loaded): in config order (measured models, then
+/// evaluators), each once, and only those with cells or quality values (a model loaded just before a stop has
+/// none). The sweep's bundles and `merge` both list them so.
+pub(crate) fn bundle_models(config: &GridConfig, known: &[ModelInfo], cells: &[Cell]) -> Vec<ModelInfo> {
     let mut used: HashSet<&str> = cells.iter().map(|c| c.key.model.as_str()).collect();
     used.extend(cells.iter().flat_map(|c| c.quality.iter().filter_map(|q| q.evaluator.as_deref())));
-    // Config order (measured models, then evaluators), and only models with cells or quality values (a model
-    // loaded just before a stop has none).
     let mut models: Vec<ModelInfo> = Vec::new();
-    for m in resolved.config.models.iter().chain(&resolved.config.evaluators()) {
-        if let Some(x) = journal.state.models.iter().find(|x| x.id == m.id && used.contains(x.id.as_str()))
+    for m in config.models.iter().chain(&config.evaluators()) {
+        if let Some(x) = known.iter().find(|x| x.id == m.id && used.contains(x.id.as_str()))
             && !models.iter().any(|y| y.id == x.id)
         {
             models.push(x.clone());
         }
     }
+    models
+}
+
+/// The bundle of what the journal holds: the planned cells done so far, in grid order.
+pub(super) fn assemble(resolved: &ResolvedConfig, journal: &Journal, planned: &[CellKey], spec: DeviceSpec) -> Bundle {
+    let h = &journal.header;
+    let by_key: HashMap<&CellKey, &Cell> = journal.state.cells.iter().map(|c| (&c.key, c)).collect();
+    let cells: Vec<Cell> = planned.iter().filter_map(|k| by_key.get(k).map(|c| (*c).clone())).collect();
+    let models = bundle_models(&resolved.config, &journal.state.models, &cells);
     Bundle {
         schema_version: SchemaVersion::CURRENT,
         provenance: Provenance {

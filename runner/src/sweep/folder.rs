@@ -126,6 +126,48 @@ pub(super) fn check_same_run(
     Ok(())
 }
 
+/// The rest of "a resume is the same run", once the models are found: every model and evaluator it will load is
+/// the snapshot the journal recorded for it (a changed evaluator would score the rest of the cells with other
+/// weights under the old commit's name), and when cells remain to be measured, this device is the model the
+/// journal's cells were measured on (a requeue onto another GPU model would mix two devices' timings in one
+/// bundle; `merge` refuses such shards the same way).
+pub(super) fn check_same_sources<'a>(
+    journal: &Journal,
+    models: impl IntoIterator<Item = (&'a ModelSpec, &'a ModelFiles)>,
+    device: Option<DeviceSpec>,
+) -> Result<()> {
+    let path = journal.path().display();
+    for (m, files) in models {
+        if let Some(old) = journal.state.models.iter().find(|x| x.id == m.id)
+            && old.commit.as_deref().is_some_and(|c| c != files.commit)
+        {
+            return Err(InputError(format!(
+                "cannot resume {path}: model {} changed since the run started (snapshot {} then, {} now); fix: \
+                 restore that snapshot (refs/{} in the model cache), or start a new run folder",
+                m.id,
+                old.commit.as_deref().unwrap_or("?"),
+                files.commit,
+                m.revision
+            ))
+            .into());
+        }
+    }
+    let Some(spec) = device else { return Ok(()) };
+    let name = |d: &schema::DeviceInfo| format!("{} {}", d.kind, d.name.as_deref().unwrap_or("(unknown model)"));
+    let here = name(&crate::execution::device_info(spec));
+    let measured: BTreeSet<u32> = journal.state.cells.iter().filter_map(|c| c.execution).collect();
+    let before = journal.state.executions.iter().enumerate().filter(|(i, _)| measured.contains(&(*i as u32)));
+    if let Some(other) = before.map(|(_, e)| name(&e.device)).find(|d| *d != here) {
+        return Err(InputError(format!(
+            "cannot resume {path}: its cells were measured on {other} and this process runs on {here}: one bundle \
+             would hold two devices' timings; fix: resume on a node with the same device (e.g. a SLURM \
+             --constraint), or start a new run folder here"
+        ))
+        .into());
+    }
+    Ok(())
+}
+
 pub(super) fn short(sha: &str) -> &str {
     &sha[..sha.len().min(12)]
 }
@@ -147,6 +189,11 @@ pub(super) fn create_journal(
         for n in 1.. {
             let name = if n == 1 { base.clone() } else { format!("{base}-{n}") };
             let candidate = parent.join(format!("{name}.run"));
+            // Nor the name of a bundle already there (a run of the same second that finished, or a file put
+            // there): the final bundle would replace it.
+            if parent.join(format!("{name}.json")).exists() {
+                continue;
+            }
             match std::fs::create_dir(&candidate) {
                 Ok(()) => {
                     dir = candidate;

@@ -46,6 +46,7 @@ mod scoring;
 mod search;
 mod tokens;
 
+pub(crate) use assemble::bundle_models;
 use assemble::*;
 use folder::*;
 use measure::*;
@@ -209,8 +210,10 @@ pub fn run(resolved: &ResolvedConfig, opts: &SweepOptions) -> Result<SweepOutcom
         // A journal is only opened under the folder's lock; without one this is a new run.
         (_, lock) => create_journal(&opened.dir, &header, unique, lock)?,
     };
+    let loads = to_load.iter().chain(&evaluator_files).map(|(m, f)| (*m, f));
+    check_same_sources(&journal, loads, (!todo.is_empty()).then_some(spec))?;
     if resumed_cells > 0 && opts.progress {
-        eprintln!("resuming {}: {resumed_cells} of {} cells already done", run_dir.display(), planned.len());
+        crate::say!("resuming {}: {resumed_cells} of {} cells already done", run_dir.display(), planned.len());
     }
     let mut progress = Progress::new(planned.len(), resumed_cells, opts.progress);
     let env = Env { resolved, opts, spec, device: &device, dtype, prompts: &prompts, run_dir: &run_dir };
@@ -237,7 +240,11 @@ pub fn run(resolved: &ResolvedConfig, opts: &SweepOptions) -> Result<SweepOutcom
         if opts.progress {
             let ks: BTreeSet<String> =
                 extra.iter().map(|k| format!("N={} K={}", k.seq_len, k.steps.unwrap_or(0))).collect();
-            eprintln!("parity search: {} more cells ({})", extra.len(), ks.into_iter().collect::<Vec<_>>().join(", "));
+            crate::say!(
+                "parity search: {} more cells ({})",
+                extra.len(),
+                ks.into_iter().collect::<Vec<_>>().join(", ")
+            );
         }
         planned.extend(extra.iter().cloned());
         let keys: Vec<&CellKey> = extra.iter().collect();

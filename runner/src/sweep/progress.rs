@@ -53,7 +53,7 @@ impl Progress {
             (CellStatus::Error { message }, _) => format!("FAILED: {message}"),
             (CellStatus::Skipped { reason }, _) => format!("skipped: {reason}"),
         };
-        eprintln!("[{}/{}] {}: {what} (eta {:.0} s)", self.done, self.total, cell.key, eta);
+        crate::say!("[{}/{}] {}: {what} (eta {:.0} s)", self.done, self.total, cell.key, eta);
     }
 
     pub(super) fn done(&self) {

@@ -68,11 +68,12 @@ pub(super) fn add_generations(
             }
             Err(e) => {
                 device::release(&model.device);
-                tracing::warn!(cell = %key, "the quality generations in batches of {b} failed: {e:#}");
-                tried.push(format!("in batches of {b}: {e:#}"));
+                // A stop request is not a failure: the cell is measured again on resume.
                 if stop.requested().is_some() {
                     return;
                 }
+                tracing::warn!(cell = %key, "the quality generations in batches of {b} failed: {e:#}");
+                tried.push(format!("in batches of {b}: {e:#}"));
             }
         }
     }
@@ -123,7 +124,7 @@ pub(super) fn score_perplexity(
         match quality::perplexity(&evaluator, &spec.id, prompts, &cell.generations) {
             Ok(Some(value)) => {
                 if opts.progress {
-                    eprintln!(
+                    crate::say!(
                         "[{}/{}] perplexity of {} under {}: {:.3}",
                         i + 1,
                         pending.len(),
@@ -141,7 +142,7 @@ pub(super) fn score_perplexity(
                 };
                 tracing::warn!(cell = %cell.key, evaluator = %spec.id, "{message}");
                 if opts.progress {
-                    eprintln!(
+                    crate::say!(
                         "[{}/{}] perplexity of {} under {}: FAILED: {message}",
                         i + 1,
                         pending.len(),

@@ -446,6 +446,24 @@ fn hex(d: &[u8]) -> String {
 }
 
 /// Writes a blob under `blobs/` by streaming through `write`, then links `snapshot/name` to it.
+/// Removes what a writer killed mid-way (SIGKILL, a node failure) left in `repo`: staging snapshots
+/// (`snapshots/.<commit>.*`) and partial blobs (`blobs/.*.partial`), which may be gigabytes for the real shapes.
+/// Called with the repository's lock held, so no live writer owns them (a writer only creates them under it).
+fn remove_stale_staging(repo: &Path) {
+    let entries = |dir: PathBuf| std::fs::read_dir(dir).into_iter().flatten().flatten();
+    for e in entries(repo.join("snapshots")) {
+        if e.file_name().to_string_lossy().starts_with('.') {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+    for e in entries(repo.join("blobs")) {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') && name.ends_with(".partial") {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
 fn write_file(
     repo: &Path,
     snapshot: &Path,
@@ -599,6 +617,7 @@ pub fn write_synthetic(
     }
     let snapshots = repo.join("snapshots");
     std::fs::create_dir_all(&snapshots).map_err(io_err(&snapshots))?;
+    remove_stale_staging(&repo);
     let staging = tempfile::Builder::new().prefix(&format!(".{commit}.")).tempdir_in(&snapshots);
     let staging = staging.map_err(io_err(&snapshots))?;
     let final_snapshot = snapshot;
