@@ -552,6 +552,13 @@ pub fn chart_view(view: ViewKind, bundles: &[&LoadedBundle], f: &Filters, o: &Op
                      filters pick. Detail: the S_parity and Pareto frontier tabs."
                         .into(),
                 );
+                if bundles.len() > 1 {
+                    notes.push(
+                        "The verdict is the main bundle's; the S_parity tab has both bundles' rows, and the Pareto \
+                         frontier beside it draws both."
+                            .into(),
+                    );
+                }
                 // The Pareto frontier beside the verdict, as the Pareto tab draws it.
                 let pareto = match o.multiples {
                     true => multiples(ViewKind::Pareto, bundles, f, o, &mut notes),
@@ -1341,16 +1348,19 @@ fn pareto(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec<S
             let s = &lb.summaries[p.cell];
             // Only what was measured. The tokens per forward are pooled over the runs (N_out / the mean forwards),
             // so the mean is shown beside the median the x axis uses: they differ when prompts differ per run.
-            let mut measured = String::new();
+            let mut measured = Vec::new();
             if let Some(e) = s.e2e_ms {
-                let _ = write!(measured, "L_e2e median {:.2} ms", e.median);
+                measured.push(format!("L_e2e median {:.2} ms", e.median));
             }
             if let (Some(f), Some(tpf)) = (s.forward_passes, s.tokens_per_forward) {
-                let _ = write!(
-                    measured,
-                    ", forwards per run median {} (mean {:.1}), {tpf:.2} tokens per forward",
+                measured.push(format!(
+                    "forwards per run median {} (mean {:.1}), {tpf:.2} tokens per forward",
                     f.median, f.mean
-                );
+                ));
+            }
+            let mut measured = measured.join(", ");
+            if !measured.is_empty() {
+                measured.push('\n');
             }
             let mark = Mark {
                 x: x_of(lb, p).unwrap_or(f64::NAN),
@@ -1358,7 +1368,7 @@ fn pareto(bundles: &[&LoadedBundle], f: &Filters, o: &Options, notes: &mut Vec<S
                 lo: None,
                 hi: None,
                 tip: format!(
-                    "{}\n{measured}\n{metric} {:.4} ({})\n{}",
+                    "{}\n{measured}{metric} {:.4} ({})\n{}",
                     key_text(&t, c),
                     p.quality,
                     direction_text(dir),

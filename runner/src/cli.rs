@@ -203,8 +203,8 @@ pub struct SynthArgs {
     /// Precision of the written weights [default: f32; bf16 for --preset real, as the real checkpoints].
     #[arg(long, value_enum)]
     pub dtype: Option<DtypeArg>,
-    /// Number of safetensors shards (1: a single model.safetensors) [default: 1; for --preset real the real
-    /// checkpoints' count, 4 for llama and 6 for llada].
+    /// Number of safetensors shards (1: a single model.safetensors) [default: 1; for --preset real 4 for llama
+    /// and dream, 6 for llada].
     #[arg(long)]
     pub shards: Option<u32>,
     /// Checkpoint layout of a llama-kind model (default: Meta-Llama-3's).
@@ -446,6 +446,12 @@ fn merge_cmd(args: MergeArgs) -> Result<ExitCode> {
             merged.missing.len()
         );
     }
+    if !merged.unscored.is_empty() {
+        eprintln!(
+            "warning: continuations lack an evaluator's perplexity (--allow-missing: S_parity skips those K): {}",
+            merged.unscored.join("; ")
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -457,7 +463,7 @@ fn fetch_cmd(args: FetchArgs) -> Result<ExitCode> {
     let offline_env = std::env::var("HF_HUB_OFFLINE").is_ok_and(|v| !matches!(v.trim(), "" | "0" | "false"));
     let local_only = args.local_files_only || offline_env;
     if offline_env && !args.local_files_only {
-        eprintln!("HF_HUB_OFFLINE is set: checking the cache only, downloading nothing");
+        crate::say!("HF_HUB_OFFLINE is set: checking the cache only, downloading nothing");
     }
     let mut wanted: Vec<Asset> = Vec::new();
     // The measured models, then the evaluators of [quality] that are not measured models.
@@ -466,7 +472,7 @@ fn fetch_cmd(args: FetchArgs) -> Result<ExitCode> {
     for (m, chat_template) in measured.chain(evaluators.iter().filter(|e| !cfg.models.contains(e)).map(|e| (e, false)))
     {
         if m.synthetic.is_some() {
-            eprintln!("{}: synthetic (a synthetic table): `dllm-bench run` writes it; nothing to fetch", m.id);
+            crate::say!("{}: synthetic (a synthetic table): `dllm-bench run` writes it; nothing to fetch", m.id);
         } else if !wanted.iter().any(|w| w.id() == m.id) {
             wanted.push(Asset::Model { id: m.id.clone(), revision: m.revision.clone(), chat_template });
         }
@@ -493,7 +499,7 @@ fn fetch_cmd(args: FetchArgs) -> Result<ExitCode> {
                 Ok(files) => files,
                 Err(e) => {
                     failed += 1;
-                    eprintln!("error: {}: {e:#}", asset.id());
+                    crate::say!("error: {}: {e:#}", asset.id());
                     continue;
                 }
             }
@@ -502,10 +508,10 @@ fn fetch_cmd(args: FetchArgs) -> Result<ExitCode> {
         for f in files {
             let note = f.note.map_or(String::new(), |n| format!("  ({n})"));
             if f.present {
-                println!("ok       {}", f.path.display());
+                crate::tell!("ok       {}", f.path.display());
             } else {
                 missing += 1;
-                println!("missing  {}{note}", f.path.display());
+                crate::tell!("missing  {}{note}", f.path.display());
             }
         }
         // Present is not enough: the files are read as a run reads them before its first cell (config for the
@@ -516,12 +522,12 @@ fn fetch_cmd(args: FetchArgs) -> Result<ExitCode> {
                 .and_then(|files| crate::model::LoadedModel::check_files(&files, kind));
             if let Err(e) = checked {
                 failed += 1;
-                println!("broken   {id}: {e}");
+                crate::tell!("broken   {id}: {e}");
             }
         }
     }
     if missing + failed > 0 {
-        eprintln!(
+        crate::say!(
             "{missing} files missing{} in {}{}",
             if failed > 0 {
                 format!(", {failed} models or datasets failed to download or are broken")
@@ -539,7 +545,7 @@ fn fetch_cmd(args: FetchArgs) -> Result<ExitCode> {
     }
     let datasets = wanted.iter().filter(|a| matches!(a, Asset::Dataset { .. })).count();
     let with = if datasets > 0 { format!(" and {datasets} dataset") } else { String::new() };
-    eprintln!("all files of {} models{with} are in {}", wanted.len() - datasets, cache.display());
+    crate::say!("all files of {} models{with} are in {}", wanted.len() - datasets, cache.display());
     Ok(ExitCode::SUCCESS)
 }
 

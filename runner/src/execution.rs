@@ -6,6 +6,22 @@ use schema::{DeviceInfo, Execution, ShardInfo, SlurmInfo};
 
 use crate::sysinfo;
 
+/// The device model `d` names, as resumes and merges compare them: its kind and name, without the vendor word
+/// some drivers print first ("NVIDIA A100-SXM4-80GB" and "A100-SXM4-80GB" are one model). `None` when the name is
+/// unknown (nvidia-smi absent or failing in that container): an unknown model is compared with none.
+pub fn device_model(d: &DeviceInfo) -> Option<String> {
+    let name = d.name.as_deref()?.trim();
+    let name = name.strip_prefix("NVIDIA ").unwrap_or(name).trim();
+    (!name.is_empty()).then(|| format!("{} {name}", d.kind))
+}
+
+/// The known device models of the `executions` that measured any of `cells` (those whose `execution` is theirs).
+pub fn measured_on(executions: &[Execution], cells: &[schema::Cell]) -> std::collections::BTreeSet<String> {
+    let used: std::collections::BTreeSet<u32> = cells.iter().filter_map(|c| c.execution).collect();
+    let of_cells = executions.iter().enumerate().filter(|(i, _)| used.contains(&(*i as u32)));
+    of_cells.filter_map(|(_, e)| device_model(&e.device)).collect()
+}
+
 /// Facts about the device.
 pub fn device_info(spec: DeviceSpec) -> DeviceInfo {
     match spec {

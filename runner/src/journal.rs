@@ -210,8 +210,8 @@ pub fn read(path: &Path) -> Result<(Header, State, u64)> {
             }
             Err(e) => {
                 return Err(InputError(format!(
-                    "{}: line {lineno} is not a journal record ({e}); fix: delete that line if it was damaged by hand \
-                     (what it recorded is done again), or start a new run folder",
+                    "{}: line {lineno} is not a journal record ({e}); fix: if it is a `cell` or `quality` record \
+                     damaged by hand, delete it (what it recorded is done again); otherwise start a new run folder",
                     path.display()
                 ))
                 .into());

@@ -18,6 +18,16 @@ macro_rules! say {
     }};
 }
 
+/// `println!` for what a long command reports as it goes (`fetch`'s files): a closed standard output loses the
+/// line, not the rest of the work.
+#[macro_export]
+macro_rules! tell {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 pub mod bench;
 pub mod cli;
 pub mod device;

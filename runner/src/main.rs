@@ -1,5 +1,6 @@
 //! `dllm-bench`: see `dllm-bench --help`.
 
+use std::io::Write as _;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -9,7 +10,8 @@ fn main() -> ExitCode {
     match runner::cli::main() {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            // The exit status says it even where standard error is a closed pipe.
+            let _ = writeln!(std::io::stderr(), "error: {err:#}");
             ExitCode::from(runner::exit_code(&err) as u8)
         }
     }
@@ -46,8 +48,9 @@ fn settle_thread_count() {
 }
 
 /// Ends the process quietly when its standard output or error is a pipe whose reader has gone (`dllm-bench plan |
-/// head`): Rust ignores SIGPIPE, so `println!` panics there with a backtrace hint and status 101. Any file the
-/// command writes is written before what it prints; `run` goes on without its messages (`say!`). The status is 141 (128 + SIGPIPE), what a shell reports for a program
+/// head`): Rust ignores SIGPIPE, so `println!` panics there with a backtrace hint and status 101. The commands
+/// that print only what they computed stop there; `run` and `fetch`, which work on, lose their messages instead
+/// (`say!`, `tell!`). The status is 141 (128 + SIGPIPE), what a shell reports for a program
 /// the signal stopped; every other panic keeps the default report.
 fn quiet_broken_pipe() {
     let default = std::panic::take_hook();

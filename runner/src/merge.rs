@@ -31,6 +31,9 @@ pub struct Merged {
     pub bundle: Bundle,
     /// Cells of the grid no shard had (only with `allow_missing`).
     pub missing: Vec<CellKey>,
+    /// Per input bundle with any, its cells whose continuations lack an evaluator's perplexity (only with
+    /// `allow_missing`).
+    pub unscored: Vec<String>,
     /// Device models seen, e.g. `cuda NVIDIA A100-SXM4-80GB`.
     pub devices: Vec<String>,
 }
@@ -45,21 +48,17 @@ fn list<T: std::fmt::Display>(items: impl IntoIterator<Item = T>, limit: usize) 
     out.join("\n")
 }
 
-/// The device models a bundle's cells ran on.
+/// The known device models a bundle's cells ran on (`execution::device_model`): of the executions that measured
+/// them, or of every execution (the provenance's device without any) when no cell names its execution.
 fn devices(b: &Bundle) -> BTreeSet<String> {
-    let name = |d: &schema::DeviceInfo| format!("{} {}", d.kind, d.name.as_deref().unwrap_or("(unknown model)"));
-    if b.provenance.executions.is_empty() {
-        return [name(&b.provenance.device)].into();
+    let measured = crate::execution::measured_on(&b.provenance.executions, &b.cells);
+    if b.cells.iter().any(|c| c.execution.is_some()) {
+        return measured;
     }
-    // Only executions that measured a cell of this bundle count.
-    let used: BTreeSet<u32> = b.cells.iter().filter_map(|c| c.execution).collect();
-    b.provenance
-        .executions
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| used.is_empty() || used.contains(&(*i as u32)))
-        .map(|(_, e)| name(&e.device))
-        .collect()
+    let all = b.provenance.executions.iter().map(|e| &e.device);
+    let all: Vec<&schema::DeviceInfo> =
+        if b.provenance.executions.is_empty() { vec![&b.provenance.device] } else { all.collect() };
+    all.into_iter().filter_map(crate::execution::device_model).collect()
 }
 
 /// Merges shard bundles (path, bundle).
@@ -192,27 +191,24 @@ pub fn merge(inputs: &[(PathBuf, Bundle)], opts: MergeOptions) -> Result<Merged,
     }
     // Every continuation scored by every evaluator (a value, or the error that prevented it): a run stopped while
     // its evaluators scored leaves a partial bundle whose cells are all there, and its verdicts would change.
-    if !opts.allow_missing {
-        for (path, b) in inputs {
-            let evaluators = b.provenance.config.evaluators();
-            let unscored = |c: &&Cell| {
-                !c.generations.is_empty()
-                    && evaluators.iter().any(|e| {
-                        let of = |m: &str, ev: Option<&str>| m == "perplexity" && ev == Some(e.id.as_str());
-                        !c.quality.iter().any(|q| of(&q.metric, q.evaluator.as_deref()))
-                            && !c.quality_errors.iter().any(|q| of(&q.metric, q.evaluator.as_deref()))
-                    })
-            };
-            let n = b.cells.iter().filter(unscored).count();
-            if n > 0 {
-                return refuse(format!(
-                    "{} is partial: {n} of its cells' continuations lack an evaluator's perplexity (a run stopped \
-                     while scoring); fix: resume that run to the end (`dllm-bench run --resume` its run folder), or \
-                     pass --allow-missing to merge without those values",
-                    show(path)
-                ));
-            }
+    let mut unscored = Vec::new();
+    for (path, b) in inputs {
+        let evaluators = b.provenance.config.evaluators();
+        let lacking = |c: &&Cell| {
+            !c.generations.is_empty() && evaluators.iter().any(|e| !crate::quality::perplexity_settled(c, &e.id))
+        };
+        let n = b.cells.iter().filter(lacking).count();
+        if n > 0 {
+            unscored.push(format!("{}: {n} cells", show(path)));
         }
+    }
+    if !unscored.is_empty() && !opts.allow_missing {
+        return refuse(format!(
+            "continuations lack an evaluator's perplexity (a run stopped while scoring):\n{}\n  fix: resume those \
+             runs to the end (`dllm-bench run --resume` their run folders), or pass --allow-missing to merge \
+             without those values",
+            list(unscored, 10)
+        ));
     }
     let missing: Vec<CellKey> = grid.iter().filter(|k| !seen.contains_key(*k)).cloned().collect();
     if !missing.is_empty() && !opts.allow_missing {
@@ -264,5 +260,5 @@ pub fn merge(inputs: &[(PathBuf, Bundle)], opts: MergeOptions) -> Result<Merged,
         parity: Vec::new(),
     };
     metrics::parity::recompute(&mut bundle);
-    Ok(Merged { bundle, missing, devices: by_device.into_keys().collect() })
+    Ok(Merged { bundle, missing, unscored, devices: by_device.into_keys().collect() })
 }

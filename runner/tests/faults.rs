@@ -232,14 +232,25 @@ fn runs_sharing_a_model_cache_write_each_checkpoint_once_and_atomically() {
     std::thread::sleep(Duration::from_millis(20));
     assert_exit!(sb.cmd(&args), 0);
     assert_eq!(stamp(), before, "refs/main was rewritten");
-    // What a writer killed mid-way leaves (a staging snapshot, a partial blob) is removed by the next writer.
+    // What a writer killed mid-way leaves (a staging snapshot, a partial blob), untouched for hours, is removed by
+    // the next writer; a recent one (a live writer where the lock is not honoured) is left alone.
+    let old = std::time::SystemTime::now() - Duration::from_secs(7 * 3600);
+    let age = |p: &Path| std::fs::File::open(p).and_then(|f| f.set_modified(old)).expect("set mtime");
     std::fs::create_dir_all(repo.join("snapshots/.0123abcd.killed/x")).expect("staging");
+    std::fs::create_dir_all(repo.join("snapshots/.4567cdef.live")).expect("staging");
+    age(&repo.join("snapshots/.0123abcd.killed"));
     std::fs::write(repo.join("blobs/.model.safetensors.killed.partial"), "x").expect("partial");
+    age(&repo.join("blobs/.model.safetensors.killed.partial"));
     let mut seed = args.to_vec();
     seed.extend(["--seed", "9"]);
     assert_exit!(sb.cmd(&seed), 0);
-    let snapshots = std::fs::read_dir(repo.join("snapshots")).expect("snapshots").flatten().count();
-    assert_eq!(snapshots, 2, "the two complete snapshots, no staging leftovers");
+    let snapshots: Vec<String> = std::fs::read_dir(repo.join("snapshots"))
+        .expect("snapshots")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert_eq!(snapshots, [".4567cdef.live"], "the dead writer's staging removed, the recent one kept");
     let partial = std::fs::read_dir(repo.join("blobs")).expect("blobs").flatten();
     assert!(!partial.into_iter().any(|e| e.file_name().to_string_lossy().ends_with(".partial")), "no partial blobs");
 }
@@ -407,6 +418,16 @@ fn a_resume_with_another_snapshot_or_device_model_is_refused() {
     lines.remove(last_cell);
     std::fs::write(&journal, lines.join("\n") + "\n").expect("journal");
     refused(&sb, &run, &["Another CPU 9000", "two devices' timings"]);
+    // One model whichever way a driver prints its name; a name nvidia-smi could not give is compared with none.
+    use runner::execution::device_model;
+    let gpu = |name: Option<&str>| schema::DeviceInfo {
+        kind: "cuda".into(),
+        name: name.map(str::to_string),
+        ..schema::DeviceInfo::default()
+    };
+    assert_eq!(device_model(&gpu(Some("NVIDIA A100-SXM4-80GB"))).as_deref(), Some("cuda A100-SXM4-80GB"));
+    assert_eq!(device_model(&gpu(Some("A100-SXM4-80GB"))), device_model(&gpu(Some("NVIDIA A100-SXM4-80GB"))));
+    assert_eq!(device_model(&gpu(None)), None);
 }
 
 #[test]

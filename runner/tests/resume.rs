@@ -281,12 +281,10 @@ fn shards_merge_into_the_single_runs_cells_and_mismatches_are_refused() {
     let unscored_path = unscored_path.to_str().expect("utf8");
     let out = sb.cmd(&["merge", "-o", "x.json", unscored_path, paths[1], paths[2]]);
     assert_exit!(out, 2);
-    assert!(
-        stderr(&out).contains("unscored.json is partial") && stderr(&out).contains("perplexity"),
-        "{}",
-        stderr(&out)
-    );
-    assert_exit!(sb.cmd(&["merge", "-o", "x.json", "--allow-missing", unscored_path, paths[1], paths[2]]), 0);
+    assert!(stderr(&out).contains("unscored.json: 1 cells") && stderr(&out).contains("perplexity"), "{}", stderr(&out));
+    let out = sb.cmd(&["merge", "-o", "x.json", "--allow-missing", unscored_path, paths[1], paths[2]]);
+    assert_exit!(out, 0);
+    assert!(stderr(&out).contains("warning: continuations lack"), "said so: {}", stderr(&out));
     assert_eq!(merged.provenance.executions.len(), 3);
     assert_eq!(merged.provenance.config_sha256, single.provenance.config_sha256);
     assert!(merged.provenance.shard.is_none());
@@ -320,7 +318,7 @@ fn shards_merge_into_the_single_runs_cells_and_mismatches_are_refused() {
     let out = sb.cmd(&["merge", "-o", "x.json", paths[0], paths[1], odd_s]);
     assert_exit!(out, 2);
     let err = stderr(&out);
-    assert!(err.contains("different device models") && err.contains("NVIDIA RTX A6000"), "{err}");
+    assert!(err.contains("different device models") && err.contains("cuda RTX A6000"), "{err}");
     let out = sb.cmd(&["merge", "--allow-mixed-devices", "-o", "x.json", paths[0], paths[1], odd_s]);
     assert_exit!(out, 0);
     assert!(!sb.path().join("x.json.tmp").exists());

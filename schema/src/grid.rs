@@ -92,8 +92,8 @@ pub struct SyntheticWeights {
     /// Precision of the written weights (default: the run's precision).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dtype: Option<Precision>,
-    /// Number of safetensors shards (default 1: a single `model.safetensors`; `real`: 4 for `llama`, 6 for
-    /// `llada`, as the real checkpoints).
+    /// Number of safetensors shards (default 1: a single `model.safetensors`; `real`: 4 for `llama` and `dream`,
+    /// 6 for `llada`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shards: Option<u32>,
     /// Override of the number of layers.

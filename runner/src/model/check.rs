@@ -6,7 +6,7 @@
 //! file the index names (or in one of the files), with the shape `config.json` implies and a float dtype.
 
 use std::collections::HashMap;
-use std::io::Read;
+use std::io::{Read, Seek};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -97,6 +97,36 @@ fn index_map(index: &Path) -> Result<HashMap<String, String>, ModelError> {
         .unwrap_or_default())
 }
 
+/// Whether two tensors of safetensors files hold the same dtype, shape and bytes (read in 1 MiB pieces).
+fn same_bytes((pa, a): (&Path, &Entry), (pb, b): (&Path, &Entry)) -> Result<bool, ModelError> {
+    let (Some(oa), Some(ob)) = (a.data_offsets, b.data_offsets) else { return Ok(false) };
+    if a.dtype != b.dtype || a.shape != b.shape || oa[1] - oa[0] != ob[1] - ob[0] {
+        return Ok(false);
+    }
+    let open = |path: &Path, off: [u64; 2]| -> std::io::Result<std::io::Take<std::fs::File>> {
+        let mut f = std::fs::File::open(path)?;
+        let mut len = [0u8; 8];
+        f.read_exact(&mut len)?;
+        f.seek(std::io::SeekFrom::Start(8 + u64::from_le_bytes(len) + off[0]))?;
+        Ok(f.take(off[1] - off[0]))
+    };
+    fn io(path: &Path) -> impl Fn(std::io::Error) -> ModelError + '_ {
+        move |source| ModelError::Io { path: path.to_path_buf(), source }
+    }
+    let (mut ra, mut rb) = (open(pa, oa).map_err(io(pa))?, open(pb, ob).map_err(io(pb))?);
+    let (mut ba, mut bb) = (vec![0u8; 1 << 20], vec![0u8; 1 << 20]);
+    loop {
+        let n = ra.read(&mut ba).map_err(io(pa))?;
+        if n == 0 {
+            return Ok(true);
+        }
+        rb.read_exact(&mut bb[..n]).map_err(io(pb))?;
+        if ba[..n] != bb[..n] {
+            return Ok(false);
+        }
+    }
+}
+
 /// Checks every tensor of `cfg`'s layout in `files` (see the module doc).
 pub fn check_weights(files: &ModelFiles, cfg: &ModelConfig) -> Result<(), ModelError> {
     let headers: Vec<(PathBuf, HashMap<String, Entry>)> =
@@ -162,8 +192,7 @@ pub fn check_weights(files: &ModelFiles, cfg: &ModelConfig) -> Result<(), ModelE
     }
     // A parameter the layout does not read would be dropped without a word (a norm's bias, an MLP bias the
     // config does not announce): the model would run, computing something else than its own code does. Buffers
-    // (e.g. old checkpoints' `rotary_emb.inv_freq`) are not parameters and are left alone. A tied head's own
-    // `lm_head.weight` is compared with the embedding when the weights load.
+    // (e.g. old checkpoints' `rotary_emb.inv_freq`) are not parameters and are left alone.
     let tied_head = format!("{}.weight", names.lm_head);
     for (path, h) in &headers {
         let mut unused: Vec<&String> = h
@@ -176,13 +205,33 @@ pub fn check_weights(files: &ModelFiles, cfg: &ModelConfig) -> Result<(), ModelE
             return Err(ModelError::Corrupt {
                 path: path.clone(),
                 message: format!(
-                    "holds {} tensor(s) the {:?} layout of {} does not use, e.g. `{first}`: the model would run                      without them, computing something other than the checkpoint's own code; fix: the weights                      and config.json are of different models, or config.json leaves out a feature they need                      (biases, another norm): this checkpoint cannot be measured as it is",
+                    "holds {} tensor(s) the {:?} layout of {} does not use, e.g. `{first}`: the model would run \
+                     without them, computing something other than the checkpoint's own code; fix: the weights \
+                     and config.json are of different models, or config.json leaves out a feature they need \
+                     (biases, another norm): this checkpoint cannot be measured as it is",
                     unused.len(),
                     cfg.kind,
                     files.config.display()
                 ),
             });
         }
+    }
+    // A tied config whose file also holds a head of its own: transformers 4 ties them, transformers 5 uses the
+    // stored head, so the two read different models unless the head is the embedding, byte for byte.
+    let find = |name: &str| headers.iter().find_map(|(p, h)| h.get(name).map(|e| (p.as_path(), e)));
+    if cfg.tied_lm_head
+        && let (Some(head), Some(embed)) = (find(&tied_head), find(&format!("{}.weight", names.embed)))
+        && !same_bytes(head, embed)?
+    {
+        return Err(ModelError::Corrupt {
+            path: head.0.to_path_buf(),
+            message: format!(
+                "holds `{tied_head}`, other than the embedding, while {} ties the LM head to the embedding \
+                 (`tie_word_embeddings` / `weight_tying`); transformers 4 and 5 read such a file as different \
+                 models; fix: set it to false in config.json to use that head, or remove the tensor to tie them",
+                files.config.display()
+            ),
+        });
     }
     Ok(())
 }

@@ -350,25 +350,10 @@ impl Transformer {
             .map(|l| Block::load(vb.pp(format!("{}.{l}", n.layers)), cfg, &n))
             .collect::<candle_core::Result<Vec<_>>>()?;
         let norm = RmsNorm::load(vb.pp(n.final_norm), h, cfg.rms_norm_eps)?;
-        // A tied head is the embedding matrix itself (shared, not copied). A tied checkpoint that also holds a
-        // head of its own must hold the embedding there: transformers 4 would tie them, transformers 5 use the
-        // stored head, and the two compute different models.
-        let lm_head = if cfg.tied_lm_head {
-            let head = format!("{}.weight", n.lm_head);
-            if vb.contains_tensor(&head) {
-                let own = vb.get((cfg.vocab_size, h), &head)?;
-                if own.ne(&embed_w)?.to_dtype(DType::F32)?.sum_all()?.to_scalar::<f32>()? > 0.0 {
-                    candle_core::bail!(
-                        "config.json ties the LM head to the embedding (`tie_word_embeddings` / `weight_tying`), \
-                         but the weights hold a different `{head}`; fix: set it to false to use that head, or \
-                         remove the tensor to tie them"
-                    );
-                }
-            }
-            Linear::new(embed_w, None)
-        } else {
-            linear(&vb, n.lm_head, cfg.vocab_size, h)?
-        };
+        // A tied head is the embedding matrix itself (shared, not copied). (A tied checkpoint that also holds a head
+        // of its own must hold the embedding there: `check_weights` compares their bytes before anything loads.)
+        let lm_head =
+            if cfg.tied_lm_head { Linear::new(embed_w, None) } else { linear(&vb, n.lm_head, cfg.vocab_size, h)? };
         let half = cfg.head_dim / 2;
         let inv_freq: Vec<f32> = cfg.rope_inv_freq().into_iter().map(|f| f as f32).collect();
         let inv_freq = Tensor::from_vec(inv_freq, (1, half), vb.device())?;

@@ -130,7 +130,7 @@ pub(super) fn check_same_run(
 /// the snapshot the journal recorded for it (a changed evaluator would score the rest of the cells with other
 /// weights under the old commit's name), and when cells remain to be measured, this device is the model the
 /// journal's cells were measured on (a requeue onto another GPU model would mix two devices' timings in one
-/// bundle; `merge` refuses such shards the same way).
+/// bundle; `merge` refuses such shards too, unless `--allow-mixed-devices`).
 pub(super) fn check_same_sources<'a>(
     journal: &Journal,
     models: impl IntoIterator<Item = (&'a ModelSpec, &'a ModelFiles)>,
@@ -152,12 +152,11 @@ pub(super) fn check_same_sources<'a>(
             .into());
         }
     }
+    // An unknown model (nvidia-smi absent or failing here or then) is compared with none.
     let Some(spec) = device else { return Ok(()) };
-    let name = |d: &schema::DeviceInfo| format!("{} {}", d.kind, d.name.as_deref().unwrap_or("(unknown model)"));
-    let here = name(&crate::execution::device_info(spec));
-    let measured: BTreeSet<u32> = journal.state.cells.iter().filter_map(|c| c.execution).collect();
-    let before = journal.state.executions.iter().enumerate().filter(|(i, _)| measured.contains(&(*i as u32)));
-    if let Some(other) = before.map(|(_, e)| name(&e.device)).find(|d| *d != here) {
+    let Some(here) = crate::execution::device_model(&crate::execution::device_info(spec)) else { return Ok(()) };
+    let before = crate::execution::measured_on(&journal.state.executions, &journal.state.cells);
+    if let Some(other) = before.into_iter().find(|d| *d != here) {
         return Err(InputError(format!(
             "cannot resume {path}: its cells were measured on {other} and this process runs on {here}: one bundle \
              would hold two devices' timings; fix: resume on a node with the same device (e.g. a SLURM \

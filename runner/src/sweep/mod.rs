@@ -211,7 +211,8 @@ pub fn run(resolved: &ResolvedConfig, opts: &SweepOptions) -> Result<SweepOutcom
         (_, lock) => create_journal(&opened.dir, &header, unique, lock)?,
     };
     let loads = to_load.iter().chain(&evaluator_files).map(|(m, f)| (*m, f));
-    check_same_sources(&journal, loads, (!todo.is_empty()).then_some(spec))?;
+    // The device matters where cells remain to be measured, the parity search's included.
+    check_same_sources(&journal, loads, (!todo.is_empty() || search).then_some(spec))?;
     if resumed_cells > 0 && opts.progress {
         crate::say!("resuming {}: {resumed_cells} of {} cells already done", run_dir.display(), planned.len());
     }

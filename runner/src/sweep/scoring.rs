@@ -99,12 +99,8 @@ pub(super) fn score_perplexity(
         .state
         .cells
         .iter()
-        .filter(|c| !c.generations.is_empty())
-        .filter(|c| !c.quality.iter().any(|q| q.metric == "perplexity" && q.evaluator.as_deref() == Some(&spec.id)))
         // A failure is recorded once (in the bundle's `quality_errors`); a new run scores it again.
-        .filter(|c| {
-            !c.quality_errors.iter().any(|q| q.metric == "perplexity" && q.evaluator.as_deref() == Some(&spec.id))
-        })
+        .filter(|c| !c.generations.is_empty() && !quality::perplexity_settled(c, &spec.id))
         .cloned()
         .collect();
     if pending.is_empty() {

@@ -445,25 +445,34 @@ fn hex(d: &[u8]) -> String {
     d.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Writes a blob under `blobs/` by streaming through `write`, then links `snapshot/name` to it.
 /// Removes what a writer killed mid-way (SIGKILL, a node failure) left in `repo`: staging snapshots
 /// (`snapshots/.<commit>.*`) and partial blobs (`blobs/.*.partial`), which may be gigabytes for the real shapes.
-/// Called with the repository's lock held, so no live writer owns them (a writer only creates them under it).
+/// Called with the repository's lock held, so no live writer owns them, except on a file system that ignores the
+/// lock (the rename-based writing tolerates that): there only what was last modified more than
+/// [`STALE_STAGING`] ago is taken for a dead writer's.
 fn remove_stale_staging(repo: &Path) {
+    let stale = |e: &std::fs::DirEntry| {
+        let age = e.metadata().and_then(|m| m.modified()).ok().and_then(|t| t.elapsed().ok());
+        age.is_some_and(|a| a > STALE_STAGING)
+    };
     let entries = |dir: PathBuf| std::fs::read_dir(dir).into_iter().flatten().flatten();
     for e in entries(repo.join("snapshots")) {
-        if e.file_name().to_string_lossy().starts_with('.') {
+        if e.file_name().to_string_lossy().starts_with('.') && stale(&e) {
             let _ = std::fs::remove_dir_all(e.path());
         }
     }
     for e in entries(repo.join("blobs")) {
         let name = e.file_name().to_string_lossy().into_owned();
-        if name.starts_with('.') && name.ends_with(".partial") {
+        if name.starts_with('.') && name.ends_with(".partial") && stale(&e) {
             let _ = std::fs::remove_file(e.path());
         }
     }
 }
 
+/// How long staging files go unmodified before [`remove_stale_staging`] takes them for a dead writer's.
+const STALE_STAGING: std::time::Duration = std::time::Duration::from_secs(6 * 3600);
+
+/// Writes a blob under `blobs/` by streaming through `write`, then links `snapshot/name` to it.
 fn write_file(
     repo: &Path,
     snapshot: &Path,
