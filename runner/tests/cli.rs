@@ -229,16 +229,8 @@ fn a_closed_pipe_ends_a_printing_command_quietly_and_a_run_goes_on() {
     assert!(!stderr(&out).contains("panicked"), "no panic report: {}", stderr(&out));
     // `dllm-bench run 2>&1 | head -3`: a run loses its messages, not its cells or its exit status.
     let sb = Sandbox::new();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_dllm-bench"))
-        .args(["run", "-o", "out"])
-        .args(QUICK)
-        .current_dir(sb.path())
-        .env("HF_HUB_CACHE", sb.cache())
-        .env_remove("HF_HOME")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run dllm-bench");
+    let args: Vec<&str> = ["run", "-o", "out"].iter().chain(QUICK).copied().collect();
+    let mut child = sb.command(&args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("run dllm-bench");
     drop((child.stdout.take(), child.stderr.take()));
     let status = child.wait().expect("wait");
     assert_eq!(status.code(), Some(0));

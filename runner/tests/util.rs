@@ -33,13 +33,14 @@ impl Sandbox {
 
     /// `dllm-bench ARGS` with the sandbox's cache, from the sandbox folder.
     pub fn cmd(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_dllm-bench"))
-            .args(args)
-            .current_dir(self.path())
-            .env("HF_HUB_CACHE", self.cache())
-            .env_remove("HF_HOME")
-            .output()
-            .expect("run dllm-bench")
+        self.command(args).output().expect("run dllm-bench")
+    }
+
+    /// The command of [`Sandbox::cmd`], not started (its standard streams to choose).
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_dllm-bench"));
+        c.args(args).current_dir(self.path()).env("HF_HUB_CACHE", self.cache()).env_remove("HF_HOME");
+        c
     }
 }
 
@@ -68,15 +69,7 @@ macro_rules! assert_exit {
 
 /// `dllm-bench ARGS` started in the background with the sandbox's cache (stdout discarded, stderr piped).
 pub fn spawn(sb: &Sandbox, args: &[&str]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_dllm-bench"))
-        .args(args)
-        .current_dir(sb.path())
-        .env("HF_HUB_CACHE", sb.cache())
-        .env_remove("HF_HOME")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn dllm-bench")
+    sb.command(args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("spawn dllm-bench")
 }
 
 /// Overwrites the values of one f32 tensor in a safetensors file with NaN.
