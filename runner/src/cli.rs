@@ -643,34 +643,33 @@ impl SynthArgs {
     /// The kind and checkpoint spec these flags ask for, checked; what `--dtype` and `--shards` leave out is the
     /// preset's default (`SynthSpec::resolve`: the real checkpoints' dtype and shard count for `real`).
     pub fn spec(&self) -> Result<(ModelKind, synth::SynthSpec), InputError> {
-        let args = self;
-        let kind = match args.kind {
+        let kind = match self.kind {
             KindArg::Llama => ModelKind::Llama,
             KindArg::Llada => ModelKind::Llada,
             KindArg::Dream => ModelKind::Dream,
         };
-        if args.layout.is_some() && kind != ModelKind::Llama {
+        if self.layout.is_some() && kind != ModelKind::Llama {
             return Err(InputError(format!(
-                "--layout: a layout is a llama-kind checkpoint's (--kind {} has its own); fix: use --kind llama with \
-             --layout, or leave --layout out",
-                format!("{:?}", args.kind).to_lowercase()
+                "--layout: a layout is a llama-kind checkpoint's (--kind {} has its own); fix: use --kind llama \
+                 with --layout, or leave --layout out",
+                format!("{:?}", self.kind).to_lowercase()
             )));
         }
         let weights = SyntheticWeights {
-            preset: match args.preset {
+            preset: match self.preset {
                 PresetArg::Tiny => SynthPreset::Tiny,
                 PresetArg::Small => SynthPreset::Small,
                 PresetArg::Real => SynthPreset::Real,
             },
-            seed: args.seed,
-            dtype: args.dtype.map(Precision::from),
-            shards: args.shards,
+            seed: self.seed,
+            dtype: self.dtype.map(Precision::from),
+            shards: self.shards,
             layers: None,
             hidden: None,
-            layout: args.layout.map(SynthLayoutArg::layout),
-            chat_template: Some(args.chat_template),
+            layout: self.layout.map(SynthLayoutArg::layout),
+            chat_template: Some(self.chat_template),
         };
-        if let Some(problem) = schema::grid::hub_id_problem(&args.repo_id) {
+        if let Some(problem) = schema::grid::hub_id_problem(&self.repo_id) {
             return Err(InputError(format!(
                 "--repo-id: {problem}; fix: use ORG/NAME, e.g. dllm-bench/synthetic-llada-tiny"
             )));
@@ -678,12 +677,12 @@ impl SynthArgs {
         // No --dtype: the preset's default (SynthSpec::resolve), not a run's dtype.
         let spec = synth::SynthSpec {
             dtype: weights.dtype,
-            ..synth::SynthSpec::from_config(&weights, Precision::F32, args.chat_template)
+            ..synth::SynthSpec::from_config(&weights, Precision::F32, self.chat_template)
         };
         spec.check(kind).map_err(|e| {
             InputError(format!(
-                "--shards {} / --layout: the runner cannot build this checkpoint: {e}; fix: fewer shards, or a layout \
-             with --kind llama",
+                "--shards {} / --layout: the runner cannot build this checkpoint: {e}; fix: fewer shards, or a \
+                 layout with --kind llama",
                 spec.resolve(kind).shards
             ))
         })?;

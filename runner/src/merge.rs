@@ -51,13 +51,13 @@ fn list<T: std::fmt::Display>(items: impl IntoIterator<Item = T>, limit: usize) 
 /// The known device models a bundle's cells ran on (`execution::device_model`): of the executions that measured
 /// them, or of every execution (the provenance's device without any) when no cell names its execution.
 fn devices(b: &Bundle) -> BTreeSet<String> {
-    let measured = crate::execution::measured_on(&b.provenance.executions, &b.cells);
     if b.cells.iter().any(|c| c.execution.is_some()) {
-        return measured;
+        return crate::execution::measured_on(&b.provenance.executions, &b.cells);
     }
-    let all = b.provenance.executions.iter().map(|e| &e.device);
-    let all: Vec<&schema::DeviceInfo> =
-        if b.provenance.executions.is_empty() { vec![&b.provenance.device] } else { all.collect() };
+    let mut all: Vec<&schema::DeviceInfo> = b.provenance.executions.iter().map(|e| &e.device).collect();
+    if all.is_empty() {
+        all.push(&b.provenance.device);
+    }
     all.into_iter().filter_map(crate::execution::device_model).collect()
 }
 

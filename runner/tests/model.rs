@@ -305,14 +305,20 @@ fn write_checkpoint(
     ModelFiles::from_hf_cache(cache, &format!("org/{name}"), "main").expect("resolve")
 }
 
+/// A tiny synthetic Llama in `dir`, its tensors (to write edited checkpoints from) and its embedding.
+fn tiny_llama_tensors(dir: &Path) -> (ModelFiles, HashMap<String, Tensor>, Tensor) {
+    let files = tiny_files(dir, ModelKind::Llama, &spec(11, None));
+    let tensors = candle_core::safetensors::load(&files.weights[0], &Device::Cpu).expect("weights");
+    let embed = tensors.get("model.embed_tokens.weight").expect("embedding").clone();
+    (files, tensors, embed)
+}
+
 #[test]
 fn a_tied_lm_head_is_the_embedding() {
     // Llama-3.2-1B/3B and most small checkpoints have no lm_head tensor (tie_word_embeddings = true). Their logits
     // must equal an untied model's whose lm_head is a copy of the embedding.
     let dir = tempfile::tempdir().expect("tempdir");
-    let files = tiny_files(dir.path(), ModelKind::Llama, &spec(11, None));
-    let mut tensors = candle_core::safetensors::load(&files.weights[0], &Device::Cpu).expect("weights");
-    let embed = tensors.get("model.embed_tokens.weight").expect("embedding").clone();
+    let (files, mut tensors, embed) = tiny_llama_tensors(dir.path());
     tensors.remove("lm_head.weight").expect("an untied synthetic head");
     let tied = write_checkpoint(dir.path(), "tied", &files, &tensors, |c| c["tie_word_embeddings"] = true.into());
     tensors.insert("lm_head.weight".into(), embed.copy().expect("copy"));
@@ -333,9 +339,7 @@ fn a_tied_lm_head_is_the_embedding() {
 #[test]
 fn weights_the_layout_would_drop_are_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let files = tiny_files(dir.path(), ModelKind::Llama, &spec(11, None));
-    let mut tensors = candle_core::safetensors::load(&files.weights[0], &Device::Cpu).expect("weights");
-    let embed = tensors.get("model.embed_tokens.weight").expect("embedding").clone();
+    let (files, mut tensors, embed) = tiny_llama_tensors(dir.path());
     // A tied config whose file holds a head of its own: equal to the embedding it loads (either reading gives the
     // same model), different it is refused (transformers 4 and 5 disagree about which one is meant).
     let tie = |c: &mut serde_json::Value| c["tie_word_embeddings"] = true.into();

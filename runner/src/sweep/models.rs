@@ -45,21 +45,10 @@ pub(super) fn measure_keys(
             false => None,
         };
         let info = model_info(m, &model, files, cfg.run.dtype, chat.as_ref());
-        match journal.state.models.iter().find(|x| x.id == info.id) {
-            Some(old) if old.commit != info.commit => {
-                return Err(InputError(format!(
-                    "cannot resume {}: model {} changed since the run started (snapshot {} then, {} now); \
-                     fix: restore that snapshot (refs/{}), or start a new run folder",
-                    env.run_dir.display(),
-                    m.id,
-                    old.commit.as_deref().unwrap_or("?"),
-                    info.commit.as_deref().unwrap_or("?"),
-                    m.revision
-                ))
-                .into());
-            }
-            Some(_) => {}
-            None => journal.append(Record::Model(info))?,
+        // The run's snapshot (checked before the first cell too; the parity search resolves its files again).
+        check_same_sources(journal, [(*m, files)], None)?;
+        if !journal.state.models.iter().any(|x| x.id == info.id) {
+            journal.append(Record::Model(info))?;
         }
         let mut tokens = TokenCache::new(chat.map(|(_, frame)| frame));
         for key in keys.iter().filter(|k| k.model == m.id) {
