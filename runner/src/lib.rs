@@ -79,3 +79,22 @@ pub fn exit_code(err: &anyhow::Error) -> i32 {
         });
     if bad_input { 2 } else { 1 }
 }
+
+/// An error's text as `{err:#}` writes it (the causes joined by ": "), without the backtraces candle attaches to
+/// its errors when `RUST_BACKTRACE` or `RUST_LIB_BACKTRACE` is set: a cell's status message or an error line
+/// holds what went wrong, not twenty frame lines.
+pub fn error_text(err: &anyhow::Error) -> String {
+    fn bare(e: &candle_core::Error) -> &candle_core::Error {
+        match e {
+            candle_core::Error::WithBacktrace { inner, .. } => bare(inner),
+            e => e,
+        }
+    }
+    err.chain()
+        .map(|c| match c.downcast_ref::<candle_core::Error>() {
+            Some(e) => bare(e).to_string(),
+            None => c.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(": ")
+}

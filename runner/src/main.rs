@@ -11,7 +11,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(err) => {
             // The exit status says it even where standard error is a closed pipe.
-            let _ = writeln!(std::io::stderr(), "error: {err:#}");
+            let _ = writeln!(std::io::stderr(), "error: {}", runner::error_text(&err));
             ExitCode::from(runner::exit_code(&err) as u8)
         }
     }

@@ -163,9 +163,12 @@ pub fn is_out_of_memory(err: &anyhow::Error) -> bool {
 /// The injected fault for a cell (see [`INJECT_OOM_ENV`]), if the variable names it.
 pub fn injected_oom(cell: &str) -> Option<anyhow::Error> {
     let want = std::env::var(INJECT_OOM_ENV).ok().filter(|v| !v.is_empty())?;
+    // A candle error as the driver's is (with its backtrace when RUST_BACKTRACE asks for one).
     cell.contains(&want).then(|| {
-        anyhow::anyhow!(
+        candle_core::Error::Msg(format!(
             "DriverError(CUDA_ERROR_OUT_OF_MEMORY, \"out of memory\") (injected by {INJECT_OOM_ENV}, a test hook)"
-        )
+        ))
+        .bt()
+        .into()
     })
 }

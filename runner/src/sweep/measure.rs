@@ -67,11 +67,11 @@ pub(super) fn measure_cell(
         Err(e) => {
             // The failed run's tensors are dropped by now: give their memory back before the next cell.
             device::release(&model.device);
-            tracing::warn!(cell = %key, "cell failed: {e:#}");
+            tracing::warn!(cell = %key, "cell failed: {}", crate::error_text(&e));
             if device::is_out_of_memory(&e) {
                 CellStatus::Oom { message: oom_message(key, &e) }
             } else {
-                CellStatus::Error { message: format!("{e:#}") }
+                CellStatus::Error { message: crate::error_text(&e) }
             }
         }
     };
@@ -95,9 +95,13 @@ pub(super) fn oom_message(key: &CellKey, e: &anyhow::Error) -> String {
         (None, None) => String::new(),
     };
     format!(
-        "out of memory at B={}, N={} ({} prompt + {} output tokens){steps}: {e:#}; fix: a smaller batch size or \
+        "out of memory at B={}, N={} ({} prompt + {} output tokens){steps}: {}; fix: a smaller batch size or \
          sequence length, or a device with more memory",
-        key.batch_size, key.seq_len, key.prompt_tokens, key.output_tokens
+        key.batch_size,
+        key.seq_len,
+        key.prompt_tokens,
+        key.output_tokens,
+        crate::error_text(e)
     )
 }
 

@@ -72,8 +72,8 @@ pub(super) fn add_generations(
                 if stop.requested().is_some() {
                     return;
                 }
-                tracing::warn!(cell = %key, "the quality generations in batches of {b} failed: {e:#}");
-                tried.push(format!("in batches of {b}: {e:#}"));
+                tracing::warn!(cell = %key, "the quality generations in batches of {b} failed: {}", crate::error_text(&e));
+                tried.push(format!("in batches of {b}: {}", crate::error_text(&e)));
             }
         }
     }
@@ -133,7 +133,7 @@ pub(super) fn score_perplexity(
             }
             outcome => {
                 let message = match outcome {
-                    Err(e) => format!("cannot score perplexity: {e:#}"),
+                    Err(e) => format!("cannot score perplexity: {}", crate::error_text(&e)),
                     _ => "no continuation has a token to score (every generated position decoded to nothing)".into(),
                 };
                 tracing::warn!(cell = %cell.key, evaluator = %spec.id, "{message}");
