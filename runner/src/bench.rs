@@ -113,6 +113,11 @@ pub struct BenchArgs {
     /// Print one JSON object instead of the text report.
     #[arg(long)]
     pub json: bool,
+    /// Also compare the run's precision with f32 (a precision other than f32 only): the same synthetic weights
+    /// (made in f32, then rounded) and ids through one forward of each shape in both, the logits of the last
+    /// `--block-length` positions of `--batch` x `--seq-len` tokens compared.
+    #[arg(long)]
+    pub drift: bool,
 }
 
 /// What `bench-kernels` measured (the `--json` output; runner/bench/torch_reference.py prints the same keys).
@@ -140,6 +145,26 @@ pub struct Report {
     pub llada_step: Phase,
     /// LLaDA selection after a step's forward.
     pub llada_selection: Selection,
+    /// `--drift`: the run's precision against f32, the Llama shape then the LLaDA shape.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub drift: Vec<Drift>,
+}
+
+/// How far one forward's logits in the run's precision are from the same forward in f32.
+#[derive(Debug, Clone, Serialize)]
+pub struct Drift {
+    /// `llama` (causal) or `llada` (bidirectional).
+    pub model: String,
+    /// Logits compared (rows x positions x vocab).
+    pub logits: usize,
+    /// Largest |logit - f32 logit|.
+    pub max_abs_diff: f64,
+    /// Largest |f32 logit|: the scale of the difference.
+    pub f32_max_abs: f64,
+    /// Mean |logit - f32 logit|.
+    pub mean_abs_diff: f64,
+    /// Share of the positions whose argmax (the greedy token) is the f32 one.
+    pub argmax_agreement: f64,
 }
 
 /// The LLaDA selection of one step (the sampler's `predict`) on `(batch, block, vocab)` logits in the run's dtype.
@@ -287,6 +312,14 @@ pub fn run(args: &BenchArgs) -> Result<Report> {
     let cuda = device.is_cuda();
     let precision = args.dtype.map(Precision::from).unwrap_or(if cuda { Precision::Bf16 } else { Precision::F32 });
     let dtype = crate::sweep::dtype_of(precision);
+    if args.drift && precision == Precision::F32 {
+        return Err(InputError(
+            "bench-kernels: --drift compares the run's precision with f32, and this run is f32; fix: --dtype bf16 \
+             (or f16)"
+                .into(),
+        )
+        .into());
+    }
     let reps = Reps { warmup: args.warmup, measured: args.repetitions };
 
     let llama = bench_config(args, ModelKind::Llama)?;
@@ -310,6 +343,14 @@ pub fn run(args: &BenchArgs) -> Result<Report> {
     let decode = decode_bench(args, &llama, &device, dtype, reps, copy_bytes_per_s).context("AR decode")?;
     let llada_step = step_bench(args, &llada, &device, dtype, reps, matmul_flops_per_s).context("LLaDA step")?;
     let llada_selection = selection_bench(args, &llada, &device, dtype, reps).context("LLaDA selection")?;
+    let drift = if args.drift {
+        vec![
+            dtype_drift(args, &llama, &device, dtype).context("AR logits against f32")?,
+            dtype_drift(args, &llada, &device, dtype).context("LLaDA logits against f32")?,
+        ]
+    } else {
+        Vec::new()
+    };
 
     let clock = Stopwatch::start(&device)?.kind().to_string();
     let info = crate::execution::device_info(spec);
@@ -331,6 +372,7 @@ pub fn run(args: &BenchArgs) -> Result<Report> {
         decode,
         llada_step,
         llada_selection,
+        drift,
     })
 }
 
@@ -550,6 +592,38 @@ fn step_bench(
     })
 }
 
+/// One forward of `cfg` over `--batch` x `--seq-len` random ids (causal for the Llama kind) in `dtype` and in
+/// f32 with the same weights; the logits of the last `--block-length` positions compared.
+fn dtype_drift(args: &BenchArgs, cfg: &ModelConfig, device: &Device, dtype: DType) -> Result<Drift> {
+    let (b, n, bl) = (args.batch, args.seq_len, args.block_length);
+    let mut rng = SplitMix64::new(args.seed ^ 0xD81F7);
+    let ids = Tensor::from_vec(random_ids(b, n, cfg.vocab_size, &mut rng), (b, n), device)?;
+    let logits = |dtype: DType| -> Result<Tensor> {
+        let tf = synthetic_transformer(cfg, device, dtype, args.seed.wrapping_add(2))?;
+        let rope = tf.rope(&Positions::Range { start: 0, len: n })?;
+        let bias = match cfg.kind {
+            ModelKind::Llama => tf.attention_bias(None, b, 0, n, n)?,
+            _ => None,
+        };
+        let span = LogitsSpan::Range { start: n - bl, len: bl };
+        Ok(tf.forward(&ids, &rope, bias.as_ref(), None, span)?.to_dtype(DType::F32)?)
+    };
+    let reference = logits(DType::F32)?;
+    let other = logits(dtype)?;
+    let diff = (&other - &reference)?.abs()?;
+    let count = diff.elem_count();
+    let same = reference.argmax(2)?.eq(&other.argmax(2)?)?.to_dtype(DType::F32)?;
+    let scalar = |t: Tensor| -> Result<f64> { Ok(f64::from(t.to_scalar::<f32>()?)) };
+    Ok(Drift {
+        model: format!("{:?}", cfg.kind).to_lowercase(),
+        logits: count,
+        max_abs_diff: scalar(diff.flatten_all()?.max(0)?)?,
+        f32_max_abs: scalar(reference.abs()?.flatten_all()?.max(0)?)?,
+        mean_abs_diff: scalar(diff.flatten_all()?.mean(0)?)?,
+        argmax_agreement: scalar(same.flatten_all()?.mean(0)?)?,
+    })
+}
+
 fn selection_bench(
     args: &BenchArgs,
     cfg: &ModelConfig,
@@ -651,5 +725,25 @@ pub fn text(r: &Report) -> String {
         if r.threads.is_some() { " (the CPU's: the host stream)" } else { "" },
         r.llada_selection.sampled_host_noise_ms,
         n = r.matmul_size,
-    )
+    ) + &drift_lines(r)
+}
+
+/// The `--drift` lines of the text report.
+fn drift_lines(r: &Report) -> String {
+    r.drift
+        .iter()
+        .map(|d| {
+            format!(
+                "{} against f32  {:<6} max |diff| {:.4} ({:.2}% of the largest f32 logit {:.3}), mean {:.5}; \
+                 argmax agrees at {:.1}% of positions\n",
+                r.dtype,
+                d.model,
+                d.max_abs_diff,
+                100.0 * d.max_abs_diff / d.f32_max_abs,
+                d.f32_max_abs,
+                d.mean_abs_diff,
+                100.0 * d.argmax_agreement
+            )
+        })
+        .collect()
 }

@@ -19,15 +19,19 @@ pub struct Stopwatch {
 
 #[derive(Debug)]
 enum Clock {
-    Host { device: Device, start: Instant },
-    Events(EventClock),
+    Host {
+        device: Device,
+        start: Instant,
+    },
+    /// The host instant beside the events only cross-checks them (`elapsed_ms`'s debug line).
+    Events(EventClock, Instant),
 }
 
 impl Stopwatch {
     /// Starts after the work queued on `device` so far.
     pub fn start(device: &Device) -> candle_core::Result<Self> {
         let clock = match device {
-            Device::Cuda(_) => Clock::Events(EventClock::start(device)?),
+            Device::Cuda(_) => Clock::Events(EventClock::start(device)?, Instant::now()),
             _ => {
                 device.synchronize()?;
                 Clock::Host { device: device.clone(), start: Instant::now() }
@@ -40,7 +44,7 @@ impl Stopwatch {
     pub fn kind(&self) -> &'static str {
         match self.clock {
             Clock::Host { .. } => "monotonic",
-            Clock::Events(_) => "cuda-events",
+            Clock::Events(..) => "cuda-events",
         }
     }
 
@@ -51,7 +55,14 @@ impl Stopwatch {
                 device.synchronize()?;
                 Ok(start.elapsed().as_secs_f64() * 1e3)
             }
-            Clock::Events(e) => e.elapsed_ms(),
+            Clock::Events(e, host) => {
+                let ms = e.elapsed_ms()?;
+                // The host clock over the same region (from the start event's recording to the end event's
+                // completion): above the events' time by the work queued before the start and the wait's
+                // latency. `--log runner::timing=debug` prints both, to check the events on a device.
+                tracing::debug!(events_ms = ms, host_ms = host.elapsed().as_secs_f64() * 1e3, "stopwatch");
+                Ok(ms)
+            }
         }
     }
 
@@ -65,7 +76,7 @@ impl Stopwatch {
                 *start = now;
                 Ok(ms)
             }
-            Clock::Events(e) => e.lap_ms(),
+            Clock::Events(e, _) => e.lap_ms(),
         }
     }
 }

@@ -165,7 +165,8 @@ fn every_timing_and_memory_field_is_present_and_consistent_on_cpu() {
 fn an_injected_out_of_memory_fails_its_cell_and_the_grid_goes_on() {
     let sb = Sandbox::new();
     let target = "test-org/measure-llada N=40 B=2 K=4";
-    let (out, b) = run_grid(&sb, &[(runner::device::INJECT_OOM_ENV, target)]);
+    // With backtraces asked for, as on machines that set RUST_BACKTRACE: candle attaches one to its errors.
+    let (out, b) = run_grid(&sb, &[(runner::device::INJECT_OOM_ENV, target), ("RUST_BACKTRACE", "1")]);
     assert_exit!(out, 1);
     assert!(stderr(&out).contains("1 of 12 cells failed"), "{}", stderr(&out));
     assert_eq!(b.cells.len(), 12, "the bundle is complete");
@@ -176,6 +177,7 @@ fn an_injected_out_of_memory_fails_its_cell_and_the_grid_goes_on() {
             for want in ["out of memory", "B=2", "N=40", "K=4", "32 prompt + 8 output tokens", "fix:"] {
                 assert!(message.contains(want), "{want:?} in {message}");
             }
+            assert!(!message.contains('\n'), "one line, no backtrace frames: {message}");
             assert!(cell.repetitions.is_empty(), "the fault hits the first measured run");
         } else {
             assert_eq!(cell.status, CellStatus::Ok, "{}", cell.key);
@@ -323,6 +325,61 @@ fn bench_kernels_prints_its_figures_on_the_cpu() {
     ] {
         assert!(text.contains(want), "{want:?} in\n{text}");
     }
+}
+
+#[test]
+fn bench_kernels_drift_compares_a_precision_with_f32() {
+    let sb = Sandbox::new();
+    let args = [
+        "bench-kernels",
+        "--json",
+        "--dtype",
+        "bf16",
+        "--drift",
+        "--seq-len",
+        "48",
+        "--batch",
+        "2",
+        "--decode-tokens",
+        "4",
+        "--block-length",
+        "8",
+        "--matmul-size",
+        "64",
+        "--copy-mib",
+        "1",
+        "--warmup",
+        "0",
+        "--repetitions",
+        "1",
+    ];
+    let out = sb.cmd(&args);
+    assert_exit!(out, 0);
+    let r: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("json report");
+    let drift = r["drift"].as_array().expect("drift");
+    assert_eq!(drift.iter().map(|d| d["model"].as_str()).collect::<Vec<_>>(), [Some("llama"), Some("llada")]);
+    for d in drift {
+        // B x block positions x the tiny vocabulary, compared in full.
+        let vocab = r["llada_step"]["shape"]["vocab"].as_u64().expect("vocab");
+        assert_eq!(d["logits"].as_u64(), Some(2 * 8 * vocab), "{d}");
+        let (max, scale, mean) = (
+            d["max_abs_diff"].as_f64().unwrap(),
+            d["f32_max_abs"].as_f64().unwrap(),
+            d["mean_abs_diff"].as_f64().unwrap(),
+        );
+        // bf16 rounds the weights and activations: the logits move, by little against their scale.
+        assert!(max > 0.0 && mean > 0.0 && mean <= max && max < 0.25 * scale, "{d}");
+        let agree = d["argmax_agreement"].as_f64().unwrap();
+        assert!((0.5..=1.0).contains(&agree), "{d}");
+    }
+    // The text report says it; f32 against f32 is refused.
+    let text: Vec<&str> = args.iter().copied().filter(|a| *a != "--json").collect();
+    let out = sb.cmd(&text);
+    assert_exit!(out, 0);
+    assert!(stdout(&out).contains("bf16 against f32  llada"), "{}", stdout(&out));
+    let out = sb.cmd(&["bench-kernels", "--drift", "--seq-len", "48", "--decode-tokens", "4"]);
+    assert_exit!(out, 2);
+    assert!(stderr(&out).contains("--drift") && stderr(&out).contains("fix: --dtype bf16"), "{}", stderr(&out));
 }
 
 #[test]
