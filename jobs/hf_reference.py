@@ -1232,6 +1232,9 @@ def main(argv=None) -> int:
         return 2
     device = torch.device(dev)
     if device.type == "cuda":
+        # `cuda` alone is the current device: torch.cuda.set_device wants an index.
+        if device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
         torch.cuda.set_device(device)
     dtype = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}[run["dtype"]]
     dtype_bytes = DTYPE_BYTES[run["dtype"]]

@@ -65,15 +65,16 @@ def forward_work(s, batch, tokens, context, logits, nbytes):
 
 class Model:
     def __init__(self, s, dtype, device, seed, attention):
-        g = torch.Generator(device="cpu").manual_seed(seed)
+        # Drawn on the device: on the host the 8B shapes take minutes (seen on an H200: no weights after 100 s).
+        g = torch.Generator(device=device).manual_seed(seed)
         h, hd = s["hidden"], s["hidden"] // s["heads"]
         std = max(0.02, 1.0 / math.sqrt(h))
 
         def mat(o, i):
-            return (torch.randn(o, i, generator=g) * std).to(device=device, dtype=dtype)
+            return (torch.randn(o, i, generator=g, device=device) * std).to(dtype=dtype)
 
         def norm():
-            return (1.0 + 0.05 * torch.randn(h, generator=g)).to(device=device, dtype=dtype)
+            return (1.0 + 0.05 * torch.randn(h, generator=g, device=device)).to(dtype=dtype)
 
         self.s, self.hd, self.dtype, self.attention = s, hd, dtype, attention
         q, kv = s["heads"] * hd, s["kv_heads"] * hd
