@@ -1,0 +1,198 @@
+#!/usr/bin/env bash
+# One call on a lent GPU machine (no Rust, no network, no weights; PyTorch and transformers in python3): the
+# stages of the first GPU measurements, each under its own time cap, all under one deadline, so that a stage that
+# runs long or fails still leaves what the others measured. Everything lands in OUT_DIR (default $OUT):
+# session.tar.gz (every bundle, log and JSON), summary.txt, and the main bundles beside them.
+#
+#   scripts/gpu-session.sh BIN [DEADLINE_S] [STAGE...]
+#
+# BIN is a dllm-bench built with `--features cuda` (CUDA_COMPUTE_CAP=90 for an H100/H200), or it gzipped. DEADLINE_S
+# (default 560) bounds the whole script. Stages (default: all, in this order):
+#   env      nvidia-smi, the binary's libraries, PyTorch's view of the device
+#   check    config/gpu_check.toml (tiny synthetic models, f32) on the CPU and on CUDA: the same tokens
+#            (scripts/compare_devices.py), bf16 against f32, and `bench-kernels --drift` (bf16 logits against f32)
+#   kernels  `bench-kernels --shape 8b` (copy bandwidth, matmul rate, AR decode token, LLaDA step) and
+#            runner/bench/torch_reference.py (eager and SDPA) on the same shapes
+#   grid     config/gpu_primary.toml (the primary grid on synthetic 8B weights) with W=$GRID_W R=$GRID_R
+#            (default 1/1), CUDA-event e2e times beside the host clock (`runner::timing=debug`)
+#   hf       jobs/hf_reference.py (HF transformers, eager attention) on K=$HF_STEPS (default 32) of the grid,
+#            W=$HF_W R=$HF_R (default 1/1), then jobs/compare_bundles.py
+#   oom      config/gpu_oom.toml: a LLaDA cell that exhausts the card, then cells that must still run
+set -uo pipefail
+
+BIN="${1:?usage: scripts/gpu-session.sh BIN [DEADLINE_S] [STAGE...]}"
+DEADLINE="${2:-560}"
+shift $(( $# < 2 ? $# : 2 ))
+STAGES="${*:-env check kernels grid hf oom}"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT" || exit 1
+OUT_DIR="${OUT_DIR:-${OUT:?set OUT or OUT_DIR}}"
+W="$OUT_DIR/work"
+HF="${HF_CACHE_DIR:-/tmp/dllm-hf}"
+mkdir -p "$W" "$HF"
+START=$(date +%s)
+SUMMARY="$OUT_DIR/summary.txt"
+: >"$SUMMARY"
+export PYTHONUNBUFFERED=1
+
+say() { printf '[%4ds] %s\n' "$(( $(date +%s) - START ))" "$*" | tee -a "$SUMMARY"; }
+left() { echo $(( DEADLINE - ($(date +%s) - START) )); }
+
+# Runs a command with at most CAP seconds (less where the deadline is nearer, keeping RESERVE seconds for what
+# follows), its output into LOG. TERM first (the runner writes its partial bundle), KILL 20 s later.
+capped() {
+    local cap=$1 reserve=$2 log=$3
+    shift 3
+    local t
+    t=$(( $(left) - reserve ))
+    (( t > cap )) && t=$cap
+    if (( t < 10 )); then
+        say "skipped (no time left): $*"
+        return 124
+    fi
+    timeout --signal=TERM --kill-after=20 "$t" "$@" >>"$log" 2>&1
+    local rc=$?
+    say "rc=$rc after at most ${t}s: $(basename "$1") ${*:2}"
+    return $rc
+}
+
+collect() {
+    say "collecting"
+    tar czf "$OUT_DIR/session.tar.gz" -C "$OUT_DIR" work 2>/dev/null
+    rm -rf "$W"
+}
+trap collect EXIT
+
+# A gzipped binary (the carry limit) is unpacked first.
+if [[ "$BIN" == *.gz ]]; then
+    gzip -dc "$BIN" >/tmp/dllm-bench && chmod +x /tmp/dllm-bench && BIN=/tmp/dllm-bench || exit 1
+fi
+
+# The CUDA 13 libraries the binary links (cuBLAS, cuRAND, the runtime) from PyTorch's wheels.
+CU13="$(python3 -c 'import nvidia, os; print(os.path.join(nvidia.__path__[0], "cu13", "lib"))' 2>/dev/null)"
+export LD_LIBRARY_PATH="${CU13:+$CU13:}${LD_LIBRARY_PATH:-}"
+
+has() { [[ " $STAGES " == *" $1 "* ]]; }
+
+if has env; then
+    say "stage env"
+    {
+        nvidia-smi
+        nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv
+        uname -a
+        nproc
+        free -g
+        df -h /tmp
+        echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+        ldd "$BIN"
+        "$BIN" --version
+        python3 -c 'import torch, transformers; print("torch", torch.__version__, "cuda", torch.version.cuda,
+"transformers", transformers.__version__, torch.cuda.get_device_name(0))'
+    } >"$W/env.txt" 2>&1
+    grep -E "not found|NVIDIA H|dllm-bench|^torch" "$W/env.txt" | tee -a "$SUMMARY"
+fi
+
+# The synthetic 8B checkpoints that grid, hf and oom read (about 16 GB each, CPU-bound) are written in the
+# background on all but 4 cores while check and kernels use the GPU; run reuses a complete one.
+SYNTH_PID=""
+if has grid || has hf || has oom; then
+    pin=()
+    command -v taskset >/dev/null && (( $(nproc) > 8 )) && pin=(taskset -c "4-$(( $(nproc) - 1 ))")
+    (
+        s=$(date +%s)
+        "${pin[@]}" "$BIN" synth --kind llama --preset real --repo-id dllm-bench/synthetic-llama-8b --seed 1 \
+            --model-cache-dir "$HF" && \
+        "${pin[@]}" "$BIN" synth --kind llada --preset real --repo-id dllm-bench/synthetic-llada-8b --seed 2 \
+            --model-cache-dir "$HF"
+        echo "synth rc=$? in $(( $(date +%s) - s )) s"
+    ) >"$W/synth.log" 2>&1 &
+    SYNTH_PID=$!
+    say "writing the synthetic 8B checkpoints in the background (pid $SYNTH_PID, ${pin[*]:-all cores})"
+fi
+wait_synth() {
+    [ -n "$SYNTH_PID" ] || return 0
+    say "waiting for the synthetic checkpoints"
+    wait "$SYNTH_PID"
+    SYNTH_PID=""
+    say "$(tail -1 "$W/synth.log")"
+}
+
+if has check; then
+    say "stage check"
+    for dev in cpu cuda; do
+        capped 60 420 "$W/check-$dev.log" "$BIN" run --config config/gpu_check.toml --device "$dev" \
+            --model-cache-dir "$HF" --run-dir "$W/check-$dev" -q
+    done
+    capped 40 400 "$W/check-cuda-bf16.log" "$BIN" run --config config/gpu_check.toml --device cuda --dtype bf16 \
+        --model-cache-dir "$HF" --run-dir "$W/check-cuda-bf16" -q
+    python3 scripts/compare_devices.py "$W/check-cpu/bundle.json" "$W/check-cuda/bundle.json" \
+        >"$W/check-compare.txt" 2>&1
+    say "cpu f32 against cuda f32 (rc=$?): $(tail -1 "$W/check-compare.txt")"
+    python3 scripts/compare_devices.py --report-only "$W/check-cuda/bundle.json" \
+        "$W/check-cuda-bf16/bundle.json" >"$W/check-compare-bf16.txt" 2>&1
+    say "cuda f32 against cuda bf16: $(tail -1 "$W/check-compare-bf16.txt")"
+    capped 30 380 "$W/drift-tiny.txt" "$BIN" bench-kernels --device cuda:0 --shape tiny --dtype bf16 --drift \
+        --seq-len 256 --batch 4
+    grep -E "against f32" "$W/drift-tiny.txt" | tee -a "$SUMMARY"
+fi
+
+if has kernels; then
+    say "stage kernels"
+    capped 60 330 "$W/kernels-8b.txt" "$BIN" bench-kernels --device cuda:0 --shape 8b
+    for attn in eager sdpa; do
+        capped 60 300 "$W/torch-$attn.json" python3 runner/bench/torch_reference.py --device cuda --dtype bf16 \
+            --shape 8b --batch 8 --seq-len 1024 --attention "$attn"
+    done
+    capped 40 280 "$W/drift-8b.txt" "$BIN" bench-kernels --device cuda:0 --shape 8b --drift --batch 1 \
+        --seq-len 512 --decode-tokens 8 --repetitions 2
+    grep -vE "^\s*$" "$W/kernels-8b.txt" | tee -a "$SUMMARY"
+    grep -hE '"ms"|framework|attention' "$W"/torch-*.json | tee -a "$SUMMARY"
+    grep -E "against f32" "$W/drift-8b.txt" | tee -a "$SUMMARY"
+fi
+
+if has grid; then
+    wait_synth
+    say "stage grid (W=${GRID_W:-1} R=${GRID_R:-1})"
+    capped 300 150 "$W/grid.log" "$BIN" --log "info,runner::timing=debug" run --config config/gpu_primary.toml \
+        --warmup "${GRID_W:-1}" --repetitions "${GRID_R:-1}" --model-cache-dir "$HF" --run-dir "$W/grid"
+    for f in bundle partial; do
+        [ -f "$W/grid/$f.json" ] && cp "$W/grid/$f.json" "$OUT_DIR/gpu_primary-runner-$f.json"
+    done
+    grep -E "events_ms" "$W/grid.log" | tail -3 | tee -a "$SUMMARY"
+fi
+
+if has hf; then
+    wait_synth
+    say "stage hf (eager, K=${HF_STEPS:-32}, W=${HF_W:-1} R=${HF_R:-1})"
+    capped 200 45 "$W/hf.log" python3 jobs/hf_reference.py --config config/gpu_primary.toml --device cuda \
+        --attn eager --steps "${HF_STEPS:-32}" --warmup "${HF_W:-1}" --repetitions "${HF_R:-1}" \
+        --model-cache-dir "$HF" --output "$W/hf-eager.json"
+    [ -f "$W/hf-eager.json" ] && cp "$W/hf-eager.json" "$OUT_DIR/gpu_primary-hf-eager.json"
+    if [ -f "$W/grid/bundle.json" ] && [ -f "$W/hf-eager.json" ]; then
+        python3 jobs/compare_bundles.py "$W/grid/bundle.json" "$W/hf-eager.json" >"$W/compare.txt" 2>&1
+        tee -a "$SUMMARY" <"$W/compare.txt"
+    fi
+fi
+
+if has oom; then
+    wait_synth
+    say "stage oom"
+    capped 60 5 "$W/oom.log" "$BIN" run --config config/gpu_oom.toml --model-cache-dir "$HF" --run-dir "$W/oom"
+    for f in bundle partial; do
+        [ -f "$W/oom/$f.json" ] && cp "$W/oom/$f.json" "$OUT_DIR/gpu_oom-$f.json"
+    done
+    python3 - "$W/oom" <<'PY' 2>&1 | tee -a "$SUMMARY"
+import json, os, sys
+d = sys.argv[1]
+for f in ("bundle.json", "partial.json"):
+    p = os.path.join(d, f)
+    if os.path.exists(p):
+        for c in json.load(open(p))["cells"]:
+            k = c["key"]
+            peaks = [r.get("peak_allocated_bytes") for r in c.get("repetitions", [])]
+            print(k["model"].split("/")[-1], "B", k["batch_size"], "N", k["seq_len"], "K", k.get("steps"),
+                  c["status"]["state"], (c["status"].get("message") or "")[:160], peaks)
+        break
+PY
+fi
+say "done"
