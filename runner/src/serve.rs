@@ -103,7 +103,7 @@ pub fn bundle_index(dir: &Path) -> Result<BundleIndex> {
         };
         match schema::read_bundle(&text) {
             Ok(b) => entries.push(IndexEntry {
-                title: format!("{} on {}", b.provenance.config.run.name, device_label(&b)),
+                title: title(&b),
                 created_at: b.provenance.created_at.clone(),
                 synthetic_weights: b.provenance.synthetic_weights,
                 file,
@@ -129,6 +129,14 @@ fn read_bundle_text(root: &Path, path: &Path) -> std::result::Result<String, Str
         return Err(too_large());
     }
     Ok(text)
+}
+
+/// `NAME on DEVICE`, with the tool when another wrote the bundle (`jobs/hf_reference.py`'s
+/// `hf-transformers-reference`): the selector must tell the runner's bundle from the reference's of one grid.
+fn title(b: &schema::Bundle) -> String {
+    let p = &b.provenance;
+    let by = if p.tool == "dllm-bench" { String::new() } else { format!(" by {}", p.tool) };
+    format!("{}{by} on {}", p.config.run.name, device_label(b))
 }
 
 fn device_label(b: &schema::Bundle) -> String {

@@ -140,6 +140,24 @@ fn serves_index_bundles_and_explorer_without_traversal() {
     }
 }
 
+/// The selector's titles tell the runner's bundle from HF transformers' of the same grid (the committed GPU
+/// bundles: both `gpu_primary on NVIDIA H200` before).
+#[test]
+fn index_titles_name_a_reference_tool() {
+    let sb = Sandbox::new();
+    let results = sb.results();
+    std::fs::create_dir_all(&results).expect("results");
+    let mut b: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(demo_fixture()).expect("fixture")).expect("json");
+    std::fs::write(results.join("runner.json"), b.to_string()).expect("write");
+    b["provenance"]["tool"] = "hf-transformers-reference".into();
+    std::fs::write(results.join("hf.json"), b.to_string()).expect("write");
+    let index = runner::serve::bundle_index(&results).expect("index");
+    let title = |f: &str| index.bundles.iter().find(|e| e.file == f).map(|e| e.title.clone()).expect("listed");
+    assert!(title("hf.json").contains(" by hf-transformers-reference on "), "{}", title("hf.json"));
+    assert!(!title("runner.json").contains(" by "), "{}", title("runner.json"));
+}
+
 /// A FIFO named like a bundle (or an explorer file) would block whoever opens it for reading until a writer
 /// comes: it is neither listed nor served, and everything else still is.
 #[test]
