@@ -261,27 +261,30 @@ fn roofline_counts_equal_the_checkpoints() {
 
 // ---------------------------------------------------------------- bench-kernels
 
+/// Sizes that make `bench-kernels` quick on the CPU.
+const SMALL: [&str; 16] = [
+    "--seq-len",
+    "64",
+    "--batch",
+    "2",
+    "--decode-tokens",
+    "4",
+    "--block-length",
+    "8",
+    "--matmul-size",
+    "128",
+    "--copy-mib",
+    "4",
+    "--warmup",
+    "0",
+    "--repetitions",
+    "2",
+];
+
 #[test]
 fn bench_kernels_prints_its_figures_on_the_cpu() {
     let sb = Sandbox::new();
-    let small = [
-        "--seq-len",
-        "64",
-        "--batch",
-        "2",
-        "--decode-tokens",
-        "4",
-        "--block-length",
-        "8",
-        "--matmul-size",
-        "128",
-        "--copy-mib",
-        "4",
-        "--warmup",
-        "0",
-        "--repetitions",
-        "2",
-    ];
+    let small = SMALL;
     let mut args = vec!["bench-kernels", "--json"];
     args.extend_from_slice(&small);
     let out = sb.cmd(&args);
@@ -330,29 +333,8 @@ fn bench_kernels_prints_its_figures_on_the_cpu() {
 #[test]
 fn bench_kernels_drift_compares_a_precision_with_f32() {
     let sb = Sandbox::new();
-    let args = [
-        "bench-kernels",
-        "--json",
-        "--dtype",
-        "bf16",
-        "--drift",
-        "--seq-len",
-        "48",
-        "--batch",
-        "2",
-        "--decode-tokens",
-        "4",
-        "--block-length",
-        "8",
-        "--matmul-size",
-        "64",
-        "--copy-mib",
-        "1",
-        "--warmup",
-        "0",
-        "--repetitions",
-        "1",
-    ];
+    let mut args = vec!["bench-kernels", "--json", "--dtype", "bf16", "--drift"];
+    args.extend_from_slice(&SMALL);
     let out = sb.cmd(&args);
     assert_exit!(out, 0);
     let r: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("json report");
