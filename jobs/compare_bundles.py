@@ -17,7 +17,9 @@ import json
 import statistics
 import sys
 
-KEY_FIELDS = ("model", "sampler", "steps", "batch_size", "seq_len", "prompt_tokens", "output_tokens", "block_length")
+# A cell's whole key: the block-cache series and the threshold series share K (or have none) with the reference's.
+KEY_FIELDS = ("model", "sampler", "steps", "batch_size", "seq_len", "prompt_tokens", "output_tokens", "block_length",
+              "cache", "threshold")
 
 
 def load(path: str) -> dict:
@@ -39,6 +41,10 @@ def label(key: tuple) -> str:
     s = f"{k['model'].split('/')[-1]} N={k['seq_len']} B={k['batch_size']}"
     if k["steps"] is not None:
         s += f" K={k['steps']}"
+    if k["cache"] is not None:
+        s += f" cache={k['cache']}"
+    if k["threshold"] is not None:
+        s += f" threshold={k['threshold']}"
     return s
 
 

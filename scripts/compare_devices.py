@@ -15,29 +15,12 @@ it was written for (scripts/gpu-session.sh, stage `check`).
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import sys
 
-KEY_FIELDS = ("model", "sampler", "steps", "batch_size", "seq_len", "prompt_tokens", "output_tokens",
-              "block_length", "cache", "threshold")
-
-
-def load(path: str) -> dict:
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError) as e:
-        sys.exit(f"{path}: cannot read the bundle: {e}; fix: pass the bundle.json of a finished run")
-
-
-def key_of(cell: dict) -> tuple:
-    return tuple(json.dumps(cell["key"].get(f), sort_keys=True) for f in KEY_FIELDS)
-
-
-def label(cell: dict) -> str:
-    k = cell["key"]
-    s = f"{k['model'].split('/')[-1]} N={k['seq_len']} B={k['batch_size']}"
-    return s + (f" K={k['steps']}" if k.get("steps") is not None else "")
+# One reading and one cell key for every bundle comparison: jobs/compare_bundles.py's.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "jobs"))
+from compare_bundles import key_of, label, load  # noqa: E402
 
 
 def perplexity(cell: dict) -> dict:
@@ -93,17 +76,17 @@ def main() -> int:
     for ca in a.get("cells", []):
         cb = cells_b.pop(key_of(ca), None)
         if cb is None:
-            print(f"{label(ca):<32} missing from {args.second}")
+            print(f"{label(key_of(ca)):<32} missing from {args.second}")
             bad += 1
             continue
         diffs, counts = compare(ca, cb, args.perplexity_rtol)
         for k in ("generations", "generations_equal", "repetitions"):
             total[k] += counts[k]
         total["max_ppl_rel"] = max(total["max_ppl_rel"], counts["max_ppl_rel"])
-        print(f"{label(ca):<32} {'same' if not diffs else 'DIFFERS: ' + '; '.join(diffs[:3])}")
+        print(f"{label(key_of(ca)):<32} {'same' if not diffs else 'DIFFERS: ' + '; '.join(diffs[:3])}")
         bad += bool(diffs)
     for cb in cells_b.values():
-        print(f"{label(cb):<32} missing from {args.first}")
+        print(f"{label(key_of(cb)):<32} missing from {args.first}")
         bad += 1
     print(f"summary: {len(a.get('cells', []))} cells, {bad} with a difference; continuations equal "
           f"{total['generations_equal']}/{total['generations']}; repetitions compared {total['repetitions']}; "

@@ -67,11 +67,12 @@ pub(super) fn measure_cell(
         Err(e) => {
             // The failed run's tensors are dropped by now: give their memory back before the next cell.
             device::release(&model.device);
-            tracing::warn!(cell = %key, "cell failed: {}", crate::error_text(&e));
+            let text = crate::error_text(&e);
+            tracing::warn!(cell = %key, "cell failed: {text}");
             if device::is_out_of_memory(&e) {
-                CellStatus::Oom { message: oom_message(key, &e) }
+                CellStatus::Oom { message: oom_message(key, &text) }
             } else {
-                CellStatus::Error { message: crate::error_text(&e) }
+                CellStatus::Error { message: text }
             }
         }
     };
@@ -88,20 +89,16 @@ pub(super) fn measure_cell(
 }
 
 /// An out-of-memory status names what the cell asked for, so the grid's limit can be read from the bundle.
-pub(super) fn oom_message(key: &CellKey, e: &anyhow::Error) -> String {
+pub(super) fn oom_message(key: &CellKey, error: &str) -> String {
     let steps = match (key.steps, key.threshold) {
         (Some(k), _) => format!(", K={k}"),
         (None, Some(t)) => format!(", threshold={t}"),
         (None, None) => String::new(),
     };
     format!(
-        "out of memory at B={}, N={} ({} prompt + {} output tokens){steps}: {}; fix: a smaller batch size or \
+        "out of memory at B={}, N={} ({} prompt + {} output tokens){steps}: {error}; fix: a smaller batch size or \
          sequence length, or a device with more memory",
-        key.batch_size,
-        key.seq_len,
-        key.prompt_tokens,
-        key.output_tokens,
-        crate::error_text(e)
+        key.batch_size, key.seq_len, key.prompt_tokens, key.output_tokens
     )
 }
 

@@ -72,8 +72,9 @@ pub(super) fn add_generations(
                 if stop.requested().is_some() {
                     return;
                 }
-                tracing::warn!(cell = %key, "the quality generations in batches of {b} failed: {}", crate::error_text(&e));
-                tried.push(format!("in batches of {b}: {}", crate::error_text(&e)));
+                let text = crate::error_text(&e);
+                tracing::warn!(cell = %key, "the quality generations in batches of {b} failed: {text}");
+                tried.push(format!("in batches of {b}: {text}"));
             }
         }
     }
