@@ -943,7 +943,7 @@ def reset_vmhwm() -> bool:
 
 def roofline(shape: dict, b: int, prompt: int, n_out: int, dtype_bytes: int, key: dict, llada_logits: str,
              forwards: int):
-    """schema::roofline, for the work this script does (full logits where it computes them); `forwards`: the
+    """metrics::roofline, for the work this script does (full logits where it computes them); `forwards`: the
     LLaDA steps run (K, or as many as a threshold needed)."""
     h, v, layers = shape["hidden"], shape["vocab"], shape["layers"]
     hd = h // shape["heads"]
