@@ -709,7 +709,7 @@ fn ParityView(
                                 <td>{r.tag.clone()} {r.diffusion.clone()} " vs " {r.ar.clone()}</td>
                                 <td data-testid="parity-B">{r.batch}</td>
                                 <td>{r.seq}</td>
-                                <td data-testid="parity-s">{r.s_parity_text()}</td>
+                                <td data-testid="parity-s">{r.s_parity.clone()}</td>
                                 <td data-testid="parity-interval">{r.interval_text()}</td>
                                 <td data-testid="parity-bootstrap">{r.bootstrap.clone().unwrap_or_else(|| "-".into())}</td>
                                 <td data-testid="parity-speedup">{r.speedup_text()}</td>

@@ -1504,8 +1504,8 @@ pub struct ParityRow {
     pub seq: u32,
     /// The derived panel.
     pub panel: ParityPanel,
-    /// A threshold series: S_parity in words ([`metrics::parity::s_parity_text`], as `report` writes it).
-    pub threshold_parity: Option<String>,
+    /// S_parity in words ([`metrics::parity::s_parity_text`], as `report` writes it).
+    pub s_parity: String,
     /// Key of the matched diffusion cell.
     pub matched_key: Option<String>,
     /// Key of the AR cell.
@@ -1593,7 +1593,7 @@ pub fn parity_rows(bundles: &[&LoadedBundle], f: &Filters, o: &Options) -> Resul
                     }
                 });
                 rows.push(ParityRow {
-                    threshold_parity: r.thresholded.then(|| metrics::parity::s_parity_text(r)),
+                    s_parity: metrics::parity::s_parity_text(r),
                     bootstrap: bootstrap_text(r, b),
                     tag: t.clone(),
                     diffusion: series_label(series),
@@ -1615,18 +1615,6 @@ pub fn parity_rows(bundles: &[&LoadedBundle], f: &Filters, o: &Options) -> Resul
 }
 
 impl ParityRow {
-    /// S_parity as text: K, or a threshold series' forwards and threshold.
-    pub fn s_parity_text(&self) -> String {
-        if let Some(t) = &self.threshold_parity {
-            return t.clone();
-        }
-        match self.panel.parity {
-            Parity::Reached { steps } => steps.to_string(),
-            Parity::NotReached { max_steps } => format!("not reached (K <= {max_steps})"),
-            Parity::NoData => "no data".into(),
-        }
-    }
-
     /// The interval as text: `(32, 64]`.
     pub fn interval_text(&self) -> String {
         match self.panel.interval {

@@ -235,12 +235,12 @@ fn s_parity_panel_per_batch_size() {
     assert_eq!(rows.len(), 4, "(N, B) in {{128, 256}} x {{1, 4}}");
     let r = |n, bs| rows.iter().find(|r| r.seq == n && r.batch == bs).expect("row");
     let a = r(256, 1);
-    assert_eq!((a.s_parity_text(), a.interval_text()), ("32".into(), "(16, 32]".into()));
+    assert_eq!((a.s_parity.as_str(), a.interval_text().as_str()), ("K = 32", "(16, 32]"));
     assert_eq!(a.speedup_text(), format!("{:.2}x", 1424.587 / 829.175));
     assert_eq!(a.verdict(), "viable (speedup > 1)");
     assert!(!a.entropy_warning);
     let w = r(128, 1);
-    assert_eq!((w.s_parity_text(), w.verdict()), ("64".into(), "not viable (slower at parity)"));
+    assert_eq!((w.s_parity.as_str(), w.verdict()), ("K = 64", "not viable (slower at parity)"));
     assert!(w.entropy_warning, "LLaDA's entropy 3.5 vs LLaMA's 5.0");
     assert!(w.matched_key.as_deref().is_some_and(|k| k.contains("K=64")));
 }
@@ -589,7 +589,7 @@ fn s_parity_rows_agree_with_the_parity_records_when_cells_failed() {
         assert_eq!(row.panel.speedup, s.speedup.map(|e| e.value), "N = {}, B = {}", row.seq, row.batch);
     }
     let hit = rows.iter().find(|r| r.seq == 256 && r.batch == 1).expect("the row of the failed cell");
-    assert_eq!(hit.s_parity_text(), "32", "S_parity is the group's, not a search over B = 1's ok cells");
+    assert_eq!(hit.s_parity, "K = 32", "S_parity is the group's, not a search over B = 1's ok cells");
     assert_eq!((hit.speedup_text(), hit.verdict()), ("-".to_string(), "not viable (parity not reached)"));
 }
 
@@ -664,9 +664,13 @@ fn sampler_series_get_their_own_legend_labels_parity_rows_and_cost_axes() {
         &b.bundle,
         &metrics::parity::ParityOptions::from_config(&b.bundle).expect("the demo's [quality]"),
     );
-    for r in rows.iter().filter(|r| r.diffusion.contains("prefix+threshold")) {
-        let rec = records.iter().find(|x| x.thresholded && x.seq_len == 48).expect("record");
-        assert_eq!(r.s_parity_text(), metrics::parity::s_parity_text(rec));
+    // Every row words S_parity as the metrics crate (and `report`) does, reference and threshold series alike.
+    for r in &rows {
+        let rec = records
+            .iter()
+            .find(|x| x.thresholded == r.diffusion.contains("threshold") && x.seq_len == 48)
+            .expect("record");
+        assert_eq!(r.s_parity, metrics::parity::s_parity_text(rec), "{}", r.diffusion);
     }
     // The table names the series and the threshold.
     let table = rows_of(&b);

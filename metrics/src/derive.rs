@@ -257,14 +257,26 @@ pub fn pareto_front(points: &[(f64, f64)], direction: Direction) -> Vec<usize> {
 
 /// S_parity = min{ k : f(k) at least as good as `baseline` } over `(k, f(k))` points (any order).
 pub fn s_parity(points: &[(u32, f64)], baseline: f64, direction: Direction) -> Parity {
-    let valid: Vec<(u32, f64)> = points.iter().copied().filter(|p| p.1.is_finite()).collect();
-    match valid.iter().filter(|p| direction.at_least_as_good(p.1, baseline)).map(|p| p.0).min() {
-        Some(steps) => Parity::Reached { steps },
-        None => match valid.iter().map(|p| p.0).max() {
+    match s_parity_point(points, baseline, direction) {
+        Some(i) => Parity::Reached { steps: points[i].0 },
+        None => match points.iter().filter(|p| p.1.is_finite()).map(|p| p.0).max() {
             Some(max_steps) => Parity::NotReached { max_steps },
             None => Parity::NoData,
         },
     }
+}
+
+/// The index of the point [`s_parity`] names: of the points with a finite value at least as good as `baseline`,
+/// the first (in the given order) with the fewest steps; `None` when there is none.
+pub fn s_parity_point(points: &[(u32, f64)], baseline: f64, direction: Direction) -> Option<usize> {
+    let mut best: Option<usize> = None;
+    for (i, p) in points.iter().enumerate() {
+        let good = p.1.is_finite() && direction.at_least_as_good(p.1, baseline);
+        if good && best.is_none_or(|b| p.0 < points[b].0) {
+            best = Some(i);
+        }
+    }
+    best
 }
 
 /// Speedup factor = L_e2e(AR) / L_e2e(diffusion at S_parity); > 1 means the diffusion model is viable.

@@ -23,7 +23,7 @@ use schema::bundle::{Bundle, Cell, CellKey, CellStatus, Pooling, QualityValue, S
 use schema::grid::{BlockCache, Threshold};
 pub use schema::parity::{BootstrapInfo, Estimate, Parity, ParityRecord, SpeedupRow, StepQuality, StepsInterval};
 
-use crate::derive::{cell_steps, cell_summary, s_parity, speedup};
+use crate::derive::{cell_steps, cell_summary, s_parity, s_parity_point, speedup};
 use crate::rng::SplitMix64;
 
 /// A cell's key without the batch size: the cells that share one quality measurement.
@@ -247,7 +247,7 @@ pub fn parity(bundle: &Bundle, opts: &ParityOptions) -> Vec<ParityRecord> {
             let direction = base_q.direction;
             let points: Vec<(u32, f64)> = curve_q.iter().map(|(k, _, _, q)| (*k, q.value)).collect();
             let outcome = s_parity(&points, base_q.value, direction);
-            let matched = parity_point(&points, base_q.value, direction);
+            let matched = s_parity_point(&points, base_q.value, direction);
             // Batch sizes of the AR cells at this N, with the diffusion cells they are matched with.
             let ar_cells: Vec<&Cell> = bundle
                 .cells
@@ -289,7 +289,7 @@ pub fn parity(bundle: &Bundle, opts: &ParityOptions) -> Vec<ParityRecord> {
                     }
                     pts.push((*k, v.unwrap_or(f64::NAN)));
                 }
-                boot_steps.push(parity_point(&pts, b, direction).map(|i| (pts[i].0, i)));
+                boot_steps.push(s_parity_point(&pts, b, direction).map(|i| (pts[i].0, i)));
             }
             let boot = resamples > 0 && !boot_steps.is_empty();
             let baseline = if boot { interval(boot_base, base_q.value) } else { Estimate::point(base_q.value) };
@@ -386,14 +386,6 @@ pub fn parity(bundle: &Bundle, opts: &ParityOptions) -> Vec<ParityRecord> {
         }
     }
     out
-}
-
-/// The point of S_parity among `(steps, value)` points in the series' order: the first with the fewest steps
-/// whose value is at least as good as `baseline` (the point [`crate::derive::s_parity`] names).
-fn parity_point(points: &[(u32, f64)], baseline: f64, direction: schema::bundle::Direction) -> Option<usize> {
-    let good = |p: &(u32, f64)| p.1.is_finite() && direction.at_least_as_good(p.1, baseline);
-    let best = points.iter().filter(|p| good(p)).map(|p| p.0).min()?;
-    points.iter().position(|p| p.0 == best && good(p))
 }
 
 /// Per threshold group, the index of its ok cell with the smallest batch size (at B = 1, the forwards of one

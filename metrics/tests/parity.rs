@@ -98,6 +98,7 @@ fn parity_is_the_fewest_steps_at_least_as_good_with_the_speedup_per_batch_size()
     let by_b: Vec<(u32, f64)> = r.speedups.iter().map(|s| (s.batch_size, s.speedup.expect("speedup").value)).collect();
     // AR 10 B + 49 over LLaDA at K = 16: 16 B + 49.
     let want = [(1, 59.0 / 65.0), (4, 89.0 / 113.0), (8, 129.0 / 177.0)];
+    assert_eq!(by_b.len(), want.len(), "a speedup per AR batch size: {by_b:?}");
     for ((b, s), (wb, ws)) in by_b.iter().zip(want) {
         assert_eq!(*b, wb);
         assert!((s - ws).abs() < 1e-9, "B = {b}: {s} vs {ws}");
@@ -116,6 +117,7 @@ fn not_reached_is_an_outcome_with_notes_not_an_error() {
     assert_eq!(r.reached_fraction, Some(0.0));
     let i = r.s_parity_interval.expect("interval");
     assert_eq!((i.low, i.high), (None, None), "None bounds mean not reached");
+    assert_eq!(r.speedups.len(), 3, "a row per AR batch size, each saying why it has no speedup");
     assert!(r.speedups.iter().all(|s| s.speedup.is_none() && s.note.as_deref().is_some_and(|n| n.contains("32"))));
 }
 
@@ -289,6 +291,8 @@ fn every_series_has_its_own_s_parity_and_a_threshold_series_the_fewest_forwards_
     let marked: Vec<bool> = fast.curve.iter().map(|c| metrics::parity::is_parity_point(fast, c)).collect();
     assert_eq!(marked, [false, true, false]);
     // The speedup compares with the cell at threshold 0.02 (latency 1 x B + 48 + 1): AR 10 B + 49.
+    let batches = fast.speedups.iter().map(|r| r.batch_size).collect::<Vec<_>>();
+    assert_eq!(batches, [1, 4, 8], "a speedup row per AR batch size");
     for row in &fast.speedups {
         let key = row.diffusion_cell.as_ref().expect("matched cell");
         assert_eq!(
@@ -307,5 +311,6 @@ fn every_series_has_its_own_s_parity_and_a_threshold_series_the_fewest_forwards_
     }
     let fast = parity(&b, &opts("perplexity", Some("judge"))).remove(1);
     assert_eq!(metrics::parity::s_parity_text(&fast), "not reached at any threshold");
+    assert_eq!(fast.speedups.len(), 3, "a row per AR batch size");
     assert!(fast.speedups.iter().all(|r| r.note.as_deref() == Some("parity not reached at any threshold of the grid")));
 }
