@@ -518,6 +518,33 @@ fn figures_draw_a_gpu_bundle_s_reserved_peaks_beside_the_allocated_ones() {
     );
 }
 
+/// The number of marks `captions.md` gives for `file` (`## FILE`, then `TITLE (N marks).`); 0 when it gives none.
+fn caption_marks(captions: &str, file: &str) -> usize {
+    let Some(at) = captions.find(&format!("## {file}\n")) else { return 0 };
+    let text = captions[at..].lines().nth(2).unwrap_or_default();
+    let count = text.strip_suffix(" marks).").and_then(|t| t.rsplit('(').next());
+    count.and_then(|n| n.parse().ok()).unwrap_or(0)
+}
+
+/// Whether an SVG figure draws `marks` marks (> 0): as many shapes (circles, triangles, rectangles: points, bars,
+/// heat-map cells) besides the white background rectangle every figure has.
+fn draws_marks(svg: &str, marks: usize) -> bool {
+    let shapes: usize = ["<circle", "<polygon", "<rect"].iter().map(|s| svg.matches(s).count()).sum();
+    marks > 0 && shapes > marks
+}
+
+#[test]
+fn the_figure_check_fails_on_a_figure_without_its_marks() {
+    // Axes, a legend and a white background, but no mark: what a broken drawing would leave.
+    let empty = "<svg><rect x=\"0\" y=\"0\" fill=\"#FFFFFF\"/><rect fill=\"#FFFFFF\"/><line/><polyline/><circle/>\
+                 <text>K</text></svg>";
+    assert!(!draws_marks(empty, 4));
+    assert!(!draws_marks("<svg><rect/><circle/><circle/></svg>", 0), "a figure with no marks is not drawn");
+    assert!(draws_marks("<svg><rect/><circle/><circle/><polygon/><rect/></svg>", 4));
+    let captions = "# Figures\n\n## a.svg\n\nLatency (B = 1) [SYNTHETIC weights] (12 marks).\n";
+    assert_eq!((caption_marks(captions, "a.svg"), caption_marks(captions, "b.svg")), (12, 0));
+}
+
 #[test]
 fn figures_writes_every_figure_the_bundle_can_fill_with_captions() {
     let sb = Sandbox::new();
@@ -551,8 +578,9 @@ fn figures_writes_every_figure_the_bundle_can_fill_with_captions() {
         let body = text.trim();
         assert!(body.starts_with("<svg") && body.ends_with("</svg>"), "{file} is not one SVG document");
         assert_eq!(body.matches("<svg").count(), 1, "{file}");
-        // Drawn marks, and the title says the weights were synthetic.
-        assert!(body.contains("<circle") || body.contains("<rect"), "{file} draws nothing");
+        // Drawn marks (as many as the caption counts), and the title says the weights were synthetic.
+        let marks = caption_marks(&captions, file);
+        assert!(draws_marks(body, marks), "{file} draws fewer shapes than its {marks} marks");
         assert!(body.contains("[SYNTHETIC weights]"), "{file}: no synthetic label in its title");
         assert!(captions.contains(&format!("## {file}")), "{file} has no caption");
     }

@@ -126,9 +126,13 @@ fn the_dream_demo_runs_end_to_end_with_one_s_parity_record_per_rule() {
     let md = stdout(&report);
     assert!(md.contains("dream_entropy") && !md.contains("reference, block"), "{md}");
     // A bad rule is exit 2 naming the field and the choices.
-    let bad = std::fs::read_to_string(config).expect("config").replace("\"origin\"]", "\"greedy\"]");
+    let good = std::fs::read_to_string(config).expect("config");
+    let bad = good.replace("\"origin\"]", "\"greedy\"]");
+    assert_ne!(bad, good, "config/dream_demo.toml no longer ends its dream_algs with \"origin\": update this test");
     let path = sb.write("bad.toml", &bad);
     let out = sb.cmd(&["plan", "-c", path.to_str().expect("utf8")]);
     assert_exit!(out, 2);
-    assert!(stderr(&out).contains("dream_algs") || stderr(&out).contains("greedy"), "{}", stderr(&out));
+    // The field and the choices, not only the bad line echoed back: `origin` is a choice the bad line lacks.
+    let err = stderr(&out);
+    assert!(err.contains("dream_algs") && err.contains("`origin`") && err.contains("expected one of"), "{err}");
 }

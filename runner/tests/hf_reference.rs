@@ -29,7 +29,7 @@ fn repo() -> PathBuf {
 
 /// The venv's interpreter when it imports torch and transformers; None (after a loud message) when it does not,
 /// and a failure then if DLLM_BENCH_REQUIRE_HF is set.
-pub(crate) fn hf_python() -> Option<&'static Path> {
+fn hf_python() -> Option<&'static Path> {
     static PYTHON: OnceLock<Option<PathBuf>> = OnceLock::new();
     PYTHON
         .get_or_init(|| {
@@ -58,12 +58,25 @@ pub(crate) fn hf_python() -> Option<&'static Path> {
                         std::env::var_os("DLLM_BENCH_REQUIRE_HF").is_none(),
                         "{msg}, and DLLM_BENCH_REQUIRE_HF is set"
                     );
-                    eprintln!("\n!!!!!!!!!! {msg} !!!!!!!!!!\n");
+                    use std::io::Write;
+                    let _ = writeln!(std::io::stderr().lock(), "\n!!!!!!!!!! {msg} !!!!!!!!!!\n");
                     None
                 }
             }
         })
         .as_deref()
+}
+
+/// [`hf_python`] for the test `test`: when there is no venv, a visible skip line for this test (written past
+/// the test harness's capture, so that a plain `cargo test` shows it) and `None`.
+pub(crate) fn hf_python_or_skip(test: &str) -> Option<&'static Path> {
+    let python = hf_python();
+    if python.is_none() {
+        use std::io::Write;
+        // Not eprintln!: the harness captures that for a passing test.
+        let _ = writeln!(std::io::stderr().lock(), "SKIPPED {test}: no Python with torch and transformers (see above)");
+    }
+    python
 }
 
 fn stdout_line(o: &Output) -> String {
@@ -221,7 +234,7 @@ fn python_plan(python: &Path, dir: &Path, path: &str, flags: &[&str]) -> Result<
 
 #[test]
 fn plan_resolves_configs_as_the_runner() {
-    let Some(python) = hf_python() else { return };
+    let Some(python) = hf_python_or_skip("hf_reference::plan_resolves_configs_as_the_runner") else { return };
     let started = Instant::now();
     let sb = Sandbox::new();
     // Absolute paths: the runner's resolution runs in this process, the reference in the sandbox.
@@ -400,7 +413,10 @@ fn compare(runner: &Bundle, hf: &Bundle, same_llada_work: bool, what: &str) {
 
 #[test]
 fn bundles_equal_a_runner_run_on_both_attention_implementations() {
-    let Some(python) = hf_python() else { return };
+    let Some(python) = hf_python_or_skip("hf_reference::bundles_equal_a_runner_run_on_both_attention_implementations")
+    else {
+        return;
+    };
     let started = Instant::now();
     let sb = Sandbox::new();
     let cache = sb.cache();
