@@ -62,6 +62,10 @@ pub enum Command {
     /// The study's figures of a bundle as SVG, PNG or PDF files (the explorer's views, drawn headless), the
     /// S_parity table as Markdown and LaTeX, and captions.md saying what each shows.
     Figures(crate::figures::FiguresArgs),
+    /// Bundles as one tidy table (CSV, Parquet or JSON Lines) for pandas, polars or R: one row per (cell,
+    /// repetition) with the cell's key, every raw measurement and the numbers `metrics` derives, or (--table
+    /// parity) one per S_parity record and batch size. Unmeasured values are empty (CSV) or null, never 0.
+    Export(crate::export::ExportArgs),
 }
 
 /// Where models live.
@@ -319,6 +323,7 @@ pub fn main() -> Result<ExitCode> {
         Command::BenchKernels(args) => crate::bench::main(&args),
         Command::Report(args) => crate::report::main(&args),
         Command::Figures(args) => crate::figures::main(&args),
+        Command::Export(args) => crate::export::main(&args),
     }
 }
 

@@ -32,6 +32,7 @@ pub mod bench;
 pub mod cli;
 pub mod device;
 pub mod execution;
+pub mod export;
 pub mod fetch;
 pub mod figures;
 pub mod generate;

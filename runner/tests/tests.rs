@@ -3,6 +3,7 @@
 mod chat;
 mod cli;
 mod dream;
+mod export;
 mod faults;
 mod fetch;
 mod hf_reference;
