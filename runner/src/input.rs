@@ -2,7 +2,8 @@
 //! folder, binary, not UTF-8, too large) is an input error (exit 2) that names
 //! the file and says what to do.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use anyhow::Result;
 
@@ -40,8 +41,26 @@ pub fn read_text_file(path: &Path, what: &str, fix: &str) -> Result<String> {
     }
 }
 
+/// The bundle files this process read, by device and inode (and the name they were read by): no command replaces a
+/// bundle it read ([`crate::output::write_atomic`] refuses), so `merge a.json b.json -o a.json` cannot replace the
+/// shard `a.json` with the merge, whatever name (a link, `./a.json`) the output is given.
+static READ_BUNDLES: Mutex<Vec<(u64, u64, PathBuf)>> = Mutex::new(Vec::new());
+
+/// The name a bundle this process read was read by, when `path` is that file.
+pub fn read_by_this_process(path: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    let read = READ_BUNDLES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    read.iter().find(|(dev, ino, _)| (*dev, *ino) == (m.dev(), m.ino())).map(|(.., p)| p.clone())
+}
+
 /// Reads and checks a bundle file (upgrading older versions): errors name the file and, for bad content, the field.
 pub fn read_bundle_file(path: &Path) -> Result<schema::ReadBundle> {
+    if let Some(m) = std::fs::metadata(path).ok().filter(|m| m.is_file()) {
+        use std::os::unix::fs::MetadataExt;
+        let mut read = READ_BUNDLES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        read.push((m.dev(), m.ino(), path.to_path_buf()));
+    }
     let text =
         read_text_file(path, "bundle", "pass a result bundle (a .json file that `dllm-bench run` or `merge` wrote)")?;
     schema::read_bundle_detailed(&text).map_err(|e| {

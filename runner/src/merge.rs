@@ -5,7 +5,12 @@
 //! (unless `--allow-mixed-devices`: the study does not mix A100 and A6000 results), a cell present in two
 //! shards, and cells of the grid that no shard has or whose continuations an evaluator has not scored (a run
 //! stopped while scoring; unless `--allow-missing`, which writes a partial bundle).
-//! The merged bundle lists every shard's executions, and each cell still points to the one that measured it.
+//! The merged bundle lists every shard's executions, and each cell still points to the one that measured it; a
+//! partial one (`--allow-missing`) lists the cells it lacks (`provenance.missing_cells`).
+//!
+//! The output (`-o FILE`) may not be one of the inputs (no command replaces a bundle it read:
+//! [`crate::input::read_by_this_process`]); an existing file there is replaced (atomically: readers see the old
+//! bundle or the whole new one).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
@@ -251,6 +256,16 @@ pub fn merge(inputs: &[(PathBuf, Bundle)], opts: MergeOptions) -> Result<Merged,
     provenance.shard = None;
     provenance.planned_cells = Some(grid.len() as u32);
     provenance.executions = executions;
+    // A partial merge says which cells it lacks (`validate` and `report` name them).
+    if !missing.is_empty() {
+        tracing::warn!(
+            "--allow-missing: {} of the grid's {} cells are in no bundle (recorded in provenance.missing_cells):\n{}",
+            missing.len(),
+            grid.len(),
+            list(missing.iter(), 20)
+        );
+    }
+    provenance.missing_cells = missing.clone();
     let mut bundle = Bundle {
         schema_version: schema::SchemaVersion::CURRENT,
         provenance,

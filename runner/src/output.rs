@@ -26,12 +26,30 @@ pub fn create_folder(dir: &Path) -> Result<()> {
         ))
         .into());
     }
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create the folder {}", dir.display()))
+    match std::fs::create_dir_all(dir) {
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem) => {
+            Err(InputError(format!(
+                "cannot create the folder {}: {e}; fix: pass a folder you can write",
+                dir.display()
+            ))
+            .into())
+        }
+        r => r.with_context(|| format!("cannot create the folder {}", dir.display())),
+    }
 }
 
 /// Writes `bytes` to `path` atomically: readers see the old file or the whole new one, never a part. A `path`
 /// that is a folder, or lies under a file, is bad input (exit 2).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    if let Some(input) = crate::input::read_by_this_process(path) {
+        return Err(InputError(format!(
+            "{}: refusing to replace {}, a bundle this command read (the output is one of the inputs); fix: name \
+             another output file",
+            path.display(),
+            input.display()
+        ))
+        .into());
+    }
     if path.is_dir() {
         return Err(InputError(format!(
             "{} is a folder; fix: name a file to write (e.g. {})",
@@ -42,15 +60,32 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     }
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     create_folder(dir)?;
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".tmp-")
-        .tempfile_in(dir)
-        .with_context(|| format!("cannot create a temporary file in {}", dir.display()))?;
+    // A folder the user may not write is bad input (exit 2), like a path through a file.
+    let denied = |e: &std::io::Error| {
+        matches!(e.kind(), std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem)
+    };
+    let unwritable = |e: &std::io::Error| -> anyhow::Error {
+        InputError(format!(
+            "cannot write {}: {e} (in the folder {}); fix: name an output in a folder you can write",
+            path.display(),
+            dir.display()
+        ))
+        .into()
+    };
+    let mut tmp = match tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir) {
+        Ok(t) => t,
+        Err(e) if denied(&e) => return Err(unwritable(&e)),
+        Err(e) => return Err(e).with_context(|| format!("cannot create a temporary file in {}", dir.display())),
+    };
     tmp.write_all(bytes).with_context(|| format!("cannot write {}", tmp.path().display()))?;
     // tempfile creates 0600; a bundle is a normal file for its owner's group and the web server to read.
     set_readable(tmp.as_file());
     tmp.as_file().sync_all().with_context(|| format!("cannot sync {}", tmp.path().display()))?;
-    tmp.persist(path).with_context(|| format!("cannot rename the temporary file to {}", path.display()))?;
+    match tmp.persist(path) {
+        Ok(_) => {}
+        Err(e) if denied(&e.error) => return Err(unwritable(&e.error)),
+        Err(e) => return Err(e).with_context(|| format!("cannot rename the temporary file to {}", path.display())),
+    }
     // Make the rename itself durable.
     if let Ok(d) = std::fs::File::open(dir) {
         let _ = d.sync_all();

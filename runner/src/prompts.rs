@@ -121,6 +121,14 @@ fn split_paragraphs(text: &str) -> Vec<String> {
 /// blank lines (no references). A byte-order mark at the start is not part of the text.
 fn parse_prompt_file(text: &str, path: &Path) -> Result<Vec<(String, Option<String>)>> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    if text.trim().is_empty() {
+        return Err(InputError(format!(
+            "{} is empty: no prompt in it; fix: write one {{\"prompt\": \"...\"}} object per line (JSONL), or plain-text \
+             prompts separated by blank lines",
+            path.display()
+        ))
+        .into());
+    }
     let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
     let jsonl = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("jsonl"));
     if !first.trim_start().starts_with('{') {

@@ -100,6 +100,33 @@ fn caveats(s: &mut String, bundle: &Bundle) {
         }
         let _ = writeln!(s);
     }
+    if !bundle.provenance.missing_cells.is_empty() {
+        let m = &bundle.provenance.missing_cells;
+        let _ = writeln!(
+            s,
+            "**A partial bundle: {} cells of the grid are in no merged shard** (`merge --allow-missing`):\n",
+            m.len()
+        );
+        for k in m.iter().take(20) {
+            let _ = writeln!(s, "- {k}");
+        }
+        if m.len() > 20 {
+            let _ = writeln!(s, "- ... and {} more (provenance.missing_cells)", m.len() - 20);
+        }
+        let _ = writeln!(s);
+    }
+    let stalled: Vec<&schema::Cell> = bundle.cells.iter().filter(|c| !c.stalled_prompts.is_empty()).collect();
+    if !stalled.is_empty() {
+        let _ = writeln!(
+            s,
+            "**Continuations the sampler could not finish** (a threshold block that commits nothing): their prompts \
+             are left out of these cells' quality values, the others are scored:\n"
+        );
+        for c in &stalled {
+            let _ = writeln!(s, "- {}: prompts {:?}", c.key, c.stalled_prompts);
+        }
+        let _ = writeln!(s);
+    }
     let errors: Vec<(&schema::Cell, &schema::bundle::QualityError)> =
         bundle.cells.iter().flat_map(|c| c.quality_errors.iter().map(move |e| (c, e))).collect();
     if !errors.is_empty() {

@@ -56,7 +56,18 @@ fn proc_kib(path: &str, field: &str) -> Option<u64> {
     Some(kib * 1024)
 }
 
-/// The git commit the binary was built from (set by build.rs), `-dirty` when the tree had changes.
+/// The git commit the binary was built from (set by build.rs), `-dirty` when its compiled sources had changes.
 pub fn git_commit() -> Option<String> {
     option_env!("DLLM_BENCH_GIT_COMMIT").filter(|s| !s.is_empty()).map(str::to_string)
+}
+
+/// The compiled sources that differed from [`git_commit`] when the binary was built (set by build.rs; paths from
+/// the repository's root): what `-dirty` stands for.
+pub fn git_dirty() -> Vec<String> {
+    option_env!("DLLM_BENCH_GIT_DIRTY")
+        .unwrap_or("")
+        .split('\t')
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
 }

@@ -599,3 +599,81 @@ fn an_empty_ref_is_named_as_such() {
     assert_exit!(run, 2);
     assert!(stderr(&run).contains("refs/main") && stderr(&run).contains("not a commit hash"), "{}", stderr(&run));
 }
+
+#[test]
+fn the_last_bad_inputs_are_refused_with_the_file_the_field_and_a_fix() {
+    let sb = Sandbox::new();
+    let fixture = format!("{}/../schema/tests/fixtures/v1.5/demo-series.json", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&fixture).expect("fixture");
+    // A creation time that is not RFC 3339: validate, report and merge refuse it.
+    let created = text.find("\"created_at\": \"").expect("created_at") + "\"created_at\": \"".len();
+    let end = created + text[created..].find('"').expect("end");
+    let bad_time = format!("{}yesterday{}", &text[..created], &text[end..]);
+    sb.write("time.json", &bad_time);
+    for cmd in [&["validate", "time.json"][..], &["report", "time.json"], &["merge", "time.json", "-o", "m.json"]] {
+        refused(&sb, cmd, &["time.json", "provenance.created_at", "\"yesterday\"", "RFC 3339"]);
+    }
+    assert!(!sb.path().join("m.json").exists());
+    // A cell status as a bare string: the field and the shape it needs, no internal type name.
+    let status = text.find("\"status\": {").expect("a status object");
+    let close = status + text[status..].find('}').expect("end of status") + 1;
+    sb.write("status.json", &format!("{}\"status\": \"ok\"{}", &text[..status], &text[close..]));
+    let out = sb.cmd(&["validate", "status.json"]);
+    assert_exit!(out, 2);
+    let err = stderr(&out);
+    assert!(err.contains("cells[0].status") && err.contains("\"state\"") && !err.contains("Repr"), "{err}");
+    // `[models]` for `[[models]]`: blamed on its own line.
+    let config = CONFIG.replacen("[[models]]", "[models]", 1);
+    let line = config.lines().position(|l| l == "[models]").expect("the slip") + 1;
+    sb.write("models.toml", &config);
+    let at = format!("line {line}: `[models]`");
+    refused(&sb, &["plan", "-c", "models.toml"], &[at.as_str(), "[[models]]"]);
+    // A model cache that is a file: said once, with the fix.
+    sb.write("config.toml", CONFIG);
+    sb.write("cache-file", "not a folder");
+    let out = sb.cmd(&["run", "-c", "config.toml", "-o", "out", "-q", "--model-cache-dir", "cache-file"]);
+    assert_exit!(out, 2);
+    let err = stderr(&out);
+    assert!(err.contains("cache-file is a file") && err.contains("--model-cache-dir"), "{err}");
+    assert_eq!(err.matches("cache-file").count(), 2, "one message: {err}");
+}
+
+#[test]
+fn merge_never_replaces_one_of_its_inputs_and_an_unwritable_output_is_bad_input() {
+    let sb = Sandbox::new();
+    let fixture = format!("{}/../schema/tests/fixtures/v1.5/demo-series.json", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&fixture).expect("fixture");
+    sb.write("a.json", &text);
+    std::fs::create_dir(sb.path().join("sub")).expect("mkdir");
+    for output in ["a.json", "./a.json", "sub/../a.json"] {
+        refused(&sb, &["merge", "a.json", "-o", output], &[output, "a.json", "one of the inputs"]);
+        assert_eq!(std::fs::read_to_string(sb.path().join("a.json")).expect("a.json"), text, "a.json is unchanged");
+    }
+    // By another name: a hard link.
+    std::fs::hard_link(sb.path().join("a.json"), sb.path().join("link.json")).expect("link");
+    refused(&sb, &["merge", "a.json", "-o", "link.json"], &["link.json", "one of the inputs"]);
+    // An existing output that is not an input is replaced.
+    sb.write("old.json", "an old merge");
+    assert_exit!(sb.cmd(&["merge", "a.json", "-o", "old.json"]), 0);
+    schema::read_bundle(&std::fs::read_to_string(sb.path().join("old.json")).expect("old.json")).expect("replaced");
+    // A folder the user may not write: exit 2, like a path through a file. Root writes a 0500 folder; /sys then.
+    let locked = sb.path().join("locked");
+    std::fs::create_dir(&locked).expect("mkdir");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o500)).expect("chmod");
+    let denied = |dir: &Path| {
+        std::fs::write(dir.join("dllm-bench-probe"), "x")
+            .is_err_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied)
+    };
+    let unwritable = [locked.clone(), Path::new("/sys").to_path_buf()].into_iter().find(|d| denied(d));
+    match unwritable {
+        Some(dir) => {
+            let out = dir.join("m.json").display().to_string();
+            refused(&sb, &["merge", "a.json", "-o", &out], &[out.as_str(), "a folder you can write"]);
+            let nested = dir.join("sub/m.json").display().to_string();
+            refused(&sb, &["merge", "a.json", "-o", &nested], &["sub", "a folder you can write"]);
+        }
+        None => eprintln!("no folder this user cannot write: the unwritable-output case is not tested"),
+    }
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o755)).expect("chmod back");
+}

@@ -342,6 +342,11 @@ fn jsonl_references_are_kept_and_hashed_and_plain_sets_keep_their_hash() {
     assert!(format!("{typo:#}").contains("name it \"reference\""), "{typo:#}");
     let plain = file("plain.jsonl", "The river\n\n{\"prompt\": \"A hill\"}\n", 1).expect_err("refused");
     assert!(format!("{plain:#}").contains("plain.jsonl: line 1: not a JSON object"), "{plain:#}");
+    // An empty file (or only blank lines) says so, JSONL or plain text.
+    for (name, text) in [("empty.jsonl", ""), ("blank.txt", "\n  \n"), ("bom.txt", "\u{feff}")] {
+        let empty = file(name, text, 1).expect_err("refused");
+        assert!(format!("{empty:#}").contains(&format!("{name} is empty: no prompt in it")), "{empty:#}");
+    }
     let bad = file("bad.jsonl", "{\"prompt\": \"x\", \"reference\": 3}\n", 1).expect_err("refused");
     assert!(format!("{bad:#}").contains("bad.jsonl: line 1: \"reference\" is 3, not a string"), "{bad:#}");
 

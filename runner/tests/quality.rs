@@ -292,3 +292,92 @@ fn a_group_whose_largest_b_runs_out_of_memory_keeps_its_quality_from_a_smaller_b
     let e = oom.quality_errors.iter().find(|e| e.metric == "generations").expect("a generations error");
     assert!(e.message.contains("no smaller B"), "{}", e.message);
 }
+
+/// `value` without what depends on the clock or the machine's load: times, memory peaks, when and where it ran,
+/// and the speedups (ratios of times).
+fn without_timing(value: &mut serde_json::Value) {
+    const TIMING: [&str; 12] = [
+        "created_at",
+        "started_at",
+        "executions",
+        "e2e_ms",
+        "prefill_ms",
+        "first_block_ms",
+        "step_ms",
+        "peak_allocated_bytes",
+        "peak_reserved_bytes",
+        "peak_rss_bytes",
+        "device_used_bytes",
+        "speedups",
+    ];
+    match value {
+        serde_json::Value::Object(o) => {
+            o.retain(|k, _| !TIMING.contains(&k.as_str()));
+            o.values_mut().for_each(without_timing);
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(without_timing),
+        _ => {}
+    }
+}
+
+/// The paths where two JSON values differ (at most `limit`).
+fn differences(a: &serde_json::Value, b: &serde_json::Value, path: &str, out: &mut Vec<String>, limit: usize) {
+    use serde_json::Value;
+    if out.len() >= limit || a == b {
+        return;
+    }
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) if x.len() == y.len() && x.keys().eq(y.keys()) => {
+            for (k, v) in x {
+                differences(v, &y[k], &format!("{path}.{k}"), out, limit);
+            }
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+            for (i, (v, w)) in x.iter().zip(y).enumerate() {
+                differences(v, w, &format!("{path}[{i}]"), out, limit);
+            }
+        }
+        _ => out.push(format!("{path}: {a} vs {b}")),
+    }
+}
+
+#[test]
+fn two_runs_of_one_config_record_the_same_numbers_to_the_last_bit() {
+    // Two processes (each with its own hash seeds) on the demo's models, quality and both sampler series: every
+    // number that does not come from a clock is bit-identical (compared with ==, not a tolerance).
+    use crate::assert_exit;
+    use crate::util::{Sandbox, stdout};
+    let sb = Sandbox::new();
+    let args = [
+        "run",
+        "-q",
+        "--seq-len",
+        "48",
+        "--batch-size",
+        "1,2",
+        "--steps",
+        "4,8",
+        "--thresholds",
+        "0.9,0.02",
+        "--repetitions",
+        "1",
+        "--warmup",
+        "0",
+        "--output-dir",
+    ];
+    let mut bundles = Vec::new();
+    for out in ["first", "second"] {
+        let run = sb.cmd(&[&args[..], &[out]].concat());
+        assert_exit!(run, 0);
+        let text = std::fs::read_to_string(sb.path().join(stdout(&run).trim())).expect("bundle");
+        let b = schema::read_bundle(&text).expect("valid bundle");
+        let entropy = b.cells.iter().flat_map(|c| &c.quality).filter(|q| q.metric == "unigram_entropy").count();
+        assert!(entropy > 0, "the run measured the text statistics");
+        let mut v: serde_json::Value = serde_json::from_str(&text).expect("json");
+        without_timing(&mut v);
+        bundles.push(v);
+    }
+    let mut diffs = Vec::new();
+    differences(&bundles[0], &bundles[1], "", &mut diffs, 10);
+    assert!(diffs.is_empty(), "two runs of one config differ outside the timings:\n{}", diffs.join("\n"));
+}

@@ -294,6 +294,17 @@ fn shards_merge_into_the_single_runs_cells_and_mismatches_are_refused() {
     assert_exit!(out, 2);
     let err = stderr(&out);
     assert!(err.contains("cells are in no bundle") && err.contains("shards not given: 2/3"), "{err}");
+    // Written anyway with --allow-missing: the missing cells are named, and recorded in the bundle for its readers.
+    let out = sb.cmd(&["merge", "-o", "partial.json", "--allow-missing", paths[0], paths[1]]);
+    assert_exit!(out, 0);
+    let third = read_bundle(&shard_paths[2]);
+    let partial = read_bundle(&sb.path().join("partial.json"));
+    let missing: Vec<&CellKey> = third.cells.iter().map(|c| &c.key).collect();
+    assert_eq!(partial.provenance.missing_cells.iter().collect::<Vec<_>>(), missing, "in grid order");
+    assert!(stderr(&out).contains(&missing[0].to_string()), "the warning names them: {}", stderr(&out));
+    let report = sb.cmd(&["report", sb.path().join("partial.json").to_str().expect("utf8")]);
+    assert_exit!(report, 0);
+    assert!(stdout(&report).contains("A partial bundle") && stdout(&report).contains(&missing[0].to_string()));
     // Duplicate shard.
     let out = sb.cmd(&["merge", "-o", "x.json", paths[0], paths[1], paths[2], paths[1]]);
     assert_exit!(out, 2);

@@ -45,9 +45,15 @@ pub struct Provenance {
     pub tool: String,
     /// Version of the tool.
     pub tool_version: String,
-    /// Git commit of the tool's source, when known (`-dirty` appended for uncommitted changes).
+    /// Git commit of the tool's source, when known (`-dirty` appended for uncommitted changes: see `git_dirty`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub git_commit: Option<String>,
+    /// Since 1.6: what was dirty: the compiled sources (paths from the repository's root) that differed from
+    /// `git_commit` when the tool was built. Empty for a clean build, or when the writer did not record them. Not
+    /// read by wasm32 builds (nor `missing_cells` and the cells' `stalled_prompts`; see [`Bundle::parity`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
+    pub git_dirty: Vec<String>,
     /// Creation time, RFC 3339 UTC.
     pub created_at: String,
     /// Host name, when known.
@@ -77,6 +83,11 @@ pub struct Provenance {
     /// merged bundle); [`Cell::execution`] points into this list.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub executions: Vec<Execution>,
+    /// Since 1.6: cells of the grid that no input of a merge had, when `dllm-bench merge --allow-missing` wrote
+    /// the bundle anyway (a partial bundle; `validate` and `report` name them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
+    pub missing_cells: Vec<CellKey>,
 }
 
 /// A shard of a grid: cells assigned to shard `index` of `count` (see `dllm-bench run --shard`).
@@ -332,6 +343,8 @@ impl<'de> Deserialize<'de> for CellStatus {
             Skipped,
         }
         #[derive(Deserialize)]
+        #[serde(expecting = "an object with a `state` (\"ok\"; \"oom\" or \"error\" with a `message`; \"skipped\" \
+                             with a `reason`), e.g. {\"state\": \"ok\"}")]
         struct Repr {
             state: State,
             #[serde(default)]
@@ -380,6 +393,12 @@ pub struct Cell {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub quality_errors: Vec<QualityError>,
+    /// Since 1.6: the prompts (indices into the prompt set) whose quality continuation could not be finished: the
+    /// sampler stalled on them (a threshold block whose steps commit nothing). Their continuations are absent from
+    /// `generations` and from the per-prompt quality values; the other prompts' are kept and scored.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
+    pub stalled_prompts: Vec<u32>,
 }
 
 /// Since 1.3: a quality value of a cell that could not be computed.

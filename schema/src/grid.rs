@@ -718,8 +718,12 @@ impl GridConfig {
     /// embedded in a bundle is read leniently instead, as provenance: a bundle of a newer minor version may carry
     /// fields this build does not know, and the minor-version promise is that it still reads.)
     pub fn from_toml(text: &str, file: &str) -> Result<GridConfig, ConfigError> {
-        let parse_err =
-            |e: toml::de::Error| ConfigError::Parse { file: file.to_string(), message: parse_message(text, &e) };
+        let parse_err = |e: toml::de::Error| ConfigError::Parse {
+            file: file.to_string(),
+            // `[models]` for `[[models]]` fails wherever toml or serde notices it (often at the later, correct
+            // table): named at the table that is wrong.
+            message: table_for_array(text).unwrap_or_else(|| parse_message(text, &e)),
+        };
         let mut unknown = Vec::new();
         let de = toml::Deserializer::parse(text).map_err(parse_err)?;
         let parsed: Result<GridConfig, _> = serde_ignored::deserialize(de, |path| unknown.push(path.to_string()));
@@ -1254,6 +1258,28 @@ impl GridConfig {
         }
         cells
     }
+}
+
+/// The first `[name]` table header where `name` is a list of tables (`[[models]]`, `[[quality.evaluators]]`, or
+/// any name the text also writes as `[[name]]`), as an error message naming its line; `None` when there is none.
+fn table_for_array(text: &str) -> Option<String> {
+    const ARRAYS: [&str; 2] = ["models", "quality.evaluators"];
+    let header = |line: &str| line.split('#').next().unwrap_or("").trim().to_string();
+    let headers: Vec<String> = text.lines().map(header).collect();
+    headers.iter().enumerate().find_map(|(i, h)| {
+        let name = h.strip_prefix('[')?.strip_suffix(']')?.trim();
+        if name.starts_with('[') {
+            return None;
+        }
+        let listed = ARRAYS.contains(&name) || headers.iter().any(|g| *g == format!("[[{name}]]"));
+        listed.then(|| {
+            format!(
+                "line {}: `[{name}]` is one table, but `{name}` is a list of tables; fix: write `[[{name}]]` (two \
+                 brackets) before each entry",
+                i + 1
+            )
+        })
+    })
 }
 
 /// A toml error as one line with its position.

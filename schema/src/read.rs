@@ -277,12 +277,13 @@ fn upgrade_step(from: SchemaVersion, value: &mut Value) -> Result<SchemaVersion,
         }
         // 1.0 -> 1.1 only added optional fields: nothing to transform.
         SchemaVersion::V1_0 => Ok(SchemaVersion::V1_1),
-        // 1.1 -> 1.2, 1.2 -> 1.3, 1.3 -> 1.4 and 1.4 -> 1.5 likewise.
+        // 1.1 -> 1.2, 1.2 -> 1.3, 1.3 -> 1.4, 1.4 -> 1.5 and 1.5 -> 1.6 likewise.
         SchemaVersion::V1_1 => Ok(SchemaVersion::V1_2),
         SchemaVersion::V1_2 => Ok(SchemaVersion::V1_3),
         SchemaVersion::V1_3 => Ok(SchemaVersion::V1_4),
         SchemaVersion::V1_4 => Ok(SchemaVersion::V1_5),
-        SchemaVersion::V1_5 => Ok(SchemaVersion::V1_5),
+        SchemaVersion::V1_5 => Ok(SchemaVersion::V1_6),
+        SchemaVersion::V1_6 => Ok(SchemaVersion::V1_6),
     }
 }
 
@@ -290,6 +291,57 @@ fn upgrade_step(from: SchemaVersion, value: &mut Value) -> Result<SchemaVersion,
 /// writers call it before a bundle replaces anything on disk, so that no bundle is written that a reader refuses.
 pub fn check_bundle(b: &Bundle) -> Result<(), BundleError> {
     check(b)
+}
+
+/// Whether `s` is an RFC 3339 date-time: `2025-01-31T12:00:00Z`, with optional fractional seconds and a `Z` or
+/// `+HH:MM` / `-HH:MM` offset (a real calendar date, hours to 23, minutes to 59, seconds to 60).
+pub fn is_rfc3339(s: &str) -> bool {
+    let b = s.as_bytes();
+    let digits = |from: usize, to: usize| b.get(from..to).is_some_and(|d| d.iter().all(u8::is_ascii_digit));
+    let at = |i: usize, c: u8| b.get(i).is_some_and(|x| x.eq_ignore_ascii_case(&c));
+    let shape = digits(0, 4)
+        && at(4, b'-')
+        && digits(5, 7)
+        && at(7, b'-')
+        && digits(8, 10)
+        && at(10, b'T')
+        && digits(11, 13)
+        && at(13, b':')
+        && digits(14, 16)
+        && at(16, b':')
+        && digits(17, 19);
+    if !shape {
+        return false;
+    }
+    // ASCII digits: these slices are on character boundaries and parse.
+    let num = |from: usize, to: usize| s[from..to].parse::<u32>().unwrap_or(u32::MAX);
+    let (year, month, day) = (num(0, 4), num(5, 7), num(8, 10));
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    let days = match month {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => return false,
+    };
+    if day == 0 || day > days || num(11, 13) > 23 || num(14, 16) > 59 || num(17, 19) > 60 {
+        return false;
+    }
+    let mut rest = &s[19..];
+    if let Some(frac) = rest.strip_prefix('.') {
+        let n = frac.bytes().take_while(u8::is_ascii_digit).count();
+        if n == 0 {
+            return false;
+        }
+        rest = &frac[n..];
+    }
+    match rest.as_bytes() {
+        [b'Z' | b'z'] => true,
+        [b'+' | b'-', h1, h2, b':', m1, m2] if [h1, h2, m1, m2].iter().all(|d| d.is_ascii_digit()) => {
+            (h1 - b'0') * 10 + (h2 - b'0') <= 23 && (m1 - b'0') * 10 + (m2 - b'0') <= 59
+        }
+        _ => false,
+    }
 }
 
 /// Consistency rules the types cannot express: the embedded config is a valid one, every number is within the
@@ -302,6 +354,21 @@ fn check(b: &Bundle) -> Result<(), BundleError> {
     #[cfg(not(target_arch = "wasm32"))]
     if let Err(e) = b.provenance.config.validate("provenance.config") {
         return inconsistent(format!("{e}"));
+    }
+    // Times are RFC 3339 (readers sort and compare them: `merge` keeps the earliest, `serve` lists the newest first).
+    let times = std::iter::once(("provenance.created_at".to_string(), &b.provenance.created_at)).chain(
+        b.provenance
+            .executions
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (format!("provenance.executions[{i}].started_at"), &e.started_at)),
+    );
+    for (field, t) in times {
+        if !is_rfc3339(t) {
+            return inconsistent(format!(
+                "{field} is {t:?}, not an RFC 3339 date-time; fix: write it as e.g. \"2025-01-31T12:00:00Z\" (UTC)"
+            ));
+        }
     }
     let prompts = b.prompt_set.count;
     if prompts > crate::grid::limits::PROMPTS {
@@ -486,6 +553,11 @@ fn check(b: &Bundle) -> Result<(), BundleError> {
                 ));
             }
         }
+        if let Some(p) = cell.stalled_prompts.iter().find(|&&p| p >= prompts) {
+            return inconsistent(format!(
+                "cells[{i}].stalled_prompts names prompt {p}, outside the set of {prompts} (prompt_set.count)"
+            ));
+        }
         // The runner's readers (validate, report, merge) refuse impossible values; the explorer leaves these checks
         // out of its wasm (it draws what the bundle holds; its download budget is tight).
         #[cfg(not(target_arch = "wasm32"))]
@@ -505,6 +577,9 @@ fn check(b: &Bundle) -> Result<(), BundleError> {
                 "provenance.planned_cells is {p}, fewer than the {} cells the bundle holds",
                 b.cells.len()
             ));
+        }
+        if let Some((j, k)) = b.provenance.missing_cells.iter().enumerate().find(|(_, k)| seen.contains(k)) {
+            return inconsistent(format!("provenance.missing_cells[{j}] ({k}) is a cell the bundle holds"));
         }
     }
     Ok(())

@@ -50,6 +50,12 @@ pub enum SchemaVersion {
     /// source, hash, rendering and frame tokens) when each prompt was wrapped in the model's chat template. A 1.x
     /// file reads unchanged: its cells are the reference sampler's, its prompts unwrapped.
     V1_5,
+    /// `1.6`: nothing lost, nothing unsaid. `provenance.git_dirty` lists the compiled sources that differed from
+    /// `git_commit` when the tool was built (`git_commit` then ends in `-dirty`); `provenance.missing_cells` the
+    /// cells of the grid a merge with `--allow-missing` had in no input (a partial bundle); a cell's
+    /// `stalled_prompts` the prompts whose quality continuation could not be finished (a threshold block that
+    /// commits nothing): the other prompts' continuations are kept and scored. A 1.x file reads unchanged.
+    V1_6,
 }
 
 /// A version as written in a file: may be newer than any variant this build knows.
@@ -63,10 +69,10 @@ pub struct VersionNumber {
 
 impl SchemaVersion {
     /// The version this build writes.
-    pub const CURRENT: SchemaVersion = SchemaVersion::V1_5;
+    pub const CURRENT: SchemaVersion = SchemaVersion::V1_6;
 
     /// Every known version, oldest first.
-    pub const ALL: [SchemaVersion; 7] = [
+    pub const ALL: [SchemaVersion; 8] = [
         SchemaVersion::V0_1,
         SchemaVersion::V1_0,
         SchemaVersion::V1_1,
@@ -74,6 +80,7 @@ impl SchemaVersion {
         SchemaVersion::V1_3,
         SchemaVersion::V1_4,
         SchemaVersion::V1_5,
+        SchemaVersion::V1_6,
     ];
 
     /// The number written in files.
@@ -86,6 +93,7 @@ impl SchemaVersion {
             SchemaVersion::V1_3 => VersionNumber { major: 1, minor: 3 },
             SchemaVersion::V1_4 => VersionNumber { major: 1, minor: 4 },
             SchemaVersion::V1_5 => VersionNumber { major: 1, minor: 5 },
+            SchemaVersion::V1_6 => VersionNumber { major: 1, minor: 6 },
         }
     }
 

@@ -263,3 +263,29 @@ fn cells_that_contradict_the_bundles_own_config_are_refused() {
     );
     refuse_value(|v| v["provenance"]["planned_cells"] = serde_json::json!(1), "fewer than the");
 }
+
+#[test]
+fn times_are_rfc_3339_and_a_status_is_an_object() {
+    for good in ["2025-01-31T12:00:00Z", "2024-02-29T23:59:60.123z", "2025-01-31t00:00:00+05:30"] {
+        assert!(schema::read::is_rfc3339(good), "{good}");
+    }
+    for bad in ["yesterday", "2025-01-31", "2025-01-31 12:00:00Z", "2025-02-29T00:00:00Z", "2025-13-01T00:00:00Z"] {
+        assert!(!schema::read::is_rfc3339(bad), "{bad}");
+    }
+    for bad in ["2025-01-31T24:00:00Z", "2025-01-31T12:00:00", "2025-01-31T12:00:00.Z", "2025-01-31T12:00:00+5:30"] {
+        assert!(!schema::read::is_rfc3339(bad), "{bad}");
+    }
+    refuse_value(
+        |v| v["provenance"]["created_at"] = "last Tuesday".into(),
+        "provenance.created_at is \"last Tuesday\"",
+    );
+    refuse_value(|v| v["provenance"]["created_at"] = "1.5".into(), "not an RFC 3339 date-time");
+    refuse_value(|v| v["cells"][0]["status"] = "ok".into(), "cells[0].status");
+    refuse_value(|v| v["cells"][0]["status"] = "ok".into(), "an object with a `state`");
+    // A stalled prompt is one of the set; a missing cell is not one the bundle holds.
+    refuse_value(|v| v["cells"][0]["stalled_prompts"] = serde_json::json!([99]), "stalled_prompts names prompt 99");
+    refuse_value(
+        |v| v["provenance"]["missing_cells"] = serde_json::json!([v["cells"][1]["key"].clone()]),
+        "provenance.missing_cells[0]",
+    );
+}

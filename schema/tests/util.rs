@@ -84,6 +84,7 @@ pub fn sample_bundle_of(config: GridConfig) -> Bundle {
                 quality: vec![],
                 generations: vec![],
                 quality_errors: vec![],
+                stalled_prompts: vec![],
             }
         })
         .collect();
@@ -93,6 +94,7 @@ pub fn sample_bundle_of(config: GridConfig) -> Bundle {
             tool: "dllm-bench".into(),
             tool_version: "0.1.0".into(),
             git_commit: None,
+            git_dirty: Vec::new(),
             created_at: "2026-11-21T00:00:00Z".into(),
             host: None,
             device: DeviceInfo { kind: "cpu".into(), ..DeviceInfo::default() },
@@ -104,6 +106,7 @@ pub fn sample_bundle_of(config: GridConfig) -> Bundle {
             shard: None,
             planned_cells: None,
             executions: Vec::new(),
+            missing_cells: Vec::new(),
         },
         models: vec![
             model("dllm-bench/synthetic-llama-tiny", ModelKind::Llama),

@@ -53,6 +53,7 @@ fn every_v1_fixture_reads() {
         ("v1.2", SchemaVersion::V1_2.number()),
         ("v1.3", SchemaVersion::V1_3.number()),
         ("v1.4", SchemaVersion::V1_4.number()),
+        ("v1.5", SchemaVersion::V1_5.number()),
     ] {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(minor);
         let mut n = 0;

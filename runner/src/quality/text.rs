@@ -7,7 +7,7 @@
 //! - `token_f1`: F1 of the bag-of-words overlap with the reference (SQuAD style);
 //! - `rouge_l_f1`: F1 of the longest common subsequence with the reference (ROUGE-L, beta = 1).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// The words of `text` (see the module doc).
 pub fn words(text: &str) -> Vec<String> {
@@ -19,7 +19,9 @@ pub fn unigram_entropy(words: &[String]) -> Option<f64> {
     if words.is_empty() {
         return None;
     }
-    let mut counts: HashMap<&str, usize> = HashMap::new();
+    // Ordered: the sum below adds in one order in every process (a hash map's order changes between processes, and
+    // with it the last bits of the sum).
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for w in words {
         *counts.entry(w).or_default() += 1;
     }

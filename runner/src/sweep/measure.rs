@@ -85,6 +85,7 @@ pub(super) fn measure_cell(
         quality: vec![],
         generations: vec![],
         quality_errors: vec![],
+        stalled_prompts: vec![],
     })
 }
 

@@ -61,7 +61,8 @@ pub const ATTENTION: &str = "candle matmul-softmax-matmul attention in the run's
                              models; grouped-query heads by batched matmul over each KV head's group of queries \
                              (no KV head copied); causal mask for llama, no mask for llada; padding mask for \
                              left-padded rows; llama decodes with a KV cache preallocated for prompt + N_out - 1 \
-                             positions and written in place";
+                             positions and written in place, its greedy ids kept on the device; q/k/v and gate/up \
+                             each one projection; on the CPU RMSNorm, RoPE and SwiGLU one fused kernel each";
 
 /// The attention of a run as recorded in its bundle: [`ATTENTION`], or its f32 variant when the config asks.
 pub fn attention(cfg: &GridConfig) -> String {
@@ -146,6 +147,16 @@ pub use crate::device::open as open_device;
 
 /// Runs the plan (or this shard of it), resuming what the run folder's journal holds, and writes the bundle.
 pub fn run(resolved: &ResolvedConfig, opts: &SweepOptions) -> Result<SweepOutcome> {
+    // The model cache is a folder (made when missing); a file there is bad input, said once with the fix.
+    if let Some(file) = opts.model_cache_dir.ancestors().find(|a| !a.as_os_str().is_empty() && a.is_file()) {
+        return Err(InputError(format!(
+            "the model cache {} is not a folder: {} is a file; fix: pass --model-cache-dir a folder (or set \
+             HF_HUB_CACHE or HF_HOME to one)",
+            opts.model_cache_dir.display(),
+            file.display()
+        ))
+        .into());
+    }
     let cfg = &resolved.config;
     let spec = resolved.device();
     let device = open_device(spec)?;

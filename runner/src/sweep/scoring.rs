@@ -39,31 +39,45 @@ pub(super) fn add_generations(
     let mut tried = Vec::new();
     for &batch in batches {
         let b = batch.max(1) as usize;
-        let mut generations = Vec::with_capacity(count);
-        let mut go = || -> Result<()> {
-            for (run, start) in (0..count).step_by(b).enumerate() {
-                let indices: Vec<u32> = (start..(start + b).min(count)).map(|i| i as u32).collect();
-                let batch = indices
-                    .iter()
-                    .map(|&p| tokens.prompt(model, prompts, p, key.prompt_tokens))
-                    .collect::<Result<Vec<_>>>()?;
-                let (rows, _) = generate_rows(model, &key, cfg, &batch, run as u64)?;
-                for (&p, row) in indices.iter().zip(rows) {
-                    let text = model.tokenizer.decode(&row, true).map_err(|e| anyhow::anyhow!("tokenizer: {e}"))?;
-                    let (prompt_bytes, reference) =
-                        tokens.cut(model, prompts, p, key.prompt_tokens, key.output_tokens)?;
-                    // A diffusion model may fill a position with the mask token itself: it decodes to nothing.
-                    let masked_tokens = (key.sampler != Sampler::ArGreedy)
-                        .then(|| row.iter().filter(|&&t| Some(t) == model.special.mask).count() as u32);
-                    generations.push(Generation { prompt: p, prompt_bytes, text, reference, masked_tokens });
-                }
+        let go = |indices: &[u32], run: u64| -> Result<Vec<Generation>> {
+            let batch = indices
+                .iter()
+                .map(|&p| tokens.prompt(model, prompts, p, key.prompt_tokens))
+                .collect::<Result<Vec<_>>>()?;
+            let (rows, _) = generate_rows(model, &key, cfg, &batch, run)?;
+            let mut out = Vec::with_capacity(indices.len());
+            for (&p, row) in indices.iter().zip(rows) {
+                let text = model.tokenizer.decode(&row, true).map_err(|e| anyhow::anyhow!("tokenizer: {e}"))?;
+                let (prompt_bytes, reference) = tokens.cut(model, prompts, p, key.prompt_tokens, key.output_tokens)?;
+                // A diffusion model may fill a position with the mask token itself: it decodes to nothing.
+                let masked_tokens = (key.sampler != Sampler::ArGreedy)
+                    .then(|| row.iter().filter(|&&t| Some(t) == model.special.mask).count() as u32);
+                out.push(Generation { prompt: p, prompt_bytes, text, reference, masked_tokens });
             }
-            Ok(())
+            Ok(out)
         };
-        match go() {
-            Ok(()) => {
+        match continuations(count, b, go) {
+            Ok((generations, stalled)) if generations.is_empty() && !stalled.is_empty() => {
+                // Nothing to score: said as a failure of the generations, with the prompts.
+                cell.stalled_prompts = stalled;
+                tried.push(format!(
+                    "in batches of {b}: the sampler stalled on every prompt (a threshold block whose steps commit \
+                     nothing: the model predicts the mask id)"
+                ));
+                break;
+            }
+            Ok((generations, stalled)) => {
+                if !stalled.is_empty() {
+                    tracing::warn!(
+                        cell = %key,
+                        "the sampler stalled on prompts {stalled:?} (a threshold block that commits nothing): their \
+                         continuations are left out (stalled_prompts), the other {} are scored",
+                        generations.len()
+                    );
+                }
                 cell.quality = quality::text_quality(&generations);
                 cell.generations = generations;
+                cell.stalled_prompts = stalled;
                 return;
             }
             Err(e) => {
@@ -85,6 +99,37 @@ pub(super) fn add_generations(
         false => format!("the quality generations failed {}", tried.join("; then ")),
     };
     cell.quality_errors.push(schema::bundle::QualityError { metric: "generations".into(), evaluator: None, message });
+}
+
+/// The continuations of prompts `0..count` in batches of `b` (`generate(prompt indices, run)`, run = the batch's
+/// number), and the prompts the sampler stalled on ([`crate::generate::GenerateError::Stalled`]): a batch that
+/// stalls is generated again one prompt at a time, so that only the prompts that stall on their own are lost, and
+/// the others are kept. Any other error ends it.
+pub(super) fn continuations<G>(
+    count: usize,
+    b: usize,
+    mut generate: impl FnMut(&[u32], u64) -> Result<Vec<G>>,
+) -> Result<(Vec<G>, Vec<u32>)> {
+    let stall = |e: &anyhow::Error| matches!(e.downcast_ref(), Some(crate::generate::GenerateError::Stalled(_)));
+    let (mut out, mut stalled) = (Vec::with_capacity(count), Vec::new());
+    for (run, start) in (0..count).step_by(b.max(1)).enumerate() {
+        let indices: Vec<u32> = (start..(start + b.max(1)).min(count)).map(|i| i as u32).collect();
+        match generate(&indices, run as u64) {
+            Ok(g) => out.extend(g),
+            Err(e) if stall(&e) && indices.len() == 1 => stalled.push(indices[0]),
+            Err(e) if stall(&e) => {
+                for &p in &indices {
+                    match generate(&[p], run as u64) {
+                        Ok(g) => out.extend(g),
+                        Err(e) if stall(&e) => stalled.push(p),
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok((out, stalled))
 }
 
 /// Loads an evaluator and scores the perplexity of every finished cell's generations it has not scored yet
@@ -157,4 +202,40 @@ pub(super) fn score_perplexity(
         }
     }
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::continuations;
+    use crate::generate::GenerateError;
+
+    #[test]
+    fn a_stalled_prompt_loses_its_continuation_only() {
+        // Prompts 2 and 5 stall wherever they are; prompt 6's batch fails otherwise.
+        let stalls = |p: &[u32]| p.iter().any(|p| [2, 5].contains(p));
+        let mut calls = Vec::new();
+        let (out, stalled) = continuations(7, 3, |p, run| {
+            calls.push((p.to_vec(), run));
+            if stalls(p) {
+                return Err(GenerateError::Stalled("block 0 committed nothing".into()).into());
+            }
+            Ok(p.to_vec())
+        })
+        .expect("stalls are recorded, not errors");
+        assert_eq!(out, [0, 1, 3, 4, 6], "every other prompt's continuation is kept, in order");
+        assert_eq!(stalled, [2, 5]);
+        // Each stalled batch again one prompt at a time, with the batch's run number; a lone prompt not twice.
+        assert_eq!(calls.len(), 3 + 3 + 3);
+        assert!(calls.iter().filter(|(p, _)| p.len() == 1).all(|(p, run)| u64::from(p[0] / 3) == *run));
+        let (_, stalled) = continuations(3, 1, |p, _| {
+            if stalls(p) { Err(GenerateError::Stalled("x".into()).into()) } else { Ok(p.to_vec()) }
+        })
+        .expect("ok");
+        assert_eq!(stalled, [2]);
+        // Any other error is the generations' failure.
+        let err = continuations(7, 3, |p, _| -> anyhow::Result<Vec<u32>> {
+            if p.contains(&4) { Err(anyhow::anyhow!("out of memory")) } else { Ok(p.to_vec()) }
+        });
+        assert!(err.is_err());
+    }
 }
