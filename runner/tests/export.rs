@@ -460,3 +460,20 @@ fn bad_exports_exit_2_naming_the_file_and_the_fix() {
     assert_eq!(std::fs::read(&bundle).expect("bundle"), before, "the bundle is untouched");
     assert!(!sb.path().join("out.csv").exists(), "nothing written on a refusal");
 }
+
+#[test]
+fn a_fresh_demo_run_exports_every_cell_and_repetition() {
+    // The CLI tests' small demo grid: the bundle the current runner writes, not a stored fixture.
+    let sb = Sandbox::new();
+    let results = sb.results();
+    let quick = ["--seq-len", "40", "--batch-size", "1,2", "--steps", "4,8", "--repetitions", "2"];
+    let run = sb.cmd(&[&["run", "-q", "--output-dir", s(&results)], quick.as_slice()].concat());
+    assert_exit!(run, 0);
+    let bundle = PathBuf::from(stdout(&run).trim());
+    let b = schema::read_bundle(&std::fs::read_to_string(&bundle).expect("bundle")).expect("valid");
+    let out = sb.path().join("demo.parquet");
+    export(&sb, &[s(&bundle), "-o", s(&out)]);
+    let (_, rows) = read_parquet(&out);
+    let name = bundle.file_name().and_then(|n| n.to_str()).expect("file name");
+    check_repetitions(&rows, &b, name);
+}
