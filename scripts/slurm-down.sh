@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Stops the test cluster of scripts/slurm-up.sh: cancels every job (job processes outlive the daemons), then
-# stops slurmd, slurmctld and munged by their pid files. The folder stays (logs); slurm-up starts afresh.
+# stops slurmd, slurmctld and munged by their pid files, and removes munge's folder (DIR/munge-dir names it, outside
+# DIR). The folder stays (logs); slurm-up starts afresh.
 #
 #   scripts/slurm-down.sh [DIR]
 set -uo pipefail
@@ -28,4 +29,12 @@ for name in slurmd slurmctld munged; do
     fi
     rm -f "$pidfile"
 done
+# munge's folder, made by slurm-up.sh: removed only when it is one of ours.
+if [ -f "$DIR/munge-dir" ]; then
+    munge_dir="$(cat "$DIR/munge-dir")"
+    case "$munge_dir" in
+        /run/dllm-bench-munge.* | /tmp/dllm-bench-munge.*) rm -rf -- "$munge_dir" ;;
+    esac
+    rm -f "$DIR/munge-dir"
+fi
 echo "slurm-down: stopped the cluster of $DIR"

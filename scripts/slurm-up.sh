@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Starts a real one-node SLURM cluster on 127.0.0.1 for the tests, with all its state in one folder
-# (default target/slurm-test): munged, slurmctld, slurmd, a partition `debug`, 16 CPUs, 128 GiB and 4 fake
+# Starts a real one-node SLURM cluster on 127.0.0.1 for the tests, with its state in one folder
+# (default target/slurm-test), except munge's socket, key and seed: munged refuses a socket whose parent folders
+# are not searchable by everyone (a checkout under `mktemp -d` or /root), so they live in a fresh folder of their
+# own under /run (else /tmp), made 0755 and named in DIR/munge-dir, that slurm-down.sh removes. The cluster:
+# munged, slurmctld, slurmd, a partition `debug`, 16 CPUs, 128 GiB and 4 fake
 # GPUs (character devices, so `#SBATCH --gres=gpu:1` is accepted unchanged). Needs root and the Debian
 # packages slurmctld slurmd slurm-client munge (scripts/install-deps.sh). Facts behind each setting:
 # shared/SLURM.md. Stop it with scripts/slurm-down.sh (same folder).
@@ -33,12 +36,15 @@ if alive "$DIR/munged.pid" && alive "$DIR/slurmctld.pid" && alive "$DIR/slurmd.p
 fi
 "$ROOT/scripts/slurm-down.sh" "$DIR" >/dev/null 2>&1 || true
 
-mkdir -p "$DIR"/{state,spool,log,munge,gpus}
-chmod 0755 "$DIR/munge"
-[ -f "$DIR/munge/munge.key" ] || mungekey -c -k "$DIR/munge/munge.key"
-chmod 0600 "$DIR/munge/munge.key"
-munged -S "$DIR/munge/munge.sock" --key-file="$DIR/munge/munge.key" --pid-file="$DIR/munged.pid" \
-    --log-file="$DIR/log/munged.log" --seed-file="$DIR/munge/munge.seed"
+mkdir -p "$DIR"/{state,spool,log,gpus}
+# munge's folder: fresh, outside the checkout, every parent searchable by all (/run and /tmp are), owned by us.
+MUNGE="$(mktemp -d /run/dllm-bench-munge.XXXXXX 2>/dev/null || mktemp -d /tmp/dllm-bench-munge.XXXXXX)"
+chmod 0755 "$MUNGE"
+printf '%s\n' "$MUNGE" >"$DIR/munge-dir"
+mungekey -c -k "$MUNGE/munge.key"
+chmod 0600 "$MUNGE/munge.key"
+munged -S "$MUNGE/munge.sock" --key-file="$MUNGE/munge.key" --pid-file="$DIR/munged.pid" \
+    --log-file="$DIR/log/munged.log" --seed-file="$MUNGE/munge.seed"
 
 # Fake GPUs: character devices (the null device's numbers) that gres.conf can point at.
 GRES_NODE=""
@@ -59,7 +65,7 @@ SlurmdPort=$((PORT + 1))
 CommunicationParameters=NoInAddrAny,NoCtldInAddrAny
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=$DIR/munge/munge.sock
+AuthInfo=socket=$MUNGE/munge.sock
 SlurmUser=root
 SlurmdUser=root
 StateSaveLocation=$DIR/state
