@@ -54,6 +54,7 @@ pub fn current(spec: DeviceSpec, shard: Option<ShardInfo>) -> Execution {
         shard,
         slurm: slurm_info(|k| std::env::var(k).ok()),
         device_peaks: None,
+        energy: None,
     }
 }
 

@@ -127,6 +127,51 @@ pub struct Execution {
     /// not measured (older runners, or a probe that failed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device_peaks: Option<DevicePeaks>,
+    /// Since 1.7: how this process measured energy: the counter it read around each measured run (the
+    /// repetitions' `energy_j`), or why it could read none. Absent in bundles of older runners. Not read by wasm32
+    /// builds (the explorer reads the repetitions' energy only; see [`Bundle::parity`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
+    pub energy: Option<EnergyMeter>,
+}
+
+/// Since 1.7: the energy counter of an [`Execution`], or why there is none.
+///
+/// Exactly one of `source` and `unavailable` is present. With a `source`, each measured repetition of the
+/// execution's cells carries `energy_j` (absent only where a reading failed, which the run logs); without one, no
+/// repetition does, and `unavailable` says why: an unmeasured energy is absent, never 0.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct EnergyMeter {
+    /// The counter read: `nvml` (CUDA) or `rapl` (CPU).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<EnergySource>,
+    /// What the counter covers, e.g. `NVIDIA H200 GPU-5c1e...: the whole board` or `RAPL package-0 + package-1:
+    /// whole CPU packages, every process on them`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+    /// Why no counter was read, e.g. `no RAPL domain under /sys/class/powercap` or `cannot read
+    /// .../energy_uj: permission denied`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unavailable: Option<String>,
+    /// Mean power of the idle device, watts: the counter over `idle_window_ms` before the first cell (no model
+    /// loaded), a baseline for the repetitions' mean power. Absent without a `source` or when that reading failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_power_w: Option<f64>,
+    /// The idle window, ms (host monotonic clock between the two readings).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_window_ms: Option<f64>,
+}
+
+/// Since 1.7: an energy counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EnergySource {
+    /// NVML's `nvmlDeviceGetTotalEnergyConsumption` (millijoules since the driver loaded; Volta and later): the
+    /// whole GPU board.
+    Nvml,
+    /// Linux powercap RAPL, `/sys/class/powercap/intel-rapl:N/energy_uj` (microjoules, wrapping at
+    /// `max_energy_range_uj`), summed over the CPU packages: the whole packages, every process on them.
+    Rapl,
 }
 
 /// The device's ceilings as the runner measures them at its start (`bench-kernels`' copy and matmul probes,
@@ -545,6 +590,16 @@ pub struct Repetition {
     /// `metrics::roofline`): with `e2e_ms`, the achieved FLOP rate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flop_count: Option<u64>,
+    /// Since 1.7: energy the device used during the run, joules (finite, >= 0): the execution's energy counter
+    /// ([`Execution::energy`]) read once the device was idle before the run and again after its last token.
+    /// Derived per token, per sequence and as mean power by `metrics::energy`. Absent when no counter was
+    /// readable (the execution's `energy.unavailable` says why), never 0 for "unknown".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy_j: Option<f64>,
+    /// Since 1.7: the window `energy_j` covers, ms (host monotonic clock between the two readings: `e2e_ms` and
+    /// the synchronisations around it). Present with `energy_j`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy_window_ms: Option<f64>,
 }
 
 impl Bundle {

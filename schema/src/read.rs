@@ -277,13 +277,14 @@ fn upgrade_step(from: SchemaVersion, value: &mut Value) -> Result<SchemaVersion,
         }
         // 1.0 -> 1.1 only added optional fields: nothing to transform.
         SchemaVersion::V1_0 => Ok(SchemaVersion::V1_1),
-        // 1.1 -> 1.2, 1.2 -> 1.3, 1.3 -> 1.4, 1.4 -> 1.5 and 1.5 -> 1.6 likewise.
+        // 1.1 -> 1.2, 1.2 -> 1.3, 1.3 -> 1.4, 1.4 -> 1.5, 1.5 -> 1.6 and 1.6 -> 1.7 likewise.
         SchemaVersion::V1_1 => Ok(SchemaVersion::V1_2),
         SchemaVersion::V1_2 => Ok(SchemaVersion::V1_3),
         SchemaVersion::V1_3 => Ok(SchemaVersion::V1_4),
         SchemaVersion::V1_4 => Ok(SchemaVersion::V1_5),
         SchemaVersion::V1_5 => Ok(SchemaVersion::V1_6),
-        SchemaVersion::V1_6 => Ok(SchemaVersion::V1_6),
+        SchemaVersion::V1_6 => Ok(SchemaVersion::V1_7),
+        SchemaVersion::V1_7 => Ok(SchemaVersion::V1_7),
     }
 }
 
@@ -409,6 +410,18 @@ fn check(b: &Bundle) -> Result<(), BundleError> {
                 ));
             }
         }
+        if let Some(m) = &e.energy {
+            let at = |what: &str| inconsistent(format!("provenance.executions[{i}].energy: {what}"));
+            if m.source.is_some() == m.unavailable.is_some() {
+                return at(
+                    "names either the counter read (`source`) or why there was none (`unavailable`), one of them",
+                );
+            }
+            let mut idle = [m.idle_power_w, m.idle_window_ms].into_iter().flatten();
+            if let Some(v) = idle.find(|v| !(v.is_finite() && *v >= 0.0)) {
+                return at(&format!("idle power and window must be finite and >= 0, found {v}"));
+            }
+        }
     }
     for (i, cell) in b.cells.iter().enumerate() {
         if let Some(q) = cell.quality.iter().find(|q| !q.value.is_finite()) {
@@ -496,6 +509,12 @@ fn check(b: &Bundle) -> Result<(), BundleError> {
                         r.e2e_ms
                     ));
                 }
+            }
+            if let Some(e) = r.energy_j.filter(|e| !(e.is_finite() && *e >= 0.0)) {
+                return at(format!("energy_j is {e}: energy must be finite and >= 0 (absent when not measured)"));
+            }
+            if let Some(w) = r.energy_window_ms.filter(|w| !(w.is_finite() && *w >= 0.0)) {
+                return at(format!("energy_window_ms is {w}: a window must be finite and >= 0"));
             }
             if let Some(c) = &r.committed_per_step {
                 let total: u64 = c.iter().map(|&n| u64::from(n)).sum();

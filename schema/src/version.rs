@@ -56,6 +56,11 @@ pub enum SchemaVersion {
     /// `stalled_prompts` the prompts whose quality continuation could not be finished (a threshold block that
     /// commits nothing): the other prompts' continuations are kept and scored. A 1.x file reads unchanged.
     V1_6,
+    /// `1.7`: energy. Each execution may say how it measured energy (`energy`: the counter, NVML on CUDA or RAPL on
+    /// the CPU, what it covers and the idle power; or why there was none), each repetition the joules its run used
+    /// (`energy_j`) and the window they cover (`energy_window_ms`); joules per token and per sequence are derived in
+    /// `metrics::energy`. A 1.x file reads unchanged: its energy is absent.
+    V1_7,
 }
 
 /// A version as written in a file: may be newer than any variant this build knows.
@@ -69,10 +74,10 @@ pub struct VersionNumber {
 
 impl SchemaVersion {
     /// The version this build writes.
-    pub const CURRENT: SchemaVersion = SchemaVersion::V1_6;
+    pub const CURRENT: SchemaVersion = SchemaVersion::V1_7;
 
     /// Every known version, oldest first.
-    pub const ALL: [SchemaVersion; 8] = [
+    pub const ALL: [SchemaVersion; 9] = [
         SchemaVersion::V0_1,
         SchemaVersion::V1_0,
         SchemaVersion::V1_1,
@@ -81,6 +86,7 @@ impl SchemaVersion {
         SchemaVersion::V1_4,
         SchemaVersion::V1_5,
         SchemaVersion::V1_6,
+        SchemaVersion::V1_7,
     ];
 
     /// The number written in files.
@@ -94,6 +100,7 @@ impl SchemaVersion {
             SchemaVersion::V1_4 => VersionNumber { major: 1, minor: 4 },
             SchemaVersion::V1_5 => VersionNumber { major: 1, minor: 5 },
             SchemaVersion::V1_6 => VersionNumber { major: 1, minor: 6 },
+            SchemaVersion::V1_7 => VersionNumber { major: 1, minor: 7 },
         }
     }
 
