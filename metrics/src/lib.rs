@@ -6,6 +6,7 @@
 //! - [`derive`](mod@derive): summaries of repetitions (median, mean, ...), inter-token latency, throughput,
 //!   latency vs steps, Pareto front, memory heatmaps, the explorer's view data;
 //! - [`parity`]: quality per cell group, S_parity and the speedup at parity with bootstrap intervals;
+//! - [`energy`]: joules per generated token and per sequence, mean power (format 1.7's energy counters);
 //! - [`roofline`]: the analytic work of a generation (weights read, FLOPs, KV cache) from the model's shape;
 //! - [`rng`]: the one seeded generator (bootstrap resampling, sampling, prompt selection).
 //!
@@ -13,6 +14,7 @@
 #![warn(missing_docs)]
 
 pub mod derive;
+pub mod energy;
 pub mod parity;
 pub mod rng;
 pub mod roofline;

@@ -2,6 +2,7 @@
 //! test bundles (its `util` module), so both crates test against the same data.
 
 mod derived;
+mod energy;
 mod parity;
 #[path = "../../schema/tests/util.rs"]
 mod util;
