@@ -28,6 +28,16 @@ const PANEL_MARGIN: f64 = 12.0;
 const Y_LABEL_AREA: f64 = 78.0;
 /// The legend box's distance from the plot's edges, CSS pixels.
 const LEGEND_MARGIN: f64 = 10.0;
+/// A facet's margin (small multiples), CSS pixels.
+const FACET_MARGIN: f64 = 6.0;
+/// A facet's height besides its plot (title, margins, x tick labels), the strips of the axes' titles under and left
+/// of the facets, and the width of the left column's y tick labels, CSS pixels.
+const FACET_CHROME: f64 = 66.0;
+const FACET_X_TITLE: f64 = 24.0;
+const FACET_Y_TITLE: f64 = 24.0;
+const FACET_Y_TICKS: f64 = 54.0;
+/// A facet's plot height over its width.
+const FACET_ASPECT: f64 = 0.7;
 
 /// Colour index of the autoregressive model (Okabe-Ito black).
 pub const AR: usize = usize::MAX;
@@ -287,18 +297,45 @@ impl Figure {
         }
     }
 
-    /// The height of the figure drawn `width` wide: 56% of it, or for small multiples a row of facets (each as
-    /// tall as 70% of its width) per row under the title.
+    /// The height of the figure drawn `width` wide on a screen ([`Figure::height_for`] with the default style).
     pub fn height(&self, width: u32) -> u32 {
+        self.height_for(width, ChartStyle::default())
+    }
+
+    /// The height of the figure drawn `width` wide (CSS pixels, as `style` draws it: its scale aside): 56% of it,
+    /// more where a narrow chart needs it for its title, its plot (half as tall as wide) and a legend that goes
+    /// under it; for small multiples the title, a row of facets (each plot 70% as tall as wide) per row and the
+    /// legend under them. The texts' widths are estimated here (0.58 em a character), so the drawing, which
+    /// measures them, may give the plots a little more or less.
+    pub fn height_for(&self, width: u32, style: ChartStyle) -> u32 {
         let single = width * 56 / 100;
+        let w = f64::from(width);
         match &self.plot {
-            Plot::Xy { grid: Some(g), .. } => {
+            Plot::Xy { grid: Some(g), series, refs, .. } => {
                 let cols = g.cols.clamp(1, g.titles.len().max(1));
-                let rows = g.titles.len().div_ceil(cols) as u32;
-                let facet_w = (width - width / 5) / cols as u32;
-                (40 + rows * facet_w * 70 / 100).max(single)
+                let rows = g.titles.len().div_ceil(cols) as f64;
+                let plot_w = ((w - Y_LABEL_AREA) / cols as f64 - 2.0 * FACET_MARGIN).max(40.0);
+                let facets = rows * (plot_w * FACET_ASPECT + FACET_CHROME) + FACET_X_TITLE;
+                let legend = legend_estimate(&legend_labels(refs, series), w, style).1;
+                ((title_estimate(&self.title, w, style) + facets + legend).round() as u32).max(single)
             }
-            Plot::Pair { first, second } if width < PAIR_SIDE_BY_SIDE => first.height(width) + second.height(width),
+            Plot::Xy { series, refs, .. } => {
+                let plot_w = w - Y_LABEL_AREA - 2.0 * PANEL_MARGIN;
+                let (box_w, strip) = legend_estimate(&legend_labels(refs, series), w, style);
+                let strip = if box_w > plot_w - 2.0 * LEGEND_MARGIN { strip } else { 0.0 };
+                let need = title_estimate(&self.title, w, style) + 2.0 * PANEL_MARGIN + 48.0 + plot_w * 0.5 + strip;
+                (need.round() as u32).max(single)
+            }
+            Plot::Pair { first, second } if width < PAIR_SIDE_BY_SIDE => {
+                first.height_for(width, style) + second.height_for(width, style)
+            }
+            // Heat map panels in rows where they do not fit side by side, each about 3:4.
+            Plot::Heat { panels, .. } => {
+                let cols = heat_columns(panels.len(), w);
+                let rows = panels.len().div_ceil(cols) as f64;
+                let panel = ((w - HEAT_BAR) / cols as f64 * 0.75).max(120.0);
+                ((title_estimate(&self.title, w, style) + rows * panel).round() as u32).max(single)
+            }
             _ => single,
         }
     }
@@ -337,11 +374,37 @@ pub struct Hit {
     pub y1: i32,
 }
 
+/// Where a text landed, in backend pixels: its box (a point label; a legend's whole box).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TextBox {
+    /// The text (a legend's: its rows' labels, one a line).
+    pub text: String,
+    /// Left, top, right, bottom.
+    pub rect: [i32; 4],
+}
+
+impl TextBox {
+    /// Whether the two boxes share pixels (touching edges do not count).
+    pub fn overlaps(&self, o: &TextBox) -> bool {
+        overlap(self.rect, o.rect)
+    }
+}
+
+fn overlap(a: [i32; 4], b: [i32; 4]) -> bool {
+    a[0] < b[2] && b[0] < a[2] && a[1] < b[3] && b[1] < a[3]
+}
+
 /// What [`draw`] drew, for hit-testing and tests.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct Drawn {
     /// One per hoverable mark.
     pub hits: Vec<Hit>,
+    /// The point labels drawn (a label that found no free place beside its point is not drawn).
+    #[serde(skip)]
+    pub labels: Vec<TextBox>,
+    /// The legends drawn.
+    #[serde(skip)]
+    pub legends: Vec<TextBox>,
 }
 
 impl Drawn {
@@ -367,11 +430,16 @@ pub struct ChartStyle {
     /// titles): 1 where the backend measures the text (a canvas); more for SVG, whose backend guesses widths
     /// about a quarter narrower than a sans-serif font draws them.
     pub text_width: f64,
+    /// The smallest font size (CSS pixels at scale 1, as the figure's own sizes) a text may shrink to where it does
+    /// not fit: titles and legend labels wrap over lines instead, heat map cells go without their text. 0: titles
+    /// shrink to half their size, legends to 60%, heat map cells' text to 8 px (a screen's choices); a printed
+    /// figure sets what stays legible on paper.
+    pub min_text: f64,
 }
 
 impl Default for ChartStyle {
     fn default() -> Self {
-        Self { scale: 1.0, text_width: 1.0 }
+        Self { scale: 1.0, text_width: 1.0, min_text: 0.0 }
     }
 }
 
@@ -582,6 +650,8 @@ fn draw_plot<DB: DrawingBackend>(
             let offset = first.series_count();
             let more = draw_plot(&b, second, style)?;
             drawn.hits.extend(more.hits.into_iter().map(|h| Hit { series: h.series + offset, ..h }));
+            drawn.labels.extend(more.labels);
+            drawn.legends.extend(more.legends);
             drawn
         }
     })
@@ -631,7 +701,9 @@ fn draw_xy<DB: DrawingBackend>(
     }
     let (x_range, mut y_range) = (scaled(xa, &xs, false), scaled(ya, &ys, has_bars));
     let font = |size: f64| (FontFamily::SansSerif, s(size)).into_font();
-    let (mut legend, mut hits) = (Vec::new(), Vec::new());
+    let (mut legend, mut drawn) = (Vec::new(), Drawn::default());
+    let labels = legend_labels(refs, series);
+    let m = s(LEGEND_MARGIN);
     let Some(g) = grid else {
         // The legend goes in the upper corner with fewer marks under it; where marks would still fall under it, the
         // y axis reaches higher until they are below it.
@@ -640,19 +712,19 @@ fn draw_xy<DB: DrawingBackend>(
         let pt = |m: &Mark| Some((to_space(xa, m.x)?, to_space(ya, m.y)?));
         let upper = |left: bool| marks().filter_map(pt).filter(|p| p.1 > mid_y && (p.0 < mid_x) == left).count();
         let right = upper(true) > upper(false);
-        let labels: Vec<&str> =
-            refs.iter().map(|r| r.label.as_str()).chain(series.iter().map(|x| x.label.as_str())).collect();
-        let (box_w, box_h) = legend_size(root, &labels, &font(12.0), style)?;
         // The plotting area, as xy_panel lays it out (margins, y labels; title and x labels about 110 px), in
         // pixels.
         let (w, h) = root.dim_in_pixel();
         let (plot_w, plot_h) = (f64::from(w) - s(Y_LABEL_AREA + 2.0 * PANEL_MARGIN), f64::from(h) - s(110.0));
-        let m = s(LEGEND_MARGIN);
+        let lay = legend_layout(root, &labels, &font(12.0), style, (plot_w - 2.0 * m) as i32, false)?;
+        let (box_w, box_h) = (f64::from(lay.w), f64::from(lay.h));
+        let f = (m + box_h) / plot_h;
+        // A legend that does not fit in the plot (wider than it, or over 60% of its height) goes under it.
+        let inside = box_w <= plot_w - 2.0 * m && f < 0.6;
         let (fx0, fx1) = match right {
-            true => (1.0 - (m + f64::from(box_w)) / plot_w, 1.0 - m / plot_w),
-            false => (m / plot_w, (m + f64::from(box_w)) / plot_w),
+            true => (1.0 - (m + box_w) / plot_w, 1.0 - m / plot_w),
+            false => (m / plot_w, (m + box_w) / plot_w),
         };
-        let f = (m + f64::from(box_h)) / plot_h;
         let frac = |v: f64| (v - x.start) / (x.end - x.start);
         // The highest value of a mark (its error bar's top, a bar's whole width) inside the legend's columns.
         let under = series.iter().flat_map(|se| {
@@ -667,32 +739,67 @@ fn draw_xy<DB: DrawingBackend>(
             })
         });
         let top = under.fold(f64::NEG_INFINITY, f64::max);
-        if (0.0..0.6).contains(&f) && top > y.end - f * (y.end - y.start) {
+        if inside && (0.0..0.6).contains(&f) && top > y.end - f * (y.end - y.start) {
             let base = y.start;
             let more: Vec<f64> =
                 ys.iter().copied().chain([base + (top - base) / (1.0 - f) + 0.02 * (top - base)]).collect();
             y_range = scaled(ya, &more, has_bars);
         }
         let xy = Xy { axes: (xa, ya), ranges: (x_range, y_range), series, refs, style };
-        let cc = xy_panel(root, title, &xy, 0, None, &mut legend, &mut hits)?;
-        draw_legend(&cc.plotting_area().strip_coord_spec(), &legend, right, &font(12.0), style)?;
-        return Ok(Drawn { hits });
+        let (chart, strip) = match inside || labels.is_empty() {
+            true => (root.clone(), None),
+            false => {
+                let lay = legend_layout(root, &labels, &font(12.0), style, w as i32 - 2 * m as i32, true)?;
+                let (a, b) = root.split_vertically(h as i32 - lay.h - 2 * m as i32);
+                (a, Some(b))
+            }
+        };
+        let at = Facet { index: 0, small: None, legend: inside.then_some((right, lay.w, lay.h)) };
+        let cc = xy_panel(&chart, title, &xy, at, &mut legend, &mut drawn)?;
+        let placed = match &strip {
+            None => draw_legend(&cc.plotting_area().strip_coord_spec(), &legend, Some(right), &font(12.0), style)?,
+            Some(strip) => draw_legend(strip, &legend, None, &font(12.0), style)?,
+        };
+        drawn.legends.extend(placed);
+        return Ok(drawn);
     };
     let xy = Xy { axes: (xa, ya), ranges: (x_range, y_range), series, refs, style };
-    // Small multiples: the facets in rows under the title, one legend (each label once) in a strip on the right.
-    let root = root.titled(title, title_font(root, title, 18.0, style)).map_err(backend_err)?;
-    let text = TextStyle::from(font(12.0));
-    let mut legend_w = 0;
-    for label in refs.iter().map(|r| &r.label).chain(series.iter().map(|s| &s.label)) {
-        legend_w = legend_w.max(text_width(&root, label, &text, style)?.0 as u32);
-    }
-    let w = root.dim_in_pixel().0;
-    let (charts, side) = root.split_horizontally(w - (legend_w + s(56.0) as u32).clamp(w / 5, w / 2));
+    // Small multiples: the facets in rows under the title across the width, the axes' titles once (under and left of
+    // them), one legend (each label once) in a strip under them. Only the left column has y tick labels (the axes
+    // are shared), so every plot is as wide.
+    let root = titled(root, title, 18.0, style)?;
+    let (w, h) = root.dim_in_pixel();
+    let lay = legend_layout(&root, &labels, &font(12.0), style, w as i32 - 2 * m as i32, true)?;
+    let strip_h = if labels.is_empty() { 0 } else { lay.h + 2 * m as i32 };
+    let (charts, strip) = root.split_vertically(h as i32 - strip_h);
+    let (left, charts) = charts.split_horizontally(s(FACET_Y_TITLE) as i32);
+    let (charts, under) = charts.split_vertically(charts.dim_in_pixel().1 as i32 - s(FACET_X_TITLE) as i32);
+    let desc = TextStyle::from(font(14.0)).color(&BLACK).pos(Pos::new(HPos::Center, VPos::Center));
+    let (uw, uh) = under.dim_in_pixel();
+    under.draw(&Text::new(axis_title(xa), (uw as i32 / 2, uh as i32 / 2), desc.clone())).map_err(backend_err)?;
+    // The y title along the facets' height, smaller where it is longer than that (to the style's smallest text).
+    let (lw, lh) = left.dim_in_pixel();
+    let (y_title, room) = (axis_title(ya), f64::from(lh) * 0.96);
+    let long = text_width(&left, &y_title, &desc, style)?.0;
+    let least = s(14.0 * 0.7).max(s(style.min_text)).min(s(14.0));
+    let desc = match long > room {
+        true => desc.clone().font.resize((s(14.0) * room / long).max(least)).into_text_style(&left),
+        false => desc,
+    };
+    let desc = desc.transform(FontTransform::Rotate270).pos(Pos::new(HPos::Center, VPos::Center));
+    left.draw(&Text::new(y_title, (lw as i32 / 2, lh as i32 / 2), desc)).map_err(backend_err)?;
     let cols = g.cols.clamp(1, g.titles.len().max(1));
     let rows = g.titles.len().div_ceil(cols);
-    let areas = charts.split_evenly((rows, cols));
+    let (cw, ch) = charts.dim_in_pixel();
+    let (y_area, fm) = (s(FACET_Y_TICKS), s(FACET_MARGIN));
+    let plot_w = ((f64::from(cw) - y_area) / cols as f64 - 2.0 * fm).max(1.0);
+    let xs: Vec<i32> = (1..cols).map(|c| (y_area + c as f64 * (plot_w + 2.0 * fm)).round() as i32).collect();
+    let row_h = (f64::from(ch) / rows as f64).max(1.0);
+    let ys: Vec<i32> = (1..rows).map(|r| (r as f64 * row_h).round() as i32).collect();
+    let areas = charts.split_by_breakpoints(xs, ys);
     for (k, (t, area)) in g.titles.iter().zip(&areas).enumerate() {
-        xy_panel(area, t, &xy, k, Some((k / cols + 1 == rows, k % cols == 0)), &mut legend, &mut hits)?;
+        let at = Facet { index: k, small: Some(k % cols == 0), legend: None };
+        xy_panel(area, t, &xy, at, &mut legend, &mut drawn)?;
     }
     let mut once: Vec<(&str, Key)> = Vec::new();
     for row in legend {
@@ -700,46 +807,85 @@ fn draw_xy<DB: DrawingBackend>(
             once.push(row);
         }
     }
-    draw_legend(&side, &once, false, &font(12.0), style)?;
-    Ok(Drawn { hits })
+    drawn.legends.extend(draw_legend(&strip, &once, None, &font(12.0), style)?);
+    Ok(drawn)
 }
 
-/// One chart of an x/y figure: its axes and mesh, then the reference lines and series of facet `facet` with
-/// their error bars, point labels and markers; their legend rows and hits are appended. `small`: a facet of small
-/// multiples, with (x, y) axis titles only where given (the bottom row, the left column). Returns the chart.
+/// The legend's labels of an x/y figure: its reference lines' and series', each once, none empty.
+fn legend_labels<'a>(refs: &'a [RefLine], series: &'a [Series]) -> Vec<&'a str> {
+    let mut labels: Vec<&str> = Vec::new();
+    for l in refs.iter().map(|r| r.label.as_str()).chain(series.iter().map(|s| s.label.as_str())) {
+        if !l.is_empty() && !labels.contains(&l) {
+            labels.push(l);
+        }
+    }
+    labels
+}
+
+/// An axis' title as drawn.
+fn axis_title(a: &Axis) -> String {
+    if a.log { format!("{} (log scale)", a.label) } else { a.label.clone() }
+}
+
+/// Which chart of an x/y figure [`xy_panel`] draws: the facet's index (0 in a single chart); `small`: a facet of
+/// small multiples, without the axes' titles (drawn once for all), with y tick labels where `Some(true)` (the left
+/// column); `legend`: the legend box the point labels keep clear of, in the plot's upper right
+/// corner (`.0`) or left, `.1` by `.2` pixels.
+#[derive(Clone, Copy)]
+struct Facet {
+    index: usize,
+    small: Option<bool>,
+    legend: Option<(bool, i32, i32)>,
+}
+
+/// One chart of an x/y figure (see [`Facet`]): its axes and mesh, then the reference lines and series of its facet
+/// with their error bars and markers, then their point labels where each finds room; their legend rows, hits and
+/// label boxes are appended. Returns the chart.
 fn xy_panel<'a, 'b, DB: DrawingBackend>(
     area: &'b DrawingArea<DB, Shift>,
     caption: &str,
     xy: &Xy<'a>,
-    facet: usize,
-    small: Option<(bool, bool)>,
+    at: Facet,
     legend: &mut Vec<(&'a str, Key)>,
-    hits: &mut Vec<Hit>,
+    drawn: &mut Drawn,
 ) -> Result<ChartContext<'b, DB, Cartesian2d<Scaled, Scaled>>, ChartError> {
     let ((xa, ya), (xr, yr)) = (xy.axes, xy.ranges.clone());
+    let (facet, small) = (at.index, at.small);
     let s = |v: f64| (v * xy.style.scale).round().max(1.0);
     let si = |v: f64| s(v) as u32;
     let (x_lo, x_hi, y_floor) = (xr.range.start, xr.range.end, yr.range.start);
     let font = |size: f64| (FontFamily::SansSerif, s(size)).into_font();
-    let mut cc = ChartBuilder::on(area)
-        .caption(caption, title_font(area, caption, if small.is_some() { 14.0 } else { 18.0 }, xy.style))
-        .margin(si(PANEL_MARGIN))
-        .x_label_area_size(si(if xa.categories.is_empty() { 48.0 } else { 56.0 }))
-        .y_label_area_size(si(Y_LABEL_AREA))
-        .build_cartesian_2d(xr, yr)
-        .map_err(backend_err)?;
-    let xfmt = |v: &f64| tick_label(xa, *v);
-    let yfmt = |v: &f64| tick_label(ya, *v);
-    let desc = |a: &Axis, shown: bool| match (shown, a.log) {
-        (false, _) => String::new(),
-        (true, true) => format!("{} (log scale)", a.label),
-        (true, false) => a.label.clone(),
+    // A facet has smaller margins, tick labels without the axes' titles, y tick labels only in the left column.
+    let (titles, show_y) = (small.is_none(), small.unwrap_or(true));
+    let margin = si(if small.is_some() { FACET_MARGIN } else { PANEL_MARGIN });
+    let x_area = match (xa.categories.is_empty(), titles) {
+        (true, true) => 48.0,
+        (false, true) => 56.0,
+        (true, false) => 26.0,
+        (false, false) => 34.0,
     };
-    let (show_x, show_y) = small.unwrap_or((true, true));
+    let y_area = match (titles, show_y) {
+        (true, _) => si(Y_LABEL_AREA),
+        (false, true) => si(FACET_Y_TICKS),
+        (false, false) => 0,
+    };
+    let (title_font, lines) = title_lines(area, caption, if small.is_some() { 14.0 } else { 18.0 }, xy.style)?;
+    let mut builder = ChartBuilder::on(area);
+    builder.margin(margin).x_label_area_size(si(x_area)).y_label_area_size(y_area);
+    if let [one] = lines.as_slice() {
+        builder.caption(one, title_font);
+    } else {
+        let used = title_text(area, &lines, &title_font, margin as i32, xy.style)?;
+        builder.margin_top(margin as i32 + used);
+    }
+    let mut cc = builder.build_cartesian_2d(xr, yr).map_err(backend_err)?;
+    let xfmt = |v: &f64| tick_label(xa, *v);
+    let yfmt = |v: &f64| if show_y { tick_label(ya, *v) } else { String::new() };
+    let desc = |a: &Axis| if titles { axis_title(a) } else { String::new() };
     let labels = if small.is_some() { 5 } else { 10 };
     cc.configure_mesh()
-        .x_desc(desc(xa, show_x))
-        .y_desc(desc(ya, show_y))
+        .x_desc(desc(xa))
+        .y_desc(desc(ya))
         .x_labels(labels)
         .y_labels(labels)
         .x_label_formatter(&xfmt)
@@ -805,14 +951,6 @@ fn xy_panel<'a, 'b, DB: DrawingBackend>(
                 .map_err(backend_err)?;
         }
         if !matches!(se.style, Style::Bars { .. }) {
-            // Point labels (K of a diffusion point), up and to the right of the marker, in the series' colour.
-            let text = font(11.0).color(&c);
-            let off = (si(6.0) as i32, -(si(16.0) as i32));
-            cc.draw_series(se.marks.iter().filter_map(|m| {
-                let (p, label) = (pt(m)?, m.label.as_ref()?);
-                Some(EmptyElement::at(p) + Text::new(label.clone(), off, text.clone()))
-            }))
-            .map_err(backend_err)?;
             let r = si(4.5);
             if se.alt {
                 cc.draw_series(pts.iter().map(|&p| EmptyElement::at(p) + triangle(r + 1, c.filled())))
@@ -832,10 +970,77 @@ fn xy_panel<'a, 'b, DB: DrawingBackend>(
                 let (b, bottom) = cc.backend_coord(&(m.x + w / 2.0, y_floor));
                 h = Hit { x0: a, y0: top, x1: b, y1: bottom, ..h };
             }
-            hits.push(h);
+            drawn.hits.push(h);
         }
     }
+    place_labels(area, &cc, xy, at, drawn)?;
     Ok(cc)
+}
+
+/// The point labels of facet `at` (K of a diffusion point), in the series' colours, each at the first of eight
+/// places around its point (up and right first, as before) that stays in the plot and clear of every label placed
+/// before it, every marker and the legend; a label with no such place is left out (the tooltip has it). Series by
+/// series, point by point: the same figure always gets the same labels.
+fn place_labels<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    cc: &ChartContext<'_, DB, Cartesian2d<Scaled, Scaled>>,
+    xy: &Xy<'_>,
+    at: Facet,
+    drawn: &mut Drawn,
+) -> Result<(), ChartError> {
+    let ((xa, ya), style) = (xy.axes, xy.style);
+    let px = |v: f64| (v * style.scale).round().max(1.0) as i32;
+    let pt = |m: &Mark| Some((to_space(xa, m.x)?, to_space(ya, m.y)?));
+    let (xr, yr) = cc.plotting_area().get_pixel_range();
+    let (x0, x1, y0, y1) = (xr.start, xr.end, yr.start, yr.end);
+    let series =
+        || xy.series.iter().filter(|s| s.facet == at.index && !matches!(s.style, Style::Bars { .. } | Style::Frontier));
+    // Markers, then the legend, are kept clear.
+    let r = px(5.5);
+    let mut taken: Vec<[i32; 4]> = series()
+        .flat_map(|s| s.marks.iter().filter_map(pt))
+        .map(|p| cc.backend_coord(&p))
+        .map(|(x, y)| [x - r, y - r, x + r, y + r])
+        .collect();
+    let m = px(LEGEND_MARGIN);
+    taken.extend(at.legend.map(|(right, w, h)| {
+        let left = if right { x0 + (x1 - x0 - m - w).max(0) } else { x0 + m };
+        [left, y0 + m, left + w, y0 + m + h]
+    }));
+    let size = (FontFamily::SansSerif, (11f64.max(style.min_text) * style.scale).round().max(1.0)).into_font();
+    let gap = px(3.0);
+    for se in series() {
+        let ink = colour(se.colour);
+        let text = TextStyle::from(size.clone()).color(&ink);
+        for m in &se.marks {
+            let (Some(p), Some(label)) = (pt(m), m.label.as_ref()) else { continue };
+            let (x, y) = cc.backend_coord(&p);
+            let (w, h) = text_width(area, label, &text, style)?;
+            let (w, h) = (w.ceil() as i32, h as i32);
+            let (right, left, up, down) = (x + r + gap, x - r - gap - w, y - r - gap - h, y + r + gap);
+            let places = [
+                (right, up),
+                (right, down),
+                (left, up),
+                (left, down),
+                (right, y - h / 2),
+                (left, y - h / 2),
+                (x - w / 2, up),
+                (x - w / 2, down),
+            ];
+            let free = |&(l, t): &(i32, i32)| {
+                let b = [l, t, l + w, t + h];
+                l >= x0 && t >= y0 && l + w <= x1 && t + h <= y1 && !taken.iter().any(|o| overlap(*o, b))
+            };
+            let Some((l, t)) = places.into_iter().find(free) else { continue };
+            cc.plotting_area()
+                .draw(&(EmptyElement::at(p) + Text::new(label.clone(), (l - x, t - y), text.clone())))
+                .map_err(backend_err)?;
+            taken.push([l, t, l + w, t + h]);
+            drawn.labels.push(TextBox { text: label.clone(), rect: [l, t, l + w, t + h] });
+        }
+    }
+    Ok(())
 }
 
 /// A sequential colour-blind-safe scale (viridis), `t` in 0..=1.
@@ -890,10 +1095,10 @@ fn draw_heat<DB: DrawingBackend>(
     };
     let t_of = |v: f64| if hi > lo { (v - lo) / (hi - lo) } else { 0.5 };
     let paint = |t: f64| if center.is_some() { diverging(2.0 * t - 1.0) } else { viridis(t) };
-    let root = root.titled(title, title_font(root, title, 18.0, style)).map_err(backend_err)?;
+    let root = titled(root, title, 18.0, style)?;
     // A colour bar on the right: the scale from the smallest to the largest value, in the figure's unit.
     let (w, h) = root.dim_in_pixel();
-    let (root, bar) = root.split_horizontally(w.saturating_sub(si(86.0)));
+    let (root, bar) = root.split_horizontally(w.saturating_sub(si(HEAT_BAR)));
     if lo <= hi {
         let (x0, x1) = (si(14.0) as i32, si(32.0) as i32);
         let (top, bottom) = (si(40.0) as i32, h as i32 - si(60.0) as i32);
@@ -916,16 +1121,21 @@ fn draw_heat<DB: DrawingBackend>(
             .map_err(backend_err)?;
         bar.draw(&Text::new(unit.to_string(), (x0, bottom + si(10.0) as i32), label)).map_err(backend_err)?;
     }
-    let areas = root.split_evenly((1, panels.len().max(1)));
+    // Side by side where they are wide enough, else in rows.
+    let cols = heat_columns(panels.len(), f64::from(root.dim_in_pixel().0) / style.scale);
+    let areas = root.split_evenly((panels.len().div_ceil(cols), cols));
     let mut hits = Vec::new();
     for (pi, (panel, area)) in panels.iter().zip(&areas).enumerate() {
-        let mut cc = ChartBuilder::on(area)
-            .caption(&panel.title, title_font(area, &panel.title, 14.0, style))
-            .margin(si(10.0))
-            .x_label_area_size(si(44.0))
-            .y_label_area_size(si(56.0))
-            .build_cartesian_2d(scaled(xa, &[], false), scaled(ya, &[], false))
-            .map_err(backend_err)?;
+        let (title_font, lines) = title_lines(area, &panel.title, 14.0, style)?;
+        let mut builder = ChartBuilder::on(area);
+        builder.margin(si(10.0)).x_label_area_size(si(44.0)).y_label_area_size(si(56.0));
+        if let [one] = lines.as_slice() {
+            builder.caption(one, title_font);
+        } else {
+            let used = title_text(area, &lines, &title_font, si(10.0) as i32, style)?;
+            builder.margin_top(si(10.0) as i32 + used);
+        }
+        let mut cc = builder.build_cartesian_2d(scaled(xa, &[], false), scaled(ya, &[], false)).map_err(backend_err)?;
         let xfmt = |v: &f64| tick_label(xa, *v);
         let yfmt = |v: &f64| tick_label(ya, *v);
         cc.configure_mesh()
@@ -952,34 +1162,142 @@ fn draw_heat<DB: DrawingBackend>(
             let (cx, cy) = cc.backend_coord(&(x, y));
             let (x0, y0) = cc.backend_coord(&(x - 0.48, y + 0.48));
             let (x1, y1) = cc.backend_coord(&(x + 0.48, y - 0.48));
-            // The cell's text at 13 px, smaller (to 8 px) where the cell is narrower or lower than that, and none
-            // where even 8 px does not fit (many rows, a phone): overprinted labels read as nonsense; the tooltip
-            // still has the value.
+            // The cell's text at 13 px, smaller (to 8 px, or the style's `min_text`) where the cell is narrower or
+            // lower than that, and none where even that does not fit (many rows, a phone): overprinted labels read
+            // as nonsense; the tooltip still has the value.
             let (cell_w, cell_h) = (f64::from((x1 - x0).abs()), f64::from((y0 - y1).abs()));
             let (wide, _) = text_width(area, &c.text, &TextStyle::from(font(13.0)), style)?;
             let size = (13.0 * (cell_w * 0.92 / wide.max(1.0)).min(cell_h * 0.85 / s(13.0))).min(13.0);
-            if size >= 8.0 {
+            if size >= style.min_text.max(8.0) {
                 let text_style = font(size).color(&ink).pos(Pos::new(HPos::Center, VPos::Center));
                 cc.draw_series([Text::new(c.text.clone(), (x, y), text_style)]).map_err(backend_err)?;
             }
             hits.push(Hit { series: pi, mark: ci, x: cx, y: cy, x0, y0, x1, y1 });
         }
     }
-    Ok(Drawn { hits })
+    Ok(Drawn { hits, ..Drawn::default() })
 }
 
-/// The font of a title drawn across `area`: `size` (scaled), or smaller, down to half of it, where the text would
-/// not fit the area's width (a narrow canvas, half of a pair).
-fn title_font<DB: DrawingBackend>(
+/// The narrowest heat map panel, CSS pixels.
+const HEAT_PANEL: f64 = 200.0;
+/// The colour bar's width, CSS pixels.
+const HEAT_BAR: f64 = 86.0;
+
+/// The panels a row of a heat map `width` CSS pixels wide holds.
+fn heat_columns(panels: usize, width: f64) -> usize {
+    (((width - HEAT_BAR) / HEAT_PANEL).floor().max(1.0) as usize).clamp(1, panels.max(1))
+}
+
+/// The font of a title drawn across `area` and its lines: `size` (scaled), or smaller, down to half of it (never
+/// below the style's `min_text`), where the text would not fit the area's width (a narrow canvas, half of a pair);
+/// wrapped at spaces where it does not fit even so.
+fn title_lines<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     text: &str,
     size: f64,
     style: ChartStyle,
-) -> FontDesc<'static> {
-    let font = |size: f64| (FontFamily::SansSerif, (size * style.scale).round().max(1.0)).into_font();
+) -> Result<(FontDesc<'static>, Vec<String>), ChartError> {
+    let font = |size: f64| (FontFamily::SansSerif, (size * style.scale).max(1.0)).into_font();
     let room = f64::from(area.dim_in_pixel().0) * 0.96;
-    let wide = text_width(area, text, &TextStyle::from(font(size)), style).map_or(0.0, |d| d.0);
-    font(if wide > room { (size * room / wide).max(size * 0.5) } else { size })
+    let full = font((size * style.scale).round() / style.scale);
+    let wide = text_width(area, text, &TextStyle::from(full.clone()), style)?.0;
+    let least = (size * 0.5).max(style.min_text).min(size);
+    let font = match wide > room {
+        false => full,
+        // Shrunk to fit; where even the smallest size does not, three quarters of the size over lines.
+        true if size * room / wide >= least => font(size * room / wide),
+        true => font((size * 0.75).max(least)),
+    };
+    let lines = wrap(area, text, &TextStyle::from(font.clone()), style, room)?;
+    Ok((font, lines))
+}
+
+/// Draws `lines` centred across `area` from `top` down; returns the height they take with their padding (as
+/// plotters' own title).
+fn title_text<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    lines: &[String],
+    font: &FontDesc<'_>,
+    top: i32,
+    style: ChartStyle,
+) -> Result<i32, ChartError> {
+    let text = TextStyle::from(font.clone()).pos(Pos::new(HPos::Center, VPos::Top));
+    let line_h = text_width(area, "Hg", &text, style)?.1 as i32;
+    let (pad, step) = ((line_h / 2).min(5), (f64::from(line_h) * 1.2).round() as i32);
+    let mid = area.dim_in_pixel().0 as i32 / 2;
+    for (i, line) in lines.iter().enumerate() {
+        area.draw(&Text::new(line.clone(), (mid, top + pad + step * i as i32), text.clone())).map_err(backend_err)?;
+    }
+    Ok(2 * pad + step * (lines.len().max(1) as i32 - 1) + line_h)
+}
+
+/// `area` under its title (see [`title_lines`]).
+fn titled<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    text: &str,
+    size: f64,
+    style: ChartStyle,
+) -> Result<DrawingArea<DB, Shift>, ChartError> {
+    let (font, lines) = title_lines(area, text, size, style)?;
+    if let [one] = lines.as_slice() {
+        return area.titled(one, font).map_err(backend_err);
+    }
+    let used = title_text(area, &lines, &font, 0, style)?;
+    Ok(area.split_vertically(used).1)
+}
+
+/// `text` broken at spaces into lines no wider than `room` pixels (a word wider than that keeps a line to itself).
+fn wrap<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    text: &str,
+    font: &TextStyle<'_>,
+    style: ChartStyle,
+    room: f64,
+) -> Result<Vec<String>, ChartError> {
+    if text_width(area, text, font, style)?.0 <= room {
+        return Ok(vec![text.to_string()]);
+    }
+    let mut lines: Vec<String> = Vec::new();
+    for word in text.split(' ') {
+        match lines.last_mut() {
+            Some(line) if text_width(area, &format!("{line} {word}"), font, style)?.0 <= room => {
+                line.push(' ');
+                line.push_str(word);
+            }
+            _ => lines.push(word.to_string()),
+        }
+    }
+    Ok(lines)
+}
+
+/// The estimated height of a title `width` pixels wide (see [`title_lines`]; 0.58 em a character).
+fn title_estimate(text: &str, width: f64, style: ChartStyle) -> f64 {
+    let size = (18.0 * 0.5f64).max(style.min_text).min(18.0);
+    let wide = text.chars().count() as f64 * 0.58 * size * style.text_width.max(1.0);
+    let lines = (wide / (width * 0.96)).ceil().max(1.0);
+    let full = text.chars().count() as f64 * 0.58 * 18.0 * style.text_width.max(1.0) <= width * 0.96;
+    if full { 40.0 } else { lines * size * 1.2 + 12.0 }
+}
+
+/// The legend of `labels` estimated without a backend (0.58 em a character): the width of its box in a plot, at the
+/// smallest font it may shrink to, and the height of a strip of it `width` wide (see [`legend_layout`]).
+fn legend_estimate(labels: &[&str], width: f64, style: ChartStyle) -> (f64, f64) {
+    if labels.is_empty() {
+        return (0.0, 0.0);
+    }
+    let em = 0.58 * style.text_width.max(1.0);
+    let least = if style.min_text > 0.0 { style.min_text.min(12.0) } else { 12.0 * 0.6 };
+    let chars = labels.iter().map(|l| l.chars().count()).max().unwrap_or(0) as f64;
+    let fixed = 38.0;
+    let room = width - 2.0 * LEGEND_MARGIN;
+    let (text_w, col_w) = (chars * em * 12.0, fixed + chars * em * 12.0);
+    let cols = (room / col_w).floor().clamp(1.0, labels.len() as f64);
+    let (size, lines) = match text_w + fixed > room {
+        true => (least, (chars * em * least / (room - fixed).max(40.0)).ceil().max(1.0)),
+        false => (12.0, 1.0),
+    };
+    let rows = (labels.len() as f64 / cols).ceil() * lines;
+    (fixed + chars * em * least, rows * (size * 1.2 + 4.0) + 12.0 + 2.0 * LEGEND_MARGIN)
 }
 
 /// The marker of a legend row.
@@ -994,71 +1312,114 @@ enum Key {
     Point(ShapeStyle, bool),
 }
 
-/// A legend's row height, width and height in pixels for its non-empty `labels` (what [`draw_legend`] draws).
-fn legend_rows<'a, DB: DrawingBackend>(
-    area: &DrawingArea<DB, Shift>,
-    labels: impl Iterator<Item = &'a str>,
-    text: &TextStyle<'_>,
-    style: ChartStyle,
-) -> Result<(i32, i32, i32), ChartError> {
-    let px = |v: f64| (v * style.scale).round().max(1.0) as i32;
-    let (mut text_w, mut row_h, mut rows) = (0, px(14.0), 0);
-    for label in labels.filter(|l| !l.is_empty()) {
-        let (w, h) = text_width(area, label, text, style)?;
-        text_w = text_w.max(w.ceil() as i32);
-        row_h = row_h.max(h as i32 + px(4.0));
-        rows += 1;
-    }
-    let (pad, marker, gap) = (px(6.0), px(20.0), px(6.0));
-    Ok((row_h, pad * 2 + marker + gap + text_w, pad * 2 + row_h * rows))
+/// A legend laid out: its text style, each row's label in lines, a line's height, a column's width, the number of
+/// columns, and the box's width and height, in pixels.
+struct LegendLayout {
+    text: TextStyle<'static>,
+    lines: Vec<Vec<String>>,
+    line_h: i32,
+    col_w: i32,
+    cols: usize,
+    w: i32,
+    h: i32,
 }
 
-/// The size in pixels of the legend of `labels` (empty ones take no row): (width, height).
-fn legend_size<DB: DrawingBackend>(
+impl LegendLayout {
+    /// The height of each row of entries (as many lines as its most wrapped label).
+    fn row_heights(&self) -> impl Iterator<Item = i32> + '_ {
+        self.lines.chunks(self.cols).map(|row| row.iter().map(Vec::len).max().unwrap_or(1) as i32 * self.line_h)
+    }
+}
+
+/// Lays out the legend of `labels` (empty ones take no row) in at most `room` pixels' width: one column (in a
+/// plot), or as many columns as fit when `columns` (a strip under the charts), entries row by row. Wider than
+/// `room`, its font shrinks (to 60%, or to the style's `min_text`), then its labels wrap.
+fn legend_layout<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     labels: &[&str],
-    font: &FontDesc<'_>,
+    font: &FontDesc<'static>,
     style: ChartStyle,
-) -> Result<(u32, u32), ChartError> {
-    let text = TextStyle::from(font.clone()).pos(Pos::new(HPos::Left, VPos::Center));
-    let (_, w, h) = legend_rows(area, labels.iter().copied(), &text, style)?;
-    Ok((w.max(0) as u32, h.max(0) as u32))
+    room: i32,
+    columns: bool,
+) -> Result<LegendLayout, ChartError> {
+    let px = |v: f64| (v * style.scale).round().max(1.0) as i32;
+    let labels: Vec<&str> = labels.iter().copied().filter(|l| !l.is_empty()).collect();
+    let widest = |text: &TextStyle<'_>| -> Result<(i32, i32), ChartError> {
+        let (mut w, mut h) = (0, 0);
+        for l in &labels {
+            let (a, b) = text_width(area, l, text, style)?;
+            (w, h) = (w.max(a.ceil() as i32), h.max(b as i32));
+        }
+        Ok((w, h))
+    };
+    let size = font.get_size();
+    let at = |size: f64| TextStyle::from(font.resize(size)).pos(Pos::new(HPos::Left, VPos::Center));
+    let mut text = at(size);
+    let (mut text_w, mut h) = widest(&text)?;
+    let (pad, marker, gap) = (px(6.0), px(20.0), px(6.0));
+    let fixed = 2 * pad + marker + gap;
+    // A legend wider than its room (a long label in half of a pair, on a phone, in a printed column) gets a smaller
+    // font rather than running past the edge, then its labels wrap.
+    if fixed + text_w > room {
+        let least = if style.min_text > 0.0 { (style.min_text * style.scale / size).min(1.0) } else { 0.6 };
+        text = at(size * (f64::from(room - fixed) / f64::from(text_w.max(1))).clamp(least, 1.0));
+        (text_w, h) = widest(&text)?;
+    }
+    let text_room = (room - fixed).max(px(40.0));
+    let mut lines = Vec::new();
+    for l in &labels {
+        lines.push(wrap(area, l, &text, style, f64::from(text_room))?);
+    }
+    if text_w > text_room {
+        text_w = 0;
+        for line in lines.iter().flatten() {
+            text_w = text_w.max(text_width(area, line, &text, style)?.0.ceil() as i32);
+        }
+    }
+    let col_w = fixed + text_w;
+    let cols = if columns { (room / col_w.max(1)).clamp(1, labels.len().max(1) as i32) as usize } else { 1 };
+    let line_h = px(14.0).max(h + px(4.0));
+    let mut lay = LegendLayout { text, lines, line_h, col_w, cols, w: 0, h: 0 };
+    let rows: i32 = lay.row_heights().sum();
+    (lay.w, lay.h) = if labels.is_empty() { (0, 0) } else { (col_w * cols as i32, 2 * pad + rows) };
+    Ok(lay)
 }
 
-/// The legend: a row per reference line and series (its marker, then its label) in a box in the upper left
-/// corner of the plot, or the upper right when `right`. (Drawn here rather than by plotters' series labels,
-/// which bring a Unicode lower-casing table into the wasm: about 10 KB gzipped.)
+/// The legend: a row per reference line and series (its marker, then its label), in a box in the upper left
+/// corner of the plot, or the upper right when `Some(true)`; `None`: the whole `area` is a strip under the charts,
+/// the box centred in it, its entries in as many columns as fit. Returns the box drawn. (Drawn here rather than by
+/// plotters' series labels, which bring a Unicode lower-casing table into the wasm: about 10 KB gzipped.)
 fn draw_legend<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     rows: &[(&str, Key)],
-    right: bool,
-    font: &FontDesc<'_>,
+    corner: Option<bool>,
+    font: &FontDesc<'static>,
     style: ChartStyle,
-) -> Result<(), ChartError> {
+) -> Result<Option<TextBox>, ChartError> {
     let rows: Vec<_> = rows.iter().filter(|r| !r.0.is_empty()).collect();
     if rows.is_empty() {
-        return Ok(());
+        return Ok(None);
     }
     let px = |v: f64| (v * style.scale).round().max(1.0) as i32;
-    let mut text = TextStyle::from(font.clone()).pos(Pos::new(HPos::Left, VPos::Center));
-    let (mut row_h, mut box_w, mut box_h) = legend_rows(area, rows.iter().map(|r| r.0), &text, style)?;
     let (pad, marker, gap, margin) = (px(6.0), px(20.0), px(6.0), px(LEGEND_MARGIN));
-    // A legend wider than the plot (a long label in half of a pair, on a phone) gets a smaller font, to 60% at
-    // most, rather than running past the edge.
-    let room = area.dim_in_pixel().0 as i32 - 2 * margin;
-    if box_w > room {
-        let fixed = 2 * pad + marker + gap;
-        let fit = (f64::from(room - fixed) / f64::from((box_w - fixed).max(1))).clamp(0.6, 1.0);
-        text = TextStyle::from(font.resize(font.get_size() * fit)).pos(Pos::new(HPos::Left, VPos::Center));
-        (row_h, box_w, box_h) = legend_rows(area, rows.iter().map(|r| r.0), &text, style)?;
-    }
+    let area_w = area.dim_in_pixel().0 as i32;
+    let labels: Vec<&str> = rows.iter().map(|r| r.0).collect();
+    let lay = legend_layout(area, &labels, font, style, area_w - 2 * margin, corner.is_none())?;
+    let (box_w, box_h) = (lay.w, lay.h);
     // Never left of the area (plotters would pull every element there onto its edge, text over the markers).
-    let x0 = if right { (area.dim_in_pixel().0 as i32 - margin - box_w).max(0) } else { margin };
+    let x0 = match corner {
+        Some(true) => (area_w - margin - box_w).max(0),
+        Some(false) => margin,
+        None => ((area_w - box_w) / 2).max(0),
+    };
     let (y0, corner) = (margin, |x: i32, y: i32| (x0 + x, margin + y));
     area.draw(&Rectangle::new([(x0, y0), corner(box_w, box_h)], WHITE.mix(0.85).filled())).map_err(backend_err)?;
     area.draw(&Rectangle::new([(x0, y0), corner(box_w, box_h)], BLACK.mix(0.4))).map_err(backend_err)?;
-    for (i, (label, key)) in rows.iter().enumerate() {
-        let (x, y) = corner(pad, pad + row_h * i as i32 + row_h / 2);
+    let heights: Vec<i32> = lay.row_heights().collect();
+    for (i, ((_, key), lines)) in rows.iter().zip(&lay.lines).enumerate() {
+        let (row, col) = (i / lay.cols, i % lay.cols);
+        let top = pad + heights[..row].iter().sum::<i32>();
+        let (x, y) = corner(pad + lay.col_w * col as i32, top + lay.line_h / 2);
         let mid = (x + marker / 2, y);
         let point = |fill: ShapeStyle, tri: bool| match tri {
             true => area.draw(&(EmptyElement::at(mid) + triangle(px(5.0) as u32, fill))),
@@ -1081,9 +1442,14 @@ fn draw_legend<DB: DrawingBackend>(
             Key::Point(fill, tri) => point(fill, tri),
         }
         .map_err(backend_err)?;
-        area.draw(&Text::new(label.to_string(), (x + marker + gap, y), text.clone())).map_err(backend_err)?;
+        for (j, line) in lines.iter().enumerate() {
+            let at = (x + marker + gap, y + lay.line_h * j as i32);
+            area.draw(&Text::new(line.clone(), at, lay.text.clone())).map_err(backend_err)?;
+        }
     }
-    Ok(())
+    let (bx, by) = area.get_base_pixel();
+    let rect = [bx + x0, by + y0, bx + x0 + box_w, by + y0 + box_h];
+    Ok(Some(TextBox { text: labels.join("\n"), rect }))
 }
 
 /// An upward triangle of circumradius `r` around its anchor (as plotters' `TriangleMarker` draws it, without

@@ -1,0 +1,123 @@
+//! The figures' layout as a journal prints them (issue 30, item 5), drawn from the committed H200 bundles (the runner's
+//! and the HF reference's, compared): small multiples across the whole width with their legend under them, point
+//! labels that never overprint each other, the markers or a legend, at a printed single column's width (3.5 in,
+//! 336 SVG pixels), a double column's (7 in, 672) and a screen's (1000 px).
+
+use explorer::figure::{self, ChartStyle, Drawn, Figure, Plot, TextBox};
+use explorer::view::{LoadedBundle, load_bundle};
+use explorer::views::{Filters, Options, ViewKind, chart_view};
+use plotters::prelude::*;
+
+const RUNNER: &str = include_str!("../../results/gpu_primary-h200-runner-20261126.json");
+const REFERENCE: &str = include_str!("../../results/gpu_primary-h200-hf-eager-20261126.json");
+
+/// `dllm-bench figures`' style (the runner's `print_style`): SVG text widths corrected, no text under 7 pt.
+fn print() -> ChartStyle {
+    ChartStyle { text_width: 1.3, min_text: 7.0 / 72.0 * 96.0 * 1.24, ..ChartStyle::default() }
+}
+
+fn bundles() -> (LoadedBundle, LoadedBundle) {
+    (
+        load_bundle("gpu_primary-h200-runner-20261126.json", RUNNER).expect("the runner's bundle loads"),
+        load_bundle("gpu_primary-h200-hf-eager-20261126.json", REFERENCE).expect("the reference's bundle loads"),
+    )
+}
+
+fn draw(fig: &Figure, width: u32, style: ChartStyle) -> (String, Drawn, u32) {
+    let height = fig.height_for(width, style);
+    let mut out = String::new();
+    let drawn = {
+        let root = SVGBackend::with_string(&mut out, (width, height)).into_drawing_area();
+        figure::draw(&root, fig, style).expect("draws")
+    };
+    (out, drawn, height)
+}
+
+/// No two of `boxes` share a pixel.
+fn apart(what: &str, boxes: &[TextBox]) {
+    for (i, a) in boxes.iter().enumerate() {
+        for b in &boxes[i + 1..] {
+            assert!(!a.overlaps(b), "{what}: {:?} at {:?} overprints {:?} at {:?}", a.text, a.rect, b.text, b.rect);
+        }
+    }
+}
+
+/// The points of an x/y figure labelled `text` (any label: "").
+fn labelled(fig: &Figure, text: &str) -> usize {
+    let Plot::Xy { series, .. } = &fig.plot else { return 0 };
+    let is = |l: &String| text.is_empty() || l == text;
+    series.iter().flat_map(|s| &s.marks).filter(|m| m.label.as_ref().is_some_and(is)).count()
+}
+
+#[test]
+fn point_labels_never_overprint_and_the_k32_labels_of_a_and_b_both_show() {
+    let (a, b) = bundles();
+    let both = [&a, &b];
+    for multiples in [false, true] {
+        let options = Options { multiples, ..Options::default() };
+        let cv = chart_view(ViewKind::Latency, &both, &Filters::default(), &options);
+        let fig = cv.figure.expect("latency vs steps draws");
+        for (width, style) in [(336, print()), (672, print()), (1000, ChartStyle::default())] {
+            let (_, d, _) = draw(&fig, width, style);
+            let what = format!("multiples {multiples}, {width} px");
+            apart(&what, &d.labels);
+            // Nor over a legend, nor past the figure.
+            for l in &d.labels {
+                for g in &d.legends {
+                    assert!(!l.overlaps(g), "{what}: {:?} at {:?} under the legend {:?}", l.text, l.rect, g.rect);
+                }
+                assert!(l.rect[0] >= 0 && l.rect[2] <= width as i32, "{what}: {:?} at {:?}", l.text, l.rect);
+            }
+            // Both K = 32 labels ([A] and [B] at nearly the same point) find room in every chart; of the others
+            // nearly all (a label with no free place is left out).
+            let k32 = d.labels.iter().filter(|l| l.text == "K=32").count();
+            assert_eq!(k32, labelled(&fig, "K=32"), "{what}: {:?}", d.labels);
+            assert!(d.labels.len() * 10 >= labelled(&fig, "") * 9, "{what}: {:?}", d.labels);
+        }
+    }
+}
+
+#[test]
+fn small_multiples_span_the_width_with_the_legend_under_them() {
+    let (a, b) = bundles();
+    let options = Options { multiples: true, ..Options::default() };
+    let fig = chart_view(ViewKind::Latency, &[&a, &b], &Filters::default(), &options).figure.expect("draws");
+    for (width, style) in [(336, print()), (672, print()), (1000, ChartStyle::default()), (1400, ChartStyle::default())]
+    {
+        let (_, d, height) = draw(&fig, width, style);
+        let w = width as i32;
+        // The right column's points reach into the right fifth of the figure (they took the left half before).
+        let right = d.hits.iter().map(|h| h.x).max().expect("points");
+        assert!(right > w * 4 / 5, "{width} px: the rightmost point at {right}");
+        // One legend, across the width under every facet, inside the figure.
+        let [legend] = d.legends.as_slice() else { panic!("{width} px: legends {:?}", d.legends) };
+        let lowest = d.hits.iter().map(|h| h.y1).max().expect("points");
+        assert!(legend.rect[1] > lowest, "{width} px: the legend {:?} is not under the points", legend.rect);
+        assert!(legend.rect[0] >= 0 && legend.rect[2] <= w, "{width} px: legend {:?}", legend.rect);
+        assert!(legend.rect[3] <= height as i32, "{width} px: legend {:?} below the figure", legend.rect);
+    }
+}
+
+#[test]
+fn printed_text_is_never_under_7_points() {
+    let (a, b) = bundles();
+    let both = [&a, &b];
+    for view in [ViewKind::Latency, ViewKind::Throughput, ViewKind::Memory, ViewKind::StepTime, ViewKind::Roofline] {
+        for multiples in [false, true] {
+            let options = Options { multiples, ..Options::default() };
+            let Ok(fig) = chart_view(view, &both, &Filters::default(), &options).figure else { continue };
+            for width in [336, 672] {
+                let (svg, _, _) = draw(&fig, width, print());
+                // The SVG's pixels are 96 an inch: 7 pt is 9.33 of them.
+                let sizes: Vec<f64> = svg
+                    .split("font-size=\"")
+                    .skip(1)
+                    .map(|t| t.split('"').next().and_then(|v| v.parse().ok()).expect("a font size"))
+                    .collect();
+                assert!(!sizes.is_empty(), "{view:?}: no text");
+                let least = sizes.iter().copied().fold(f64::INFINITY, f64::min);
+                assert!(least * 72.0 / 96.0 >= 6.99, "{view:?} at {width} px: a text of {least} px");
+            }
+        }
+    }
+}
