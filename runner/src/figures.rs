@@ -31,14 +31,31 @@ use crate::report::{ReportOptions, render, resolve};
 pub enum FigureFormat {
     /// Scalable vector graphics (text as text; needs no font here).
     Svg,
-    /// PNG, the SVG rendered at twice its pixel size (resvg) with the system's fonts (or `--font`).
+    /// PNG, the SVG rendered at `--dpi` (resvg) with the system's fonts (or `--font`).
     Png,
-    /// PDF, vector: the SVG converted (svg2pdf), the text in subsets of the system's fonts (or `--font`).
+    /// PDF, vector, of the figure's size: the SVG converted (svg2pdf), the text in subsets of the system's fonts (or
+    /// `--font`).
     Pdf,
 }
 
-/// PNG pixels per SVG pixel (a 1000-pixel figure is 2000 pixels wide: print resolution at a column's width).
-pub const PNG_SCALE: f32 = 2.0;
+/// SVG pixels per inch (CSS's): a figure `--width` inches wide is drawn this many pixels an inch.
+pub const SVG_PX_PER_INCH: f64 = 96.0;
+/// The smallest text of a figure, in points at its printed size (`--width`): a journal's usual minimum.
+pub const MIN_TEXT_PT: f64 = 7.0;
+/// plotters' SVG backend writes a font `size` as `size / 1.24` pixels (its canvas draws it at `size`).
+const SVG_FONT_SHRINK: f64 = 1.24;
+/// The widest PNG drawn, in pixels (`--width` times `--dpi`).
+const MAX_PNG_WIDTH: f64 = 16_000.0;
+
+/// `--width` and `--height`: a positive number of inches, at most 40.
+fn inches(s: &str) -> std::result::Result<f64, String> {
+    let fix = "give the figure's width or height in inches, a number above 0 and at most 40 (a journal's single \
+               column is about 3.5, a double column 7)";
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v <= 40.0 => Ok(v),
+        _ => Err(format!("{s:?} is not a size: {fix}")),
+    }
+}
 
 /// `dllm-bench figures`.
 #[derive(Debug, Clone, clap::Args)]
@@ -59,13 +76,30 @@ pub struct FiguresArgs {
     /// A font file (TTF/OTF) for the text of PNG and PDF figures, instead of the system's fonts; repeatable.
     #[arg(long, value_name = "FILE")]
     pub font: Vec<PathBuf>,
-    /// Width of each figure in pixels.
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(200..=8000))]
-    pub width: u32,
-    /// Height of each figure in pixels (the small multiples, `*_all_shapes.svg`, are as tall as their rows of
-    /// charts need at the width).
-    #[arg(long, default_value_t = 560, value_parser = clap::value_parser!(u32).range(150..=8000))]
-    pub height: u32,
+    /// Width of each figure in inches, as printed: 3.5 for a journal's single column, 7 for a double one. The text
+    /// is at least 7 pt at this size; the SVG is drawn at 96 pixels an inch, the PNG at `--dpi`, the PDF's page is
+    /// this wide.
+    #[arg(long, value_name = "INCHES", default_value = "7", value_parser = inches, allow_negative_numbers = true)]
+    pub width: f64,
+    /// Height of each single chart in inches (default: as the chart needs at the width, 56% of it or more for a
+    /// narrow one); the small multiples, `*_all_shapes`, are always as tall as their rows of charts need.
+    #[arg(long, value_name = "INCHES", value_parser = inches, allow_negative_numbers = true)]
+    pub height: Option<f64>,
+    /// Resolution of the PNG figures, in pixels per inch (recorded in the file).
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u32).range(72..=1200))]
+    pub dpi: u32,
+}
+
+/// The drawing style of a printed figure: the SVG backend's text widths corrected, no text below
+/// [`MIN_TEXT_PT`] (in the figure's own pixels, which plotters' SVG backend shrinks by 1.24).
+pub fn print_style() -> ChartStyle {
+    ChartStyle {
+        // The SVG backend guesses text widths about a quarter narrower than DejaVu Sans draws them (the legend
+        // boxes and titles make room for the text as drawn).
+        text_width: 1.3,
+        min_text: MIN_TEXT_PT / 72.0 * SVG_PX_PER_INCH * SVG_FONT_SHRINK,
+        ..ChartStyle::default()
+    }
 }
 
 /// One figure to draw: file stem, view, filters, small multiples; `scaling`: instead of the view, the throughput
@@ -158,10 +192,7 @@ fn svg(fig: &figure::Figure, width: u32, height: u32) -> Result<Result<String, S
     let mut out = String::new();
     {
         let root = SVGBackend::with_string(&mut out, (width, height)).into_drawing_area();
-        // The SVG backend guesses text widths about a quarter narrower than DejaVu Sans draws them (the legend
-        // boxes and titles make room for the text as drawn).
-        let style = ChartStyle { text_width: 1.3, ..ChartStyle::default() };
-        match figure::draw(&root, fig, style) {
+        match figure::draw(&root, fig, print_style()) {
             Ok(_) => {}
             Err(e @ figure::ChartError::Empty(_)) => return Ok(Err(e.to_string())),
             Err(e) => anyhow::bail!("drawing failed: {e}"),
@@ -201,18 +232,56 @@ fn svg_tree(text: &str, opt: &resvg::usvg::Options<'_>) -> Result<resvg::usvg::T
     resvg::usvg::Tree::from_str(text, opt).map_err(|e| anyhow::anyhow!("the figure's SVG does not parse: {e}"))
 }
 
-/// The PNG of an SVG figure, at [`PNG_SCALE`] times its size.
-fn png(tree: &resvg::usvg::Tree) -> Result<Vec<u8>> {
-    let size = tree.size().to_int_size().scale_by(PNG_SCALE).context("figure too large for a PNG")?;
+/// The PNG of an SVG figure at `dpi` pixels an inch (the SVG has [`SVG_PX_PER_INCH`]), which it records.
+fn png(tree: &resvg::usvg::Tree, dpi: u32) -> Result<Vec<u8>> {
+    let scale = (f64::from(dpi) / SVG_PX_PER_INCH) as f32;
+    let size = tree.size().to_int_size().scale_by(scale).context("figure too large for a PNG")?;
     let mut pixmap =
         resvg::tiny_skia::Pixmap::new(size.width(), size.height()).context("figure too large for a PNG")?;
-    resvg::render(tree, resvg::tiny_skia::Transform::from_scale(PNG_SCALE, PNG_SCALE), &mut pixmap.as_mut());
-    pixmap.encode_png().map_err(|e| anyhow::anyhow!("PNG encoding failed: {e}"))
+    resvg::render(tree, resvg::tiny_skia::Transform::from_scale(scale, scale), &mut pixmap.as_mut());
+    let png = pixmap.encode_png().map_err(|e| anyhow::anyhow!("PNG encoding failed: {e}"))?;
+    Ok(with_resolution(png, dpi))
 }
 
-/// The PDF of an SVG figure: one page of its size, vector, the text's glyphs embedded.
+/// `png` with a `pHYs` chunk saying `dpi` (after the header, where the format wants it), so that the figure opens
+/// and prints at its size.
+fn with_resolution(png: Vec<u8>, dpi: u32) -> Vec<u8> {
+    // The 8-byte signature, then IHDR: length, type, 13 bytes, CRC.
+    const AFTER_IHDR: usize = 8 + 4 + 4 + 13 + 4;
+    if png.len() < AFTER_IHDR || &png[12..16] != b"IHDR" {
+        return png;
+    }
+    let per_metre = (f64::from(dpi) / 0.0254).round() as u32;
+    let mut chunk = b"pHYs".to_vec();
+    chunk.extend(per_metre.to_be_bytes());
+    chunk.extend(per_metre.to_be_bytes());
+    chunk.push(1); // unit: the metre
+    let mut out = Vec::with_capacity(png.len() + 21);
+    out.extend(&png[..AFTER_IHDR]);
+    out.extend(9u32.to_be_bytes());
+    out.extend(&chunk);
+    out.extend(crc32(&chunk).to_be_bytes());
+    out.extend(&png[AFTER_IHDR..]);
+    out
+}
+
+/// The CRC-32 (ISO-HDLC, PNG's) of `bytes`.
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in bytes {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
+        }
+    }
+    !crc
+}
+
+/// The PDF of an SVG figure: one page of its size in inches ([`SVG_PX_PER_INCH`]), vector, the text's glyphs
+/// embedded.
 fn pdf(tree: &resvg::usvg::Tree) -> Result<Vec<u8>> {
-    svg2pdf::to_pdf(tree, svg2pdf::ConversionOptions::default(), svg2pdf::PageOptions::default())
+    let page = svg2pdf::PageOptions { dpi: SVG_PX_PER_INCH as f32 };
+    svg2pdf::to_pdf(tree, svg2pdf::ConversionOptions::default(), page)
         .map_err(|e| anyhow::anyhow!("PDF conversion failed: {e}"))
 }
 
@@ -272,8 +341,9 @@ fn parity_latex(b: &schema::Bundle, opts: &metrics::parity::ParityOptions) -> St
     s
 }
 
-fn fig_height(fig: &Result<figure::Figure, String>, width: u32) -> u32 {
-    fig.as_ref().map_or(0, |f| f.height(width))
+/// The pixels of `inches` in the SVG.
+fn px(inches: f64) -> u32 {
+    (inches * SVG_PX_PER_INCH).round() as u32
 }
 
 /// Runs `dllm-bench figures`.
@@ -281,9 +351,25 @@ pub fn main(args: &FiguresArgs) -> Result<ExitCode> {
     let first = load(&args.bundle)?;
     let second = args.compare.as_deref().map(load).transpose()?;
     let bundles: Vec<&LoadedBundle> = std::iter::once(&first).chain(second.as_ref()).collect();
+    let png_width = args.width * f64::from(args.dpi);
+    if args.format.contains(&FigureFormat::Png) && png_width > MAX_PNG_WIDTH {
+        return Err(anyhow::Error::new(InputError(format!(
+            "--width {} at --dpi {} makes PNGs {png_width:.0} pixels wide, more than {MAX_PNG_WIDTH:.0}: lower \
+             --dpi or --width",
+            args.width, args.dpi
+        ))));
+    }
     crate::output::create_folder(&args.output)?;
     let mut captions = String::new();
     let _ = writeln!(captions, "# Figures\n");
+    let _ = writeln!(
+        captions,
+        "Each figure is {} in wide (SVG: {} pixels, 96 an inch; PNG: {} dpi; PDF: a page of its size), its text at \
+         least {MIN_TEXT_PT} pt at that size.\n",
+        args.width,
+        px(args.width),
+        args.dpi
+    );
     for b in &bundles {
         let _ = writeln!(captions, "- {}", provenance_line(b));
     }
@@ -307,10 +393,17 @@ pub fn main(args: &FiguresArgs) -> Result<ExitCode> {
             }
             None => chart_view(spec.view, &bundles, &spec.filters, &options),
         };
-        // Small multiples are as tall as their rows need at this width.
-        let height = if spec.multiples { fig_height(&view.figure, args.width) } else { args.height };
+        // Small multiples are as tall as their rows need at this width; single charts as `--height` says, or as
+        // they need.
+        let width = px(args.width);
         let drawn = match view.figure {
-            Ok(fig) => svg(&fig, args.width, height)?.map(|text| (fig, text)),
+            Ok(fig) => {
+                let height = match args.height {
+                    Some(h) if !spec.multiples => px(h),
+                    _ => fig.height_for(width, print_style()),
+                };
+                svg(&fig, width, height)?.map(|text| (fig, text))
+            }
             Err(why) => Err(why),
         };
         match drawn {
@@ -320,7 +413,7 @@ pub fn main(args: &FiguresArgs) -> Result<ExitCode> {
                 for format in &args.format {
                     let (file, bytes) = match (format, &tree) {
                         (FigureFormat::Svg, _) => (format!("{}.svg", spec.stem), text.clone().into_bytes()),
-                        (FigureFormat::Png, Some(tree)) => (format!("{}.png", spec.stem), png(tree)?),
+                        (FigureFormat::Png, Some(tree)) => (format!("{}.png", spec.stem), png(tree, args.dpi)?),
                         (FigureFormat::Pdf, Some(tree)) => (format!("{}.pdf", spec.stem), pdf(tree)?),
                         (_, None) => unreachable!("the SVG is parsed when a format needs it"),
                     };

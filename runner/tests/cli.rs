@@ -518,6 +518,77 @@ fn figures_draw_a_gpu_bundle_s_reserved_peaks_beside_the_allocated_ones() {
     );
 }
 
+/// The font sizes of an SVG's texts, in its pixels.
+fn font_sizes(svg: &str) -> Vec<f64> {
+    svg.split("font-size=\"")
+        .skip(1)
+        .map(|t| t.split('"').next().and_then(|v| v.parse().ok()).expect("a font size"))
+        .collect()
+}
+
+/// The resolution a PNG's `pHYs` chunk records, in pixels per inch (rounded).
+fn png_dpi(png: &[u8]) -> Option<u32> {
+    let at = png.windows(4).position(|w| w == b"pHYs")?;
+    let per_metre = u32::from_be_bytes(png.get(at + 4..at + 8)?.try_into().ok()?);
+    (png.get(at + 12) == Some(&1)).then(|| (f64::from(per_metre) * 0.0254).round() as u32)
+}
+
+#[test]
+fn figures_are_as_wide_as_width_says_in_inches_with_text_of_7_points_or_more() {
+    // The committed H200 bundles (the runner's, compared with the HF reference's), at a journal's single and double
+    // column: the SVG 96 pixels an inch, the PNG at --dpi (recorded in it), no text under 7 pt at that size.
+    let sb = Sandbox::new();
+    let runner = repo_file("results/gpu_primary-h200-runner-20261126.json");
+    let reference = repo_file("results/gpu_primary-h200-hf-eager-20261126.json");
+    for (inches, dpi) in [("3.5", 300u32), ("7", 150)] {
+        let out_dir = format!("w{inches}");
+        let dpi_arg = dpi.to_string();
+        let args = ["figures", runner.as_str(), "--compare", reference.as_str(), "-o", out_dir.as_str()];
+        let out = sb.cmd(&[&args[..], &["--format", "svg,png", "--width", inches, "--dpi", dpi_arg.as_str()]].concat());
+        assert_exit!(out, 0);
+        let dir = sb.path().join(&out_dir);
+        let width_in: f64 = inches.parse().expect("a number");
+        let mut svgs = 0;
+        for entry in std::fs::read_dir(&dir).expect("the folder") {
+            let path = entry.expect("an entry").path();
+            if path.extension().and_then(|e| e.to_str()) != Some("svg") {
+                continue;
+            }
+            svgs += 1;
+            let name = path.display().to_string();
+            let svg = std::fs::read_to_string(&path).expect("svg");
+            let (w, h) = svg_size(&svg);
+            assert_eq!(f64::from(w), width_in * 96.0, "{name}: {w} pixels wide");
+            let least = font_sizes(&svg).into_iter().fold(f64::INFINITY, f64::min);
+            assert!(least * 72.0 / 96.0 >= 6.99, "{name}: a text of {least} px, under 7 pt at {inches} in");
+            let png = std::fs::read(path.with_extension("png")).expect("png");
+            let (pw, ph, _) = png_facts(&png);
+            let at_dpi = |v: u32| (f64::from(v) * f64::from(dpi) / 96.0).round() as u32;
+            assert_eq!((pw, ph), (at_dpi(w), at_dpi(h)), "{name}: the PNG at {dpi} dpi");
+            assert_eq!(png_dpi(&png), Some(dpi), "{name}: the PNG records its resolution");
+        }
+        assert!(svgs >= 10, "{svgs} figures");
+        let all = std::fs::read_to_string(dir.join("latency_vs_steps_all_shapes.svg")).expect("small multiples");
+        assert!(all.contains("N = 1024, B = 4"), "every facet");
+        let captions = std::fs::read_to_string(dir.join("captions.md")).expect("captions");
+        assert!(captions.contains(&format!("{inches} in wide")), "{captions}");
+    }
+    // A width that is not a size is refused (exit 2) naming the flag and what to give.
+    for bad in ["0", "-1", "abc", "1000"] {
+        let out = sb.cmd(&["figures", runner.as_str(), "-o", "bad", "--width", bad]);
+        assert_exit!(out, 2);
+        let err = stderr(&out);
+        assert!(err.contains("--width") && err.contains("inches") && err.contains("3.5"), "--width {bad}: {err}");
+    }
+    let out = sb.cmd(&["figures", runner.as_str(), "-o", "bad", "--height", "-2"]);
+    assert_exit!(out, 2);
+    assert!(stderr(&out).contains("--height") && stderr(&out).contains("inches"), "{}", stderr(&out));
+    // A PNG wider than the renderer takes is refused before anything is drawn.
+    let out = sb.cmd(&["figures", runner.as_str(), "-o", "huge", "--format", "png", "--width", "40", "--dpi", "1200"]);
+    assert_exit!(out, 2);
+    assert!(stderr(&out).contains("--dpi") && !sb.path().join("huge/roofline.png").exists(), "{}", stderr(&out));
+}
+
 /// The number of marks `captions.md` gives for `file` (`## FILE`, then `TITLE (N marks).`); 0 when it gives none.
 fn caption_marks(captions: &str, file: &str) -> usize {
     let Some(at) = captions.find(&format!("## {file}\n")) else { return 0 };
@@ -598,7 +669,9 @@ fn figures_writes_every_figure_the_bundle_can_fill_with_captions() {
         let stem = file.trim_end_matches(".svg");
         let png = std::fs::read(sb.path().join("all").join(format!("{stem}.png"))).expect("png");
         let (pw, ph, inked) = png_facts(&png);
-        assert_eq!((pw, ph), (2 * w, 2 * h), "{stem}.png is the SVG at twice its size");
+        // 300 dpi (the default) over the SVG's 96 pixels an inch.
+        let at_300 = |v: u32| (f64::from(v) * 300.0 / 96.0).round() as u32;
+        assert_eq!((pw, ph), (at_300(w), at_300(h)), "{stem}.png is the SVG at 300 dpi");
         assert!(inked > 0.01, "{stem}.png: {inked} of its pixels are not white");
         let pdf = std::fs::read(sb.path().join("all").join(format!("{stem}.pdf"))).expect("pdf");
         check_pdf(&pdf, stem);
