@@ -5,9 +5,11 @@
 //!   of memory, failed, skipped) is one row whose `repetition` is empty, so a failure is never silently left out.
 //!   Columns: the bundle and its device, whether its weights were synthetic; the cell's key and status; every raw
 //!   measurement of the repetition (lists as JSON arrays); what `metrics` derives per repetition (ITL, throughput,
-//!   achieved rates, activation memory); what `metrics` derives per cell (the summaries of `cell_summary` as
-//!   `_median`, `_mean`, `_std`, `_min`, `_max`, tokens per forward, the largest peaks); the cell's quality per
-//!   metric and evaluator (`metrics::parity::cell_quality`: its own, else its group's).
+//!   achieved rates, activation memory, joules per token and per sequence, mean power); what `metrics` derives per
+//!   cell (the summaries of `cell_summary` and `energy::cell_energy` as `_median`, `_mean`, `_std`, `_min`, `_max`,
+//!   tokens per forward, the largest peaks); the energy counter that measured the cell (`energy_source`) or why it
+//!   has no energy (`energy_unavailable`); the cell's quality per metric and evaluator
+//!   (`metrics::parity::cell_quality`: its own, else its group's).
 //! - `parity`: one row per S_parity record and batch size (a record without speedup rows is one row with an empty
 //!   `batch_size`): the record as the bundle stores it, or, for a bundle that stores none, as
 //!   `metrics::parity::parity` computes it with the options its config asks for (the `source` column says which).
@@ -24,6 +26,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use metrics::derive::{CellSummary, Summary};
+use metrics::energy::CellEnergy;
 use schema::bundle::{ModelInfo, QualityValue};
 use schema::parity::{ParityRecord, SpeedupRow};
 use schema::{Bundle, Cell, CellStatus, Repetition};
@@ -416,6 +419,7 @@ struct RepRow<'a> {
     model: Option<&'a ModelInfo>,
     rep: Option<(usize, &'a Repetition)>,
     summary: &'a CellSummary,
+    energy: CellEnergy,
     steps: Option<u32>,
     quality: &'a [QualityValue],
 }
@@ -434,6 +438,9 @@ impl RepRow<'_> {
 /// The per-cell summaries exported, each as `_median`, `_mean`, `_std`, `_min` and `_max`.
 type SummaryOf = fn(&CellSummary) -> Option<Summary>;
 
+/// The per-cell energy summaries exported, likewise.
+type EnergyOf = fn(&CellEnergy) -> Option<Summary>;
+
 /// A statistic of a summary (`median`, `std`, ...).
 type StatOf = fn(&Summary) -> f64;
 
@@ -444,6 +451,7 @@ fn repetitions_table(bundles: &[(&str, &Bundle)]) -> Table {
     let mut rows = Vec::new();
     for ((name, b), (summaries, quality)) in bundles.iter().zip(&derived) {
         for (index, ((cell, summary), quality)) in b.cells.iter().zip(summaries).zip(quality).enumerate() {
+            let energy = metrics::energy::cell_energy(cell);
             let row = |rep| RepRow {
                 bundle_name: name,
                 bundle: b,
@@ -452,6 +460,7 @@ fn repetitions_table(bundles: &[(&str, &Bundle)]) -> Table {
                 model: b.model(&cell.key.model),
                 rep,
                 summary,
+                energy,
                 steps: metrics::derive::cell_steps(cell),
                 quality,
             };
@@ -513,6 +522,8 @@ fn repetitions_table(bundles: &[(&str, &Bundle)]) -> Table {
         int("kv_cache_bytes", |r: &RepRow| r.rep().and_then(|x| x.kv_cache_bytes)),
         int("weights_read_bytes", |r: &RepRow| r.rep().and_then(|x| x.weights_read_bytes)),
         int("flop_count", |r: &RepRow| r.rep().and_then(|x| x.flop_count)),
+        float("energy_j", |r: &RepRow| r.rep().and_then(|x| x.energy_j)),
+        float("energy_window_ms", |r: &RepRow| r.rep().and_then(|x| x.energy_window_ms)),
         // Derived per repetition (`metrics`).
         float("itl_ms", |r: &RepRow| r.rep().and_then(|x| metrics::derive::itl_ms(x, r.cell.key.output_tokens))),
         float("tokens_per_s", |r: &RepRow| r.rep().and_then(metrics::derive::tokens_per_s)),
@@ -522,6 +533,11 @@ fn repetitions_table(bundles: &[(&str, &Bundle)]) -> Table {
         int("activation_bytes", |r: &RepRow| {
             r.rep().and_then(|x| metrics::roofline::activation_bytes(x, r.model.and_then(|m| m.weights_bytes)))
         }),
+        float("joules_per_token", |r: &RepRow| r.rep().and_then(metrics::energy::joules_per_token)),
+        float("joules_per_sequence", |r: &RepRow| {
+            r.rep().and_then(|x| metrics::energy::joules_per_sequence(x, r.cell.key.batch_size))
+        }),
+        float("mean_power_w", |r: &RepRow| r.rep().and_then(metrics::energy::mean_power_w)),
         // Derived per cell (`metrics`): the same value on each of the cell's rows.
         int("cell_steps", |r: &RepRow| r.steps.map(u64::from)),
         float("tokens_per_forward", |r: &RepRow| r.summary.tokens_per_forward),
@@ -546,6 +562,25 @@ fn repetitions_table(bundles: &[(&str, &Bundle)]) -> Table {
     cols.push(int("peak_allocated_bytes_max", |r: &RepRow| r.summary.peak_allocated_bytes));
     cols.push(int("peak_reserved_bytes_max", |r: &RepRow| r.summary.peak_reserved_bytes));
     cols.push(int("peak_rss_bytes_max", |r: &RepRow| r.summary.peak_rss_bytes));
+    let energies: [(&str, EnergyOf); 4] = [
+        ("energy_j", |e| e.energy_j),
+        ("joules_per_token", |e| e.joules_per_token),
+        ("joules_per_sequence", |e| e.joules_per_sequence),
+        ("mean_power_w", |e| e.mean_power_w),
+    ];
+    for (base, of) in energies {
+        for (stat, pick) in stats {
+            cols.push(float(format!("{base}_{stat}"), move |r: &RepRow| of(&r.energy).as_ref().map(pick)));
+        }
+    }
+    // The counter that measured the cell, its idle power, or why the cell has no energy.
+    cols.push(text("energy_source", |r: &RepRow| {
+        metrics::energy::meter(r.bundle, r.cell).and_then(|m| m.source).and_then(name_of)
+    }));
+    cols.push(float("idle_power_w", |r: &RepRow| {
+        metrics::energy::meter(r.bundle, r.cell).and_then(metrics::energy::idle_power_w)
+    }));
+    cols.push(text("energy_unavailable", |r: &RepRow| metrics::energy::unavailable_reason(r.bundle, r.cell)));
     for (metric, evaluator) in labels {
         let name = match &evaluator {
             Some(e) => format!("quality_{metric}[{e}]"),

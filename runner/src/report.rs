@@ -1,7 +1,8 @@
 //! `dllm-bench report`: S_parity, the speedup at parity and the verdict per batch size, as Markdown.
 //!
 //! Every number comes from `metrics::parity::parity` (the explorer calls the same function), recomputed from the
-//! bundle's cells with the metric, evaluator and bootstrap settings asked for (default: the run's config).
+//! bundle's cells with the metric, evaluator and bootstrap settings asked for (default: the run's config). Energy
+//! (format 1.7) comes from `metrics::energy`: joules per generated token beside each latency, or why there is none.
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -158,6 +159,74 @@ fn caveats(s: &mut String, bundle: &Bundle) {
     }
 }
 
+/// Where the energy figures come from (each execution's counter and idle power), or why cells have none.
+fn energy(s: &mut String, bundle: &Bundle) {
+    let mut meters: Vec<String> = Vec::new();
+    for e in &bundle.provenance.executions {
+        if let Some(m) = e.energy.as_ref().filter(|m| m.source.is_some()) {
+            let idle = metrics::energy::idle_power_w(m).map_or(String::new(), |w| format!("; idle {} W", num(w)));
+            let line = format!("{}{idle}", m.scope.as_deref().unwrap_or("an energy counter"));
+            if !meters.contains(&line) {
+                meters.push(line);
+            }
+        }
+    }
+    if !meters.is_empty() {
+        let _ = writeln!(
+            s,
+            "Energy: {} (joules per generated token are medians over the repetitions).\n",
+            meters.join("; ")
+        );
+    }
+    let reasons = metrics::energy::unavailable_reasons(bundle);
+    if !reasons.is_empty() {
+        let measured = bundle.cells.iter().filter(|c| !c.repetitions.is_empty()).count();
+        let _ = writeln!(s, "**No energy** (the energy columns say -):\n");
+        for (reason, n) in &reasons {
+            let _ = writeln!(s, "- {n} of {measured} measured cells: {reason}");
+        }
+        let _ = writeln!(s);
+    }
+}
+
+/// A cell's joules per generated token (median over its repetitions), as the tables write it.
+fn joules_per_token(bundle: &Bundle, key: &schema::CellKey) -> String {
+    let cell = bundle.cells.iter().find(|c| c.key == *key);
+    let j = cell.and_then(|c| metrics::energy::cell_energy(c).joules_per_token).map(|s| s.median);
+    j.map_or_else(|| "-".to_string(), num)
+}
+
+/// Without S_parity: one row per cell with energy (latency, joules per token and per sequence, mean power).
+fn energy_table(s: &mut String, bundle: &Bundle) {
+    let rows: Vec<(&schema::Cell, metrics::energy::CellEnergy)> = bundle
+        .cells
+        .iter()
+        .map(|c| (c, metrics::energy::cell_energy(c)))
+        .filter(|(_, e)| e.energy_j.is_some())
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "\n## Energy per cell (medians over the repetitions)\n\n| cell | L_e2e (ms) | J / token | J / sequence | mean power (W) \
+         |\n|---|---:|---:|---:|---:|"
+    );
+    let med = |x: Option<metrics::derive::Summary>| x.map_or_else(|| "-".to_string(), |s| num(s.median));
+    for (c, e) in rows {
+        let latency = metrics::derive::summarize(&c.repetitions.iter().map(|r| r.e2e_ms).collect::<Vec<_>>());
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} |",
+            c.key,
+            med(latency),
+            med(e.joules_per_token),
+            med(e.joules_per_sequence),
+            med(e.mean_power_w)
+        );
+    }
+}
+
 /// The report as Markdown. `source` names the bundle.
 pub fn render(bundle: &Bundle, source: &str, o: &ReportOptions) -> String {
     let mut s = String::new();
@@ -187,12 +256,14 @@ pub fn render(bundle: &Bundle, source: &str, o: &ReportOptions) -> String {
         let _ = writeln!(s, "Prompts wrapped in the model's chat template: {}.\n", wrapped.join(", "));
     }
     caveats(&mut s, bundle);
+    energy(&mut s, bundle);
     let Some(opts) = resolve(bundle, o) else {
         let _ = writeln!(
             s,
             "No quality values: the run had no `[quality]` table, so there is no S_parity. Timing is in the \
              bundle (`dllm-bench serve` shows it)."
         );
+        energy_table(&mut s, bundle);
         return s;
     };
     let records = parity(bundle, &opts);
@@ -318,7 +389,10 @@ fn section(s: &mut String, bundle: &Bundle, quality: &[Vec<schema::bundle::Quali
     let _ = writeln!(s, ".\n");
     let _ = writeln!(
         s,
-        "| B | L_e2e {} (ms) | L_e2e {} at S_parity (ms) | speedup [95%] | verdict |\n|---:|---:|---:|---|---|",
+        "| B | L_e2e {} (ms) | L_e2e {} at S_parity (ms) | speedup [95%] | J/token {} | J/token {} at S_parity | verdict \
+         |\n|---:|---:|---:|---|---:|---:|---|",
+        short(&r.ar_model),
+        short(&r.diffusion_model),
         short(&r.ar_model),
         short(&r.diffusion_model)
     );
@@ -336,7 +410,14 @@ fn section(s: &mut String, bundle: &Bundle, quality: &[Vec<schema::bundle::Quali
             ),
             _ => ("-".into(), "-".into(), format!("not viable: {}", row.note.as_deref().unwrap_or("no speedup"))),
         };
-        let _ = writeln!(s, "| {} | {} | {diff} | {sp} | {verdict} |", row.batch_size, num(row.ar_e2e_ms));
+        let ar_j = joules_per_token(bundle, &row.ar_cell);
+        let diff_j = row.diffusion_cell.as_ref().map_or_else(|| "-".to_string(), |k| joules_per_token(bundle, k));
+        let _ = writeln!(
+            s,
+            "| {} | {} | {diff} | {sp} | {ar_j} | {diff_j} | {verdict} |",
+            row.batch_size,
+            num(row.ar_e2e_ms)
+        );
     }
     // Degenerate text flatters perplexity: compare the output entropy at S_parity.
     if let Some(row) = r.speedups.iter().find(|x| x.diffusion_cell.is_some()) {

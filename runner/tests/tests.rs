@@ -3,6 +3,7 @@
 mod chat;
 mod cli;
 mod dream;
+mod energy;
 mod export;
 mod faults;
 mod fetch;

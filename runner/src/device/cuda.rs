@@ -125,3 +125,12 @@ pub fn release(device: &Device) -> candle_core::Result<()> {
     // SAFETY: the device's live pool; trimming only returns unused reserved memory to the driver.
     unsafe { result::mem_pool::trim_to(pool, 0) }.map_err(wrap)
 }
+
+/// The device's UUID as NVML writes it (`GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`): the energy counter is read
+/// from the NVML device that is this CUDA device, whatever `CUDA_VISIBLE_DEVICES` maps.
+pub fn uuid(device: &Device) -> candle_core::Result<String> {
+    let id = stream(device)?.context().uuid().map_err(wrap)?;
+    let b: Vec<u8> = id.bytes.iter().map(|&c| c as u8).collect();
+    let hex = |r: std::ops::Range<usize>| b[r].iter().map(|x| format!("{x:02x}")).collect::<String>();
+    Ok(format!("GPU-{}-{}-{}-{}-{}", hex(0..4), hex(4..6), hex(6..8), hex(8..10), hex(10..16)))
+}

@@ -6,13 +6,16 @@
 //! What the rest of the runner sees is device-neutral: [`open`], [`crate::timing::Stopwatch`] (CUDA events on
 //! candle's stream, or the monotonic clock on the CPU), [`reset_peaks`] / [`read_peaks`] (the CUDA memory
 //! pool's high-water marks, or the process's peak resident set on the CPU), [`release`] after a failure, and
-//! [`is_out_of_memory`]. The measurement method is described in `runner/PERF.md`.
+//! [`is_out_of_memory`], and [`energy`]'s counters around a measured run (NVML on CUDA, RAPL on the CPU). The
+//! measurement method is described in `runner/PERF.md`.
 
 use anyhow::{Context, Result};
 use candle_core::Device;
 use schema::grid::DeviceSpec;
 
 use crate::{InputError, sysinfo};
+
+pub mod energy;
 
 #[cfg_attr(feature = "cuda", path = "cuda.rs")]
 #[cfg_attr(not(feature = "cuda"), path = "no_cuda.rs")]

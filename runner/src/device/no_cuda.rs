@@ -38,3 +38,7 @@ pub fn read_peaks(_device: &Device) -> candle_core::Result<MemoryPeaks> {
 pub fn release(_device: &Device) -> candle_core::Result<()> {
     Err(candle_core::Error::NotCompiledWithCudaSupport)
 }
+
+pub fn uuid(_device: &Device) -> candle_core::Result<String> {
+    Err(candle_core::Error::NotCompiledWithCudaSupport)
+}

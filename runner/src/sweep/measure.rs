@@ -1,10 +1,11 @@
 //! Measuring one cell: warm-ups, then timed repetitions, each one generation of a batch with the cell's algorithm;
-//! its memory peaks and analytic work; a failure (out of memory, NaN) becomes the cell's status.
+//! its memory peaks, energy and analytic work; a failure (out of memory, NaN) becomes the cell's status.
 
 use super::*;
 
 /// Warms up and measures one cell; failures become the cell's status. `None` when a stop was requested
-/// before the cell finished: the cell is abandoned, not recorded, and measured again on resume.
+/// before the cell finished: the cell is abandoned, not recorded, and measured again on resume. With an energy
+/// `meter`, each measured run records the joules it used (absent where a reading fails, which is logged).
 pub(super) fn measure_cell(
     model: &LoadedModel,
     key: &CellKey,
@@ -12,6 +13,7 @@ pub(super) fn measure_cell(
     prompts: &PromptSet,
     tokens: &mut TokenCache,
     stop: &Stop,
+    meter: Option<&device::energy::Meter>,
 ) -> Option<Cell> {
     let warmup = cfg.run.warmup;
     // The warm-ups that ran to the end (fewer than asked when the cell fails in one).
@@ -30,7 +32,21 @@ pub(super) fn measure_cell(
         }
         // Peaks that could not be reset would be an earlier run's: absent instead.
         let window = measured.then(|| device::reset_peaks(&model.device));
-        let mut rep = generate_once(model, key, cfg, &batch, i as u64)?;
+        // The energy window: from the idle device (after the peaks' synchronisation) to the last token.
+        let energy = meter.filter(|_| measured).map(|m| m.start(&model.device));
+        let (rows, rep) = generate_rows(model, key, cfg, &batch, i as u64)?;
+        let used = match (meter, energy) {
+            (Some(m), Some(start)) => start.and_then(|s| m.finish(&model.device, &s)).map(Some),
+            _ => Ok(None),
+        };
+        let mut rep = count_output(model, &rows, rep)?;
+        match used {
+            Ok(used) => {
+                rep.energy_j = used.map(|u| u.joules);
+                rep.energy_window_ms = used.map(|u| u.window_ms);
+            }
+            Err(e) => tracing::warn!(cell = %key, "energy: this run's reading failed, its energy is absent: {e}"),
+        }
         if measured {
             let peaks = match window {
                 Some(w) => device::read_peaks(&model.device).within(w),
@@ -103,17 +119,10 @@ pub(super) fn oom_message(key: &CellKey, error: &str) -> String {
     )
 }
 
-/// One generation of a batch with the cell's algorithm.
-pub(super) fn generate_once(
-    model: &LoadedModel,
-    key: &CellKey,
-    cfg: &GridConfig,
-    batch: &[Vec<u32>],
-    run: u64,
-) -> Result<Repetition> {
-    let (rows, mut rep) = generate_rows(model, key, cfg, batch, run)?;
+/// A repetition's generated tokens and decoded bytes over the batch's `rows`.
+fn count_output(model: &LoadedModel, rows: &[Vec<u32>], mut rep: Repetition) -> Result<Repetition> {
     rep.output_tokens = rows.iter().map(|r| r.len() as u64).sum();
-    for row in &rows {
+    for row in rows {
         let text = model.tokenizer.decode(row, true).map_err(|e| anyhow::anyhow!("tokenizer: {e}"))?;
         rep.output_bytes += text.len() as u64;
     }

@@ -15,10 +15,22 @@ pub(super) fn measure_keys(
     exec: &mut Option<u32>,
 ) -> Result<Option<&'static str>> {
     let cfg = &env.resolved.config;
+    // The energy counter read around each measured run, or why there is none (said once, and in the bundle).
+    let meter = device::energy::Meter::open(env.device);
     let exec = match *exec {
         Some(e) => e,
         None => {
             let mut here = execution::current(env.spec, env.opts.shard);
+            match &meter {
+                Ok(m) => tracing::info!(source = ?m.source(), "energy: {}", m.scope()),
+                // Expected on a CPU in a virtual machine or container; on a GPU a missing NVML is worth a warning.
+                Err(reason) if env.device.is_cpu() => {
+                    tracing::info!("energy is not measured (said in the bundle): {reason}")
+                }
+                Err(reason) => tracing::warn!("energy is not measured, the bundle says why: {reason}"),
+            }
+            // Before the probes and the first model, while the device idles.
+            here.energy = Some(device::energy::record(&meter, env.device));
             // The roofline's ceilings, measured once before any cell (never a guess: absent when a probe fails).
             here.device_peaks = match crate::bench::probe_peaks(env.device, cfg.run.dtype) {
                 Ok(p) => Some(p),
@@ -56,7 +68,9 @@ pub(super) fn measure_keys(
                 return Ok(Some(sig));
             }
             progress.start(key);
-            let Some(mut cell) = measure_cell(&model, key, cfg, env.prompts, &mut tokens, &env.opts.stop) else {
+            let Some(mut cell) =
+                measure_cell(&model, key, cfg, env.prompts, &mut tokens, &env.opts.stop, meter.as_ref().ok())
+            else {
                 return Ok(env.opts.stop.requested().or(Some("a stop request")));
             };
             // Quality once per group: in its cell of the largest batch size, in batches of that size; when that
