@@ -30,6 +30,12 @@ pub fn mean_power_w(rep: &Repetition) -> Option<f64> {
     (ms > 0.0).then(|| j / (ms / 1000.0))
 }
 
+/// Mean power of the idle device before the first cell, watts: an execution's idle energy over its window.
+pub fn idle_power_w(meter: &EnergyMeter) -> Option<f64> {
+    let (j, ms) = (meter.idle_energy_j?, meter.idle_window_ms?);
+    (ms > 0.0).then(|| j / (ms / 1000.0))
+}
+
 /// A cell's energy figures, each summarized over its repetitions that have energy. All `None` when none does.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct CellEnergy {

@@ -72,14 +72,14 @@ fn a_cell_without_energy_says_why() {
             source: None,
             scope: None,
             unavailable: Some("no RAPL here".into()),
-            idle_power_w: None,
+            idle_energy_j: None,
             idle_window_ms: None,
         }),
         exec(EnergyMeter {
             source: Some(EnergySource::Rapl),
             scope: Some("package-0".into()),
             unavailable: None,
-            idle_power_w: Some(3.0),
+            idle_energy_j: Some(3.0),
             idle_window_ms: Some(1000.0),
         }),
     ];
@@ -93,6 +93,8 @@ fn a_cell_without_energy_says_why() {
     assert_eq!(unavailable_reason(&b, &b.cells[0]).as_deref(), Some("no RAPL here"));
     assert_eq!(unavailable_reason(&b, &b.cells[1]), None);
     assert_eq!(meter(&b, &b.cells[1]).and_then(|m| m.source), Some(EnergySource::Rapl));
+    assert_eq!(meter(&b, &b.cells[1]).and_then(idle_power_w), Some(3.0), "3 J over 1 s");
+    assert_eq!(meter(&b, &b.cells[0]).and_then(idle_power_w), None);
     let half = b.cells.len().div_ceil(2);
     assert_eq!(unavailable_reasons(&b), vec![("no RAPL here".to_string(), half)]);
     // A meter that read nothing for a cell (a failed reading) is said too.

@@ -153,11 +153,12 @@ pub struct EnergyMeter {
     /// .../energy_uj: permission denied`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unavailable: Option<String>,
-    /// Mean power of the idle device, watts: the counter over `idle_window_ms` before the first cell (no model
-    /// loaded), a baseline for the repetitions' mean power. Absent without a `source` or when that reading failed.
+    /// Joules the idle device used over `idle_window_ms`, read before the first cell (no model loaded): the
+    /// baseline of the repetitions' mean power (`metrics::energy::idle_power_w`). Absent without a `source` or
+    /// when that reading failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub idle_power_w: Option<f64>,
-    /// The idle window, ms (host monotonic clock between the two readings).
+    pub idle_energy_j: Option<f64>,
+    /// The idle window, ms (host monotonic clock between the two readings). Present with `idle_energy_j`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_window_ms: Option<f64>,
 }

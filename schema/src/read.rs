@@ -417,9 +417,9 @@ fn check(b: &Bundle) -> Result<(), BundleError> {
                     "names either the counter read (`source`) or why there was none (`unavailable`), one of them",
                 );
             }
-            let mut idle = [m.idle_power_w, m.idle_window_ms].into_iter().flatten();
+            let mut idle = [m.idle_energy_j, m.idle_window_ms].into_iter().flatten();
             if let Some(v) = idle.find(|v| !(v.is_finite() && *v >= 0.0)) {
-                return at(&format!("idle power and window must be finite and >= 0, found {v}"));
+                return at(&format!("idle energy and window must be finite and >= 0, found {v}"));
             }
         }
     }

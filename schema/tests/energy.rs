@@ -23,7 +23,7 @@ fn rapl() -> EnergyMeter {
         source: Some(EnergySource::Rapl),
         scope: Some("RAPL package-0: the whole CPU package".into()),
         unavailable: None,
-        idle_power_w: Some(12.5),
+        idle_energy_j: Some(12.5),
         idle_window_ms: Some(1000.0),
     }
 }
@@ -33,7 +33,7 @@ fn unavailable(reason: &str) -> EnergyMeter {
         source: None,
         scope: None,
         unavailable: Some(reason.into()),
-        idle_power_w: None,
+        idle_energy_j: None,
         idle_window_ms: None,
     }
 }
@@ -108,6 +108,6 @@ fn impossible_energy_is_refused() {
         &|v| v["provenance"]["executions"][0]["energy"] = serde_json::json!({}),
         "provenance.executions[0].energy: names either",
     );
-    refuse(&|v| v["provenance"]["executions"][0]["energy"]["idle_power_w"] = (-2.0).into(), "found -2");
+    refuse(&|v| v["provenance"]["executions"][0]["energy"]["idle_energy_j"] = (-2.0).into(), "found -2");
     refuse(&|v| v["provenance"]["executions"][0]["energy"]["source"] = "smi".into(), "unknown variant `smi`");
 }
