@@ -719,8 +719,10 @@ fn draw_xy<DB: DrawingBackend>(
         let lay = legend_layout(root, &labels, &font(12.0), style, (plot_w - 2.0 * m) as i32, false)?;
         let (box_w, box_h) = (f64::from(lay.w), f64::from(lay.h));
         let f = (m + box_h) / plot_h;
-        // A legend that does not fit in the plot (wider than it, or over 60% of its height) goes under it.
-        let inside = box_w <= plot_w - 2.0 * m && f < 0.6;
+        // A legend that does not fit in the plot (wider than it, its labels wrapped, or over 60% of its height) goes
+        // under it.
+        let wrapped = lay.lines.iter().any(|l| l.len() > 1);
+        let inside = box_w <= plot_w - 2.0 * m && f < 0.6 && !wrapped;
         let (fx0, fx1) = match right {
             true => (1.0 - (m + box_w) / plot_w, 1.0 - m / plot_w),
             false => (m / plot_w, (m + box_w) / plot_w),
@@ -882,6 +884,14 @@ fn xy_panel<'a, 'b, DB: DrawingBackend>(
     let xfmt = |v: &f64| tick_label(xa, *v);
     let yfmt = |v: &f64| if show_y { tick_label(ya, *v) } else { String::new() };
     let desc = |a: &Axis| if titles { axis_title(a) } else { String::new() };
+    // The axes' titles at 14 px, smaller (to 70%, or the smallest text) where the x title is wider than the chart.
+    let room = f64::from(area.dim_in_pixel().0) * 0.9;
+    let wide = text_width(area, &desc(xa), &TextStyle::from(font(14.0)), xy.style)?.0;
+    let least = (14.0 * 0.7f64).max(xy.style.min_text).min(14.0) * xy.style.scale;
+    let desc_font = match wide > room {
+        true => FontDesc::from((FontFamily::SansSerif, (s(14.0) * room / wide).max(least))),
+        false => font(14.0),
+    };
     let labels = if small.is_some() { 5 } else { 10 };
     cc.configure_mesh()
         .x_desc(desc(xa))
@@ -891,7 +901,7 @@ fn xy_panel<'a, 'b, DB: DrawingBackend>(
         .x_label_formatter(&xfmt)
         .y_label_formatter(&yfmt)
         .label_style(font(13.0))
-        .axis_desc_style(font(14.0))
+        .axis_desc_style(desc_font)
         .light_line_style(TRANSPARENT)
         .bold_line_style(RGBColor(228, 228, 228))
         .draw()
