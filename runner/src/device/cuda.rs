@@ -59,6 +59,23 @@ impl EventClock {
     }
 }
 
+/// One CUDA event recorded on candle's stream, without waiting: a profile's part boundaries, read when the
+/// forward is over (`bench-kernels --profile`).
+#[derive(Debug)]
+pub struct EventMark(CudaEvent);
+
+impl EventMark {
+    /// Records an event after the work queued so far (no host synchronisation).
+    pub fn record(device: &Device) -> candle_core::Result<Self> {
+        Ok(Self(EventClock::mark(&stream(device)?)?))
+    }
+
+    /// Milliseconds from `self` to `later` (waits for `later`).
+    pub fn ms_to(&self, later: &EventMark) -> candle_core::Result<f64> {
+        Ok(f64::from(self.0.elapsed_ms(&later.0).map_err(wrap)?))
+    }
+}
+
 fn context(device: &Device) -> candle_core::Result<Arc<CudaContext>> {
     let stream = stream(device)?;
     let ctx = stream.context().clone();

@@ -21,7 +21,7 @@ pub mod energy;
 #[cfg_attr(not(feature = "cuda"), path = "no_cuda.rs")]
 mod imp;
 
-pub(crate) use imp::EventClock;
+pub(crate) use imp::{EventClock, EventMark};
 
 /// Test-only fault injection: a cell whose description (`CellKey`'s Display, e.g.
 /// `org/model N=48 B=2 K=8`) contains this variable's value fails its first measured run with a CUDA

@@ -23,6 +23,20 @@ impl EventClock {
     }
 }
 
+/// A CUDA event: uninhabited without CUDA.
+#[derive(Debug)]
+pub enum EventMark {}
+
+impl EventMark {
+    pub fn record(_device: &Device) -> candle_core::Result<Self> {
+        Err(candle_core::Error::NotCompiledWithCudaSupport)
+    }
+
+    pub fn ms_to(&self, _later: &EventMark) -> candle_core::Result<f64> {
+        match *self {}
+    }
+}
+
 pub fn prepare(_device: &Device) -> candle_core::Result<()> {
     Err(candle_core::Error::NotCompiledWithCudaSupport)
 }

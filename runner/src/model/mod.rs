@@ -7,6 +7,8 @@ pub mod chat;
 pub mod check;
 pub mod config;
 pub mod files;
+pub mod ops;
+pub mod profile;
 pub mod transformer;
 
 use std::path::{Path, PathBuf};
@@ -18,6 +20,7 @@ use schema::grid::ModelKind;
 pub use chat::{ChatFrame, ChatTemplate};
 pub use config::{Llama3RopeScaling, ModelConfig};
 pub use files::ModelFiles;
+pub use profile::{Part, PartTotals, Probe};
 pub use transformer::{KvCache, LogitsSpan, Positions, Rope, Transformer, TransformerOptions, WeightNames};
 
 /// Errors of loading a model. Messages are lower-case, name the file, and carry the fix when there is one.

@@ -11,6 +11,13 @@
 //! - RMSNorm is computed in f32 and cast back before the weight multiplies (as HF llama and OLMo do).
 //! - RoPE tables and the rotation are computed in f32 (LLaDA's `rope_full_precision`; HF llama rotates in the
 //!   model dtype, which differs by about 4e-3 of logit in bf16). `inv_freq` is computed in f64 and rounded.
+//!
+//! Layout, for few ops per token (`bench-kernels --profile` counts them): q, k and v are one projection and
+//! gate and up another (the checkpoint's matrices stacked once at load, the separate ones dropped: no memory
+//! doubled), every projection one matmul of 2-D rows; on the CPU, RMSNorm, RoPE (read from the projection's
+//! columns, written in the attention's `(B, heads, T, head_dim)` layout) and SwiGLU are one fused kernel each
+//! ([`super::ops`], the same numbers as the ops they replace, bit for bit). A forward counts its ops, and times
+//! its parts when asked, through a [`Probe`].
 //! - Attention runs in the model dtype unless [`TransformerOptions::attention_f32`] is set. The softmax is
 //!   `candle_nn::ops::softmax_last_dim` in that dtype: its CUDA kernel accumulates in f32, the CPU kernel in the
 //!   element type.
@@ -26,11 +33,13 @@
 //! reads a view of its filled prefix. A generation sizes it for exactly the tokens it feeds (prompt + N_out - 1),
 //! the bytes `metrics::roofline::kv_cache_bytes` counts, as HF's static cache would hold them.
 
-use candle_core::{D, DType, Device, Module, Tensor};
-use candle_nn::{Embedding, Linear, VarBuilder};
+use candle_core::{D, DType, Device, Tensor};
+use candle_nn::VarBuilder;
 use schema::grid::ModelKind;
 
 use super::config::ModelConfig;
+use super::ops;
+use super::profile::{Part, Probe};
 
 /// Tensor names of a checkpoint layout (one place, shared by the loader and the synthetic writer).
 #[derive(Debug, Clone, Copy)]
@@ -238,6 +247,7 @@ fn cache_write(
     filled: usize,
     k: &Tensor,
     v: &Tensor,
+    p: &mut Probe,
 ) -> candle_core::Result<(Tensor, Tensor)> {
     let (b, kvh, t, d) = k.dims4()?;
     let end = start + t;
@@ -246,14 +256,15 @@ fn cache_write(
     }
     if slot.is_none() {
         let zeros = || Tensor::zeros((b, kvh, capacity, d), k.dtype(), k.device());
-        *slot = Some((zeros()?, zeros()?));
+        *slot = Some((p.op(zeros())?, p.op(zeros())?));
     }
     let Some((ck, cv)) = slot.as_ref() else { unreachable!("allocated above") };
     if ck.dims4()? != (b, kvh, capacity, d) {
         candle_core::bail!("KV cache of shape {:?} fed keys of shape {:?}", ck.shape(), k.shape());
     }
-    ck.slice_set(&k.contiguous()?, 2, start)?;
-    cv.slice_set(&v.contiguous()?, 2, start)?;
+    let (k, v) = (p.contiguous(k)?, p.contiguous(v)?);
+    p.op(ck.slice_set(&k, 2, start))?;
+    p.op(cv.slice_set(&v, 2, start))?;
     let seen = end.max(filled);
     Ok((ck.narrow(2, 0, seen)?, cv.narrow(2, 0, seen)?))
 }
@@ -261,6 +272,7 @@ fn cache_write(
 #[derive(Debug, Clone)]
 struct RmsNorm {
     weight: Tensor,
+    /// f32 ones of the weight's length (the CUDA path normalises with them, then scales: [`ops::rms_norm`]).
     ones: Tensor,
     eps: f32,
 }
@@ -272,37 +284,53 @@ impl RmsNorm {
         Ok(Self { weight, ones, eps: eps as f32 })
     }
 
-    /// Normalise in f32, cast back to the input dtype, then scale by the weight in that dtype.
-    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
-        let dtype = x.dtype();
-        let xf = x.to_dtype(DType::F32)?.contiguous()?;
-        let normed = candle_nn::ops::rms_norm(&xf, &self.ones, self.eps)?;
-        normed.to_dtype(dtype)?.broadcast_mul(&self.weight)
+    /// Normalise in f32, round to the input dtype, then scale by the weight in that dtype ([`ops::rms_norm`]).
+    fn forward(&self, x: &Tensor, p: &mut Probe) -> candle_core::Result<Tensor> {
+        ops::rms_norm(x, &self.weight, &self.ones, self.eps, p)
+    }
+}
+
+/// A projection `y = x W^T (+ b)` of 2-D rows `(rows, in)`: one matmul (and one bias add).
+#[derive(Debug, Clone)]
+struct Proj {
+    /// `(out, in)`.
+    w: Tensor,
+    b: Option<Tensor>,
+}
+
+impl Proj {
+    /// The checkpoint's projections `names` (each `(out_i, in_dim)`, with a bias when `bias`) stacked along the
+    /// output dimension into one (q/k/v, gate/up): the separate tensors are dropped once stacked.
+    fn load(vb: &VarBuilder, parts: &[(&str, usize)], in_dim: usize, bias: bool) -> candle_core::Result<Self> {
+        let stack = |ts: Vec<Tensor>| if ts.len() == 1 { Ok(ts[0].clone()) } else { Tensor::cat(&ts, 0) };
+        let ws = parts.iter().map(|(n, out)| vb.pp(n).get((*out, in_dim), "weight")).collect::<Result<Vec<_>, _>>()?;
+        let b = if bias {
+            Some(stack(parts.iter().map(|(n, out)| vb.pp(n).get(*out, "bias")).collect::<Result<Vec<_>, _>>()?)?)
+        } else {
+            None
+        };
+        Ok(Self { w: stack(ws)?, b })
+    }
+
+    fn forward(&self, x: &Tensor, p: &mut Probe) -> candle_core::Result<Tensor> {
+        let y = p.op(x.matmul(&self.w.t()?))?;
+        match &self.b {
+            Some(b) => p.op(y.broadcast_add(b)),
+            None => Ok(y),
+        }
     }
 }
 
 #[derive(Debug, Clone)]
 struct Block {
     attn_norm: RmsNorm,
-    q: Linear,
-    k: Linear,
-    v: Linear,
-    o: Linear,
+    /// q, k and v stacked: `(heads + 2 kv_heads) x head_dim` outputs.
+    qkv: Proj,
+    o: Proj,
     mlp_norm: RmsNorm,
-    gate: Linear,
-    up: Linear,
-    down: Linear,
-}
-
-fn linear(vb: &VarBuilder, name: &str, out_dim: usize, in_dim: usize) -> candle_core::Result<Linear> {
-    linear_b(vb, name, out_dim, in_dim, false)
-}
-
-/// A projection `name.weight` `(out_dim, in_dim)`, with `name.bias` `(out_dim)` when `bias`.
-fn linear_b(vb: &VarBuilder, name: &str, out_dim: usize, in_dim: usize, bias: bool) -> candle_core::Result<Linear> {
-    let w = vb.pp(name).get((out_dim, in_dim), "weight")?;
-    let b = if bias { Some(vb.pp(name).get(out_dim, "bias")?) } else { None };
-    Ok(Linear::new(w, b))
+    /// gate then up: `2 x intermediate` outputs.
+    gate_up: Proj,
+    down: Proj,
 }
 
 impl Block {
@@ -313,14 +341,11 @@ impl Block {
         let i = cfg.intermediate_size;
         Ok(Self {
             attn_norm: RmsNorm::load(vb.pp(n.attn_norm), h, cfg.rms_norm_eps)?,
-            q: linear_b(&vb, n.q, q, h, cfg.qkv_bias)?,
-            k: linear_b(&vb, n.k, kv, h, cfg.qkv_bias)?,
-            v: linear_b(&vb, n.v, kv, h, cfg.qkv_bias)?,
-            o: linear_b(&vb, n.o, h, q, cfg.o_bias)?,
+            qkv: Proj::load(&vb, &[(n.q, q), (n.k, kv), (n.v, kv)], h, cfg.qkv_bias)?,
+            o: Proj::load(&vb, &[(n.o, h)], q, cfg.o_bias)?,
             mlp_norm: RmsNorm::load(vb.pp(n.mlp_norm), h, cfg.rms_norm_eps)?,
-            gate: linear(&vb, n.gate, i, h)?,
-            up: linear(&vb, n.up, i, h)?,
-            down: linear(&vb, n.down, h, i)?,
+            gate_up: Proj::load(&vb, &[(n.gate, i), (n.up, i)], h, false)?,
+            down: Proj::load(&vb, &[(n.down, h)], i, false)?,
         })
     }
 }
@@ -330,10 +355,11 @@ impl Block {
 pub struct Transformer {
     cfg: ModelConfig,
     opts: TransformerOptions,
-    embed: Embedding,
+    /// `(vocab, hidden)`.
+    embed: Tensor,
     blocks: Vec<Block>,
     norm: RmsNorm,
-    lm_head: Linear,
+    lm_head: Proj,
     inv_freq: Tensor,
     dtype: DType,
     device: Device,
@@ -344,16 +370,18 @@ impl Transformer {
     pub fn load(vb: VarBuilder, cfg: &ModelConfig, opts: TransformerOptions) -> candle_core::Result<Self> {
         let n = WeightNames::for_kind(cfg.kind);
         let h = cfg.hidden_size;
-        let embed_w = vb.pp(n.embed).get((cfg.vocab_size, h), "weight")?;
-        let embed = Embedding::new(embed_w.clone(), h);
+        let embed = vb.pp(n.embed).get((cfg.vocab_size, h), "weight")?;
         let blocks = (0..cfg.num_layers)
             .map(|l| Block::load(vb.pp(format!("{}.{l}", n.layers)), cfg, &n))
             .collect::<candle_core::Result<Vec<_>>>()?;
         let norm = RmsNorm::load(vb.pp(n.final_norm), h, cfg.rms_norm_eps)?;
         // A tied head is the embedding matrix itself (shared, not copied). (A tied checkpoint that also holds a head
         // of its own must hold the embedding there: `check_weights` compares their bytes before anything loads.)
-        let lm_head =
-            if cfg.tied_lm_head { Linear::new(embed_w, None) } else { linear(&vb, n.lm_head, cfg.vocab_size, h)? };
+        let lm_head = if cfg.tied_lm_head {
+            Proj { w: embed.clone(), b: None }
+        } else {
+            Proj::load(&vb, &[(n.lm_head, cfg.vocab_size)], h, false)?
+        };
         let half = cfg.head_dim / 2;
         let inv_freq: Vec<f32> = cfg.rope_inv_freq().into_iter().map(|f| f as f32).collect();
         let inv_freq = Tensor::from_vec(inv_freq, (1, half), vb.device())?;
@@ -468,11 +496,28 @@ impl Transformer {
         ids: &Tensor,
         rope: &Rope,
         bias: Option<&Tensor>,
-        mut cache: Option<&mut KvCache>,
+        cache: Option<&mut KvCache>,
         span: LogitsSpan,
     ) -> candle_core::Result<Tensor> {
-        let (_b, t) = ids.dims2()?;
-        let mut x = self.embed.forward(ids)?;
+        self.forward_probed(ids, rope, bias, cache, span, &mut Probe::idle())
+    }
+
+    /// [`Transformer::forward`] with its ops counted, and with a timing probe each part timed, by `p`
+    /// (`bench-kernels --profile`). The probe's last part is the LM head: call [`Probe::finish`] after the work
+    /// that follows.
+    pub fn forward_probed(
+        &self,
+        ids: &Tensor,
+        rope: &Rope,
+        bias: Option<&Tensor>,
+        mut cache: Option<&mut KvCache>,
+        span: LogitsSpan,
+        p: &mut Probe,
+    ) -> candle_core::Result<Tensor> {
+        let (b, t) = ids.dims2()?;
+        let h = self.cfg.hidden_size;
+        p.enter(Part::Embed)?;
+        let mut x = p.op(self.embed.index_select(&ids.flatten_all()?, 0))?.reshape((b, t, h))?;
         for (l, block) in self.blocks.iter().enumerate() {
             let layer_cache = match cache.as_deref_mut() {
                 Some(c) => {
@@ -480,7 +525,7 @@ impl Transformer {
                 }
                 None => None,
             };
-            x = self.block_forward(block, &x, rope, bias, layer_cache)?;
+            x = self.block_forward(block, &x, rope, bias, layer_cache, p)?;
         }
         if let Some(c) = cache {
             c.pos += t;
@@ -491,10 +536,14 @@ impl Transformer {
             LogitsSpan::Last => x.narrow(1, t - 1, 1)?,
             LogitsSpan::Range { start, len } => x.narrow(1, start, len)?,
         };
-        let x = self.norm.forward(&x.contiguous()?)?;
-        self.lm_head.forward(&x)
+        p.enter(Part::Norm)?;
+        let x = self.norm.forward(&x, p)?;
+        let rows = x.dim(1)?;
+        p.enter(Part::LmHead)?;
+        self.lm_head.forward(&x.reshape((b * rows, h))?, p)?.reshape((b, rows, self.cfg.vocab_size))
     }
 
+    /// One pre-norm block on `x` `(b, t, hidden)` (contiguous).
     fn block_forward(
         &self,
         blk: &Block,
@@ -502,58 +551,79 @@ impl Transformer {
         rope: &Rope,
         bias: Option<&Tensor>,
         cache: Option<CacheSlot<'_>>,
+        p: &mut Probe,
     ) -> candle_core::Result<Tensor> {
-        let h = blk.attn_norm.forward(x)?;
-        let a = self.attention(blk, &h, rope, bias, cache)?;
-        let x = (x + a)?;
-        let h = blk.mlp_norm.forward(&x)?;
-        let m = blk.down.forward(&(candle_nn::ops::silu(&blk.gate.forward(&h)?)? * blk.up.forward(&h)?)?)?;
-        x + m
+        let (b, t, h) = x.dims3()?;
+        p.enter(Part::Norm)?;
+        let hn = blk.attn_norm.forward(x, p)?;
+        let a = self.attention(blk, &hn.reshape((b * t, h))?, (b, t), rope, bias, cache, p)?;
+        p.enter(Part::Residual)?;
+        let x = p.op(x + a.reshape((b, t, h))?)?;
+        p.enter(Part::Norm)?;
+        let hn = blk.mlp_norm.forward(&x, p)?.reshape((b * t, h))?;
+        p.enter(Part::GateUp)?;
+        let gu = blk.gate_up.forward(&hn, p)?;
+        p.enter(Part::Activation)?;
+        let act = ops::silu_mul(&gu, p)?;
+        p.enter(Part::Down)?;
+        let m = blk.down.forward(&act, p)?;
+        p.enter(Part::Residual)?;
+        p.op(x + m.reshape((b, t, h))?)
     }
 
-    fn apply_rope(&self, x: &Tensor, rope: &Rope) -> candle_core::Result<Tensor> {
-        let xf = x.to_dtype(DType::F32)?.contiguous()?;
-        candle_nn::rotary_emb::rope(&xf, &rope.cos, &rope.sin)?.to_dtype(x.dtype())
-    }
-
+    /// Attention of the normed rows `x` `(b * t, hidden)`; returns the output projection `(b * t, hidden)`.
+    #[allow(clippy::too_many_arguments)]
     fn attention(
         &self,
         blk: &Block,
         x: &Tensor,
+        (b, t): (usize, usize),
         rope: &Rope,
         bias: Option<&Tensor>,
         cache: Option<CacheSlot<'_>>,
+        p: &mut Probe,
     ) -> candle_core::Result<Tensor> {
-        let (b, t, _) = x.dims3()?;
         let (nh, nkv, hd) = (self.cfg.num_heads, self.cfg.num_kv_heads, self.cfg.head_dim);
-        let q = blk.q.forward(x)?.reshape((b, t, nh, hd))?.transpose(1, 2)?;
-        let k = blk.k.forward(x)?.reshape((b, t, nkv, hd))?.transpose(1, 2)?;
-        let v = blk.v.forward(x)?.reshape((b, t, nkv, hd))?.transpose(1, 2)?.contiguous()?;
-        let q = self.apply_rope(&q, rope)?;
-        let k = self.apply_rope(&k, rope)?;
+        p.enter(Part::QkvProj)?;
+        // One projection for q, k and v; each a view `(b, t, heads, hd)` of its columns.
+        let qkv = blk.qkv.forward(x, p)?.reshape((b, t, nh + 2 * nkv, hd))?;
+        p.enter(Part::Rope)?;
+        let q = ops::rope_to_heads(&qkv.narrow(2, 0, nh)?, &rope.cos, &rope.sin, p)?;
+        let k = ops::rope_to_heads(&qkv.narrow(2, nh, nkv)?, &rope.cos, &rope.sin, p)?;
+        p.enter(Part::CacheWrite)?;
+        let v = p.contiguous(&qkv.narrow(2, nh + nkv, nkv)?.transpose(1, 2)?)?;
         let (k, v) = match cache {
-            Some(c) => cache_write(c.slot, c.capacity, c.start, c.filled, &k, &v)?,
+            Some(c) => cache_write(c.slot, c.capacity, c.start, c.filled, &k, &v, p)?,
             None => (k, v),
         };
         let ad = self.attn_dtype();
+        p.enter(Part::Scores)?;
         // The 1/sqrt(d) scale goes on q (t x d per head), not on the scores (t x keys): the same product, and one
         // pass over far fewer elements (on the CPU the scores' pass cost a quarter of a long sequence's step).
         let scale = 1.0 / (hd as f64).sqrt();
-        let (q, k, v) = ((q.to_dtype(ad)? * scale)?, k.to_dtype(ad)?, v.to_dtype(ad)?);
+        let q = p.cast(&q, ad)?;
+        let q = p.op(q * scale)?;
+        let (k, v) = (p.cast(&k, ad)?, p.cast(&v, ad)?);
         // Grouped queries: head h uses KV head h / group, so the group's heads are adjacent and `q` (contiguous,
         // `(b, nh, t, hd)`) reshapes for free to `(b, nkv, group * t, hd)`. The keys and values stay as they are
         // (a strided view of the cache's filled prefix): no copy per token.
         let group = nh / nkv;
         let kl = k.dim(2)?;
-        let q = q.contiguous()?.reshape((b, nkv, group * t, hd))?;
-        let mut att = q.matmul(&k.t()?)?.reshape((b, nh, t, kl))?;
+        let q = q.reshape((b, nkv, group * t, hd))?;
+        let mut att = p.op(q.matmul(&k.t()?))?.reshape((b, nh, t, kl))?;
         if let Some(bias) = bias {
-            att = att.broadcast_add(bias)?;
+            p.enter(Part::Mask)?;
+            att = p.op(att.broadcast_add(bias))?;
         }
-        let att = candle_nn::ops::softmax_last_dim(&att)?.reshape((b, nkv, group * t, kl))?;
-        let y = att.matmul(&v)?.reshape((b, nh, t, hd))?.to_dtype(self.dtype)?;
-        let y = y.transpose(1, 2)?.reshape((b, t, nh * hd))?;
-        blk.o.forward(&y)
+        p.enter(Part::Softmax)?;
+        let att = p.op(candle_nn::ops::softmax_last_dim(&att))?.reshape((b, nkv, group * t, kl))?;
+        p.enter(Part::AttnValues)?;
+        let y = p.op(att.matmul(&v))?.reshape((b, nh, t, hd))?;
+        let y = p.cast(&y, self.dtype)?;
+        // Back to rows of heads: a copy unless t = 1 (then the transpose is free).
+        let y = p.contiguous(&y.transpose(1, 2)?)?.reshape((b * t, nh * hd))?;
+        p.enter(Part::OutProj)?;
+        blk.o.forward(&y, p)
     }
 }
 
@@ -565,20 +635,40 @@ struct CacheSlot<'a> {
     capacity: usize,
 }
 
-/// Greedy choice per row from logits `(batch, vocab)` (any float dtype); `banned` ids get -inf first.
-pub fn argmax_rows(logits: &Tensor, banned: &[u32]) -> candle_core::Result<Vec<u32>> {
-    let logits = logits.to_dtype(DType::F32)?;
-    let logits = if banned.is_empty() {
-        logits
-    } else {
-        let v = logits.dim(D::Minus1)?;
-        let mut m = vec![0f32; v];
+/// The greedy choice on the device: the logits in f32, the banned ids' -inf mask (made once) added, the argmax.
+#[derive(Debug, Clone)]
+pub struct Greedy {
+    /// `(vocab)`: 0, or -inf at a banned id; `None` when nothing is banned.
+    mask: Option<Tensor>,
+}
+
+impl Greedy {
+    pub fn new(vocab: usize, banned: &[u32], device: &Device) -> candle_core::Result<Self> {
+        if banned.is_empty() {
+            return Ok(Self { mask: None });
+        }
+        let mut m = vec![0f32; vocab];
         for &id in banned {
             if let Some(x) = m.get_mut(id as usize) {
                 *x = f32::NEG_INFINITY;
             }
         }
-        logits.broadcast_add(&Tensor::from_vec(m, v, logits.device())?)?
-    };
-    logits.argmax(D::Minus1)?.to_vec1::<u32>()
+        Ok(Self { mask: Some(Tensor::from_vec(m, vocab, device)?) })
+    }
+
+    /// The chosen ids `(batch, 1)` (u32, on the device) of logits `(batch, vocab)` in any float dtype.
+    pub fn choose(&self, logits: &Tensor) -> candle_core::Result<Tensor> {
+        let logits = logits.to_dtype(DType::F32)?;
+        let logits = match &self.mask {
+            Some(m) => logits.broadcast_add(m)?,
+            None => logits,
+        };
+        logits.argmax_keepdim(D::Minus1)
+    }
+}
+
+/// Greedy choice per row from logits `(batch, vocab)` (any float dtype); `banned` ids get -inf first.
+pub fn argmax_rows(logits: &Tensor, banned: &[u32]) -> candle_core::Result<Vec<u32>> {
+    let greedy = Greedy::new(logits.dim(D::Minus1)?, banned, logits.device())?;
+    greedy.choose(logits)?.flatten_all()?.to_vec1::<u32>()
 }
