@@ -80,3 +80,52 @@ impl Stopwatch {
         }
     }
 }
+
+/// Time marks recorded without waiting for the device, read when the timed region is over: per-token times of a
+/// decode whose host never waits inside the loop (on CUDA it queues the next token's work while the device
+/// runs; on the CPU, whose ops are synchronous, a mark is a clock reading).
+#[derive(Debug)]
+pub struct Marks {
+    device: Device,
+    marks: Vec<Mark>,
+}
+
+#[derive(Debug)]
+enum Mark {
+    Host(Instant),
+    Event(crate::device::EventMark),
+}
+
+impl Marks {
+    /// The first mark, after the work queued on `device` so far.
+    pub fn start(device: &Device) -> candle_core::Result<Self> {
+        let mut m = Self { device: device.clone(), marks: Vec::new() };
+        if !device.is_cuda() {
+            device.synchronize()?;
+        }
+        m.mark()?;
+        Ok(m)
+    }
+
+    /// A mark after the work queued so far (no wait on CUDA).
+    pub fn mark(&mut self) -> candle_core::Result<()> {
+        let m = match &self.device {
+            Device::Cuda(_) => Mark::Event(crate::device::EventMark::record(&self.device)?),
+            _ => Mark::Host(Instant::now()),
+        };
+        self.marks.push(m);
+        Ok(())
+    }
+
+    /// Milliseconds between consecutive marks (one fewer than the marks); waits for the device.
+    pub fn laps_ms(&self) -> candle_core::Result<Vec<f64>> {
+        self.marks
+            .windows(2)
+            .map(|w| match (&w[0], &w[1]) {
+                (Mark::Host(a), Mark::Host(b)) => Ok((*b - *a).as_secs_f64() * 1e3),
+                (Mark::Event(a), Mark::Event(b)) => a.ms_to(b),
+                _ => candle_core::bail!("time marks from two clocks"),
+            })
+            .collect()
+    }
+}

@@ -12,9 +12,9 @@ use candle_core::Tensor;
 use schema::grid::ModelKind;
 
 use super::{EosPolicy, GenerateError, check_finite, check_interrupted, left_pad, params_err};
-use crate::model::transformer::argmax_rows;
+use crate::model::transformer::Greedy;
 use crate::model::{LoadedModel, LogitsSpan, Positions};
-use crate::timing::Stopwatch;
+use crate::timing::Marks;
 
 /// Result of [`generate_ar`].
 #[derive(Debug, Clone, PartialEq)]
@@ -60,47 +60,53 @@ pub fn generate_ar(
     let key_valid: Vec<Vec<bool>> =
         batch.valid.iter().map(|v| v.iter().copied().chain(std::iter::repeat_n(true, n_out)).collect()).collect();
     let n_pad: Vec<usize> = prompts.iter().map(|r| p - r.len()).collect();
-    let prefill_pos = if batch.any_pad {
-        Positions::PerRow(n_pad.iter().map(|&c| (0..p).map(|j| j.saturating_sub(c) as u32).collect()).collect())
+    // Every token fed: the padded prompt and the n_out - 1 generated tokens fed back (the KV cache's size).
+    let fed = p + n_out - 1;
+    // RoPE tables of every position fed, and the decode steps' key mask over all of them, made once before the
+    // timed region (as a model's cos/sin cache is made at load): each forward takes a slice on the device and
+    // nothing is computed on the host or uploaded per token. Left-padded rows count positions from their first
+    // real token.
+    let positions = if batch.any_pad {
+        Positions::PerRow(n_pad.iter().map(|&c| (0..fed).map(|j| j.saturating_sub(c) as u32).collect()).collect())
     } else {
-        Positions::Range { start: 0, len: p }
+        Positions::Range { start: 0, len: fed }
     };
+    let rope_all = tf.rope(&positions)?;
     let flat: Vec<u32> = batch.rows.iter().flatten().copied().collect();
     let ids = Tensor::from_vec(flat, (b, p), device)?;
     let valid = batch.any_pad.then_some(key_valid.as_slice());
+    // `(B, 1, 1, fed)` (None without padding: a single query at the end of a causal sequence masks nothing).
+    let decode_bias = tf.attention_bias(valid, b, fed - 1, 1, fed)?;
 
-    let total = Stopwatch::start(device)?;
-    let mut lap = Stopwatch::start(device)?;
-    // Sized for every token fed: the padded prompt and the n_out - 1 generated tokens fed back.
-    let mut cache = tf.new_cache(p + n_out - 1);
-    let rope = tf.rope(&prefill_pos)?;
-    let bias = tf.attention_bias(valid, b, 0, p, p)?;
-    let mut logits = tf.forward(&ids, &rope, bias.as_ref(), Some(&mut cache), LogitsSpan::Last)?;
-    let mut next = argmax_rows(&logits.squeeze(1)?, banned)?;
-    let prefill_ms = total.elapsed_ms()?;
-    let mut token_ms = vec![lap.lap_ms()?];
-    let mut tokens: Vec<Vec<u32>> = next.iter().map(|&t| vec![t]).collect();
+    let prefill_bias = tf.attention_bias(valid, b, 0, p, p)?;
+    let greedy = Greedy::new(tf.config().vocab_size, banned, device)?;
 
+    // The host never waits inside the loop: each chosen id stays on the device and is the next forward's input,
+    // and each token's end is a time mark (a CUDA event) read after the last token, so on a GPU the next token's
+    // work is queued while the device runs this one's.
+    let mut marks = Marks::start(device)?;
+    let mut cache = tf.new_cache(fed);
+    let rope = rope_all.narrow(0, p)?;
+    let mut logits = tf.forward(&ids, &rope, prefill_bias.as_ref(), Some(&mut cache), LogitsSpan::Last)?;
+    let mut next = greedy.choose(&logits.squeeze(1)?)?;
+    marks.mark()?;
+    let mut chosen = vec![next.clone()];
     for s in 1..n_out {
         check_interrupted()?;
         // The token chosen at step s-1 sits at absolute index p + s - 1.
         let pos = p + s - 1;
-        let ids = Tensor::from_vec(next.clone(), (b, 1), device)?;
-        let positions = if batch.any_pad {
-            Positions::PerRow(n_pad.iter().map(|&c| vec![(pos - c) as u32]).collect())
-        } else {
-            Positions::Range { start: pos, len: 1 }
-        };
-        let rope = tf.rope(&positions)?;
-        let bias = tf.attention_bias(valid, b, pos, 1, pos + 1)?;
-        logits = tf.forward(&ids, &rope, bias.as_ref(), Some(&mut cache), LogitsSpan::Last)?;
-        next = argmax_rows(&logits.squeeze(1)?, banned)?;
-        for (row, &t) in tokens.iter_mut().zip(&next) {
-            row.push(t);
-        }
-        token_ms.push(lap.lap_ms()?);
+        let rope = rope_all.narrow(pos, 1)?;
+        let bias = decode_bias.as_ref().map(|m| m.narrow(3, 0, pos + 1)).transpose()?;
+        logits = tf.forward(&next, &rope, bias.as_ref(), Some(&mut cache), LogitsSpan::Last)?;
+        next = greedy.choose(&logits.squeeze(1)?)?;
+        chosen.push(next.clone());
+        marks.mark()?;
     }
-    let e2e_ms = total.elapsed_ms()?;
+    // Waits for the device: the prefill (to the first token), then one lap per decode token.
+    let token_ms = marks.laps_ms()?;
+    let prefill_ms = token_ms[0];
+    let e2e_ms = token_ms.iter().sum();
+    let tokens = Tensor::cat(&chosen, 1)?.to_vec2::<u32>()?;
     // After the timed region: NaN anywhere upstream reaches the last step's logits.
     check_finite(&logits, "the logits of the last decode step")?;
     debug_assert!(tokens.iter().all(|r| r.len() == n_out));
