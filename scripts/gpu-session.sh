@@ -12,7 +12,8 @@
 #   check    config/gpu_check.toml (tiny synthetic models, f32) on the CPU and on CUDA: the same tokens
 #            (scripts/compare_devices.py), bf16 against f32, and `bench-kernels --drift` (bf16 logits against f32)
 #   kernels  `bench-kernels --shape 8b` (copy bandwidth, matmul rate, AR decode token, LLaDA step) and
-#            runner/bench/torch_reference.py (eager and SDPA) on the same shapes
+#            runner/bench/torch_reference.py (eager and SDPA) on the same shapes, both with --profile (each part of
+#            the forward), side by side (scripts/compare_profiles.py)
 #   grid     config/gpu_primary.toml (the primary grid on synthetic 8B weights) with W=$GRID_W R=$GRID_R
 #            (default 1/1), CUDA-event e2e times beside the host clock (`runner::timing=debug`)
 #   hf       jobs/hf_reference.py (HF transformers, eager attention) on K=$HF_STEPS (default 32) of the grid,
@@ -138,15 +139,17 @@ fi
 
 if has kernels; then
     say "stage kernels"
-    capped 60 330 "$W/kernels-8b.txt" "$BIN" bench-kernels --device cuda:0 --shape 8b
+    # Both arms part by part (issue 28), the runner beside PyTorch eager and SDPA on the same shapes.
+    capped 90 330 "$W/profile-runner.json" "$BIN" bench-kernels --device cuda:0 --shape 8b --profile --json
     for attn in eager sdpa; do
         capped 60 300 "$W/torch-$attn.json" python3 runner/bench/torch_reference.py --device cuda --dtype bf16 \
-            --shape 8b --batch 8 --seq-len 1024 --attention "$attn"
+            --shape 8b --batch 8 --seq-len 1024 --attention "$attn" --profile --repetitions 3
     done
+    python3 scripts/compare_profiles.py "$W/profile-runner.json" "$W/torch-eager.json" "$W/torch-sdpa.json" \
+        >"$W/profiles.txt" 2>&1
+    tee -a "$SUMMARY" <"$W/profiles.txt"
     capped 40 280 "$W/drift-8b.txt" "$BIN" bench-kernels --device cuda:0 --shape 8b --drift --batch 1 \
         --seq-len 512 --decode-tokens 8 --repetitions 2
-    grep -vE "^\s*$" "$W/kernels-8b.txt" | tee -a "$SUMMARY"
-    grep -hE '"ms"|framework|attention' "$W"/torch-*.json | tee -a "$SUMMARY"
     grep -E "against f32" "$W/drift-8b.txt" | tee -a "$SUMMARY"
 fi
 

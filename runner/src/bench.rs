@@ -28,8 +28,10 @@ use schema::grid::{DeviceSpec, ModelKind, Precision};
 use serde::Serialize;
 
 use crate::InputError;
-use crate::model::transformer::argmax_rows;
-use crate::model::{LogitsSpan, ModelConfig, Positions, Transformer, TransformerOptions, WeightNames};
+use crate::model::transformer::Greedy;
+use crate::model::{
+    LogitsSpan, ModelConfig, Part, PartTotals, Positions, Probe, Transformer, TransformerOptions, WeightNames,
+};
 use crate::plan::DtypeArg;
 use crate::synth::rng::SplitMix64;
 use crate::synth::{Preset, SynthSpec};
@@ -118,6 +120,11 @@ pub struct BenchArgs {
     /// `--block-length` positions of `--batch` x `--seq-len` tokens compared.
     #[arg(long)]
     pub drift: bool,
+    /// Also time each part of the forward (norms, projections, RoPE, cache write, attention, MLP, LM head, the
+    /// selection, the next token's inputs) of an AR decode token and a LLaDA step, with the ops each dispatches
+    /// and each part's bytes moved and FLOPs (CUDA events between parts on a GPU, the clock on the CPU).
+    #[arg(long)]
+    pub profile: bool,
 }
 
 /// What `bench-kernels` measured (the `--json` output; runner/bench/torch_reference.py prints the same keys).
@@ -148,6 +155,44 @@ pub struct Report {
     /// `--drift`: the run's precision against f32, the Llama shape then the LLaDA shape.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub drift: Vec<Drift>,
+    /// `--profile`: the AR decode token part by part.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decode_profile: Option<PhaseProfile>,
+    /// `--profile`: the LLaDA step (forward and greedy f32 selection) part by part.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub llada_step_profile: Option<PhaseProfile>,
+}
+
+/// One phase (an AR decode token, a LLaDA step) part by part: means over the profiled repetitions.
+#[derive(Debug, Clone, Serialize)]
+pub struct PhaseProfile {
+    /// Ops dispatched per token / step (candle operations that compute: kernel launches on CUDA).
+    pub ops: u64,
+    /// The parts' times summed, ms per token / step.
+    pub profiled_ms: f64,
+    /// The same work timed without part boundaries (the phase's `ms`): `profiled_ms` above it is the probe's
+    /// cost (a clock reading per part on the CPU; a CUDA event per part on a GPU).
+    pub unprofiled_ms: f64,
+    /// Every part that dispatched an op, in forward order.
+    pub parts: Vec<PartProfile>,
+}
+
+/// One part of a [`PhaseProfile`].
+#[derive(Debug, Clone, Serialize)]
+pub struct PartProfile {
+    pub part: Part,
+    /// Ops per token / step.
+    pub ops: u64,
+    /// Mean ms per token / step.
+    pub ms: f64,
+    /// Bytes read and written per token / step (weights, activations, cache; analytic, [`part_work`]).
+    pub bytes: u64,
+    /// FLOPs per token / step (the matrix products only; element-wise parts count none).
+    pub flops: u64,
+    /// Achieved bytes/s.
+    pub bytes_per_s: f64,
+    /// Achieved FLOP/s (parts with FLOPs only).
+    pub flops_per_s: Option<f64>,
 }
 
 /// How far one forward's logits in the run's precision are from the same forward in f32.
@@ -343,6 +388,14 @@ pub fn run(args: &BenchArgs) -> Result<Report> {
     let decode = decode_bench(args, &llama, &device, dtype, reps, copy_bytes_per_s).context("AR decode")?;
     let llada_step = step_bench(args, &llada, &device, dtype, reps, matmul_flops_per_s).context("LLaDA step")?;
     let llada_selection = selection_bench(args, &llada, &device, dtype, reps).context("LLaDA selection")?;
+    let (decode_profile, llada_step_profile) = if args.profile {
+        (
+            Some(decode_profile(args, &llama, &device, dtype, reps, decode.ms).context("AR decode profile")?),
+            Some(step_profile(args, &llada, &device, dtype, reps, llada_step.ms).context("LLaDA step profile")?),
+        )
+    } else {
+        (None, None)
+    };
     let drift = if args.drift {
         vec![
             dtype_drift(args, &llama, &device, dtype).context("AR logits against f32")?,
@@ -373,6 +426,8 @@ pub fn run(args: &BenchArgs) -> Result<Report> {
         llada_step,
         llada_selection,
         drift,
+        decode_profile,
+        llada_step_profile,
     })
 }
 
@@ -514,25 +569,8 @@ fn decode_bench(
     let tf = synthetic_transformer(cfg, device, dtype, args.seed)?;
     let (b, n, steps) = (args.decode_batch, args.seq_len, args.decode_tokens);
     let prompt = n - steps;
-    let mut rng = SplitMix64::new(args.seed ^ 0xDEC0DE);
-    let ids = Tensor::from_vec(random_ids(b, prompt, cfg.vocab_size, &mut rng), (b, prompt), device)?;
-    let ms = median_ms(reps, || {
-        let mut cache = tf.new_cache(n);
-        let rope = tf.rope(&Positions::Range { start: 0, len: prompt })?;
-        let bias = tf.attention_bias(None, b, 0, prompt, prompt)?;
-        let logits = tf.forward(&ids, &rope, bias.as_ref(), Some(&mut cache), LogitsSpan::Last)?;
-        let mut next = argmax_rows(&logits.squeeze(1)?, &[])?;
-        let sw = Stopwatch::start(device)?;
-        for s in 0..steps {
-            let pos = prompt + s;
-            let ids = Tensor::from_vec(next.clone(), (b, 1), device)?;
-            let rope = tf.rope(&Positions::Range { start: pos, len: 1 })?;
-            let bias = tf.attention_bias(None, b, pos, 1, pos + 1)?;
-            let logits = tf.forward(&ids, &rope, bias.as_ref(), Some(&mut cache), LogitsSpan::Last)?;
-            next = argmax_rows(&logits.squeeze(1)?, &[])?;
-        }
-        Ok(sw.elapsed_ms()? / steps as f64)
-    })?;
+    let ids = decode_prompt(args, cfg, device)?;
+    let ms = median_ms(reps, || decode_run(&tf, &ids, steps, &mut Probe::idle()))?;
     let shape = cfg.shape();
     let bytes_el = dtype.size_in_bytes() as u64;
     // Work per token, averaged over the timed positions (the attention part grows with the context).
@@ -552,6 +590,180 @@ fn decode_bench(
         flops_per_s: flops as f64 / (ms / 1e3),
         ratio_to_floor: ms / floor_ms,
     })
+}
+
+/// The decode benchmark's prompt: `--decode-batch` rows of N - `--decode-tokens` random ids.
+fn decode_prompt(args: &BenchArgs, cfg: &ModelConfig, device: &Device) -> Result<Tensor> {
+    let (b, prompt) = (args.decode_batch, args.seq_len - args.decode_tokens);
+    let mut rng = SplitMix64::new(args.seed ^ 0xDEC0DE);
+    Ok(Tensor::from_vec(random_ids(b, prompt, cfg.vocab_size, &mut rng), (b, prompt), device)?)
+}
+
+/// A prefill of `ids`, then `steps` single-token forwards with the KV cache, each followed by the greedy choice
+/// on the device whose ids are the next forward's input, exactly the per-token work of `generate_ar`; `p`
+/// probes the decode tokens. Milliseconds per decode token.
+fn decode_run(tf: &Transformer, ids: &Tensor, steps: usize, p: &mut Probe) -> Result<f64> {
+    let device = tf.device();
+    let (b, prompt) = ids.dims2()?;
+    let mut cache = tf.new_cache(prompt + steps);
+    // As `generate_ar`: the RoPE tables of every position made once, sliced per token.
+    let rope_all = tf.rope(&Positions::Range { start: 0, len: prompt + steps })?;
+    let bias = tf.attention_bias(None, b, 0, prompt, prompt)?;
+    let greedy = Greedy::new(tf.config().vocab_size, &[], device)?;
+    let logits = tf.forward(ids, &rope_all.narrow(0, prompt)?, bias.as_ref(), Some(&mut cache), LogitsSpan::Last)?;
+    let mut next = greedy.choose(&logits.squeeze(1)?)?;
+    let sw = Stopwatch::start(device)?;
+    for s in 0..steps {
+        let rope = rope_all.narrow(prompt + s, 1)?;
+        let logits = tf.forward_probed(&next, &rope, None, Some(&mut cache), LogitsSpan::Last, p)?;
+        p.enter(Part::Selection)?;
+        // The greedy choice counts as one op (an argmax; with logits other than f32, a cast first).
+        next = p.op(greedy.choose(&logits.squeeze(1)?))?;
+    }
+    let ms = sw.elapsed_ms()? / steps as f64;
+    p.finish()?;
+    Ok(ms)
+}
+
+/// `--profile` of the AR decode: the decode run with a timing probe, `reps` times after the warm-ups.
+fn decode_profile(
+    args: &BenchArgs,
+    cfg: &ModelConfig,
+    device: &Device,
+    dtype: DType,
+    reps: Reps,
+    unprofiled_ms: f64,
+) -> Result<PhaseProfile> {
+    let tf = synthetic_transformer(cfg, device, dtype, args.seed)?;
+    let ids = decode_prompt(args, cfg, device)?;
+    let (b, steps) = (args.decode_batch, args.decode_tokens);
+    let prompt = args.seq_len - steps;
+    for _ in 0..reps.warmup {
+        decode_run(&tf, &ids, steps, &mut Probe::idle())?;
+    }
+    let mut p = Probe::timing(device);
+    for _ in 0..reps.measured {
+        decode_run(&tf, &ids, steps, &mut p)?;
+    }
+    let per = (reps.measured * steps) as f64;
+    // The work of a token at the mean context of the timed tokens.
+    let fwd = roofline::Forward { batch: b as u64, tokens: 1, context: (prompt + steps.div_ceil(2)) as u64, logits: 1 };
+    Ok(phase_profile(&cfg.shape(), fwd, true, dtype, p.totals(), per, unprofiled_ms))
+}
+
+/// `--profile` of the LLaDA step: the step's forward and its greedy f32 selection with a timing probe.
+fn step_profile(
+    args: &BenchArgs,
+    cfg: &ModelConfig,
+    device: &Device,
+    dtype: DType,
+    reps: Reps,
+    unprofiled_ms: f64,
+) -> Result<PhaseProfile> {
+    use crate::generate::{LladaParams, predict};
+    let tf = synthetic_transformer(cfg, device, dtype, args.seed.wrapping_add(1))?;
+    let (b, n, bl) = (args.batch, args.seq_len, args.block_length);
+    let mut rng = SplitMix64::new(args.seed ^ 0x11ADA);
+    let ids = Tensor::from_vec(random_ids(b, n, cfg.vocab_size, &mut rng), (b, n), device)?;
+    let rope = tf.rope(&Positions::Range { start: 0, len: n })?;
+    let params = LladaParams { block_length: bl, ..LladaParams::default() };
+    let span = LogitsSpan::Range { start: n - bl, len: bl };
+    let mut step = |p: &mut Probe| -> Result<()> {
+        let logits = tf.forward_probed(&ids, &rope, None, None, span, p)?;
+        p.enter(Part::Selection)?;
+        // The sampler's `predict` counts as one op (greedy, confidence in f32 on the device).
+        p.op(predict(&logits, &params, false, &mut rng).map_err(candle_core::Error::wrap))?;
+        p.finish()?;
+        Ok(())
+    };
+    for _ in 0..reps.warmup {
+        step(&mut Probe::idle())?;
+    }
+    let mut p = Probe::timing(device);
+    for _ in 0..reps.measured {
+        step(&mut p)?;
+    }
+    let fwd = roofline::Forward { batch: b as u64, tokens: n as u64, context: n as u64, logits: bl as u64 };
+    Ok(phase_profile(&cfg.shape(), fwd, false, dtype, p.totals(), reps.measured as f64, unprofiled_ms))
+}
+
+/// The profile of a phase from a probe's totals over `per` tokens / steps.
+fn phase_profile(
+    shape: &ModelShape,
+    fwd: roofline::Forward,
+    cached: bool,
+    dtype: DType,
+    totals: &std::collections::BTreeMap<Part, PartTotals>,
+    per: f64,
+    unprofiled_ms: f64,
+) -> PhaseProfile {
+    let e = dtype.size_in_bytes() as u64;
+    let parts: Vec<PartProfile> = Part::ALL
+        .iter()
+        .filter_map(|&part| {
+            let t = totals.get(&part)?;
+            let (bytes, flops) = part_work(shape, fwd, cached, e, part);
+            let ms = t.ms / per;
+            let s = ms / 1e3;
+            Some(PartProfile {
+                part,
+                ops: (t.ops as f64 / per).round() as u64,
+                ms,
+                bytes,
+                flops,
+                bytes_per_s: if s > 0.0 { bytes as f64 / s } else { 0.0 },
+                flops_per_s: (flops > 0 && s > 0.0).then(|| flops as f64 / s),
+            })
+        })
+        .collect();
+    PhaseProfile {
+        ops: parts.iter().map(|p| p.ops).sum(),
+        profiled_ms: parts.iter().map(|p| p.ms).sum(),
+        unprofiled_ms,
+        parts,
+    }
+}
+
+/// Bytes moved and FLOPs of one part of a forward `fwd` of `shape` in elements of `e` bytes: each input read
+/// once and each output written once (weights included), FLOPs of the matrix products only (2 per multiply-add;
+/// the parts' FLOPs add up to [`roofline::forward_flops`]). `cached`: keys and values go to a KV cache.
+pub fn part_work(shape: &ModelShape, fwd: roofline::Forward, cached: bool, e: u64, part: Part) -> (u64, u64) {
+    let l = u64::from(shape.layers);
+    let h = u64::from(shape.hidden);
+    let d = roofline::head_dim(shape);
+    let (nh, nkv) = (u64::from(shape.heads), u64::from(shape.kv_heads));
+    let (q, kv) = (nh * d, nkv * d);
+    let i = u64::from(shape.intermediate);
+    let v = u64::from(shape.vocab);
+    let rows = fwd.batch * fwd.tokens;
+    let logit_rows = fwd.batch * fwd.logits;
+    let scores = fwd.batch * nh * fwd.tokens * fwd.context;
+    // A projection: weights, its input rows and its output rows; 2 FLOPs per weight and row.
+    let proj = |n_in: u64, n_out: u64, r: u64| ((n_in * n_out + r * (n_in + n_out)) * e, 2 * r * n_in * n_out);
+    let layers = |(b, f): (u64, u64)| (l * b, l * f);
+    match part {
+        Part::Embed => (2 * rows * h * e, 0),
+        Part::Norm => ((l * 2 * (2 * rows * h + h) + 2 * logit_rows * h + h) * e, 0),
+        Part::QkvProj => layers(proj(h, q + 2 * kv, rows)),
+        Part::Rope => (l * 2 * rows * (q + kv) * e, 0),
+        Part::CacheWrite => (if cached { l * 2 * 2 * rows * kv * e } else { l * 2 * rows * kv * e }, 0),
+        Part::Scores => {
+            let keys = fwd.batch * fwd.context * kv;
+            (l * (rows * q + keys + scores) * e, l * 2 * scores * d)
+        }
+        Part::Mask | Part::Softmax => (l * 2 * scores * e, 0),
+        Part::AttnValues => {
+            let values = fwd.batch * fwd.context * kv;
+            (l * (scores + values + rows * q) * e, l * 2 * scores * d)
+        }
+        Part::OutProj => layers(proj(q, h, rows)),
+        Part::GateUp => layers(proj(h, 2 * i, rows)),
+        Part::Activation => (l * 3 * rows * i * e, 0),
+        Part::Down => layers(proj(i, h, rows)),
+        Part::Residual => (l * 2 * 3 * rows * h * e, 0),
+        Part::LmHead => proj(h, v, logit_rows),
+        Part::Selection => (logit_rows * v * e, 0),
+    }
 }
 
 fn step_bench(
@@ -726,6 +938,49 @@ pub fn text(r: &Report) -> String {
         r.llada_selection.sampled_host_noise_ms,
         n = r.matmul_size,
     ) + &drift_lines(r)
+        + &profile_lines("AR decode token", r.decode_profile.as_ref(), r)
+        + &profile_lines("LLaDA step", r.llada_step_profile.as_ref(), r)
+}
+
+/// The `--profile` table of one phase: per part its ops, time, share, bytes and FLOPs, and the achieved rates
+/// beside the run's measured ceilings.
+fn profile_lines(what: &str, p: Option<&PhaseProfile>, r: &Report) -> String {
+    let Some(p) = p else { return String::new() };
+    let mut out = format!(
+        "\n{what}, part by part ({} ops; parts summed {:.3} ms, unprofiled {:.3} ms: the probe costs {:+.1}%)\n\
+         \x20 {:<12} {:>5} {:>10} {:>6} {:>10} {:>10} {:>10} {:>12}\n",
+        p.ops,
+        p.profiled_ms,
+        p.unprofiled_ms,
+        100.0 * (p.profiled_ms / p.unprofiled_ms - 1.0),
+        "part",
+        "ops",
+        "ms",
+        "share",
+        "MB",
+        "GFLOP",
+        "GB/s",
+        "GFLOP/s",
+    );
+    for part in &p.parts {
+        let rate = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{:.2}", x / 1e9));
+        out += &format!(
+            "  {:<12} {:>5} {:>10.4} {:>5.1}% {:>10.3} {:>10.4} {:>10.2} {:>12}\n",
+            part.part.name(),
+            part.ops,
+            part.ms,
+            100.0 * part.ms / p.profiled_ms,
+            part.bytes as f64 / 1e6,
+            part.flops as f64 / 1e9,
+            part.bytes_per_s / 1e9,
+            rate(part.flops_per_s),
+        );
+    }
+    out + &format!(
+        "  ceilings: copy {:.2} GB/s, matmul {:.2} GFLOP/s\n",
+        r.copy_bytes_per_s / 1e9,
+        r.matmul_flops_per_s / 1e9
+    )
 }
 
 /// The `--drift` lines of the text report.

@@ -10,6 +10,7 @@ mod fetch;
 mod hf_reference;
 mod measure;
 mod model;
+mod profile;
 mod prompts;
 mod quality;
 mod resume;
