@@ -137,7 +137,8 @@ pub struct MergeArgs {
     /// Shard bundles (each shard's bundle.json).
     #[arg(required = true, value_name = "BUNDLE")]
     pub bundles: Vec<PathBuf>,
-    /// The merged bundle to write.
+    /// The merged bundle to write. An existing file there is replaced (atomically, once the merge succeeded),
+    /// unless it is one of the shards: that is refused before anything is written.
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: PathBuf,
     /// Merge shards measured on different device models (the study keeps them apart).
@@ -622,6 +623,22 @@ fn validate(args: ValidateArgs) -> Result<ExitCode> {
                     String::new()
                 };
                 println!("{}: ok, {} cells ({ok} ok), {} models{note}", path.display(), b.cells.len(), b.models.len());
+                // What a partial bundle lacks, said where a user checks it.
+                if !b.provenance.missing_cells.is_empty() {
+                    println!(
+                        "  partial: {} cells of the grid are in no shard (merged with --allow-missing): {}",
+                        b.provenance.missing_cells.len(),
+                        b.provenance.missing_cells.iter().map(|k| k.to_string()).collect::<Vec<_>>().join("; ")
+                    );
+                }
+                for c in b.cells.iter().filter(|c| !c.stalled_prompts.is_empty()) {
+                    println!(
+                        "  {}: {} prompts stalled (no continuation, not scored): {:?}",
+                        c.key,
+                        c.stalled_prompts.len(),
+                        c.stalled_prompts
+                    );
+                }
             }
             Err(e) => {
                 bad += 1;
