@@ -66,6 +66,10 @@ pub enum Command {
     /// repetition) with the cell's key, every raw measurement and the numbers `metrics` derives, or (--table
     /// parity) one per S_parity record and batch size. Unmeasured values are empty (CSV) or null, never 0.
     Export(crate::export::ExportArgs),
+    /// Two bundles of one grid cell by cell: latency ratios (medians, ITL or step time, peak memory), or with
+    /// --tokens the generated tokens, committed tokens per step, forward passes, output bytes and perplexities
+    /// (exit 1 on any difference).
+    Compare(crate::compare::CompareArgs),
 }
 
 /// Where models live.
@@ -180,6 +184,27 @@ pub struct PlanArgs {
     /// Print the resolved config as TOML as well.
     #[arg(long)]
     pub show_config: bool,
+    /// Print one JSON object instead: the resolved config, the cells (keys as a bundle writes them) with their
+    /// roofline counts, each model's shape and every synthetic preset's shapes (what jobs/hf_reference.py reads).
+    #[arg(long, conflicts_with = "show_config")]
+    pub json: bool,
+    /// With --json: count every model with this synthetic preset's shapes (the HF reference's --shapes).
+    #[arg(long, value_enum, requires = "json", value_name = "PRESET")]
+    pub shapes: Option<ShapesArg>,
+    /// With --json: count every model with this many layers (the HF reference's --layers).
+    #[arg(long, requires = "json", value_name = "L", value_parser = clap::value_parser!(u32).range(1..))]
+    pub layers: Option<u32>,
+}
+
+/// A synthetic preset on the command line.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum ShapesArg {
+    /// The tiny preset.
+    Tiny,
+    /// The small preset.
+    Small,
+    /// The real 8B shapes.
+    Real,
 }
 
 /// `dllm-bench validate`.
@@ -304,6 +329,7 @@ pub fn main() -> Result<ExitCode> {
     match cli.command {
         Command::Run(args) => run(args),
         Command::Plan(args) => plan_cmd(args),
+        Command::Compare(args) => crate::compare::run(&args),
         Command::Validate(args) => validate(args),
         Command::Synth(args) => synth_cmd(args),
         Command::Serve(args) => {
@@ -565,6 +591,17 @@ fn file_name_of(value: impl serde::Serialize) -> String {
 
 fn plan_cmd(args: PlanArgs) -> Result<ExitCode> {
     let resolved = plan::resolve(&args.config)?;
+    if args.json {
+        use schema::grid::SynthPreset;
+        let preset = args.shapes.map(|s| match s {
+            ShapesArg::Tiny => SynthPreset::Tiny,
+            ShapesArg::Small => SynthPreset::Small,
+            ShapesArg::Real => SynthPreset::Real,
+        });
+        let over = plan::ShapeOverride { preset, layers: args.layers };
+        println!("{}", serde_json::to_string_pretty(&plan::plan_json(&resolved, over))?);
+        return Ok(ExitCode::SUCCESS);
+    }
     let cfg = &resolved.config;
     let cells = cfg.cells();
     println!("# {} cells from {}", cells.len(), resolved.source);

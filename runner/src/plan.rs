@@ -299,3 +299,151 @@ mod diff_tests {
         assert_eq!(config_diff(old, old), "  (the same fields in a different order)");
     }
 }
+
+/// The shapes every model of a `plan --json` is counted with, instead of each model's own: the HF reference's
+/// `--shapes` and `--layers`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ShapeOverride {
+    /// A preset for every model (its `[models.synthetic]` hidden and layers apply only when it is the model's own).
+    pub preset: Option<schema::grid::SynthPreset>,
+    /// The number of layers of every model.
+    pub layers: Option<u32>,
+}
+
+/// A model's shape as a plan counts it: its synthetic preset with the config's overrides (a model without a
+/// `[models.synthetic]` table: the real preset, the shapes of the checkpoints the study uses), and the largest
+/// position.
+pub fn planned_shape(
+    kind: ModelKind,
+    synthetic: Option<&schema::grid::SyntheticWeights>,
+    over: ShapeOverride,
+    dtype: Precision,
+) -> (schema::grid::SynthPreset, schema::ModelShape, u32) {
+    use crate::synth::SynthSpec;
+    use schema::grid::SynthPreset;
+    let own = synthetic.map_or(SynthPreset::Real, |s| s.preset);
+    let preset = over.preset.unwrap_or(own);
+    let mut spec = match synthetic {
+        Some(s) if preset == own => SynthSpec::from_config(s, dtype, false),
+        Some(s) => SynthSpec::new(preset, s.seed),
+        None => SynthSpec::new(preset, 0),
+    };
+    if let Some(l) = over.layers {
+        spec.layers = Some(l as usize);
+    }
+    let (shape, max_positions) = resolved_shape(&spec.resolve(kind));
+    (preset, shape, max_positions)
+}
+
+/// The shape and the largest position of a resolved synthetic spec.
+fn resolved_shape(r: &crate::synth::Resolved) -> (schema::ModelShape, u32) {
+    let n = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
+    let shape = schema::ModelShape {
+        layers: n(r.layers),
+        hidden: n(r.hidden),
+        heads: n(r.heads),
+        kv_heads: n(r.kv_heads),
+        intermediate: n(r.intermediate),
+        vocab: n(r.vocab),
+    };
+    (shape, n(r.max_positions))
+}
+
+/// The work of a cell as `metrics::roofline` counts it: the whole generation where the plan knows the forwards
+/// (AR; a K-driven LLaDA sampler, K / blocks steps per block), and one full forward of a LLaDA cell without a
+/// block cache (logits for the block, and for every position) for a threshold series, whose forwards are
+/// measured.
+pub fn cell_roofline(shape: &schema::ModelShape, key: &schema::CellKey, dtype: Precision) -> serde_json::Value {
+    use metrics::roofline::{self as rl, Forward};
+    use schema::key::Sampler;
+    let bytes = rl::precision_bytes(dtype);
+    let (b, prompt, n_out) = (u64::from(key.batch_size), u64::from(key.prompt_tokens), u64::from(key.output_tokens));
+    let work = |w: rl::Work| {
+        serde_json::json!({
+            "forwards": w.forwards,
+            "weights_read_bytes": w.weights_read_bytes,
+            "flop_count": w.flops,
+            "kv_cache_bytes": w.kv_cache_bytes,
+        })
+    };
+    if key.sampler == Sampler::ArGreedy {
+        return serde_json::json!({ "work": work(rl::autoregressive(shape, b, prompt, n_out, bytes)) });
+    }
+    let block = u64::from(key.block_length.unwrap_or(key.output_tokens)).max(1);
+    let blocks = (n_out / block).max(1);
+    let total = key.steps.map(|k| {
+        let per_block = vec![u64::from(k) / blocks; blocks as usize];
+        work(rl::diffusion_sampler(shape, b, prompt, block, &per_block, key.cache, bytes))
+    });
+    let len = prompt + n_out;
+    let forward = |logits: u64| {
+        let f = Forward { batch: b, tokens: len, context: len, logits };
+        serde_json::json!({
+            "weights_read_bytes": rl::forward_weight_bytes(shape, f, bytes),
+            "flop_count": rl::forward_flops(shape, f),
+        })
+    };
+    let mut out = serde_json::json!({ "work": total });
+    if key.cache.is_none() {
+        out["forward"] = forward(block);
+        out["forward_all_logits"] = forward(len);
+    }
+    out
+}
+
+/// `dllm-bench plan --json`: the resolved config, its cells (keys as a bundle writes them) with their roofline
+/// counts, each model's shape, and every synthetic preset's shapes: what `jobs/hf_reference.py` and
+/// `runner/bench/torch_reference.py` read instead of resolving a config themselves.
+pub fn plan_json(resolved: &ResolvedConfig, over: ShapeOverride) -> serde_json::Value {
+    use schema::grid::SynthPreset;
+    let cfg = &resolved.config;
+    let dtype = cfg.run.dtype;
+    let mut shapes = std::collections::HashMap::new();
+    let models: Vec<serde_json::Value> = cfg
+        .models
+        .iter()
+        .map(|m| {
+            let (preset, shape, max_positions) = planned_shape(m.kind, m.synthetic.as_ref(), over, dtype);
+            shapes.insert(m.id.clone(), shape.clone());
+            serde_json::json!({
+                "id": m.id,
+                "kind": m.kind,
+                "preset": preset,
+                "shape": shape,
+                "max_positions": max_positions,
+                "parameters": metrics::roofline::parameters(&shape),
+            })
+        })
+        .collect();
+    let cells: Vec<serde_json::Value> = cfg
+        .cells()
+        .iter()
+        .map(|key| {
+            let roofline = shapes.get(&key.model).map(|s| cell_roofline(s, key, dtype));
+            serde_json::json!({ "key": key, "label": key.to_string(), "roofline": roofline })
+        })
+        .collect();
+    let mut presets = serde_json::Map::new();
+    for preset in [SynthPreset::Tiny, SynthPreset::Small, SynthPreset::Real] {
+        let mut kinds = serde_json::Map::new();
+        for kind in [ModelKind::Llama, ModelKind::Llada, ModelKind::Dream] {
+            let (shape, max_positions) = resolved_shape(&crate::synth::SynthSpec::new(preset, 0).resolve(kind));
+            let name = serde_json::to_value(kind).ok().and_then(|v| v.as_str().map(str::to_string));
+            kinds.insert(
+                name.unwrap_or_default(),
+                serde_json::json!({ "shape": shape, "max_positions": max_positions }),
+            );
+        }
+        let name = serde_json::to_value(preset).ok().and_then(|v| v.as_str().map(str::to_string));
+        presets.insert(name.unwrap_or_default(), serde_json::Value::Object(kinds));
+    }
+    serde_json::json!({
+        "config_source": resolved.source,
+        "config_sha256": resolved.sha256(),
+        "config": cfg,
+        "dtype_bytes": metrics::roofline::precision_bytes(dtype),
+        "models": models,
+        "cells": cells,
+        "presets": presets,
+    })
+}

@@ -1,0 +1,332 @@
+//! `dllm-bench compare A B`: two bundles of one grid, cell by cell, matched by their [`CellKey`].
+//!
+//! Latency (the default): per cell the median L_e2e of each, the ratio B / A (above 1: A is faster), the median
+//! ITL (AR) or step time (LLaDA) of each with its ratio, and the peak memory of each (CUDA: peak allocated bytes;
+//! CPU: peak RSS), all through `metrics::derive`. A value a bundle does not have is "-", never 0. Exit 1 when the
+//! bundles have no cell in common.
+//!
+//! Tokens (`--tokens`): do the two bundles generate the same thing (two devices, two precisions)? Per cell the
+//! status, the continuations of every prompt (decoded text and masked positions), each repetition's prompt
+//! indices, forward passes, committed tokens per step, output tokens and bytes, and the perplexities (relative
+//! difference at most `--perplexity-rtol`). One line per cell and a summary; exit 1 on any difference (0 with
+//! `--report-only`, which only counts: for a precision against f32, where greedy choices may flip).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use schema::{Bundle, Cell, CellKey, CellStatus};
+
+/// `dllm-bench compare`.
+#[derive(Debug, clap::Args)]
+pub struct CompareArgs {
+    /// The first bundle (for latency: the runner's; the ratios are B / A).
+    #[arg(value_name = "A")]
+    pub first: PathBuf,
+    /// The second bundle (e.g. jobs/hf_reference.py's, or the same grid on another device).
+    #[arg(value_name = "B")]
+    pub second: PathBuf,
+    /// Latency table as Markdown (default: aligned text).
+    #[arg(long)]
+    pub markdown: bool,
+    /// Compare what was generated instead of the timings: continuations, committed tokens per step, forward
+    /// passes, output bytes, perplexities. Exit 1 on any difference.
+    #[arg(long)]
+    pub tokens: bool,
+    /// With --tokens: count the differences and exit 0.
+    #[arg(long, requires = "tokens")]
+    pub report_only: bool,
+    /// With --tokens: the largest relative difference of two perplexities that counts as equal.
+    #[arg(long, value_name = "X", default_value_t = 1e-3)]
+    pub perplexity_rtol: f64,
+}
+
+/// Runs `compare`.
+pub fn run(args: &CompareArgs) -> Result<ExitCode> {
+    let read = |p: &PathBuf| crate::input::read_bundle_file(p).map(|r| r.bundle);
+    let (a, b) = (read(&args.first)?, read(&args.second)?);
+    let (text, ok) = if args.tokens {
+        let (text, bad) = tokens(&a, &b, args.perplexity_rtol, &names(args));
+        (text, bad == 0 || args.report_only)
+    } else {
+        latency(&a, &b, args.markdown)
+    };
+    print!("{text}");
+    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+fn names(args: &CompareArgs) -> [String; 2] {
+    [args.first.display().to_string(), args.second.display().to_string()]
+}
+
+/// The bundle in one line: tool, version, attention, precision, device.
+pub fn describe(b: &Bundle) -> String {
+    let p = &b.provenance;
+    let d = &p.device;
+    let mut dev = [Some(d.kind.as_str()), d.name.as_deref()].into_iter().flatten().collect::<Vec<_>>().join(" ");
+    if let Some(t) = d.threads {
+        let _ = write!(dev, ", {t} threads");
+    }
+    // The attention's first clause: the rest describes the implementation at length.
+    let attention = p.attention.split(';').next().unwrap_or_default();
+    format!("{} {} ({attention}; {}; {dev})", p.tool, p.tool_version, p.config.run.dtype)
+}
+
+fn state(s: &CellStatus) -> &'static str {
+    match s {
+        CellStatus::Ok => "ok",
+        CellStatus::Oom { .. } => "oom",
+        CellStatus::Error { .. } => "error",
+        CellStatus::Skipped { .. } => "skipped",
+    }
+}
+
+/// A cell's median latency, median ITL (AR) or step time (LLaDA), and peak memory, from `metrics::derive`.
+struct Latency {
+    e2e: Option<f64>,
+    unit: Option<f64>,
+    peak: Option<u64>,
+}
+
+fn latency_of(c: &Cell) -> Latency {
+    let s = metrics::derive::cell_summary(c);
+    let median = |x: Option<metrics::derive::Summary>| x.map(|x| x.median);
+    let unit = if c.key.sampler == schema::key::Sampler::ArGreedy { s.itl_ms } else { s.step_ms };
+    Latency { e2e: median(s.e2e_ms), unit: median(unit), peak: s.peak_allocated_bytes.or(s.peak_rss_bytes) }
+}
+
+fn ms(v: Option<f64>) -> String {
+    match v {
+        None => "-".into(),
+        Some(v) if v < 10.0 => format!("{v:.3}"),
+        Some(v) => format!("{v:.1}"),
+    }
+}
+
+fn ratio(second: Option<f64>, first: Option<f64>) -> String {
+    match (second, first) {
+        (Some(s), Some(f)) if f > 0.0 => format!("{:.2}", s / f),
+        _ => "-".into(),
+    }
+}
+
+fn mib(v: Option<u64>) -> String {
+    v.map_or_else(|| "-".into(), |v| format!("{:.1}", v as f64 / f64::from(1u32 << 20)))
+}
+
+/// The latency table and whether the bundles have a cell in common.
+pub fn latency(a: &Bundle, b: &Bundle, markdown: bool) -> (String, bool) {
+    let mut out = String::new();
+    let _ = writeln!(out, "A: {}", describe(a));
+    let _ = writeln!(out, "B: {}", describe(b));
+    let shapes: BTreeMap<&str, &schema::ModelShape> = a.models.iter().map(|m| (m.id.as_str(), &m.shape)).collect();
+    for m in &b.models {
+        if let Some(s) = shapes.get(m.id.as_str()).filter(|s| **s != &m.shape) {
+            let _ = writeln!(
+                out,
+                "warning: {}: the shapes differ (A {s:?}, B {:?}): the cells do not measure the same model",
+                m.id, m.shape
+            );
+        }
+    }
+    if a.provenance.device.kind != b.provenance.device.kind {
+        let _ = writeln!(out, "warning: the bundles ran on different kinds of device");
+    }
+    let cells_b: BTreeMap<&CellKey, &Cell> = b.cells.iter().map(|c| (&c.key, c)).collect();
+    let keys_a: std::collections::BTreeSet<&CellKey> = a.cells.iter().map(|c| &c.key).collect();
+    let alloc = a.cells.iter().chain(&b.cells).flat_map(|c| &c.repetitions).any(|r| r.peak_allocated_bytes.is_some());
+    let mem = if alloc { "peak alloc" } else { "peak RSS" };
+    let header: Vec<String> = [
+        "cell",
+        "A e2e ms",
+        "B e2e ms",
+        "B/A",
+        "A ITL/step ms",
+        "B ITL/step ms",
+        "B/A",
+        &format!("A {mem} MiB"),
+        &format!("B {mem} MiB"),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let mut rows = Vec::new();
+    for ca in &a.cells {
+        let Some(cb) = cells_b.get(&ca.key) else { continue };
+        let label = ca.key.to_string();
+        if ca.status != CellStatus::Ok || cb.status != CellStatus::Ok {
+            let side =
+                |c: &Cell| if c.status == CellStatus::Ok { ms(latency_of(c).e2e) } else { state(&c.status).into() };
+            let mut row = vec![label, side(ca), side(cb)];
+            row.resize(header.len(), "-".into());
+            rows.push(row);
+            continue;
+        }
+        let (x, y) = (latency_of(ca), latency_of(cb));
+        rows.push(vec![
+            label,
+            ms(x.e2e),
+            ms(y.e2e),
+            ratio(y.e2e, x.e2e),
+            ms(x.unit),
+            ms(y.unit),
+            ratio(y.unit, x.unit),
+            mib(x.peak),
+            mib(y.peak),
+        ]);
+    }
+    out.push('\n');
+    if markdown {
+        let _ = writeln!(out, "| {} |", header.join(" | "));
+        let _ = writeln!(out, "|{}|", vec![" --- "; header.len()].join("|"));
+        for r in &rows {
+            let _ = writeln!(out, "| {} |", r.join(" | "));
+        }
+    } else {
+        let widths: Vec<usize> =
+            (0..header.len()).map(|i| rows.iter().chain([&header]).map(|r| r[i].len()).max().unwrap_or(0)).collect();
+        for r in [&header].into_iter().chain(&rows) {
+            let line: Vec<String> = r
+                .iter()
+                .enumerate()
+                .map(
+                    |(i, v)| if i == 0 { format!("{v:<w$}", w = widths[i]) } else { format!("{v:>w$}", w = widths[i]) },
+                )
+                .collect();
+            let _ = writeln!(out, "{}", line.join("  ").trim_end());
+        }
+    }
+    let only = |cells: &[Cell], other: &dyn Fn(&CellKey) -> bool| {
+        cells.iter().filter(|c| !other(&c.key)).map(|c| c.key.to_string()).collect::<Vec<_>>()
+    };
+    let only_a = only(&a.cells, &|k| cells_b.contains_key(k));
+    let only_b = only(&b.cells, &|k| keys_a.contains(k));
+    if !only_a.is_empty() {
+        let _ = writeln!(out, "\nonly in A: {}", only_a.join(", "));
+    }
+    if !only_b.is_empty() {
+        let _ = writeln!(out, "\nonly in B: {}", only_b.join(", "));
+    }
+    let common = rows.len();
+    if common == 0 {
+        let _ = writeln!(out, "\nno cell in common: compare bundles of the same config and overrides");
+    }
+    (out, common > 0)
+}
+
+/// Counts for the summary of [`tokens`].
+#[derive(Default)]
+struct Counts {
+    generations: usize,
+    generations_equal: usize,
+    repetitions: usize,
+    max_ppl_rel: f64,
+}
+
+fn perplexities(c: &Cell) -> BTreeMap<Option<&str>, f64> {
+    c.quality.iter().filter(|q| q.metric == "perplexity").map(|q| (q.evaluator.as_deref(), q.value)).collect()
+}
+
+/// What differs between two cells of one key.
+fn cell_diffs(a: &Cell, b: &Cell, rtol: f64, counts: &mut Counts) -> Vec<String> {
+    let mut diffs = Vec::new();
+    if a.status != b.status || a.status != CellStatus::Ok {
+        diffs.push(format!("status {} vs {}", state(&a.status), state(&b.status)));
+    }
+    let ga: BTreeMap<_, _> = a.generations.iter().map(|g| ((g.prompt, g.prompt_bytes), g)).collect();
+    let gb: BTreeMap<_, _> = b.generations.iter().map(|g| ((g.prompt, g.prompt_bytes), g)).collect();
+    if ga.keys().ne(gb.keys()) {
+        let prompts = |g: &BTreeMap<(u32, u32), _>| g.keys().map(|k| k.0.to_string()).collect::<Vec<_>>().join(",");
+        diffs.push(format!("generated for different prompts: [{}] vs [{}]", prompts(&ga), prompts(&gb)));
+    }
+    for (k, x) in &ga {
+        let Some(y) = gb.get(k) else { continue };
+        counts.generations += 1;
+        if x.text == y.text && x.masked_tokens == y.masked_tokens {
+            counts.generations_equal += 1;
+        } else {
+            let at = x.text.bytes().zip(y.text.bytes()).position(|(p, q)| p != q);
+            let at = at.unwrap_or(x.text.len().min(y.text.len()));
+            let masked = |m: Option<u32>| m.map_or("-".into(), |m| m.to_string());
+            diffs.push(format!(
+                "prompt {}: continuations differ from byte {at} (masked {} vs {})",
+                k.0,
+                masked(x.masked_tokens),
+                masked(y.masked_tokens)
+            ));
+        }
+    }
+    if a.repetitions.len() != b.repetitions.len() {
+        diffs.push(format!("{} vs {} repetitions", a.repetitions.len(), b.repetitions.len()));
+    }
+    for (i, (x, y)) in a.repetitions.iter().zip(&b.repetitions).enumerate() {
+        counts.repetitions += 1;
+        let fields: [(&str, String, String); 5] = [
+            ("prompt_indices", format!("{:?}", x.prompt_indices), format!("{:?}", y.prompt_indices)),
+            ("forward_passes", format!("{:?}", x.forward_passes), format!("{:?}", y.forward_passes)),
+            ("committed_per_step", format!("{:?}", x.committed_per_step), format!("{:?}", y.committed_per_step)),
+            ("output_tokens", x.output_tokens.to_string(), y.output_tokens.to_string()),
+            ("output_bytes", x.output_bytes.to_string(), y.output_bytes.to_string()),
+        ];
+        for (field, p, q) in fields {
+            if p != q {
+                diffs.push(format!("repetition {i}: {field} {p} vs {q}"));
+            }
+        }
+    }
+    let (pa, pb) = (perplexities(a), perplexities(b));
+    for (ev, x) in &pa {
+        let Some(y) = pb.get(ev) else { continue };
+        let rel = (x - y).abs() / x.abs().max(f64::MIN_POSITIVE);
+        counts.max_ppl_rel = counts.max_ppl_rel.max(rel);
+        if rel > rtol {
+            diffs.push(format!("perplexity ({}) {x:.6} vs {y:.6} (relative {rel:.2e} > {rtol})", ev.unwrap_or("-")));
+        }
+    }
+    diffs
+}
+
+/// The token-for-token report and the number of cells with a difference (a missing cell counts; so does a
+/// comparison with no continuations at all).
+pub fn tokens(a: &Bundle, b: &Bundle, rtol: f64, names: &[String; 2]) -> (String, usize) {
+    let mut out = String::new();
+    let mut cells_b: BTreeMap<&CellKey, &Cell> = b.cells.iter().map(|c| (&c.key, c)).collect();
+    let mut counts = Counts::default();
+    let mut bad = 0;
+    for ca in &a.cells {
+        let label = ca.key.to_string();
+        let Some(cb) = cells_b.remove(&ca.key) else {
+            let _ = writeln!(out, "{label:<40} missing from {}", names[1]);
+            bad += 1;
+            continue;
+        };
+        let diffs = cell_diffs(ca, cb, rtol, &mut counts);
+        if diffs.is_empty() {
+            let _ = writeln!(out, "{label:<40} same");
+        } else {
+            let _ = writeln!(out, "{label:<40} DIFFERS: {}", diffs.join("; "));
+            bad += 1;
+        }
+    }
+    for cb in cells_b.values() {
+        let _ = writeln!(out, "{:<40} missing from {}", cb.key.to_string(), names[0]);
+        bad += 1;
+    }
+    let _ = writeln!(
+        out,
+        "summary: {} cells, {bad} with a difference; continuations equal {}/{}; repetitions compared {}; largest \
+         perplexity difference {:.2e} (relative)",
+        a.cells.len(),
+        counts.generations_equal,
+        counts.generations,
+        counts.repetitions,
+        counts.max_ppl_rel
+    );
+    if counts.generations == 0 {
+        let _ = writeln!(out, "note: no continuations to compare (the grid needs a [quality] section)");
+        bad += 1;
+    }
+    (out, bad)
+}
