@@ -1,37 +1,9 @@
 //! Loading: a bundle's text -> a [`LoadedBundle`] (parsed, upgraded and checked by `schema`, every cell
-//! summarized by `metrics::derive`), its provenance rows, and the validation of what the page fetches (index
-//! entries, file names). No browser API, so it is tested natively.
+//! summarized by `metrics::derive`) and its provenance rows. No browser API, so it is tested natively.
 
 use metrics::derive::{CellSummary, summaries};
 use metrics::parity::ParityRecord;
-use schema::{Bundle, BundleIndex, IndexEntry};
-
-/// Text of an index entry in the bundle selector.
-pub fn option_label(e: &IndexEntry) -> String {
-    let mut s = if e.title.is_empty() { e.file.clone() } else { e.title.clone() };
-    if !e.created_at.is_empty() {
-        s.push_str(&format!(" ({})", e.created_at));
-    }
-    if e.synthetic_weights {
-        s.push_str(" [synthetic weights]");
-    }
-    s
-}
-
-/// Parses `bundles/index.json`, dropping entries whose file name could escape `bundles/`.
-pub fn parse_index(json: &str) -> Result<Vec<IndexEntry>, String> {
-    let idx: BundleIndex =
-        serde_json::from_str(json).map_err(|e| format!("bundles/index.json is not a valid bundle index: {e}"))?;
-    Ok(idx.bundles.into_iter().filter(|e| is_plain_file_name(&e.file)).collect())
-}
-
-/// True for a bare file name (no path separators, no `..`, no URL syntax): safe to append to `bundles/`.
-pub fn is_plain_file_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 255
-        && !name.starts_with('.')
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '+'))
-}
+use schema::Bundle;
 
 pub use schema::bundle::QualityValue;
 

@@ -3,9 +3,9 @@
 //! labels that never overprint each other, the markers or a legend, at a printed single column's width (3.5 in,
 //! 336 SVG pixels), a double column's (7 in, 672) and a screen's (1000 px).
 
-use explorer::figure::{self, ChartStyle, Drawn, Figure, Plot, TextBox};
-use explorer::view::{LoadedBundle, load_bundle};
-use explorer::views::{Filters, Options, ViewKind, chart_view};
+use charts::bundle::{LoadedBundle, load_bundle};
+use charts::figure::{self, ChartStyle, Drawn, Figure, Plot, TextBox};
+use charts::views::{Filters, Options, ViewKind, chart_view};
 use plotters::prelude::*;
 
 const RUNNER: &str = include_str!("../../results/gpu_primary-h200-runner-20261126.json");

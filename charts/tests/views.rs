@@ -1,15 +1,16 @@
-//! Native tests of the explorer: fixture bundles -> views -> figures drawn into SVG, checked against
-//! hand-computed values; loading errors; filters, URL state and CSV.
+//! The charts of the explorer and of `dllm-bench figures`: fixture bundles -> views -> figures drawn into SVG,
+//! checked against hand-computed values; loading errors; filters, table rows and CSV. (The page state in the
+//! address and the bundle index: explorer/tests/page.rs.)
 
-use explorer::figure::{self, ChartStyle, Drawn, Figure, Plot, Style};
-use explorer::view::{LoadedBundle, is_plain_file_name, load_bundle, option_label, parse_index};
-use explorer::views::{self, Filters, Options, PageState, ViewKind, chart_view, parity_rows, rows};
+use charts::bundle::{LoadedBundle, load_bundle};
+use charts::figure::{self, ChartStyle, Drawn, Figure, Plot, Style};
+use charts::views::{self, Filters, Options, ViewKind, chart_view, parity_rows, rows};
 use metrics::derive::MemoryMetric;
 use plotters::prelude::*;
 
-const DEMO: &str = include_str!("../e2e/fixtures/demo.json");
-const H200: &str = include_str!("../e2e/fixtures/study-h200.json");
-const A100: &str = include_str!("../e2e/fixtures/study-a100.json");
+const DEMO: &str = include_str!("../../explorer/e2e/fixtures/demo.json");
+const H200: &str = include_str!("../../explorer/e2e/fixtures/study-h200.json");
+const A100: &str = include_str!("../../explorer/e2e/fixtures/study-a100.json");
 const CPU_V1_0: &str = include_str!("../../schema/tests/fixtures/v1.0/demo.json");
 const DRAFT_V0_1: &str = include_str!("../../schema/tests/fixtures/v0.1/cpu-draft.json");
 
@@ -330,47 +331,6 @@ fn table_rows_sort_and_export_as_csv() {
 }
 
 #[test]
-fn page_state_round_trips_through_the_url() {
-    let s = PageState {
-        bundle: Some("a b.json".into()),
-        compare: Some("c.json".into()),
-        view: ViewKind::Memory,
-        filters: Filters {
-            model: Some("GSAI-ML/LLaDA-8B".into()),
-            steps: Some(64),
-            batch: Some(4),
-            seq: Some(256),
-            sampler: Some("llada_random".into()),
-            precision: Some("bf16".into()),
-        },
-        options: Options {
-            log_x: true,
-            log_y: true,
-            memory: MemoryMetric::Reserved,
-            bytes: true,
-            metric: Some("perplexity".into()),
-            peak_bw_tbs: Some(4.8),
-            peak_tflops: Some(989.5),
-            pareto_x: explorer::views::ParetoX::TokensPerForward,
-            multiples: true,
-        },
-    };
-    let q = s.to_query();
-    assert!(q.starts_with("?bundle=a%20b.json&compare=c.json&view=memory&model=GSAI-ML%2FLLaDA-8B"), "{q}");
-    let pairs: Vec<(String, String)> = q[1..]
-        .split('&')
-        .map(|kv| {
-            let (k, v) = kv.split_once('=').expect("k=v");
-            (k.to_string(), v.replace("%20", " ").replace("%2F", "/"))
-        })
-        .collect();
-    assert_eq!(PageState::from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str()))), s);
-    assert_eq!(PageState::default().to_query(), "");
-    let junk = PageState::from_pairs([("view", "nope"), ("K", "x"), ("mem", "??")]);
-    assert_eq!(junk, PageState::default(), "a bad link never breaks the page");
-}
-
-#[test]
 fn cell_details_show_every_summary() {
     let b = h200();
     let d = views::cell_details(&b, 1);
@@ -418,22 +378,6 @@ fn broken_bundles_give_user_messages() {
     let bad_quality = H200.replacen("\"value\": 80.0", "\"value\": \"high\"", 1);
     let e = load_bundle("q.json", &bad_quality).unwrap_err();
     assert!(e.contains("quality"), "{e}");
-}
-
-#[test]
-fn index_keeps_only_plain_file_names() {
-    let idx = r#"{"bundles": [
-        {"file": "demo-20261121T151700Z.json", "title": "demo on H200", "created_at": "2026-11-21T15:17:00Z", "synthetic_weights": true},
-        {"file": "../secret.json", "title": "x", "created_at": "", "synthetic_weights": false},
-        {"file": "https://evil.example/a.json", "title": "x", "created_at": "", "synthetic_weights": false}
-    ]}"#;
-    let entries = parse_index(idx).expect("index");
-    assert_eq!(entries.len(), 1);
-    assert_eq!(option_label(&entries[0]), "demo on H200 (2026-11-21T15:17:00Z) [synthetic weights]");
-    assert!(parse_index("{}").unwrap_err().contains("index.json"));
-    for bad in ["", ".hidden", "a/b.json", "a\\b.json", "%2e%2e", "a?b", "x#y"] {
-        assert!(!is_plain_file_name(bad), "{bad:?}");
-    }
 }
 
 /// Like [`check_hits`], for charts whose points may coincide (the roofline: LLaDA's intensity does not depend
@@ -526,14 +470,7 @@ fn roofline_plots_intensity_and_achieved_rate_with_ceilings_when_given() {
     let e = chart_view(ViewKind::Roofline, &[&old], &Filters::default(), &Options::default()).figure.unwrap_err();
     assert_eq!(e, views::NO_ROOFLINE);
 
-    // The peaks live in the deep link.
-    let s = PageState { view: ViewKind::Roofline, options: o.clone(), ..PageState::default() };
-    let q = s.to_query();
-    assert!(q.contains("view=roofline") && q.contains("peak_bw=0.01") && q.contains("peak_flops=0.02"), "{q}");
-    let pairs: Vec<(&str, &str)> = q[1..].split('&').filter_map(|p| p.split_once('=')).collect();
-    assert_eq!(PageState::from_pairs(pairs), s);
-    assert_eq!(views::parse_peak("-1"), None);
-    assert_eq!(views::parse_peak("NaN"), None);
+    // The peaks live in the deep link: explorer/tests/page.rs.
 }
 
 #[test]
@@ -685,7 +622,7 @@ fn rows_of(b: &LoadedBundle) -> Vec<views::Row> {
 fn the_answer_comes_first_with_the_report_s_numbers() {
     // The landing view: no `view=` in the address; its verdict cells are the speedups of the bundle's parity
     // records (what `report` prints), one panel per series, coloured on a scale diverging at 1x.
-    assert_eq!(PageState::default().view, ViewKind::Answer);
+    // (The page opens on it: explorer/tests/page.rs.)
     assert_eq!(ViewKind::ALL[0], ViewKind::Answer);
     let text = include_str!("../../schema/tests/fixtures/v1.5/demo-series.json");
     let b = load_bundle("demo-series.json", text).expect("1.5 fixture loads");

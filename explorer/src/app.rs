@@ -2,8 +2,8 @@
 //! drag-and-drop), the controls (view tabs, filters, axes, compare), the chart canvas with tooltips and
 //! clicks, the S_parity panel, the table of cells, and the PNG/CSV downloads.
 //!
-//! Every number shown is computed in [`crate::views`] (and, below it, `metrics::derive`); this module keeps
-//! the page state in signals, mirrors it in the URL, and hands figures to [`crate::figure`]. Strings from
+//! Every number shown is computed in [`charts::views`] (and, below it, `metrics::derive`); this module keeps
+//! the page state in signals, mirrors it in the URL ([`crate::state`]), and hands figures to [`charts::figure`]. Strings from
 //! bundles are always rendered as text nodes, never as HTML.
 
 use std::sync::Arc;
@@ -17,9 +17,12 @@ use schema::IndexEntry;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 
-use crate::figure::{self, CellId, ChartStyle, Drawn};
-use crate::view::{self, LoadedBundle};
-use crate::views::{self, ChartView, FilterChoices, Filters, PageState, ParetoX, ViewKind};
+use charts::bundle::{self, LoadedBundle};
+use charts::figure::{self, CellId, ChartStyle, Drawn};
+use charts::views::{self, ChartView, FilterChoices, Filters, ParetoX, ViewKind};
+
+use crate::index;
+use crate::state::{self, PageState};
 
 /// Where the index of bundles lives, relative to the page (the site may sit under a sub-path).
 const INDEX_URL: &str = "bundles/index.json";
@@ -56,7 +59,7 @@ type Loaded = Option<Result<Arc<LoadedBundle>, String>>;
 
 async fn load(src: Option<Source>) -> Loaded {
     Some(match src? {
-        Source::Remote(file) if !view::is_plain_file_name(&file) => {
+        Source::Remote(file) if !index::is_plain_file_name(&file) => {
             Err(format!("{file:?} is not a plain bundle file name"))
         }
         Source::Remote(file) => {
@@ -66,11 +69,11 @@ async fn load(src: Option<Source>) -> Loaded {
                 None => fetch_utf8(&url).await,
             };
             mark("dllm:bundle-text");
-            let loaded = text.and_then(|text| view::load_bundle(&file, &text).map(Arc::new));
+            let loaded = text.and_then(|text| bundle::load_bundle(&file, &text).map(Arc::new));
             mark("dllm:bundle-loaded");
             loaded
         }
-        Source::Local { name, text } => view::load_bundle(&name, &text).map(Arc::new),
+        Source::Local { name, text } => bundle::load_bundle(&name, &text).map(Arc::new),
         Source::Broken(e) => Err(e),
     })
 }
@@ -88,7 +91,7 @@ pub fn App() -> impl IntoView {
     let initial = query_state();
     let index = LocalResource::new(|| async {
         let text = fetch_text(INDEX_URL).await?;
-        view::parse_index(&text)
+        index::parse_index(&text)
     });
     let main_src = RwSignal::new(None::<Source>);
     let cmp_src = RwSignal::new(initial.compare.clone().map(Source::Remote));
@@ -102,7 +105,7 @@ pub fn App() -> impl IntoView {
             return;
         }
         if let Some(f) = &wanted {
-            main_src.set(Some(if view::is_plain_file_name(f) {
+            main_src.set(Some(if index::is_plain_file_name(f) {
                 Source::Remote(f.clone())
             } else {
                 Source::Broken(format!("?bundle={f:?} is not a plain bundle file name"))
@@ -199,7 +202,7 @@ pub fn App() -> impl IntoView {
                                     value=e.file.clone()
                                     selected=move || remote_name(&target.get()).as_deref() == Some(file.as_str())
                                 >
-                                    {view::option_label(&e)}
+                                    {index::option_label(&e)}
                                 </option>
                             }
                         })
@@ -417,7 +420,7 @@ fn peak_input(
             {label}
             <input type="number" min="0" step="any" placeholder=placeholder data-testid=testid
                 prop:value=move || get(&state.get().options).map(|v| v.to_string()).unwrap_or_default()
-                on:change=move |ev| state.update(|s| set(&mut s.options, views::parse_peak(&event_target_value(&ev))))/>
+                on:change=move |ev| state.update(|s| set(&mut s.options, state::parse_peak(&event_target_value(&ev))))/>
         </label>
     }
     .into_any()

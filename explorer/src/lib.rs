@@ -1,14 +1,13 @@
-//! dllm-bench explorer: shows result bundles in the browser.
+//! dllm-bench explorer: shows result bundles in the browser. The charts themselves (loading a bundle, the views'
+//! figures, the S_parity rows, the table and CSV, the drawing) are the `charts` crate's, which `dllm-bench
+//! figures` draws with too; this crate is the app around them.
 //!
-//! - [`figure`]: every chart, drawn with plotters from plain data, generic over the backend (native-tested).
-//! - [`view`]: loading a bundle (parsing and summaries come from `schema`), provenance, file-name checks.
-//! - [`views`]: filters, the views' figures, panels and table rows, CSV, the URL state (native-tested;
-//!   every number comes from `metrics::derive`).
+//! - [`state`]: the page state in the address (native-tested).
+//! - [`index`]: the bundle index the page fetches, its file-name checks and selector labels (native-tested).
 //! - `app` (wasm only): leptos components, fetching, the canvas, downloads.
 
-pub mod figure;
-pub mod view;
-pub mod views;
+pub mod index;
+pub mod state;
 
 #[cfg(target_arch = "wasm32")]
 pub mod app;

@@ -1,7 +1,7 @@
 //! `dllm-bench figures`: the study's figures as files, headless (a compute node with no browser and no network).
 //!
-//! Every figure is the explorer's own: the same view code (`explorer::views::chart_view`, whose numbers come from
-//! `metrics`) drawn by the same plotters function (`explorer::figure::draw`), here into SVG; PNG (resvg) and PDF
+//! Every figure is the explorer's own: the same view code (`charts::views::chart_view`, whose numbers come from
+//! `metrics`) drawn by the same plotters function (`charts::figure::draw`), here into SVG; PNG (resvg) and PDF
 //! (svg2pdf) are made from that SVG with the system's fonts. Per (N, B) shape of the bundle: latency against K,
 //! quality against K, the Pareto frontier; per N: throughput by batch size (bars) and its scaling with the batch
 //! size (lines); the same four at every shape at once (`*_all_shapes`: small multiples with shared axes); once: the
@@ -17,9 +17,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use explorer::figure::{self, ChartStyle};
-use explorer::view::LoadedBundle;
-use explorer::views::{ChartView, Filters, Options, ViewKind, chart_view, throughput_scaling};
+use charts::bundle::LoadedBundle;
+use charts::figure::{self, ChartStyle};
+use charts::views::{ChartView, Filters, Options, ViewKind, chart_view, throughput_scaling};
 use metrics::derive::MemoryMetric;
 use plotters::prelude::{IntoDrawingArea, SVGBackend};
 
@@ -103,7 +103,7 @@ pub fn print_style() -> ChartStyle {
 }
 
 /// One figure to draw: file stem, view, filters, small multiples; `scaling`: instead of the view, the throughput
-/// scaling with B at this N (`explorer::views::throughput_scaling`).
+/// scaling with B at this N (`charts::views::throughput_scaling`).
 struct Spec {
     stem: String,
     view: ViewKind,
@@ -134,7 +134,7 @@ fn specs(b: &LoadedBundle) -> Vec<Spec> {
     let mut out = Vec::new();
     // The answer first: the verdict per series and (N, B), when the bundle measured quality (the explorer's landing
     // view falls back to the latencies otherwise, which have their own files).
-    if explorer::views::answer(&[b], &Options::default()).is_ok() {
+    if charts::views::answer(&[b], &Options::default()).is_ok() {
         out.push(one("speedup_at_parity".into(), ViewKind::Answer, Filters::default()));
     }
     for (stem, view) in [
@@ -182,7 +182,7 @@ fn load(path: &Path) -> Result<LoadedBundle> {
         "pass a result bundle (a .json file that `dllm-bench run` or `merge` wrote)",
     )?;
     let name = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
-    explorer::view::load_bundle(&name, &text)
+    charts::bundle::load_bundle(&name, &text)
         .map_err(|e| anyhow::Error::new(InputError(format!("{}: {e}", path.display()))))
 }
 
@@ -322,7 +322,7 @@ fn parity_latex(b: &schema::Bundle, opts: &metrics::parity::ParityOptions) -> St
         let s_par = esc(&metrics::parity::s_parity_text(&r));
         let series = esc(&r
             .variant()
-            .map_or_else(|| explorer::views::sampler_name(r.sampler).to_string(), |v| v.name().to_string()));
+            .map_or_else(|| charts::views::sampler_name(r.sampler).to_string(), |v| v.name().to_string()));
         for row in &r.speedups {
             let (diff, sp, verdict) = match (&row.speedup, row.diffusion_e2e_ms) {
                 (Some(e), Some(ms)) => {

@@ -1,0 +1,81 @@
+//! The explorer page's own state, natively: the address it keeps (view, filters, options, the device's peaks) and
+//! the bundle index it fetches. (The charts it shows are tested in charts/tests.)
+
+use charts::views::{Filters, Options, ParetoX, ViewKind};
+use explorer::index::{is_plain_file_name, option_label, parse_index};
+use explorer::state::{PageState, parse_peak};
+use metrics::derive::MemoryMetric;
+
+#[test]
+fn page_state_round_trips_through_the_url() {
+    let s = PageState {
+        bundle: Some("a b.json".into()),
+        compare: Some("c.json".into()),
+        view: ViewKind::Memory,
+        filters: Filters {
+            model: Some("GSAI-ML/LLaDA-8B".into()),
+            steps: Some(64),
+            batch: Some(4),
+            seq: Some(256),
+            sampler: Some("llada_random".into()),
+            precision: Some("bf16".into()),
+        },
+        options: Options {
+            log_x: true,
+            log_y: true,
+            memory: MemoryMetric::Reserved,
+            bytes: true,
+            metric: Some("perplexity".into()),
+            peak_bw_tbs: Some(4.8),
+            peak_tflops: Some(989.5),
+            pareto_x: ParetoX::TokensPerForward,
+            multiples: true,
+        },
+    };
+    let q = s.to_query();
+    assert!(q.starts_with("?bundle=a%20b.json&compare=c.json&view=memory&model=GSAI-ML%2FLLaDA-8B"), "{q}");
+    let pairs: Vec<(String, String)> = q[1..]
+        .split('&')
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').expect("k=v");
+            (k.to_string(), v.replace("%20", " ").replace("%2F", "/"))
+        })
+        .collect();
+    assert_eq!(PageState::from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str()))), s);
+    assert_eq!(PageState::default().to_query(), "");
+    let junk = PageState::from_pairs([("view", "nope"), ("K", "x"), ("mem", "??")]);
+    assert_eq!(junk, PageState::default(), "a bad link never breaks the page");
+}
+
+#[test]
+fn the_page_opens_on_the_answer() {
+    assert_eq!(PageState::default().view, ViewKind::Answer);
+}
+
+#[test]
+fn the_peaks_live_in_the_deep_link() {
+    let o = Options { peak_bw_tbs: Some(0.01), peak_tflops: Some(0.02), ..Options::default() };
+    let s = PageState { view: ViewKind::Roofline, options: o.clone(), ..PageState::default() };
+    let q = s.to_query();
+    assert!(q.contains("view=roofline") && q.contains("peak_bw=0.01") && q.contains("peak_flops=0.02"), "{q}");
+    let pairs: Vec<(&str, &str)> = q[1..].split('&').filter_map(|p| p.split_once('=')).collect();
+    assert_eq!(PageState::from_pairs(pairs), s);
+    assert_eq!(parse_peak("-1"), None);
+    assert_eq!(parse_peak("NaN"), None);
+}
+
+#[test]
+fn index_keeps_only_plain_file_names() {
+    let idx = r#"{"bundles": [
+        {"file": "demo-20261121T151700Z.json", "title": "demo on H200", "created_at": "2026-11-21T15:17:00Z", "synthetic_weights": true},
+        {"file": "../secret.json", "title": "x", "created_at": "", "synthetic_weights": false},
+        {"file": "https://evil.example/a.json", "title": "x", "created_at": "", "synthetic_weights": false}
+    ]}"#;
+    let entries = parse_index(idx).expect("index");
+    assert_eq!(entries.len(), 1);
+    assert_eq!(option_label(&entries[0]), "demo on H200 (2026-11-21T15:17:00Z) [synthetic weights]");
+    assert!(parse_index("{}").unwrap_err().contains("index.json"));
+    for bad in ["", ".hidden", "a/b.json", "a\\b.json", "%2e%2e", "a?b", "x#y"] {
+        assert!(!is_plain_file_name(bad), "{bad:?}");
+    }
+}
