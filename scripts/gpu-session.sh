@@ -10,14 +10,14 @@
 # (default 560) bounds the whole script. Stages (default: all, in this order):
 #   env      nvidia-smi, the binary's libraries, PyTorch's view of the device
 #   check    config/gpu_check.toml (tiny synthetic models, f32) on the CPU and on CUDA: the same tokens
-#            (scripts/compare_devices.py), bf16 against f32, and `bench-kernels --drift` (bf16 logits against f32)
+#            (`dllm-bench compare --tokens`), bf16 against f32, and `bench-kernels --drift` (bf16 logits against f32)
 #   kernels  `bench-kernels --shape 8b` (copy bandwidth, matmul rate, AR decode token, LLaDA step) and
 #            runner/bench/torch_reference.py (eager and SDPA) on the same shapes, both with --profile (each part of
 #            the forward), side by side (scripts/compare_profiles.py)
 #   grid     config/gpu_primary.toml (the primary grid on synthetic 8B weights) with W=$GRID_W R=$GRID_R
 #            (default 1/1), CUDA-event e2e times beside the host clock (`runner::timing=debug`)
 #   hf       jobs/hf_reference.py (HF transformers, eager attention) on K=$HF_STEPS (default 32) of the grid,
-#            W=$HF_W R=$HF_R (default 1/1), then jobs/compare_bundles.py
+#            W=$HF_W R=$HF_R (default 1/1), then `dllm-bench compare`
 #   oom      config/gpu_oom.toml: a LLaDA cell that exhausts the card, then cells that must still run
 set -uo pipefail
 
@@ -126,10 +126,10 @@ if has check; then
     done
     capped 40 400 "$W/check-cuda-bf16.log" "$BIN" run --config config/gpu_check.toml --device cuda --dtype bf16 \
         --model-cache-dir "$HF" --run-dir "$W/check-cuda-bf16" -q
-    python3 scripts/compare_devices.py "$W/check-cpu/bundle.json" "$W/check-cuda/bundle.json" \
+    "$BIN" compare --tokens "$W/check-cpu/bundle.json" "$W/check-cuda/bundle.json" \
         >"$W/check-compare.txt" 2>&1
     say "cpu f32 against cuda f32 (rc=$?): $(tail -1 "$W/check-compare.txt")"
-    python3 scripts/compare_devices.py --report-only "$W/check-cuda/bundle.json" \
+    "$BIN" compare --tokens --report-only "$W/check-cuda/bundle.json" \
         "$W/check-cuda-bf16/bundle.json" >"$W/check-compare-bf16.txt" 2>&1
     say "cuda f32 against cuda bf16: $(tail -1 "$W/check-compare-bf16.txt")"
     capped 30 380 "$W/drift-tiny.txt" "$BIN" bench-kernels --device cuda:0 --shape tiny --dtype bf16 --drift \
@@ -169,10 +169,10 @@ if has hf; then
     say "stage hf (eager, K=${HF_STEPS:-32}, W=${HF_W:-1} R=${HF_R:-1})"
     capped 200 45 "$W/hf.log" python3 jobs/hf_reference.py --config config/gpu_primary.toml --device cuda \
         --attn eager --steps "${HF_STEPS:-32}" --warmup "${HF_W:-1}" --repetitions "${HF_R:-1}" \
-        --model-cache-dir "$HF" --output "$W/hf-eager.json"
+        --model-cache-dir "$HF" --dllm-bench "$BIN" --output "$W/hf-eager.json"
     [ -f "$W/hf-eager.json" ] && cp "$W/hf-eager.json" "$OUT_DIR/gpu_primary-hf-eager.json"
     if [ -f "$W/grid/bundle.json" ] && [ -f "$W/hf-eager.json" ]; then
-        python3 jobs/compare_bundles.py "$W/grid/bundle.json" "$W/hf-eager.json" >"$W/compare.txt" 2>&1
+        "$BIN" compare --markdown "$W/grid/bundle.json" "$W/hf-eager.json" >"$W/compare.txt" 2>&1
         tee -a "$SUMMARY" <"$W/compare.txt"
     fi
 fi

@@ -442,6 +442,7 @@ pub fn plan_json(resolved: &ResolvedConfig, over: ShapeOverride) -> serde_json::
         "config_sha256": resolved.sha256(),
         "config": cfg,
         "dtype_bytes": metrics::roofline::precision_bytes(dtype),
+        "prompt_count": cfg.prompts.prompt_count(),
         "models": models,
         "cells": cells,
         "presets": presets,

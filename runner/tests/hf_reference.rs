@@ -6,7 +6,7 @@
 //! - its bundles pass `dllm-bench validate`, and their cells, models, prompt count and per-repetition figures
 //!   that do not depend on the clock (token counts, prompt indices, forward passes, steps timed, which optional
 //!   fields are present, the roofline counts where both do the same work) equal a real `dllm-bench run` of the
-//!   same config and overrides; jobs/compare_bundles.py reads the two.
+//!   same config and overrides; `dllm-bench compare` reads the two.
 //!
 //! Needs the Python venv that scripts/install-deps.sh installs (.tools/hf-reference: torch and transformers);
 //! without it the tests are skipped with a loud message, unless DLLM_BENCH_REQUIRE_HF=1 (scripts/test.sh sets it),
@@ -94,6 +94,7 @@ fn hf_reference(python: &Path, dir: &Path, cache: &Path, args: &[&str]) -> Outpu
         .env_remove("HF_HOME")
         .env("HF_HUB_OFFLINE", "1")
         .env("OMP_NUM_THREADS", "1")
+        .env("DLLM_BENCH", env!("CARGO_BIN_EXE_dllm-bench"))
         .output()
         .expect("run hf_reference.py")
 }
@@ -207,37 +208,22 @@ struct Flags {
     config: runner::plan::ConfigArgs,
 }
 
-/// A resolution: the cells, the resolved config without `[quality]` (the reference stores none), config_source.
-type Plan = (Vec<CellKey>, GridConfig, String);
-
-/// The runner's resolution of `--config PATH FLAGS`: (cells, config without quality, config_source), or the error.
-fn runner_plan(path: &str, flags: &[&str]) -> Result<Plan, String> {
-    let args =
-        Flags::try_parse_from(["dllm-bench", "--config", path].iter().chain(flags)).map_err(|e| e.to_string())?;
-    let resolved = runner::plan::resolve(&args.config).map_err(|e| format!("{e:#}"))?;
-    let mut config = resolved.config.clone();
-    config.quality = None;
-    Ok((resolved.config.cells(), config, resolved.source))
-}
-
-/// hf_reference.py's resolution (`--plan`), or its exit status and stderr.
-fn python_plan(python: &Path, dir: &Path, path: &str, flags: &[&str]) -> Result<Plan, String> {
-    let out = hf_reference(python, dir, &dir.join("hub"), &[&["--config", path, "--plan"], flags].concat());
+/// `dllm-bench plan --json --config PATH FLAGS` (the one resolution hf_reference.py reads), or its exit status and
+/// stderr.
+fn plan_json(sb: &Sandbox, path: &str, flags: &[&str]) -> Result<serde_json::Value, String> {
+    let out = sb.cmd(&[&["plan", "--json", "--config", path], flags].concat());
     if !out.status.success() {
         return Err(format!("exit {:?}: {}", out.status.code(), stderr(&out)));
     }
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("--plan prints JSON");
-    let cells = serde_json::from_value(v["cells"].clone()).expect("cells are cell keys");
-    let config = serde_json::from_value(v["config"].clone()).expect("a GridConfig");
-    Ok((cells, config, v["config_source"].as_str().expect("config_source").to_string()))
+    Ok(serde_json::from_slice(&out.stdout).expect("plan --json prints JSON"))
 }
 
+/// `plan --json` says what the schema and metrics functions say: the config `plan::resolve` resolves (overrides
+/// applied), its cells as `GridConfig::cells` expands them, each model's shape, and each cell's roofline counts
+/// as `metrics::roofline` counts them; and it refuses (exit 2) what `resolve` refuses.
 #[test]
-fn plan_resolves_configs_as_the_runner() {
-    let Some(python) = hf_python_or_skip("hf_reference::plan_resolves_configs_as_the_runner") else { return };
-    let started = Instant::now();
+fn plan_json_is_the_runners_resolution() {
     let sb = Sandbox::new();
-    // Absolute paths: the runner's resolution runs in this process, the reference in the sandbox.
     let tiny = [sb.write("a.toml", TINY_A), sb.write("b.toml", TINY_B)].map(|p| p.display().to_string());
     let mut configs: Vec<String> = std::fs::read_dir(repo().join("config"))
         .expect("config/")
@@ -249,103 +235,132 @@ fn plan_resolves_configs_as_the_runner() {
     configs.sort();
     assert!(configs.len() >= 5, "{configs:?}");
     configs.extend(tiny);
-    let override_sets: [&[&str]; 6] = [
+    let override_sets: [&[&str]; 4] = [
         &[],
         &["--samplers", "threshold,prefix+threshold", "--thresholds", "0.9,0.25,1"],
-        &["--samplers", "reference,dual", "--steps", "8"],
         B_OVERRIDES,
-        &["--seq-len", "100,64", "--batch-size", "2,1", "--steps", "32,8"],
         &["--max-prompts", "100", "--device", "cuda:1", "--dtype", "bf16", "--warmup", "0", "--repetitions", "1"],
     ];
-    let mut compared = 0;
+    let (mut compared, mut counted) = (0, 0);
     for config in &configs {
         for flags in override_sets {
-            let runner = runner_plan(config, flags);
-            let python = python_plan(python, sb.path(), config, flags);
-            match (&runner, &python) {
-                (Ok(r), Ok(p)) => {
-                    assert_eq!(p.0, r.0, "{config} {flags:?}: cells");
-                    assert_eq!(p.1, r.1, "{config} {flags:?}: resolved config (without [quality])");
-                    assert_eq!(p.2, r.2, "{config} {flags:?}: config_source");
-                    compared += 1;
+            let args = Flags::try_parse_from(["dllm-bench", "--config", config].iter().chain(flags)).expect("flags");
+            let resolved = runner::plan::resolve(&args.config).map_err(|e| format!("{e:#}"));
+            let plan = plan_json(&sb, config, flags);
+            let (r, p) = match (&resolved, &plan) {
+                (Ok(r), Ok(p)) => (r, p),
+                (Err(_), Err(e)) => {
+                    assert!(e.starts_with("exit Some(2)"), "{config} {flags:?}: {e}");
+                    continue;
                 }
-                (Err(_), Err(e)) => assert!(e.starts_with("exit Some(2)"), "{config} {flags:?}: {e}"),
-                _ => panic!("{config} {flags:?}: the runner says {runner:?}\nhf_reference.py says {python:?}"),
+                _ => panic!("{config} {flags:?}: resolve says {resolved:?}\nplan --json says {plan:?}"),
+            };
+            let what = format!("{config} {flags:?}");
+            let config_back: GridConfig = serde_json::from_value(p["config"].clone()).expect("a GridConfig");
+            assert_eq!(config_back, r.config, "{what}: resolved config");
+            assert_eq!(p["config_source"], r.source.as_str(), "{what}");
+            assert_eq!(p["config_sha256"], r.sha256().as_str(), "{what}");
+            assert_eq!(p["prompt_count"], r.config.prompts.prompt_count(), "{what}");
+            let cells = p["cells"].as_array().expect("cells");
+            let keys: Vec<CellKey> =
+                cells.iter().map(|c| serde_json::from_value(c["key"].clone()).expect("a cell key")).collect();
+            assert_eq!(keys, r.config.cells(), "{what}: cells");
+            assert!(!keys.is_empty(), "{what}");
+            let bytes = metrics::roofline::precision_bytes(r.config.run.dtype);
+            for (m, pm) in r.config.models.iter().zip(p["models"].as_array().expect("models")) {
+                assert_eq!(pm["id"], m.id.as_str(), "{what}");
+                let shape: schema::ModelShape = serde_json::from_value(pm["shape"].clone()).expect("a shape");
+                let preset = m.synthetic.as_ref().map_or(schema::grid::SynthPreset::Real, |s| s.preset);
+                let own = &p["presets"][serde_json::to_value(preset).unwrap().as_str().unwrap()]
+                    [serde_json::to_value(m.kind).unwrap().as_str().unwrap()]["shape"];
+                if m.synthetic.as_ref().is_none_or(|s| s.hidden.is_none() && s.layers.is_none()) {
+                    assert_eq!(&pm["shape"], own, "{what}: {} has its preset's shape", m.id);
+                }
+                if let Some(l) = m.synthetic.as_ref().and_then(|s| s.layers) {
+                    assert_eq!(shape.layers, l, "{what}");
+                }
+                assert_eq!(pm["parameters"], metrics::roofline::parameters(&shape), "{what}");
+                for (key, c) in keys.iter().zip(cells).filter(|(k, _)| k.model == m.id) {
+                    let (b, prompt, n_out) =
+                        (u64::from(key.batch_size), u64::from(key.prompt_tokens), u64::from(key.output_tokens));
+                    let roof = &c["roofline"];
+                    if key.sampler == schema::key::Sampler::ArGreedy {
+                        let w = metrics::roofline::autoregressive(&shape, b, prompt, n_out, bytes);
+                        assert_eq!(roof["work"]["flop_count"], w.flops, "{what} {key}");
+                        assert_eq!(roof["work"]["weights_read_bytes"], w.weights_read_bytes, "{what} {key}");
+                        assert_eq!(roof["work"]["kv_cache_bytes"], w.kv_cache_bytes.expect("AR has a cache"));
+                        assert_eq!(roof["work"]["forwards"], n_out, "{what} {key}");
+                    } else if key.cache.is_none() {
+                        let block = u64::from(key.block_length.expect("a LLaDA block"));
+                        let w = metrics::roofline::diffusion(&shape, b, prompt + n_out, block, 1, bytes);
+                        assert_eq!(roof["forward"]["flop_count"], w.flops, "{what} {key}");
+                        assert_eq!(roof["forward"]["weights_read_bytes"], w.weights_read_bytes, "{what} {key}");
+                        let all = metrics::roofline::diffusion(&shape, b, prompt + n_out, prompt + n_out, 1, bytes);
+                        assert_eq!(roof["forward_all_logits"]["flop_count"], all.flops, "{what} {key}");
+                        match key.steps {
+                            Some(k) => assert_eq!(roof["work"]["flop_count"], w.flops * u64::from(k), "{what} {key}"),
+                            None => {
+                                assert!(roof["work"].is_null(), "{what} {key}: a threshold's forwards are measured")
+                            }
+                        }
+                    }
+                    counted += 1;
+                }
             }
+            compared += 1;
         }
     }
-    assert!(compared >= 20, "only {compared} resolutions compared");
+    assert!(compared >= 20 && counted >= 200, "only {compared} resolutions, {counted} cells compared");
+    // --shapes and --layers: every model counted with that preset and that many layers.
+    let p = plan_json(&sb, &configs[configs.len() - 2], &["--shapes", "real", "--layers", "1"]).expect("plan");
+    for m in p["models"].as_array().expect("models") {
+        let kind = m["kind"].as_str().expect("kind");
+        let mut real = p["presets"]["real"][kind]["shape"].clone();
+        real["layers"] = 1.into();
+        assert_eq!(m["shape"], real, "{m}");
+        assert_eq!(m["preset"], "real");
+    }
+    assert_exit!(sb.cmd(&["plan", "--layers", "1"]), 2);
 
-    // Configs the runner refuses: so does the reference (exit 2), and both accept the valid variants.
+    // Configs the runner refuses: plan --json exits 2 and names the problem.
     let cases: &[(&str, &str, &str)] = &[
         ("seq_lengths = [13, 20]", "seq_lengths = [13, 13]", "duplicate N"),
-        ("batch_sizes = [1, 2]", "batch_sizes = [2, 2]", "duplicate B"),
-        ("steps = [2, 4]", "steps = [4, 4]", "duplicate K"),
-        ("steps = [2, 4]", "steps = []", "LLaDA without steps"),
         ("steps = [2, 4]", "steps = [3]", "K not a multiple of the blocks"),
-        ("steps = [2, 4]", "steps = [256]", "more than 16 steps per output token"),
-        ("block_length = 4", "block_length = 0", "block_length 0"),
-        ("block_length = 4", "block_length = 3", "block_length not dividing N_out"),
         ("block_length = 4", "block_lenght = 4", "unknown field in [grid]"),
-        ("seed = 0\n", "sed = 0\n", "unknown field in [run]"),
-        ("preset = \"tiny\"\nseed = 1", "preset = \"tiny\"\nseed = 1\nheads = 2", "unknown synthetic field"),
-        ("[[models]]", "[qualty]\n\n[[models]]", "unknown table"),
-        ("count = 3", "count = 3\npreset = \"small\"", "count and preset disagree"),
         ("count = 3", "count = 0", "no prompts"),
-        ("count = 3", "count = 3\npath = \"p.txt\"", "path without source = file"),
-        ("source = \"embedded\"", "source = \"file\"", "source = file without path"),
-        ("seq_lengths = [13, 20]", "seq_lengths = [8]", "N leaves no prompt"),
-        ("seq_lengths = [13, 20]", "seq_lengths = [0, 13]", "N = 0"),
-        ("batch_sizes = [1, 2]", "batch_sizes = [1.5]", "a float batch size"),
-        ("batch_sizes = [1, 2]", "batch_sizes = [-1]", "a negative batch size"),
-        ("output_tokens = 8", "output_tokens = 8\nprompt_fraction = 0.5", "output_tokens and prompt_fraction"),
-        ("output_tokens = 8\nblock_length = 4", "prompt_fraction = 1.0", "prompt_fraction 1"),
-        ("block_length = 4", "block_length = 4\ntemperature = -1.0", "negative temperature"),
-        ("block_length = 4", "block_length = 4\nremasking = \"high\"", "unknown remasking"),
-        ("device = \"cpu\"", "device = \"gpu\"", "unknown device"),
-        ("dtype = \"f32\"", "dtype = \"f64\"", "unknown dtype"),
-        ("repetitions = 2", "repetitions = 0", "no repetitions"),
-        ("repetitions = 2", "repetitions = 20000", "too many repetitions"),
-        ("name = \"hf_reference_a\"", "name = \"a b\"", "run name with a space"),
-        ("seed = 0\n", "seed = \"x\"\n", "a string seed"),
-        ("id = \"dllm-bench/synthetic-llada-hfref-a\"", "id = \"dllm-bench/synthetic-llama-hfref-a\"", "one id twice"),
         ("id = \"dllm-bench/synthetic-llama-hfref-a\"", "id = \"a/b/c\"", "not a hub id"),
         ("preset = \"tiny\"\nseed = 1", "preset = \"tiny\"\nseed = 1\nhidden = 30", "unbuildable hidden size"),
-        ("preset = \"tiny\"\nseed = 1", "preset = \"tiny\"\nseed = 1\nlayers = 0", "0 layers"),
-        ("preset = \"tiny\"\nseed = 1", "preset = \"tiny\"\nseed = 1\nshards = 99", "more shards than tensors"),
-        ("[[models]]", "[quality]\nparity_metric = \"bleu\"\n\n[[models]]", "unknown parity metric"),
-        ("name = \"hf_reference_a\"\n", "", "no run name"),
-        ("thresholds = [2.0, 0.0]", "thresholds = [2.0, 2.0]", "duplicate threshold"),
         ("thresholds = [2.0, 0.0]", "thresholds = [2.0, -0.5]", "negative threshold"),
-        ("thresholds = [2.0, 0.0]", "thresholds = []", "a threshold series without thresholds"),
-        ("samplers = [\"reference\", \"threshold\"]", "samplers = []", "no sampler series"),
-        ("samplers = [\"reference\", \"threshold\"]", "samplers = [\"prefix\", \"prefix\"]", "duplicate series"),
-        ("samplers = [\"reference\", \"threshold\"]", "samplers = [\"threshold\"]", "steps without K series"),
-        ("samplers = [\"reference\", \"threshold\"]", "samplers = [\"reference\"]", "thresholds without series"),
-        ("samplers = [\"reference\", \"threshold\"]", "samplers = [\"fast\"]", "unknown series"),
     ];
     for (from, to, what) in cases {
         assert!(TINY_A.contains(from), "{what}: {from:?} not in TINY_A");
         let path = sb.write("invalid.toml", &TINY_A.replacen(from, to, 1));
-        let path = path.to_str().expect("utf8");
-        let runner = runner_plan(path, &[]);
-        assert!(runner.is_err(), "{what}: the runner accepts it");
-        match python_plan(python, sb.path(), path, &[]) {
+        match plan_json(&sb, path.to_str().expect("utf8"), &[]) {
             Err(e) => assert!(e.starts_with("exit Some(2)") && e.contains("error:"), "{what}: {e}"),
-            Ok(_) => panic!("{what}: hf_reference.py accepts a config the runner refuses: {runner:?}"),
+            Ok(_) => panic!("{what}: plan --json accepts it"),
         }
     }
-    // Refused by the reference alone: HF's attention cannot upcast q, k and v as the runner does.
+}
+
+/// hf_reference.py resolves nothing itself: the runner's refusal is its refusal (exit 2, the runner's message),
+/// and it refuses what HF cannot run (run.attention_f32) on top.
+#[test]
+fn hf_reference_refuses_what_the_runner_refuses() {
+    let Some(python) = hf_python_or_skip("hf_reference::hf_reference_refuses_what_the_runner_refuses") else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let path = sb.write("bad.toml", &TINY_A.replacen("steps = [2, 4]", "steps = [3]", 1));
+    let out = hf_reference(python, sb.path(), &sb.path().join("hub"), &["--config", path.to_str().expect("utf8")]);
+    assert_exit!(out, 2);
+    let runner = sb.cmd(&["plan", "--config", path.to_str().expect("utf8")]);
+    assert_exit!(runner, 2);
+    let msg = stderr(&runner);
+    assert!(stderr(&out).contains(msg.trim().trim_start_matches("error: ")), "{}\nvs {msg}", stderr(&out));
     let path = sb.write("f32.toml", &TINY_A.replacen("seed = 0\n", "seed = 0\nattention_f32 = true\n", 1));
-    let path = path.to_str().expect("utf8");
-    assert!(runner_plan(path, &[]).is_ok());
-    let e = python_plan(python, sb.path(), path, &[]).expect_err("attention_f32 refused");
-    assert!(e.starts_with("exit Some(2)") && e.contains("attention_f32"), "{e}");
-    eprintln!(
-        "hf_reference.py --plan: {compared} resolutions, {} refusals in {:.1} s",
-        cases.len(),
-        started.elapsed().as_secs_f64()
-    );
+    let out = hf_reference(python, sb.path(), &sb.path().join("hub"), &["--config", path.to_str().expect("utf8")]);
+    assert_exit!(out, 2);
+    assert!(stderr(&out).contains("attention_f32"), "{}", stderr(&out));
 }
 
 /// The figures of a repetition that do not depend on the clock or the weights' bytes: token counts, prompt
@@ -459,12 +474,10 @@ fn bundles_equal_a_runner_run_on_both_attention_implementations() {
             let hf = schema::read_bundle(&std::fs::read_to_string(path).expect("hf bundle")).expect("valid");
             assert!(hf.provenance.attention.starts_with(&format!("hf-transformers {attn} ")), "{what}");
             compare(&runner, &hf, logits == "block", &what);
-            let table = Command::new(python)
-                .arg(repo().join("jobs/compare_bundles.py"))
-                .args([runner_path.to_str().expect("utf8"), path])
-                .output()
-                .expect("compare_bundles.py");
+            let table = sb.cmd(&["compare", "--markdown", runner_path.to_str().expect("utf8"), path]);
             assert_exit!(table, 0);
+            let rows = String::from_utf8_lossy(&table.stdout).lines().filter(|l| l.starts_with("| ")).count();
+            assert_eq!(rows, hf.cells.len() + 2, "{what}: a header, its rule and one row per cell");
             eprintln!("{what}: {} cells equal the runner's in {:.1} s", hf.cells.len(), t.elapsed().as_secs_f64());
         }
         // The models are the runner's kinds: one llama, one llada.
