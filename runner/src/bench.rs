@@ -30,7 +30,7 @@ use serde::Serialize;
 use crate::InputError;
 use crate::model::transformer::Greedy;
 use crate::model::{
-    LogitsSpan, ModelConfig, Part, PartTotals, Positions, Probe, Transformer, TransformerOptions, WeightNames,
+    LogitsSpan, ModelConfig, Part, PartTotals, Positions, Probe, Rope, Transformer, TransformerOptions, WeightNames,
 };
 use crate::plan::DtypeArg;
 use crate::synth::rng::SplitMix64;
@@ -638,13 +638,7 @@ fn decode_profile(
     let ids = decode_prompt(args, cfg, device)?;
     let (b, steps) = (args.decode_batch, args.decode_tokens);
     let prompt = args.seq_len - steps;
-    for _ in 0..reps.warmup {
-        decode_run(&tf, &ids, steps, &mut Probe::idle())?;
-    }
-    let mut p = Probe::timing(device);
-    for _ in 0..reps.measured {
-        decode_run(&tf, &ids, steps, &mut p)?;
-    }
+    let p = profiled(device, reps, |p| decode_run(&tf, &ids, steps, p).map(drop))?;
     let per = (reps.measured * steps) as f64;
     // The work of a token at the mean context of the timed tokens.
     let fwd = roofline::Forward { batch: b as u64, tokens: 1, context: (prompt + steps.div_ceil(2)) as u64, logits: 1 };
@@ -661,30 +655,48 @@ fn step_profile(
     unprofiled_ms: f64,
 ) -> Result<PhaseProfile> {
     use crate::generate::{LladaParams, predict};
-    let tf = synthetic_transformer(cfg, device, dtype, args.seed.wrapping_add(1))?;
+    let (tf, ids, rope) = step_inputs(args, cfg, device, dtype)?;
     let (b, n, bl) = (args.batch, args.seq_len, args.block_length);
-    let mut rng = SplitMix64::new(args.seed ^ 0x11ADA);
-    let ids = Tensor::from_vec(random_ids(b, n, cfg.vocab_size, &mut rng), (b, n), device)?;
-    let rope = tf.rope(&Positions::Range { start: 0, len: n })?;
     let params = LladaParams { block_length: bl, ..LladaParams::default() };
     let span = LogitsSpan::Range { start: n - bl, len: bl };
-    let mut step = |p: &mut Probe| -> Result<()> {
+    let mut rng = SplitMix64::new(args.seed ^ 0x5E1EC7);
+    let p = profiled(device, reps, |p| {
         let logits = tf.forward_probed(&ids, &rope, None, None, span, p)?;
         p.enter(Part::Selection)?;
         // The sampler's `predict` counts as one op (greedy, confidence in f32 on the device).
         p.op(predict(&logits, &params, false, &mut rng).map_err(candle_core::Error::wrap))?;
         p.finish()?;
         Ok(())
-    };
+    })?;
+    let fwd = roofline::Forward { batch: b as u64, tokens: n as u64, context: n as u64, logits: bl as u64 };
+    Ok(phase_profile(&cfg.shape(), fwd, false, dtype, p.totals(), reps.measured as f64, unprofiled_ms))
+}
+
+/// `run` with an idle probe `reps.warmup` times, then `reps.measured` times with one timing probe: its totals.
+fn profiled(device: &Device, reps: Reps, mut run: impl FnMut(&mut Probe) -> Result<()>) -> Result<Probe> {
     for _ in 0..reps.warmup {
-        step(&mut Probe::idle())?;
+        run(&mut Probe::idle())?;
     }
     let mut p = Probe::timing(device);
     for _ in 0..reps.measured {
-        step(&mut p)?;
+        run(&mut p)?;
     }
-    let fwd = roofline::Forward { batch: b as u64, tokens: n as u64, context: n as u64, logits: bl as u64 };
-    Ok(phase_profile(&cfg.shape(), fwd, false, dtype, p.totals(), reps.measured as f64, unprofiled_ms))
+    Ok(p)
+}
+
+/// The LLaDA step's model, `--batch` x `--seq-len` random ids and their RoPE tables.
+fn step_inputs(
+    args: &BenchArgs,
+    cfg: &ModelConfig,
+    device: &Device,
+    dtype: DType,
+) -> Result<(Transformer, Tensor, Rope)> {
+    let tf = synthetic_transformer(cfg, device, dtype, args.seed.wrapping_add(1))?;
+    let (b, n) = (args.batch, args.seq_len);
+    let mut rng = SplitMix64::new(args.seed ^ 0x11ADA);
+    let ids = Tensor::from_vec(random_ids(b, n, cfg.vocab_size, &mut rng), (b, n), device)?;
+    let rope = tf.rope(&Positions::Range { start: 0, len: n })?;
+    Ok((tf, ids, rope))
 }
 
 /// The profile of a phase from a probe's totals over `per` tokens / steps.
@@ -774,11 +786,8 @@ fn step_bench(
     reps: Reps,
     matmul_flops_per_s: f64,
 ) -> Result<Phase> {
-    let tf = synthetic_transformer(cfg, device, dtype, args.seed.wrapping_add(1))?;
+    let (tf, ids, rope) = step_inputs(args, cfg, device, dtype)?;
     let (b, n, bl) = (args.batch, args.seq_len, args.block_length);
-    let mut rng = SplitMix64::new(args.seed ^ 0x11ADA);
-    let ids = Tensor::from_vec(random_ids(b, n, cfg.vocab_size, &mut rng), (b, n), device)?;
-    let rope = tf.rope(&Positions::Range { start: 0, len: n })?;
     let ms = median_ms(reps, || {
         let sw = Stopwatch::start(device)?;
         let logits = tf.forward(&ids, &rope, None, None, LogitsSpan::Range { start: n - bl, len: bl })?;

@@ -262,7 +262,7 @@ fn roofline_counts_equal_the_checkpoints() {
 // ---------------------------------------------------------------- bench-kernels
 
 /// Sizes that make `bench-kernels` quick on the CPU.
-const SMALL: [&str; 16] = [
+pub(crate) const SMALL: [&str; 16] = [
     "--seq-len",
     "64",
     "--batch",

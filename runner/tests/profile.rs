@@ -4,30 +4,8 @@
 use metrics::roofline;
 
 use crate::assert_exit;
+use crate::measure::SMALL;
 use crate::util::{Sandbox, stdout};
-
-/// Small shapes (2 layers) that profile in well under a second.
-const ARGS: [&str; 19] = [
-    "bench-kernels",
-    "--profile",
-    "--seq-len",
-    "64",
-    "--batch",
-    "2",
-    "--decode-tokens",
-    "4",
-    "--block-length",
-    "8",
-    "--matmul-size",
-    "128",
-    "--copy-mib",
-    "4",
-    "--warmup",
-    "1",
-    "--repetitions",
-    "2",
-    "--json",
-];
 
 fn parts(profile: &serde_json::Value) -> Vec<(String, serde_json::Value)> {
     profile["parts"]
@@ -41,7 +19,10 @@ fn parts(profile: &serde_json::Value) -> Vec<(String, serde_json::Value)> {
 #[test]
 fn bench_kernels_profile_times_every_part_of_both_forwards() {
     let sb = Sandbox::new();
-    let out = sb.cmd(&ARGS);
+    // The tiny preset (2 layers) at `bench-kernels`' quick sizes: B 2, N 64, 4 decode tokens, a block of 8.
+    let mut args = vec!["bench-kernels", "--profile", "--json"];
+    args.extend_from_slice(&SMALL);
+    let out = sb.cmd(&args);
     assert_exit!(out, 0);
     let r: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("json report");
     let layers = r["decode"]["shape"]["layers"].as_u64().expect("layers");
@@ -97,7 +78,7 @@ fn bench_kernels_profile_times_every_part_of_both_forwards() {
     let decode_ops = r["decode_profile"]["ops"].as_u64().expect("ops");
     assert!(decode_ops <= 17 * layers + 4, "{decode_ops} ops per decode token: {}", r["decode_profile"]);
     // The text report prints the table.
-    let text_args: Vec<&str> = ARGS.iter().copied().filter(|a| *a != "--json").collect();
+    let text_args: Vec<&str> = args.iter().copied().filter(|a| *a != "--json").collect();
     let out = sb.cmd(&text_args);
     assert_exit!(out, 0);
     let text = stdout(&out);

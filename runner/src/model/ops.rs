@@ -41,29 +41,24 @@ impl Elem for f32 {
     }
 }
 
-impl Elem for bf16 {
-    fn f(self) -> f32 {
-        self.to_f32()
-    }
-    fn r(x: f32) -> Self {
-        bf16::from_f32(x)
-    }
-    fn storage(v: Vec<Self>) -> CpuStorage {
-        CpuStorage::BF16(v)
-    }
+/// The half-precision elements: widened and rounded by `half`.
+macro_rules! half_elem {
+    ($t:ty, $variant:ident) => {
+        impl Elem for $t {
+            fn f(self) -> f32 {
+                self.to_f32()
+            }
+            fn r(x: f32) -> Self {
+                <$t>::from_f32(x)
+            }
+            fn storage(v: Vec<Self>) -> CpuStorage {
+                CpuStorage::$variant(v)
+            }
+        }
+    };
 }
-
-impl Elem for f16 {
-    fn f(self) -> f32 {
-        self.to_f32()
-    }
-    fn r(x: f32) -> Self {
-        f16::from_f32(x)
-    }
-    fn storage(v: Vec<Self>) -> CpuStorage {
-        CpuStorage::F16(v)
-    }
-}
+half_elem!(bf16, BF16);
+half_elem!(f16, F16);
 
 /// The elements of a contiguous layout.
 fn contiguous<'a, T>(v: &'a [T], l: &Layout, what: &str) -> candle_core::Result<&'a [T]> {
