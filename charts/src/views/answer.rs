@@ -1,0 +1,92 @@
+//! The answer (the landing view): the finding in a sentence and the speedup at parity per series and (N, B) as a
+//! heat map.
+
+use crate::bundle::LoadedBundle;
+use crate::figure::{Axis, Figure, HeatCell, Panel, Plot};
+
+use super::NO_QUALITY;
+use super::choices::filter_choices;
+use super::options::Options;
+use super::parity::{parity_records, record_cell};
+use super::quality::quality_metric;
+use super::series::{sampler_label, series_label, short_model};
+
+/// The answer, from the main bundle's parity records ([`metrics::parity::parity`], the numbers `report` prints):
+/// one sentence stating the finding, and the verdict as one heat map, a panel per diffusion series (columns B, rows
+/// N): each cell says the speedup at parity and is coloured by its log2 on a scale diverging at 1x (blue faster,
+/// red slower; grey where parity was not reached); the tooltip names S_parity and the interval. `Err` when nothing
+/// measured quality.
+pub fn answer(bundles: &[&LoadedBundle], o: &Options) -> Result<(String, Figure), String> {
+    let (metric, _) = quality_metric(bundles, o).ok_or(NO_QUALITY)?;
+    let lb = bundles.first().ok_or("no bundle")?;
+    let ch = filter_choices(&[lb]);
+    let mut panels: Vec<Panel> = Vec::new();
+    // (speedup, where) of every cell with one, and the number of (series, N, B) judged.
+    let (mut found, mut judged) = (Vec::new(), 0);
+    for r in parity_records(lb, &metric).iter() {
+        let Some(cell) = record_cell(lb, r) else { continue };
+        let series = format!("{} vs {}", series_label(cell), short_model(&r.ar_model));
+        // Panels side by side: a short title (model and series), the whole label in each tooltip.
+        let title = match r.variant() {
+            Some(v) => format!("{} {v}", short_model(&r.diffusion_model)),
+            None => format!("{} {}", short_model(&r.diffusion_model), sampler_label(r.sampler)),
+        };
+        let i = panels.iter().position(|p| p.title == title).unwrap_or(panels.len());
+        if i == panels.len() {
+            panels.push(Panel { title, cells: Vec::new() });
+        }
+        for row in &r.speedups {
+            judged += 1;
+            let (n, b) = (r.seq_len, row.batch_size);
+            let e = row.speedup;
+            if let Some(e) = e {
+                found.push((e.value, format!("{series}, N = {n}, B = {b}")));
+            }
+            panels[i].cells.push(HeatCell {
+                row: ch.seqs.iter().position(|&y| y == n).unwrap_or(0),
+                col: ch.batches.iter().position(|&x| x == b).unwrap_or(0),
+                value: e.map(|e| e.value.log2()),
+                text: e.map_or("no parity".into(), |e| format!("{:.2}x", e.value)),
+                oom: false,
+                tip: format!(
+                    "{series}\nN = {n}, B = {b}\nS_parity: {}\nspeedup at parity: {}",
+                    metrics::parity::s_parity_text(r),
+                    e.map_or("-".into(), |e| match (e.low, e.high) {
+                        (Some(l), Some(h)) => format!("{:.3}x [{l:.3}, {h:.3}]", e.value),
+                        _ => format!("{:.3}x", e.value),
+                    })
+                ),
+                cell: None,
+            });
+        }
+    }
+    if panels.is_empty() {
+        return Err("no diffusion series against an AR model has quality values".into());
+    }
+    let fastest = found.iter().max_by(|a, b| a.0.total_cmp(&b.0));
+    let slowest = found.iter().min_by(|a, b| a.0.total_cmp(&b.0));
+    let faster = found.iter().filter(|f| f.0 > 1.0).count();
+    let sentence = match (slowest, fastest) {
+        (Some(lo), Some(hi)) => format!(
+            "At the AR model's quality ({metric}), the diffusion model is faster in {faster} of the {judged} \
+             (series, N, B) judged: the speedup at parity ranges from {:.2}x ({}) to {:.2}x ({}); where a cell \
+             says no parity, the diffusion model did not reach the AR model's quality at any step count tried.",
+            lo.0, lo.1, hi.0, hi.1
+        ),
+        _ => format!(
+            "The diffusion model reaches the AR model's quality ({metric}) in none of the {judged} (series, N, B) \
+             judged: there is no speedup at parity to report."
+        ),
+    };
+    let figure = Figure {
+        title: "Speedup at parity, L_e2e(AR) / L_e2e(diffusion at S_parity)".into(),
+        plot: Plot::Heat {
+            x: Axis::categorical("batch size B", ch.batches.iter().map(|b| b.to_string()).collect()),
+            y: Axis::categorical("sequence length N", ch.seqs.iter().map(|n| n.to_string()).collect()),
+            panels,
+            unit: "speedup".into(),
+            center: Some(0.0),
+        },
+    };
+    Ok((sentence, figure))
+}

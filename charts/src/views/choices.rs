@@ -1,0 +1,85 @@
+//! The choices over the loaded bundles: the values each filter can take, the cells the filters keep, the shape a
+//! per-shape view shows.
+
+use std::collections::BTreeSet;
+
+use metrics::derive::CellRef;
+
+use crate::bundle::LoadedBundle;
+
+use super::options::Filters;
+use super::series::sampler_name;
+
+/// The values each filter can take over the loaded bundles (sorted), for the filter selects.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct FilterChoices {
+    /// Model ids.
+    pub models: Vec<String>,
+    /// Sampler names.
+    pub samplers: Vec<String>,
+    /// K values.
+    pub steps: Vec<u32>,
+    /// B values.
+    pub batches: Vec<u32>,
+    /// N values.
+    pub seqs: Vec<u32>,
+    /// Precisions.
+    pub precisions: Vec<String>,
+}
+
+/// The filter choices of the loaded bundles.
+pub fn filter_choices(bundles: &[&LoadedBundle]) -> FilterChoices {
+    let (mut m, mut s, mut p) = (BTreeSet::<&str>::new(), BTreeSet::<&str>::new(), BTreeSet::<String>::new());
+    let (mut k, mut b, mut n) = (BTreeSet::<u32>::new(), BTreeSet::<u32>::new(), BTreeSet::<u32>::new());
+    for lb in bundles {
+        for c in &lb.bundle.cells {
+            m.insert(c.key.model.as_str());
+            s.insert(sampler_name(c.key.sampler));
+            k.extend(c.key.steps);
+            b.insert(c.key.batch_size);
+            n.insert(c.key.seq_len);
+        }
+        p.extend(lb.bundle.models.iter().map(|x| x.dtype.to_string()));
+    }
+    FilterChoices {
+        models: m.iter().map(|x| x.to_string()).collect(),
+        samplers: s.iter().map(|x| x.to_string()).collect(),
+        steps: k.iter().copied().collect(),
+        batches: b.iter().copied().collect(),
+        seqs: n.iter().copied().collect(),
+        precisions: p.iter().cloned().collect(),
+    }
+}
+
+/// The cells of `lb` the filters keep.
+pub fn kept<'a>(lb: &'a LoadedBundle, f: &Filters) -> Vec<CellRef<'a>> {
+    lb.bundle
+        .cells
+        .iter()
+        .zip(&lb.summaries)
+        .enumerate()
+        .filter(|(_, (c, _))| f.keeps(&lb.bundle, c))
+        .map(|(index, (cell, summary))| CellRef { index, cell, summary })
+        .collect()
+}
+
+/// The distinct values, in order. (Inserting, where `collect` would sort: a collect instantiates a whole stable
+/// sort per element type, about 2 KB of wasm each.)
+pub(super) fn set<T: Ord>(values: impl IntoIterator<Item = T>) -> BTreeSet<T> {
+    let mut s = BTreeSet::new();
+    values.into_iter().for_each(|v| {
+        s.insert(v);
+    });
+    s
+}
+
+/// The (B, N) a per-shape view shows: the filters', else the smallest the bundles have; and a note saying
+/// which was chosen.
+pub fn shape(bundles: &[&LoadedBundle], f: &Filters) -> Option<((u32, u32), Option<String>)> {
+    let ch = filter_choices(bundles);
+    let b = f.batch.or_else(|| ch.batches.first().copied())?;
+    let n = f.seq.or_else(|| ch.seqs.first().copied())?;
+    let note = (f.batch.is_none() || f.seq.is_none())
+        .then(|| format!("Showing B = {b}, N = {n} (the smallest; choose B and N in the filters for another shape)."));
+    Some(((b, n), note))
+}

@@ -1,0 +1,75 @@
+//! Latency against the diffusion steps K: one line per diffusion series, the AR model as a reference line.
+
+use metrics::derive::{self, CellRef};
+use schema::{CellStatus, Sampler};
+
+use crate::bundle::LoadedBundle;
+use crate::figure::{self, Axis, CellId, Figure, Mark, Plot, RefLine, Style};
+
+use super::choices::{kept, shape};
+use super::options::{Filters, Options};
+use super::series::{
+    Palette, key_text, ms, point_label, push_mark, series_label, short_model, sort_marks, steps_axis, tag,
+};
+use super::{shape_text, value_text};
+
+pub(super) fn latency(
+    bundles: &[&LoadedBundle],
+    f: &Filters,
+    o: &Options,
+    notes: &mut Vec<String>,
+) -> Result<Figure, String> {
+    let ((b, n), note) = shape(bundles, f).ok_or("no cells")?;
+    notes.extend(note);
+    let mut pal = Palette::of(bundles, o);
+    let (mut series, mut refs) = (Vec::new(), Vec::new());
+    for (bi, lb) in bundles.iter().enumerate() {
+        let t = tag(bi, bundles.len());
+        let at: Vec<CellRef> = kept(lb, f)
+            .into_iter()
+            .filter(|c| c.cell.key.batch_size == b && c.cell.key.seq_len == n && c.cell.status == CellStatus::Ok)
+            .collect();
+        for c in &at {
+            let Some(e) = c.summary.e2e_ms else { continue };
+            match derive::cell_steps(c.cell) {
+                None if c.cell.key.sampler != Sampler::ArGreedy => {}
+                None => refs.push(RefLine {
+                    label: format!(
+                        "{t}{} (autoregressive){}",
+                        short_model(&c.cell.key.model),
+                        value_text(o, || format!("{:.1} ms", e.median))
+                    ),
+                    value: e.median,
+                    vertical: false,
+                    colour: figure::AR,
+                    alt: bi > 0,
+                    facet: 0,
+                }),
+                Some(k) => {
+                    let label = format!("{t}{}", series_label(c.cell));
+                    let mark = Mark {
+                        x: f64::from(k),
+                        y: e.median,
+                        lo: Some(e.min),
+                        hi: Some(e.max),
+                        tip: format!("{}\nL_e2e {}", key_text(&t, c.cell), ms(&e)),
+                        cell: Some(CellId { bundle: bi, cell: c.index }),
+                        label: Some(point_label(c.cell, k)),
+                    };
+                    push_mark(&mut series, label, pal.colour(c.cell), Style::Line, bi > 0, mark);
+                }
+            }
+        }
+    }
+    sort_marks(&mut series);
+    Ok(Figure {
+        title: format!("Latency vs diffusion steps{}", shape_text(o, b, n)),
+        plot: Plot::Xy {
+            x: steps_axis(&series),
+            y: Axis::numeric("median end-to-end latency L_e2e (ms)", o.log_y),
+            series,
+            refs,
+            grid: None,
+        },
+    })
+}

@@ -1,0 +1,133 @@
+//! The Pareto frontier of quality against latency (or the hardware-independent cost axes).
+
+use metrics::derive::{QualityPoint, pareto_view};
+
+use crate::bundle::LoadedBundle;
+use crate::figure::{self, Axis, CellId, Figure, Mark, Plot, Series, Style};
+
+use super::choices::shape;
+use super::options::{Filters, Options, ParetoX};
+use super::quality::{direction_text, quality_metric, quality_points};
+use super::series::{Palette, key_text, point_label, push_mark, series_label, short_model, tag};
+use super::{NO_QUALITY, shape_text};
+
+pub(super) fn pareto(
+    bundles: &[&LoadedBundle],
+    f: &Filters,
+    o: &Options,
+    notes: &mut Vec<String>,
+) -> Result<Figure, String> {
+    let (metric, dir) = quality_metric(bundles, o).ok_or(NO_QUALITY)?;
+    let ((b, n), note) = shape(bundles, f).ok_or("no cells")?;
+    notes.extend(note);
+    let mut pal = Palette::of(bundles, o);
+    let mut series = Vec::new();
+    // The x of a point: its latency, or (hardware-independent) its forwards or tokens per forward per sequence.
+    // The frontier is taken over latency or forwards (fewer is better; tokens per forward is N_out / forwards).
+    let px = o.pareto_x;
+    let x_of = |lb: &LoadedBundle, p: &QualityPoint| {
+        let s = &lb.summaries[p.cell];
+        match px {
+            ParetoX::Latency => Some(p.e2e_ms),
+            ParetoX::Forwards => s.forward_passes.map(|f| f.median),
+            ParetoX::TokensPerForward => s.tokens_per_forward,
+        }
+    };
+    for (bi, lb) in bundles.iter().enumerate() {
+        let t = tag(bi, bundles.len());
+        let mut pts = quality_points(lb, f, &metric, b, n);
+        let forwards = |p: &QualityPoint| lb.summaries[p.cell].forward_passes.map(|f| f.median);
+        if px != ParetoX::Latency {
+            // Points of bundles that did not record forwards have no place on these axes.
+            pts.retain(|p| forwards(p).is_some());
+            pts.iter_mut().for_each(|p| p.e2e_ms = forwards(p).unwrap_or(f64::NAN));
+        }
+        let view = pareto_view(&pts, dir);
+        let front: Vec<Mark> = view
+            .front
+            .iter()
+            .map(|&i| {
+                let p = &pts[i];
+                let x = x_of(lb, p).unwrap_or(f64::NAN);
+                Mark { x, y: p.quality, lo: None, hi: None, tip: String::new(), cell: None, label: None }
+            })
+            .collect();
+        if !front.is_empty() {
+            series.push(Series {
+                label: match o.multiples {
+                    true => format!("{t}Pareto frontier"),
+                    false => format!("{t}Pareto frontier ({} points)", front.len()),
+                },
+                colour: figure::FRONTIER,
+                style: Style::Frontier,
+                alt: bi > 0,
+                marks: front,
+                facet: 0,
+            });
+        }
+        for (i, p) in pts.iter().enumerate() {
+            let c = &lb.bundle.cells[p.cell];
+            let on = view.front.contains(&i);
+            let s = &lb.summaries[p.cell];
+            // Only what was measured. The tokens per forward are pooled over the runs (N_out / the mean forwards),
+            // so the mean is shown beside the median the x axis uses: they differ when prompts differ per run.
+            let mut measured = Vec::new();
+            if let Some(e) = s.e2e_ms {
+                measured.push(format!("L_e2e median {:.2} ms", e.median));
+            }
+            if let (Some(f), Some(tpf)) = (s.forward_passes, s.tokens_per_forward) {
+                measured.push(format!(
+                    "forwards per run median {} (mean {:.1}), {tpf:.2} tokens per forward",
+                    f.median, f.mean
+                ));
+            }
+            let mut measured = measured.join(", ");
+            if !measured.is_empty() {
+                measured.push('\n');
+            }
+            let mark = Mark {
+                x: x_of(lb, p).unwrap_or(f64::NAN),
+                y: p.quality,
+                lo: None,
+                hi: None,
+                tip: format!(
+                    "{}\n{measured}{metric} {:.4} ({})\n{}",
+                    key_text(&t, c),
+                    p.quality,
+                    direction_text(dir),
+                    if on { "on the Pareto frontier" } else { "dominated" }
+                ),
+                cell: Some(CellId { bundle: bi, cell: p.cell }),
+                label: p.steps.map(|k| point_label(c, k)),
+            };
+            let (label, style) = match p.steps {
+                Some(_) => (format!("{t}{}", series_label(c)), Style::Line),
+                None => (format!("{t}{} (autoregressive)", short_model(&c.key.model)), Style::Points),
+            };
+            push_mark(&mut series, label, pal.colour(c), style, bi > 0, mark);
+        }
+    }
+    if series.is_empty() {
+        return Err(format!("no cell at B = {b}, N = {n} has a value of {metric}"));
+    }
+    // Diffusion curves follow the x axis (K is also the latency order).
+    for s in series.iter_mut().filter(|s| s.style == Style::Line) {
+        s.marks.sort_by(|a, b| a.x.total_cmp(&b.x));
+    }
+    notes.push(format!("Quality metric: {metric} ({}).", direction_text(dir)));
+    let (what, axis) = match px {
+        ParetoX::Latency => ("latency", "median end-to-end latency L_e2e (ms)"),
+        ParetoX::Forwards => ("forward passes", "forward passes per run (median; fewer is cheaper)"),
+        ParetoX::TokensPerForward => ("tokens per forward", "tokens per forward pass and sequence (more is cheaper)"),
+    };
+    Ok(Figure {
+        title: format!("Pareto frontier: {what} vs {metric}{}", shape_text(o, b, n)),
+        plot: Plot::Xy {
+            x: Axis::numeric(axis, o.log_x),
+            y: Axis::numeric(format!("{metric} ({})", direction_text(dir)), o.log_y),
+            series,
+            refs: Vec::new(),
+            grid: None,
+        },
+    })
+}

@@ -1,0 +1,187 @@
+//! The table of cells, its sorting and its CSV, and a clicked cell's details.
+
+use metrics::derive::{Summary, gigabytes};
+use schema::CellStatus;
+use schema::grid::SamplerVariant;
+
+use crate::bundle::LoadedBundle;
+use crate::figure::CellId;
+
+use super::choices::kept;
+use super::options::Filters;
+use super::quality::direction_text;
+use super::series::{ms, sampler_name};
+
+/// Columns of the cell table and the CSV.
+pub const COLUMNS: [&str; 14] = [
+    "bundle",
+    "model",
+    "sampler",
+    "K",
+    "B",
+    "N",
+    "status",
+    "e2e_ms_median",
+    "tokens_per_s_median",
+    "bytes_per_s_median",
+    "ttft_ms_median",
+    "itl_ms_median",
+    "step_ms_median",
+    "peak_memory_gb",
+];
+
+/// One row of the cell table: display text per column and a sort key per column.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    /// Which cell.
+    pub id: CellId,
+    /// Text per column ([`COLUMNS`]).
+    pub text: Vec<String>,
+    /// Number per numeric column (NaN when absent), for sorting.
+    pub num: Vec<f64>,
+    /// Status state (`ok`, `oom`, ...), for styling.
+    pub state: &'static str,
+}
+
+pub(super) fn status_text(s: &CellStatus) -> (&'static str, String) {
+    match s {
+        CellStatus::Ok => ("ok", "ok".into()),
+        CellStatus::Oom { message } => ("oom", format!("oom: {message}")),
+        CellStatus::Error { message } => ("error", format!("error: {message}")),
+        CellStatus::Skipped { reason } => ("skipped", format!("skipped: {reason}")),
+    }
+}
+
+/// The rows of the kept cells of every loaded bundle.
+pub fn rows(bundles: &[&LoadedBundle], f: &Filters) -> Vec<Row> {
+    let mut out = Vec::new();
+    for (bi, lb) in bundles.iter().enumerate() {
+        let name = lb.source.clone();
+        for c in kept(lb, f) {
+            let k = &c.cell.key;
+            let s = c.summary;
+            let med = |x: Option<Summary>| x.map_or(f64::NAN, |v| v.median);
+            let mem = s.peak_allocated_bytes.or(s.peak_rss_bytes).map_or(f64::NAN, gigabytes);
+            let nums = [
+                f64::NAN,
+                f64::NAN,
+                f64::NAN,
+                k.steps.map_or(f64::NAN, f64::from),
+                f64::from(k.batch_size),
+                f64::from(k.seq_len),
+                f64::NAN,
+                med(s.e2e_ms),
+                med(s.tokens_per_s),
+                med(s.bytes_per_s),
+                med(s.prefill_ms),
+                med(s.itl_ms),
+                med(s.step_ms),
+                mem,
+            ];
+            let (state, status) = status_text(&c.cell.status);
+            let num_text = |v: f64, digits: usize| if v.is_nan() { String::new() } else { format!("{v:.digits$}") };
+            let text = vec![
+                name.clone(),
+                k.model.clone(),
+                match k.variant().filter(|v| *v != SamplerVariant::Reference) {
+                    Some(v) => format!("{} {v}", sampler_name(k.sampler)),
+                    None => sampler_name(k.sampler).to_string(),
+                },
+                match (k.steps, k.threshold) {
+                    (None, Some(t)) => format!("t={t}"),
+                    (k, _) => k.map(|v| v.to_string()).unwrap_or_default(),
+                },
+                k.batch_size.to_string(),
+                k.seq_len.to_string(),
+                status,
+                num_text(nums[7], 3),
+                num_text(nums[8], 2),
+                num_text(nums[9], 2),
+                num_text(nums[10], 3),
+                num_text(nums[11], 4),
+                num_text(nums[12], 4),
+                num_text(nums[13], 3),
+            ];
+            out.push(Row { id: CellId { bundle: bi, cell: c.index }, text, num: nums.to_vec(), state });
+        }
+    }
+    out
+}
+
+/// Sorts rows by column `col` (numbers numerically, absent last; text lexically).
+pub fn sort_rows(rows: &mut [Row], col: usize, descending: bool) {
+    rows.sort_by(|a, b| {
+        let (x, y) = (a.num[col], b.num[col]);
+        let ord = if x.is_nan() && y.is_nan() {
+            a.text[col].cmp(&b.text[col])
+        } else if x.is_nan() {
+            return std::cmp::Ordering::Greater;
+        } else if y.is_nan() {
+            return std::cmp::Ordering::Less;
+        } else {
+            x.total_cmp(&y)
+        };
+        if descending { ord.reverse() } else { ord }
+    });
+}
+
+/// CSV (RFC 4180) of the rows, with a header line.
+pub fn csv(rows: &[Row]) -> String {
+    let field = |s: &str| {
+        if s.contains([',', '"', '\n', '\r']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_string() }
+    };
+    let mut out = COLUMNS.join(",");
+    out.push('\n');
+    for r in rows {
+        out.push_str(&r.text.iter().map(|t| field(t)).collect::<Vec<_>>().join(","));
+        out.push('\n');
+    }
+    out
+}
+
+/// The details of one cell (shown when a point or a row is clicked): label/value rows.
+pub fn cell_details(lb: &LoadedBundle, cell: usize) -> Vec<(String, String)> {
+    let Some(c) = lb.bundle.cells.get(cell) else { return Vec::new() };
+    let s = &lb.summaries[cell];
+    let k = &c.key;
+    let mut out = vec![
+        ("bundle".to_string(), lb.source.clone()),
+        ("cell".into(), format!("#{cell}: {k}")),
+        ("sampler".into(), sampler_name(k.sampler).into()),
+        ("prompt / output tokens".into(), format!("{} / {}", k.prompt_tokens, k.output_tokens)),
+        ("status".into(), status_text(&c.status).1),
+        ("repetitions (warm-up)".into(), format!("{} ({})", c.repetitions.len(), c.warmup_runs)),
+    ];
+    let mut sum = |name: &str, v: Option<Summary>| {
+        if let Some(v) = v {
+            out.push((name.to_string(), format!("{} (mean {:.3}, std {:.3})", ms(&v), v.mean, v.std)));
+        }
+    };
+    sum("L_e2e", s.e2e_ms);
+    sum("TTFT (prefill)", s.prefill_ms);
+    sum("ITL", s.itl_ms);
+    sum("first block", s.first_block_ms);
+    sum("time per step", s.step_ms);
+    if let Some(t) = s.tokens_per_s {
+        out.push(("tokens/s".into(), format!("median {:.2} (min {:.2}, max {:.2})", t.median, t.min, t.max)));
+    }
+    if let Some(t) = s.bytes_per_s {
+        out.push(("bytes/s".into(), format!("median {:.2} (min {:.2}, max {:.2})", t.median, t.min, t.max)));
+    }
+    if let Some(t) = s.tokens_per_forward {
+        out.push(("tokens per forward".into(), format!("{t:.3}")));
+    }
+    for (name, v) in [
+        ("peak allocated", s.peak_allocated_bytes),
+        ("peak reserved", s.peak_reserved_bytes),
+        ("peak RSS (process)", s.peak_rss_bytes),
+    ] {
+        if let Some(v) = v {
+            out.push((name.into(), format!("{:.3} GB ({v} bytes)", gigabytes(v))));
+        }
+    }
+    for q in lb.quality.get(cell).into_iter().flatten() {
+        out.push((format!("quality: {}", q.metric), format!("{} ({})", q.value, direction_text(q.direction))));
+    }
+    out
+}

@@ -1,0 +1,108 @@
+//! Time per token and per step: the AR model's TTFT and ITL against B, the diffusion model's time per step
+//! against K.
+
+use std::collections::BTreeSet;
+
+use metrics::derive::{CellRef, ar_timings, step_timings};
+use schema::Sampler;
+
+use crate::bundle::LoadedBundle;
+use crate::figure::{Axis, CellId, Figure, Mark, Plot, Style};
+
+use super::choices::{filter_choices, kept};
+use super::options::{Filters, Options};
+use super::series::{key_text, ms, push_mark, series_label, short_model, sort_marks, tag};
+
+pub(super) fn ar_timing(bundles: &[&LoadedBundle], f: &Filters, o: &Options) -> Result<Figure, String> {
+    let mut series = Vec::new();
+    let mut seqs = BTreeSet::new();
+    for lb in bundles {
+        seqs.extend(kept(lb, f).iter().filter(|c| c.cell.key.sampler == Sampler::ArGreedy).map(|c| c.cell.key.seq_len));
+    }
+    let seqs: Vec<u32> = seqs.into_iter().collect();
+    for (bi, lb) in bundles.iter().enumerate() {
+        let t = tag(bi, bundles.len());
+        let cells = kept(lb, f);
+        for a in ar_timings(&cells) {
+            let c = &lb.bundle.cells[a.cell];
+            let j = seqs.iter().position(|n| *n == c.key.seq_len).unwrap_or(0);
+            let id = Some(CellId { bundle: bi, cell: a.cell });
+            let name = short_model(&c.key.model);
+            for (what, s, colour) in [("TTFT", a.ttft_ms, 2 * j), ("ITL", a.itl_ms, 2 * j + 1)] {
+                let mark = Mark {
+                    x: f64::from(c.key.batch_size),
+                    y: s.median,
+                    lo: Some(s.min),
+                    hi: Some(s.max),
+                    tip: format!("{}\nTTFT {}\nITL {}", key_text(&t, c), ms(&a.ttft_ms), ms(&a.itl_ms)),
+                    cell: id,
+                    label: None,
+                };
+                let label = format!("{t}{name} {what}, N={}", c.key.seq_len);
+                push_mark(&mut series, label, colour, Style::Line, bi > 0, mark);
+            }
+        }
+    }
+    if series.is_empty() {
+        return Err("no successful autoregressive cell with a prefill time matches the filters".into());
+    }
+    sort_marks(&mut series);
+    Ok(Figure {
+        title: "Autoregressive model: time to first token (TTFT) and inter-token latency (ITL)".into(),
+        plot: Plot::Xy {
+            x: Axis { pow2: o.log_x, ..Axis::numeric("batch size B", o.log_x) },
+            y: Axis::numeric("median time (ms)", o.log_y),
+            series,
+            refs: Vec::new(),
+            grid: None,
+        },
+    })
+}
+
+pub(super) fn step_time(
+    bundles: &[&LoadedBundle],
+    f: &Filters,
+    o: &Options,
+    notes: &mut Vec<String>,
+) -> Result<Figure, String> {
+    let ch = filter_choices(bundles);
+    let n = f.seq.or_else(|| ch.seqs.first().copied()).ok_or("no cells")?;
+    if f.seq.is_none() {
+        notes.push(format!("Showing N = {n} (the smallest; choose N in the filters for another length)."));
+    }
+    let mut series = Vec::new();
+    let batches: Vec<u32> = ch.batches.clone();
+    for (bi, lb) in bundles.iter().enumerate() {
+        let t = tag(bi, bundles.len());
+        let cells: Vec<CellRef> = kept(lb, f).into_iter().filter(|c| c.cell.key.seq_len == n).collect();
+        for st in step_timings(&cells) {
+            let c = &lb.bundle.cells[st.cell];
+            let j = batches.iter().position(|b| *b == c.key.batch_size).unwrap_or(0);
+            let mark = Mark {
+                x: f64::from(st.steps),
+                y: st.step_ms.median,
+                lo: Some(st.step_ms.min),
+                hi: Some(st.step_ms.max),
+                tip: format!("{}\ntime per step {}", key_text(&t, c), ms(&st.step_ms)),
+                cell: Some(CellId { bundle: bi, cell: st.cell }),
+                label: None,
+            };
+            let label = format!("{t}{} B={}", series_label(c), c.key.batch_size);
+            push_mark(&mut series, label, j, Style::Line, bi > 0, mark);
+        }
+    }
+    if series.is_empty() {
+        return Err("no successful diffusion cell with step times matches the filters".into());
+    }
+    sort_marks(&mut series);
+    Ok(Figure {
+        title: format!("Time per diffusion step (median over all steps and repetitions), N = {n}"),
+        plot: Plot::Xy {
+            x: Axis { pow2: true, ..Axis::numeric("diffusion steps K", true) },
+            y: Axis::numeric("time per step (ms)", o.log_y),
+            series,
+            refs: Vec::new(),
+            grid: None,
+        },
+    })
+}
