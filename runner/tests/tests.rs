@@ -2,6 +2,7 @@
 
 mod chat;
 mod cli;
+mod compare;
 mod dream;
 mod energy;
 mod export;

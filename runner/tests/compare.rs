@@ -1,0 +1,99 @@
+//! `dllm-bench compare`: two bundles of a tiny demo run, one of them with a token or a figure changed.
+
+use crate::assert_exit;
+use crate::util::{Sandbox, stdout};
+
+/// A demo run with quality (continuations kept): 2 prompts, one repetition, K = 8, B = 1, N = 48.
+fn demo(sb: &Sandbox) -> serde_json::Value {
+    let out = sb.cmd(&[
+        "run",
+        "--quiet",
+        "--max-prompts",
+        "2",
+        "--repetitions",
+        "1",
+        "--warmup",
+        "0",
+        "--steps",
+        "8",
+        "--batch-size",
+        "1",
+        "--seq-len",
+        "48",
+        "--run-dir",
+        sb.path().join("run").to_str().expect("utf8"),
+    ]);
+    assert_exit!(out, 0);
+    let text = std::fs::read_to_string(sb.path().join("run/bundle.json")).expect("bundle");
+    serde_json::from_str(&text).expect("json")
+}
+
+#[test]
+fn compare_names_each_difference_and_exits_1() {
+    let sb = Sandbox::new();
+    let a = demo(&sb);
+    let write = |name: &str, v: &serde_json::Value| {
+        sb.write(name, &serde_json::to_string(v).expect("json")).display().to_string()
+    };
+    let pa = write("a.json", &a);
+    // Identical: every cell the same, exit 0.
+    let same = sb.cmd(&["compare", "--tokens", &pa, &pa]);
+    assert_exit!(same, 0);
+    let text = stdout(&same);
+    let cells = a["cells"].as_array().expect("cells").len();
+    assert!(text.contains(&format!("summary: {cells} cells, 0 with a difference")), "{text}");
+    assert_eq!(text.lines().filter(|l| l.ends_with(" same")).count(), cells, "{text}");
+
+    // One changed byte of one continuation, one changed forward count: exit 1, both named.
+    let mut b = a.clone();
+    let gen_cell = b["cells"]
+        .as_array()
+        .expect("cells")
+        .iter()
+        .position(|c| c["generations"].as_array().is_some_and(|g| !g.is_empty()))
+        .expect("a cell with continuations");
+    let g = &mut b["cells"][gen_cell]["generations"][0]["text"];
+    let t = g.as_str().expect("text").to_string();
+    // The first character replaced by another one.
+    let first = if t.starts_with('x') { "y" } else { "x" };
+    let flipped = format!("{first}{}", t.chars().skip(1).collect::<String>());
+    *g = flipped.into();
+    let last = cells - 1;
+    let f = b["cells"][last]["repetitions"][0]["forward_passes"].as_u64().expect("forwards");
+    b["cells"][last]["repetitions"][0]["forward_passes"] = (f + 1).into();
+    let pb = write("b.json", &b);
+    let diff = sb.cmd(&["compare", "--tokens", &pa, &pb]);
+    assert_exit!(diff, 1);
+    let text = stdout(&diff);
+    assert!(text.contains("prompt 0: continuations differ from byte 0"), "{text}");
+    assert!(text.contains(&format!("repetition 0: forward_passes Some({f}) vs Some({})", f + 1)), "{text}");
+    assert!(text.contains(&format!("summary: {cells} cells, 2 with a difference")), "{text}");
+    assert_exit!(sb.cmd(&["compare", "--tokens", "--report-only", &pa, &pb]), 0);
+
+    // A cell missing from one side.
+    let mut c = a.clone();
+    c["cells"].as_array_mut().expect("cells").pop();
+    let pc = write("c.json", &c);
+    let missing = sb.cmd(&["compare", "--tokens", &pa, &pc]);
+    assert_exit!(missing, 1);
+    assert!(stdout(&missing).contains("missing from"), "{}", stdout(&missing));
+
+    // Latency: a Markdown table of a header, its rule and one row per common cell; a doubled time is a 2.00 ratio.
+    let mut d = a.clone();
+    let e2e = d["cells"][0]["repetitions"][0]["e2e_ms"].as_f64().expect("e2e");
+    d["cells"][0]["repetitions"][0]["e2e_ms"] = (e2e * 2.0).into();
+    let pd = write("d.json", &d);
+    let table = sb.cmd(&["compare", "--markdown", &pa, &pd]);
+    assert_exit!(table, 0);
+    let text = stdout(&table);
+    let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("| ")).collect();
+    assert_eq!(rows.len(), cells + 2, "{text}");
+    assert!(rows[0].starts_with("| cell | A e2e ms | B e2e ms | B/A |"), "{text}");
+    assert_eq!(rows[1].matches("---").count(), 9, "{text}");
+    assert_eq!(rows[2].split(" | ").nth(3), Some("2.00"), "{text}");
+    // No cell in common: exit 1.
+    let mut e = a.clone();
+    e["cells"] = serde_json::json!([]);
+    let pe = write("e.json", &e);
+    assert_exit!(sb.cmd(&["compare", &pa, &pe]), 1);
+}
