@@ -7,7 +7,7 @@
 use std::process::Command;
 
 /// The paths whose contents are compiled into the binary (relative to the repository's root).
-const SOURCES: [&str; 12] = [
+const SOURCES: [&str; 13] = [
     "Cargo.toml",
     "Cargo.lock",
     "runner/Cargo.toml",
@@ -18,7 +18,8 @@ const SOURCES: [&str; 12] = [
     "schema/src",
     "metrics/Cargo.toml",
     "metrics/src",
-    "explorer/src",
+    "charts/Cargo.toml",
+    "charts/src",
     "config",
 ];
 

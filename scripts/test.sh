@@ -30,8 +30,8 @@ scripts/install-cuda-toolchain.sh
     cargo check -p runner --features cuda --locked
     cargo clippy -p runner --features cuda --all-targets --locked -- -D warnings
 )
-step "clippy (explorer, wasm32)"
-cargo clippy -p explorer --target wasm32-unknown-unknown --locked -- -D warnings
+step "clippy (explorer and its charts, wasm32)"
+cargo clippy -p explorer -p dllm-bench-charts --target wasm32-unknown-unknown --locked -- -D warnings
 step "docs"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
 step "tests (schema, runner incl. the SLURM job tests on a private cluster and hf_reference.py vs the runner, explorer charts)"
