@@ -14,7 +14,11 @@ With --profile, as `bench-kernels --profile`: each part of a decode token's and 
 between parts on a GPU, the clock on the CPU; means over the repetitions) with the aten ops it dispatches (views
 not counted, as the runner counts none), under the runner's part names where the work is the same (`inputs`:
 positions and RoPE tables made in the forward; `sdpa`: the fused attention in place of scores, mask, softmax and
-attention x values). The parts' bytes and FLOPs are the runner's (`bench-kernels --profile`, same shapes).
+attention x values), each part the runner has with its bytes and FLOPs and the achieved rates.
+
+The shapes and the work per token and step (weights bytes, FLOPs, each part's bytes and FLOPs) are never
+computed here: `dllm-bench bench-kernels --plan --json` with the same shape flags gives them (the binary from
+--dllm-bench, $DLLM_BENCH or this checkout's target/release or target/debug, else dllm-bench on the PATH).
 
     python runner/bench/torch_reference.py --shape small --seq-len 512 --batch 4 [--profile]
 """
@@ -23,50 +27,61 @@ import json
 import math
 import os
 import statistics
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
-# (hidden, layers, heads, kv_heads, intermediate, vocab) per preset, as runner/src/synth/mod.rs resolves them.
-PRESETS = {
-    "tiny": {"llama": (64, 2, 4, 2, 224, 512), "llada": (64, 2, 4, 4, 192, 512)},
-    "small": {"llama": (256, 4, 8, 2, 896, 1024), "llada": (256, 4, 8, 8, 768, 1024)},
-    "8b": {"llama": (4096, 32, 32, 8, 14336, 128256), "llada": (4096, 32, 32, 32, 12288, 126464)},
-}
+SHAPES = ("tiny", "small", "8b")  # `bench-kernels --shape`
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
 ROPE_THETA = 500000.0
 EPS = 1e-5
+PLAN_FLAGS = ("shape", "layers", "hidden", "heads", "kv_heads", "intermediate", "vocab", "batch", "decode_batch",
+              "seq_len", "decode_tokens", "block_length")
 
 
-def shape_of(args, kind):
-    h, l, nh, nkv, i, v = PRESETS[args.shape][kind]
-    h = args.hidden or h
-    l = args.layers or l
-    nh = args.heads or nh
-    if kind == "llama":
-        nkv = min(args.kv_heads or nkv, nh)
-    else:
-        nkv = nh
-    return {"layers": l, "hidden": h, "heads": nh, "kv_heads": nkv,
-            "intermediate": args.intermediate or i, "vocab": args.vocab or v}
+def dllm_bench_binary(arg):
+    """--dllm-bench, else $DLLM_BENCH, else a build of this checkout (release, then debug), else the PATH's."""
+    if arg or os.environ.get("DLLM_BENCH"):
+        return arg or os.environ["DLLM_BENCH"]
+    root = Path(__file__).resolve().parent.parent.parent
+    for build in ("release", "debug"):
+        if (root / "target" / build / "dllm-bench").is_file():
+            return str(root / "target" / build / "dllm-bench")
+    return "dllm-bench"
 
 
-def params(s):
-    h, v, hd = s["hidden"], s["vocab"], s["hidden"] // s["heads"]
-    q, kv = s["heads"] * hd, s["kv_heads"] * hd
-    matrices = h * q + 2 * h * kv + q * h + 3 * h * s["intermediate"]
-    return 2 * v * h + s["layers"] * (matrices + 2 * h) + h, matrices
+def runner_plan(args, dtype_name):
+    """`dllm-bench bench-kernels --plan --json` of these flags: the shapes and the work per token and step."""
+    cmd = [dllm_bench_binary(args.dllm_bench), "bench-kernels", "--plan", "--json", "--dtype", dtype_name]
+    for flag in PLAN_FLAGS:
+        value = getattr(args, flag)
+        if value is not None:
+            cmd += [f"--{flag.replace('_', '-')}", str(value)]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True)
+    except OSError as e:
+        sys.exit(f"cannot run {cmd[0]}: {e}; fix: pass --dllm-bench BIN or set DLLM_BENCH (cargo build first)")
+    if out.returncode != 0:
+        print(out.stderr.strip(), file=sys.stderr)
+        sys.exit(out.returncode)
+    return json.loads(out.stdout)
 
 
-def forward_work(s, batch, tokens, context, logits, nbytes):
-    total, matrices = params(s)
-    h, layers = s["hidden"], s["layers"]
-    weights = (total - s["vocab"] * h + batch * tokens * h) * nbytes
-    flops = 2 * batch * tokens * matrices * layers + 4 * batch * tokens * context * h * layers \
-        + 2 * batch * logits * h * s["vocab"]
-    return weights, flops
+def with_work(prof, planned):
+    """A profile's parts with the runner's bytes and FLOPs (and the achieved rates) where the runner has the part."""
+    work = {p["part"]: p for p in planned["parts"]}
+    for part in prof["parts"]:
+        w = work.get(part["part"])
+        if w is not None:
+            s = part["ms"] / 1e3
+            part.update(bytes=w["bytes"], flops=w["flops"], bytes_per_s=w["bytes"] / s if s > 0 else 0.0,
+                        flops_per_s=w["flops"] / s if w["flops"] > 0 and s > 0 else None)
+    return prof
 
 
 class NoParts:
@@ -263,7 +278,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtype", choices=DTYPES)
-    p.add_argument("--shape", choices=PRESETS, default="tiny")
+    p.add_argument("--shape", choices=SHAPES, default="tiny")
     for name in ("layers", "hidden", "heads", "kv-heads", "intermediate", "vocab"):
         p.add_argument(f"--{name}", type=int)
     p.add_argument("--batch", type=int, default=8)
@@ -280,6 +295,10 @@ def main():
     p.add_argument("--attention", choices=("eager", "sdpa"), default="eager")
     p.add_argument("--profile", action="store_true",
                    help="also time each part of a decode token's and a step's forward (see above)")
+    p.add_argument("--dllm-bench", metavar="BIN",
+                   help="the runner, which gives the shapes and the work (`bench-kernels --plan --json`); default "
+                        "$DLLM_BENCH, else this checkout's target/release or target/debug build, else dllm-bench "
+                        "on the PATH")
     args = p.parse_args()
 
     device = torch.device(args.device)
@@ -288,7 +307,8 @@ def main():
         torch.set_num_threads(args.threads or os.cpu_count())
     dtype_name = args.dtype or ("bf16" if cuda else "f32")
     dtype = DTYPES[dtype_name]
-    nbytes = torch.tensor([], dtype=dtype).element_size()
+    plan = runner_plan(args, dtype_name)
+    assert plan["element_bytes"] == torch.tensor([], dtype=dtype).element_size(), plan["element_bytes"]
     torch.manual_seed(args.seed)
 
     with torch.inference_mode():
@@ -305,7 +325,8 @@ def main():
         mm_rate = 2 * m ** 3 / (mm_ms / 1e3)
 
         # AR decode.
-        s = shape_of(args, "llama")
+        planned = plan["decode"]
+        s = planned["shape"]
         model = Model(s, dtype, device, args.seed, args.attention)
         b, N, steps = args.decode_batch, args.seq_len, args.decode_tokens
         prompt = N - steps
@@ -327,10 +348,8 @@ def main():
             return (time.perf_counter() - t0) * 1e3 / steps
 
         dec_ms = median_ms(device, args.warmup, args.repetitions, decode)
-        decode_profile = profile(device, args, dec_ms, steps, decode) if args.profile else None
-        works = [forward_work(s, b, 1, prompt + i + 1, 1, nbytes) for i in range(steps)]
-        wb = sum(w for w, _ in works) // steps
-        fl = sum(f for _, f in works) // steps
+        decode_profile = with_work(profile(device, args, dec_ms, steps, decode), planned) if args.profile else None
+        wb, fl = planned["weights_bytes"], planned["flops"]
         floor_ms = wb / copy_bps * 1e3
         decode_phase = dict(shape=s, batch=b, seq_len=N, ms=dec_ms, weights_bytes=wb, flops=fl,
                             bytes_per_s=wb / (dec_ms / 1e3), flops_per_s=fl / (dec_ms / 1e3),
@@ -338,7 +357,8 @@ def main():
         del model
 
         # LLaDA step.
-        s = shape_of(args, "llada")
+        planned = plan["llada_step"]
+        s = planned["shape"]
         model = Model(s, dtype, device, args.seed + 1, args.attention)
         b, bl = args.batch, args.block_length
         ids = torch.randint(0, s["vocab"], (b, N), device=device)
@@ -352,8 +372,8 @@ def main():
 
         step_ms = median_ms(device, args.warmup, args.repetitions,
                             lambda: timed(device, lambda: model.forward(ids, 0, None, False, (N - bl, bl))))
-        step_profile = profile(device, args, step_ms, 1, step) if args.profile else None
-        wb, fl = forward_work(s, b, N, N, bl, nbytes)
+        step_profile = with_work(profile(device, args, step_ms, 1, step), planned) if args.profile else None
+        wb, fl = planned["weights_bytes"], planned["flops"]
         step_phase = dict(shape=s, batch=b, seq_len=N, ms=step_ms, weights_bytes=wb, flops=fl,
                           bytes_per_s=wb / (step_ms / 1e3), flops_per_s=fl / (step_ms / 1e3),
                           ratio_to_floor=fl / (step_ms / 1e3) / mm_rate)

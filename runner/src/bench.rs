@@ -70,7 +70,7 @@ pub struct BenchArgs {
     /// Override the attention heads of both shapes.
     #[arg(long)]
     pub heads: Option<usize>,
-    /// Override the KV heads (Llama shape; LLaDA has as many as heads).
+    /// Override the KV heads of both shapes (the LLaDA preset has as many as heads).
     #[arg(long)]
     pub kv_heads: Option<usize>,
     /// Override the FFN size of both shapes.
@@ -125,6 +125,65 @@ pub struct BenchArgs {
     /// and each part's bytes moved and FLOPs (CUDA events between parts on a GPU, the clock on the CPU).
     #[arg(long)]
     pub profile: bool,
+    /// Print what this run would measure instead of running it: the Llama and LLaDA shapes and, per AR decode
+    /// token and LLaDA step, the weights bytes and FLOPs (`metrics::roofline`) with each profile part's bytes and
+    /// FLOPs; the device is not opened and nothing is timed. With `--json`, one JSON object (what
+    /// runner/bench/torch_reference.py reads, so that both time the same shapes and count the same work).
+    #[arg(long)]
+    pub plan: bool,
+}
+
+/// What `bench-kernels --plan` prints: the shapes and the work per forward of this run, nothing measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    /// Precision (`--dtype`, else bf16 on CUDA and f32 on the CPU).
+    pub dtype: String,
+    /// Bytes per element of that precision.
+    pub element_bytes: u64,
+    /// The AR decode token (the Llama shape).
+    pub decode: PlannedPhase,
+    /// The LLaDA step (the LLaDA shape).
+    pub llada_step: PlannedPhase,
+}
+
+/// One phase of a [`Plan`]: the keys of [`Phase`] that do not depend on a clock, and the profile's parts.
+#[derive(Debug, Clone, Serialize)]
+pub struct PlannedPhase {
+    /// Model shape.
+    pub shape: ModelShape,
+    /// Batch.
+    pub batch: usize,
+    /// Tokens per row (decode: the context at the last token).
+    pub seq_len: usize,
+    /// Weights read per token / step (bytes), as [`Phase::weights_bytes`].
+    pub weights_bytes: u64,
+    /// FLOPs per token / step, as [`Phase::flops`].
+    pub flops: u64,
+    /// The forward the profile's parts are counted on (decode: one token at the timed tokens' mean context).
+    pub profile_forward: PlannedForward,
+    /// Every part's bytes and FLOPs on that forward ([`part_work`]), in forward order.
+    pub parts: Vec<PlannedPart>,
+}
+
+/// [`roofline::Forward`] as printed.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct PlannedForward {
+    pub batch: u64,
+    pub tokens: u64,
+    pub context: u64,
+    pub logits: u64,
+    /// Keys and values go to a KV cache.
+    pub cached: bool,
+}
+
+/// One part of a [`PlannedPhase`].
+#[derive(Debug, Clone, Serialize)]
+pub struct PlannedPart {
+    pub part: Part,
+    /// Bytes read and written per token / step.
+    pub bytes: u64,
+    /// FLOPs per token / step.
+    pub flops: u64,
 }
 
 /// What `bench-kernels` measured (the `--json` output; runner/bench/torch_reference.py prints the same keys).
@@ -258,6 +317,15 @@ pub struct Phase {
 
 /// Runs the benchmark and prints the report.
 pub fn main(args: &BenchArgs) -> Result<ExitCode> {
+    if args.plan {
+        let plan = plan(args)?;
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&plan)?);
+        } else {
+            print!("{}", plan_text(&plan));
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let report = run(args)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -348,6 +416,90 @@ fn working_set(args: &BenchArgs, llama: &ModelConfig, llada: &ModelConfig, dtype
     [copy, matmul, decode, step, selection].into_iter().fold(0.0, f64::max)
 }
 
+/// The precision of a run on `spec`: `--dtype`, else bf16 on CUDA and f32 on the CPU.
+fn precision(args: &BenchArgs, spec: DeviceSpec) -> Precision {
+    let cuda = matches!(spec, DeviceSpec::Cuda(_));
+    args.dtype.map(Precision::from).unwrap_or(if cuda { Precision::Bf16 } else { Precision::F32 })
+}
+
+/// Weights bytes and FLOPs of an AR decode token of `shape` in elements of `e` bytes, averaged over the timed
+/// positions (the attention part grows with the context).
+fn decode_work(args: &BenchArgs, shape: &ModelShape, e: u64) -> (u64, u64) {
+    let (b, steps) = (args.decode_batch as u64, args.decode_tokens as u64);
+    let prompt = (args.seq_len - args.decode_tokens) as u64;
+    let work: Vec<roofline::Work> = (0..steps).map(|s| roofline::decode_step(shape, b, prompt + s + 1, e)).collect();
+    let weights_bytes = work.iter().map(|w| w.weights_read_bytes).sum::<u64>() / steps;
+    let flops = work.iter().map(|w| w.flops).sum::<u64>() / steps;
+    (weights_bytes, flops)
+}
+
+/// The forward the AR decode profile's parts are counted on: one token at the mean context of the timed tokens.
+fn decode_profile_forward(args: &BenchArgs) -> Forward {
+    let prompt = args.seq_len - args.decode_tokens;
+    Forward {
+        batch: args.decode_batch as u64,
+        tokens: 1,
+        context: (prompt + args.decode_tokens.div_ceil(2)) as u64,
+        logits: 1,
+    }
+}
+
+/// The LLaDA step's forward: B x N tokens, logits for one block.
+fn step_forward(args: &BenchArgs) -> Forward {
+    let (b, n) = (args.batch as u64, args.seq_len as u64);
+    Forward { batch: b, tokens: n, context: n, logits: args.block_length as u64 }
+}
+
+/// What [`run`] would measure, from the arguments alone: `--plan`.
+pub fn plan(args: &BenchArgs) -> Result<Plan> {
+    check(args)?;
+    let spec = DeviceSpec::parse(&args.device)
+        .ok_or_else(|| InputError(format!("--device {:?} is not a device; fix: cpu, cuda or cuda:N", args.device)))?;
+    let precision = precision(args, spec);
+    let e = crate::sweep::dtype_of(precision).size_in_bytes() as u64;
+    let planned = |shape: ModelShape, batch, (weights_bytes, flops), fwd: Forward, cached| {
+        let parts = Part::ALL
+            .iter()
+            .map(|&part| {
+                let (bytes, flops) = part_work(&shape, fwd, cached, e, part);
+                PlannedPart { part, bytes, flops }
+            })
+            .collect();
+        let Forward { batch: fb, tokens, context, logits } = fwd;
+        let profile_forward = PlannedForward { batch: fb, tokens, context, logits, cached };
+        PlannedPhase { shape, batch, seq_len: args.seq_len, weights_bytes, flops, profile_forward, parts }
+    };
+    let llama = bench_config(args, ModelKind::Llama)?.shape();
+    let llada = bench_config(args, ModelKind::Llada)?.shape();
+    let decode_work = decode_work(args, &llama, e);
+    let fwd = step_forward(args);
+    let step_work = (roofline::forward_weight_bytes(&llada, fwd, e), roofline::forward_flops(&llada, fwd));
+    Ok(Plan {
+        dtype: precision.to_string(),
+        element_bytes: e,
+        decode: planned(llama, args.decode_batch, decode_work, decode_profile_forward(args), true),
+        llada_step: planned(llada, args.batch, step_work, fwd, false),
+    })
+}
+
+/// The text of `--plan`.
+fn plan_text(p: &Plan) -> String {
+    let phase = |what: &str, x: &PlannedPhase| {
+        format!(
+            "{what:<16} {}\n\x20                B={} N={}; {:.2} MB of weights and {:.3} GFLOP per {}\n",
+            shape_line(&x.shape),
+            x.batch,
+            x.seq_len,
+            x.weights_bytes as f64 / 1e6,
+            x.flops as f64 / 1e9,
+            if x.profile_forward.cached { "token" } else { "step" },
+        )
+    };
+    format!("bench-kernels plan ({}, nothing timed)\n", p.dtype)
+        + &phase("AR decode token", &p.decode)
+        + &phase("LLaDA step", &p.llada_step)
+}
+
 /// Measures everything [`Report`] holds.
 pub fn run(args: &BenchArgs) -> Result<Report> {
     check(args)?;
@@ -355,7 +507,7 @@ pub fn run(args: &BenchArgs) -> Result<Report> {
         .ok_or_else(|| InputError(format!("--device {:?} is not a device; fix: cpu, cuda or cuda:N", args.device)))?;
     let device = crate::device::open(spec)?;
     let cuda = device.is_cuda();
-    let precision = args.dtype.map(Precision::from).unwrap_or(if cuda { Precision::Bf16 } else { Precision::F32 });
+    let precision = precision(args, spec);
     let dtype = crate::sweep::dtype_of(precision);
     if args.drift && precision == Precision::F32 {
         return Err(InputError(
@@ -568,16 +720,10 @@ fn decode_bench(
 ) -> Result<Phase> {
     let tf = synthetic_transformer(cfg, device, dtype, args.seed)?;
     let (b, n, steps) = (args.decode_batch, args.seq_len, args.decode_tokens);
-    let prompt = n - steps;
     let ids = decode_prompt(args, cfg, device)?;
     let ms = median_ms(reps, || decode_run(&tf, &ids, steps, &mut Probe::idle()))?;
     let shape = cfg.shape();
-    let bytes_el = dtype.size_in_bytes() as u64;
-    // Work per token, averaged over the timed positions (the attention part grows with the context).
-    let work: Vec<roofline::Work> =
-        (0..steps).map(|s| roofline::decode_step(&shape, b as u64, (prompt + s + 1) as u64, bytes_el)).collect();
-    let weights_bytes = work.iter().map(|w| w.weights_read_bytes).sum::<u64>() / steps as u64;
-    let flops = work.iter().map(|w| w.flops).sum::<u64>() / steps as u64;
+    let (weights_bytes, flops) = decode_work(args, &shape, dtype.size_in_bytes() as u64);
     let floor_ms = weights_bytes as f64 / copy_bytes_per_s * 1e3;
     Ok(Phase {
         shape,
@@ -636,12 +782,10 @@ fn decode_profile(
 ) -> Result<PhaseProfile> {
     let tf = synthetic_transformer(cfg, device, dtype, args.seed)?;
     let ids = decode_prompt(args, cfg, device)?;
-    let (b, steps) = (args.decode_batch, args.decode_tokens);
-    let prompt = args.seq_len - steps;
+    let steps = args.decode_tokens;
     let p = profiled(device, reps, |p| decode_run(&tf, &ids, steps, p).map(drop))?;
     let per = (reps.measured * steps) as f64;
-    // The work of a token at the mean context of the timed tokens.
-    let fwd = roofline::Forward { batch: b as u64, tokens: 1, context: (prompt + steps.div_ceil(2)) as u64, logits: 1 };
+    let fwd = decode_profile_forward(args);
     Ok(phase_profile(&cfg.shape(), fwd, true, dtype, p.totals(), per, unprofiled_ms))
 }
 
@@ -656,7 +800,7 @@ fn step_profile(
 ) -> Result<PhaseProfile> {
     use crate::generate::{LladaParams, predict};
     let (tf, ids, rope) = step_inputs(args, cfg, device, dtype)?;
-    let (b, n, bl) = (args.batch, args.seq_len, args.block_length);
+    let (n, bl) = (args.seq_len, args.block_length);
     let params = LladaParams { block_length: bl, ..LladaParams::default() };
     let span = LogitsSpan::Range { start: n - bl, len: bl };
     let mut rng = SplitMix64::new(args.seed ^ 0x5E1EC7);
@@ -668,8 +812,7 @@ fn step_profile(
         p.finish()?;
         Ok(())
     })?;
-    let fwd = roofline::Forward { batch: b as u64, tokens: n as u64, context: n as u64, logits: bl as u64 };
-    Ok(phase_profile(&cfg.shape(), fwd, false, dtype, p.totals(), reps.measured as f64, unprofiled_ms))
+    Ok(phase_profile(&cfg.shape(), step_forward(args), false, dtype, p.totals(), reps.measured as f64, unprofiled_ms))
 }
 
 /// `run` with an idle probe `reps.warmup` times, then `reps.measured` times with one timing probe: its totals.
@@ -796,7 +939,7 @@ fn step_bench(
         Ok(ms)
     })?;
     let shape = cfg.shape();
-    let f = Forward { batch: b as u64, tokens: n as u64, context: n as u64, logits: bl as u64 };
+    let f = step_forward(args);
     let weights_bytes = roofline::forward_weight_bytes(&shape, f, dtype.size_in_bytes() as u64);
     let flops = roofline::forward_flops(&shape, f);
     let flops_per_s = flops as f64 / (ms / 1e3);

@@ -1,5 +1,6 @@
 //! Integration tests of the runner: one binary, one module per area.
 
+mod bench_plan;
 mod chat;
 mod cli;
 mod compare;
