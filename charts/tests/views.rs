@@ -885,3 +885,71 @@ fn throughput_bars_keep_each_threshold_apart_from_the_ar_model_and_from_each_oth
     };
     assert_eq!(by_label(xy(&lines).0), by_label(series));
 }
+
+/// The study fixture with energy (format 1.7's `energy_j`) in every repetition but those of the first cell: a
+/// repetition's joules are its output tokens times (1 + its index in the cell) times 0.01.
+fn h200_with_energy() -> LoadedBundle {
+    let mut v: serde_json::Value = serde_json::from_str(H200).expect("json");
+    for (ci, c) in v["cells"].as_array_mut().expect("cells").iter_mut().enumerate().skip(1) {
+        for (ri, r) in c["repetitions"].as_array_mut().expect("repetitions").iter_mut().enumerate() {
+            let tokens = r["output_tokens"].as_f64().expect("tokens");
+            r["energy_j"] = serde_json::json!(tokens * (1 + ri + ci % 3) as f64 * 0.01);
+            r["energy_window_ms"] = r["e2e_ms"].clone();
+        }
+    }
+    load_bundle("study-energy.json", &v.to_string()).expect("the fixture with energy loads")
+}
+
+#[test]
+fn energy_replaces_latency_where_a_bundle_measured_it_and_is_absent_otherwise() {
+    let b = h200_with_energy();
+    assert!(views::has_energy(&[&b]) && !views::has_energy(&[&h200()]));
+    let o = Options { energy: true, ..Options::default() };
+    let f = shape(1, 256);
+    let jpt = |cell: usize| metrics::energy::cell_energy(&b.bundle.cells[cell]).joules_per_token;
+    // Latency vs steps: y is the cell's median joules per token, with min..max; the AR line too.
+    let l = chart_view(ViewKind::Latency, &[&b], &f, &o);
+    let lf = l.figure.expect("energy figure");
+    assert!(lf.title.starts_with("Energy per token vs diffusion steps"), "{}", lf.title);
+    let (series, refs) = xy(&lf);
+    let marks: Vec<&figure::Mark> = series.iter().flat_map(|s| &s.marks).collect();
+    assert!(!marks.is_empty());
+    for m in &marks {
+        let e = jpt(m.cell.expect("cell").cell).expect("only cells with energy are drawn");
+        assert!(close(m.y, e.median) && m.lo == Some(e.min) && m.hi == Some(e.max), "{m:?}");
+        assert!(m.tip.contains("J per token"), "{}", m.tip);
+    }
+    assert!(refs.iter().all(|r| r.label.contains("J/token")), "{refs:?}");
+    assert!(l.notes.iter().any(|n| n.starts_with("Energy: joules per generated token")), "{:?}", l.notes);
+    let (text, _) = svg(&lf);
+    assert!(text.contains("energy per generated token (J, median)"));
+    // The Pareto frontier over energy: x is the joules per token; the frontier over them.
+    let p = fig(ViewKind::Pareto, &[&b], &f, &o);
+    assert!(p.title.starts_with("Pareto frontier: energy vs"), "{}", p.title);
+    let (series, _) = xy(&p);
+    let points: Vec<&figure::Mark> = series.iter().flat_map(|s| &s.marks).filter(|m| m.cell.is_some()).collect();
+    assert!(!points.is_empty());
+    for m in &points {
+        assert!(close(m.x, jpt(m.cell.expect("cell").cell).expect("energy").median), "{m:?}");
+    }
+    let front = series.iter().find(|s| s.style == Style::Frontier).expect("a frontier");
+    assert!(front.marks.iter().all(|m| points.iter().any(|p| close(p.x, m.x) && close(p.y, m.y))));
+    // A bundle without energy: the option changes nothing (never a 0).
+    let plain = h200();
+    for view in [ViewKind::Latency, ViewKind::Pareto, ViewKind::Answer] {
+        assert_eq!(
+            chart_view(view, &[&plain], &f, &o),
+            chart_view(view, &[&plain], &f, &Options::default()),
+            "{view:?}"
+        );
+    }
+    // The first cell has no energy: it is left out of the latency view, not drawn at 0.
+    let c0 = &b.bundle.cells[0].key;
+    let at0 = shape(c0.batch_size, c0.seq_len);
+    let l0 = chart_view(ViewKind::Latency, &[&b], &at0, &o);
+    if let Ok(f0) = &l0.figure {
+        let (series, refs) = xy(f0);
+        assert!(series.iter().flat_map(|s| &s.marks).all(|m| m.cell.is_none_or(|c| c.cell != 0) && m.y > 0.0));
+        assert!(refs.iter().all(|r| r.value > 0.0));
+    }
+}

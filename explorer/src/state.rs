@@ -6,6 +6,29 @@ use std::fmt::Write as _;
 use charts::views::{Filters, Options, ParetoX, ViewKind};
 use metrics::derive::MemoryMetric;
 
+/// The query keys the page reads (every key [`PageState::to_query`] writes).
+pub const KEYS: [&str; 19] = [
+    "bundle",
+    "compare",
+    "view",
+    "model",
+    "sampler",
+    "K",
+    "B",
+    "N",
+    "precision",
+    "logx",
+    "logy",
+    "mem",
+    "unit",
+    "metric",
+    "peak_bw",
+    "peak_flops",
+    "px",
+    "multiples",
+    "energy",
+];
+
 /// Everything the URL holds: bundle(s), view, filters, options, selected cell.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PageState {
@@ -83,6 +106,9 @@ impl PageState {
         if o.multiples {
             q.push(("multiples", "1".into()));
         }
+        if o.energy {
+            q.push(("energy", "1".into()));
+        }
         let parts: Vec<String> = q.iter().map(|(k, v)| format!("{k}={}", enc(v))).collect();
         if parts.is_empty() { String::new() } else { format!("?{}", parts.join("&")) }
     }
@@ -106,6 +132,7 @@ impl PageState {
                 "logx" => s.options.log_x = v == "1",
                 "logy" => s.options.log_y = v == "1",
                 "multiples" => s.options.multiples = v == "1",
+                "energy" => s.options.energy = v == "1",
                 "mem" if v == "reserved" => s.options.memory = MemoryMetric::Reserved,
                 "unit" => s.options.bytes = v == "bytes",
                 "metric" if !v.is_empty() => s.options.metric = Some(v),

@@ -30,6 +30,7 @@ fn page_state_round_trips_through_the_url() {
             peak_tflops: Some(989.5),
             pareto_x: ParetoX::TokensPerForward,
             multiples: true,
+            energy: true,
         },
     };
     let q = s.to_query();
@@ -42,6 +43,10 @@ fn page_state_round_trips_through_the_url() {
         })
         .collect();
     assert_eq!(PageState::from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str()))), s);
+    // The page reads every key it writes (a reload restores the whole state).
+    for (k, _) in &pairs {
+        assert!(explorer::state::KEYS.contains(&k.as_str()), "the page does not read {k}");
+    }
     assert_eq!(PageState::default().to_query(), "");
     let junk = PageState::from_pairs([("view", "nope"), ("K", "x"), ("mem", "??")]);
     assert_eq!(junk, PageState::default(), "a bad link never breaks the page");

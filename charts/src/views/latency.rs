@@ -1,4 +1,5 @@
-//! Latency against the diffusion steps K: one line per diffusion series, the AR model as a reference line.
+//! Latency against the diffusion steps K: one line per diffusion series, the AR model as a reference line; or,
+//! with the energy option, joules per generated token against K.
 
 use metrics::derive::{self, CellRef};
 use schema::{CellStatus, Sampler};
@@ -7,6 +8,7 @@ use crate::bundle::LoadedBundle;
 use crate::figure::{self, Axis, CellId, Figure, Mark, Plot, RefLine, Style};
 
 use super::choices::{kept, shape};
+use super::energy;
 use super::options::{Filters, Options};
 use super::series::{
     Palette, key_text, ms, point_label, push_mark, series_label, short_model, sort_marks, steps_axis, tag,
@@ -22,7 +24,7 @@ pub(super) fn latency(
     let ((b, n), note) = shape(bundles, f).ok_or("no cells")?;
     notes.extend(note);
     let mut pal = Palette::of(bundles, o);
-    let (mut series, mut refs) = (Vec::new(), Vec::new());
+    let (mut series, mut refs, mut missing) = (Vec::new(), Vec::new(), 0);
     for (bi, lb) in bundles.iter().enumerate() {
         let t = tag(bi, bundles.len());
         let at: Vec<CellRef> = kept(lb, f)
@@ -30,14 +32,25 @@ pub(super) fn latency(
             .filter(|c| c.cell.key.batch_size == b && c.cell.key.seq_len == n && c.cell.status == CellStatus::Ok)
             .collect();
         for c in &at {
-            let Some(e) = c.summary.e2e_ms else { continue };
+            // The y of a cell: its latency, or its energy per token (a cell without energy is left out).
+            let e = match o.energy {
+                false => c.summary.e2e_ms,
+                true => energy::per_token(c.cell).or_else(|| {
+                    missing += 1;
+                    None
+                }),
+            };
+            let Some(e) = e else { continue };
             match derive::cell_steps(c.cell) {
                 None if c.cell.key.sampler != Sampler::ArGreedy => {}
                 None => refs.push(RefLine {
                     label: format!(
                         "{t}{} (autoregressive){}",
                         short_model(&c.cell.key.model),
-                        value_text(o, || format!("{:.1} ms", e.median))
+                        value_text(o, || match o.energy {
+                            false => format!("{:.1} ms", e.median),
+                            true => format!("{:.3} J/token", e.median),
+                        })
                     ),
                     value: e.median,
                     vertical: false,
@@ -52,7 +65,16 @@ pub(super) fn latency(
                         y: e.median,
                         lo: Some(e.min),
                         hi: Some(e.max),
-                        tip: format!("{}\nL_e2e {}", key_text(&t, c.cell), ms(&e)),
+                        tip: match o.energy {
+                            false => format!("{}\nL_e2e {}", key_text(&t, c.cell), ms(&e)),
+                            true => format!(
+                                "{}\nenergy median {:.4} J per token (min {:.4}, max {:.4})",
+                                key_text(&t, c.cell),
+                                e.median,
+                                e.min,
+                                e.max
+                            ),
+                        },
                         cell: Some(CellId { bundle: bi, cell: c.index }),
                         label: Some(point_label(c.cell, k)),
                     };
@@ -62,14 +84,15 @@ pub(super) fn latency(
         }
     }
     sort_marks(&mut series);
+    let (what, axis) = match o.energy {
+        false => ("Latency", "median end-to-end latency L_e2e (ms)"),
+        true => {
+            notes.push(energy::note(missing));
+            ("Energy per token", energy::AXIS)
+        }
+    };
     Ok(Figure {
-        title: format!("Latency vs diffusion steps{}", shape_text(o, b, n)),
-        plot: Plot::Xy {
-            x: steps_axis(&series),
-            y: Axis::numeric("median end-to-end latency L_e2e (ms)", o.log_y),
-            series,
-            refs,
-            grid: None,
-        },
+        title: format!("{what} vs diffusion steps{}", shape_text(o, b, n)),
+        plot: Plot::Xy { x: steps_axis(&series), y: Axis::numeric(axis, o.log_y), series, refs, grid: None },
     })
 }

@@ -8,6 +8,7 @@
 
 mod answer;
 mod choices;
+mod energy;
 mod latency;
 mod memory;
 mod options;
@@ -22,6 +23,7 @@ mod timing;
 
 pub use answer::answer;
 pub use choices::{FilterChoices, filter_choices, kept, shape};
+pub use energy::has_energy;
 pub use options::{Filters, Options, ParetoX, ViewKind};
 pub use parity::{ParityRow, parity_rows};
 pub use quality::{quality_metric, quality_metrics};
@@ -58,6 +60,15 @@ pub const NO_QUALITY: &str = "No quality measured in this bundle: its cells have
 /// Builds the figure of a chart view over the loaded bundles (the main one first).
 pub fn chart_view(view: ViewKind, bundles: &[&LoadedBundle], f: &Filters, o: &Options) -> ChartView {
     let mut notes = Vec::new();
+    // Energy only where a bundle measured it (a deep link's `energy=1` on a bundle without it shows the latencies).
+    let effective;
+    let o = match o.energy && !has_energy(bundles) {
+        true => {
+            effective = Options { energy: false, ..o.clone() };
+            &effective
+        }
+        false => o,
+    };
     let figure = match view {
         ViewKind::Latency | ViewKind::Pareto | ViewKind::QualitySteps | ViewKind::Throughput => match o.multiples {
             true => multiples(view, bundles, f, o, &mut notes),

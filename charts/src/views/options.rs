@@ -154,6 +154,10 @@ pub struct Options {
     /// Small multiples: the latency, Pareto, quality and throughput views show every shape the filters keep at
     /// once, a small chart per (N, B) (per N for throughput) with shared axes.
     pub multiples: bool,
+    /// Energy instead of time wherever latency is an axis (latency vs steps, the Pareto frontier over latency):
+    /// joules per generated token (`metrics::energy`). Ignored when no loaded bundle measured energy (format 1.7),
+    /// so that a missing energy is never drawn as 0.
+    pub energy: bool,
 }
 
 /// The x axis of the Pareto view: latency (this device), or the hardware-independent cost of a sampler.
@@ -191,6 +195,7 @@ impl Default for Options {
             peak_tflops: None,
             pareto_x: ParetoX::Latency,
             multiples: false,
+            energy: false,
         }
     }
 }

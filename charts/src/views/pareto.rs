@@ -1,4 +1,4 @@
-//! The Pareto frontier of quality against latency (or the hardware-independent cost axes).
+//! The Pareto frontier of quality against latency (or energy per token, or the hardware-independent cost axes).
 
 use metrics::derive::{QualityPoint, pareto_view};
 
@@ -6,6 +6,7 @@ use crate::bundle::LoadedBundle;
 use crate::figure::{self, Axis, CellId, Figure, Mark, Plot, Series, Style};
 
 use super::choices::shape;
+use super::energy;
 use super::options::{Filters, Options, ParetoX};
 use super::quality::{direction_text, quality_metric, quality_points};
 use super::series::{Palette, key_text, point_label, push_mark, series_label, short_model, tag};
@@ -25,9 +26,14 @@ pub(super) fn pareto(
     // The x of a point: its latency, or (hardware-independent) its forwards or tokens per forward per sequence.
     // The frontier is taken over latency or forwards (fewer is better; tokens per forward is N_out / forwards).
     let px = o.pareto_x;
+    // With the energy option, latency's place is energy per token's (a cell without energy has no place).
+    let energy = o.energy && px == ParetoX::Latency;
+    let joules = |lb: &LoadedBundle, p: &QualityPoint| energy::per_token(&lb.bundle.cells[p.cell]).map(|e| e.median);
+    let mut missing = 0;
     let x_of = |lb: &LoadedBundle, p: &QualityPoint| {
         let s = &lb.summaries[p.cell];
         match px {
+            ParetoX::Latency if energy => joules(lb, p),
             ParetoX::Latency => Some(p.e2e_ms),
             ParetoX::Forwards => s.forward_passes.map(|f| f.median),
             ParetoX::TokensPerForward => s.tokens_per_forward,
@@ -41,6 +47,12 @@ pub(super) fn pareto(
             // Points of bundles that did not record forwards have no place on these axes.
             pts.retain(|p| forwards(p).is_some());
             pts.iter_mut().for_each(|p| p.e2e_ms = forwards(p).unwrap_or(f64::NAN));
+        }
+        if energy {
+            let before = pts.len();
+            pts.retain(|p| joules(lb, p).is_some());
+            missing += before - pts.len();
+            pts.iter_mut().for_each(|p| p.e2e_ms = joules(lb, p).unwrap_or(f64::NAN));
         }
         let view = pareto_view(&pts, dir);
         let front: Vec<Mark> = view
@@ -81,6 +93,9 @@ pub(super) fn pareto(
                     f.median, f.mean
                 ));
             }
+            if let Some(j) = energy::per_token(c).filter(|_| energy) {
+                measured.push(format!("energy median {:.4} J per token", j.median));
+            }
             let mut measured = measured.join(", ");
             if !measured.is_empty() {
                 measured.push('\n');
@@ -115,7 +130,11 @@ pub(super) fn pareto(
         s.marks.sort_by(|a, b| a.x.total_cmp(&b.x));
     }
     notes.push(format!("Quality metric: {metric} ({}).", direction_text(dir)));
+    if energy {
+        notes.push(energy::note(missing));
+    }
     let (what, axis) = match px {
+        ParetoX::Latency if energy => ("energy", energy::AXIS),
         ParetoX::Latency => ("latency", "median end-to-end latency L_e2e (ms)"),
         ParetoX::Forwards => ("forward passes", "forward passes per run (median; fewer is cheaper)"),
         ParetoX::TokensPerForward => ("tokens per forward", "tokens per forward pass and sequence (more is cheaper)"),
