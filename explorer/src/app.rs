@@ -224,25 +224,30 @@ pub fn App() -> impl IntoView {
             on:drop=on_drop
             data-testid="drop-zone"
         >
-            <header>
-                <h1>"dllm-bench explorer"</h1>
-                <p class="subtitle">"LLaDA-8B (masked diffusion) vs Meta-Llama-3-8B (autoregressive)"</p>
-            </header>
-            <section class="controls" aria-label="Bundles">
+            // One compact bar: the bundles (chosen, compared, opened), the synthetic-weights badge and the
+            // provenance in a line each (the rest on a click), so that the chart starts high on the first screen.
+            <header class="bar">
+                <h1 title="LLaDA-8B (masked diffusion) vs Meta-Llama-3-8B (autoregressive)">"dllm-bench explorer"</h1>
                 <label>"Bundle " {bundle_select(main_src, "bundle-select", "(choose a bundle)")}</label>
                 <label>"Compare with " {bundle_select(cmp_src, "compare-select", "(none)")}</label>
-                <label>
-                    "Open local bundle(s) "
-                    <input type="file" accept=".json,application/json" multiple=true data-testid="file-input"
-                        on:change=file_input(false)/>
-                </label>
-                <label>
-                    "Compare with a local bundle "
-                    <input type="file" accept=".json,application/json" data-testid="compare-file-input"
-                        on:change=file_input(true)/>
-                </label>
-                <span class="hint">"or drop one or two bundle files anywhere on the page"</span>
-            </section>
+                <details class="open-files">
+                    <summary>"Open files"</summary>
+                    <div class="popover">
+                        <label>
+                            "Open local bundle(s) "
+                            <input type="file" accept=".json,application/json" multiple=true data-testid="file-input"
+                                on:change=file_input(false)/>
+                        </label>
+                        <label>
+                            "Compare with a local bundle "
+                            <input type="file" accept=".json,application/json" data-testid="compare-file-input"
+                                on:change=file_input(true)/>
+                        </label>
+                        <span class="hint">"or drop one or two bundle files anywhere on the page"</span>
+                    </div>
+                </details>
+                {move || provenance(&shown.get())}
+            </header>
             {move || {
                 index.get().and_then(Result::err).map(|e| view! { <p class="error" role="alert" data-testid="index-error">{e}</p> })
             }}
@@ -272,7 +277,40 @@ pub fn App() -> impl IntoView {
     }
 }
 
-/// Provenance, controls and the current view of the loaded bundles.
+/// The synthetic-weights badge and the provenance of each loaded bundle: one line (device, date, commit, weights),
+/// the rest on a click.
+fn provenance(bundles: &[Arc<LoadedBundle>]) -> impl IntoView + use<> {
+    let two = bundles.len() > 1;
+    bundles
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            let rows = b.provenance.iter().map(|(k, v)| view! { <dt>{*k}</dt><dd>{v.clone()}</dd> }).collect_view();
+            let label = if two { ["[A] ", "[B] "][i.min(1)] } else { "" };
+            let row = |k: &str| b.provenance.iter().find(|(l, _)| *l == k).map(|(_, v)| v.clone()).unwrap_or_default();
+            let line = format!(
+                "{}, {}, commit {:.8}, {} weights",
+                row("Device"),
+                row("Created"),
+                row("Git commit"),
+                if b.synthetic_weights { "SYNTHETIC" } else { "real" }
+            );
+            view! {
+                {b.synthetic_weights.then(|| view! {
+                    <span class="badge-synthetic" data-testid="synthetic-badge">
+                        {label} "SYNTHETIC WEIGHTS: timing is real, quality is meaningless"
+                    </span>
+                })}
+                <details class="provenance" data-testid=if i == 0 { "provenance" } else { "provenance-compare" }>
+                    <summary>{label} <span class="source">{b.source.clone()}</span> ": " {line}</summary>
+                    <dl>{rows}</dl>
+                </details>
+            }
+        })
+        .collect_view()
+}
+
+/// The controls and the current view of the loaded bundles.
 #[component]
 fn Workspace(
     /// The loaded bundles: main, then compared.
@@ -293,6 +331,10 @@ fn Workspace(
         let r: Vec<&LoadedBundle> = bundles.iter().map(|b| b.as_ref()).collect();
         views::quality_metrics(&r)
     };
+    let energy = {
+        let r: Vec<&LoadedBundle> = bundles.iter().map(|b| b.as_ref()).collect();
+        views::has_energy(&r)
+    };
     let b2 = bundles.clone();
     let chart = Memo::new(move |_| {
         let s = state.get();
@@ -303,36 +345,6 @@ fn Workspace(
             cv
         })
     });
-    let provenance = bundles
-        .iter()
-        .enumerate()
-        .map(|(i, b)| {
-            let rows = b.provenance.iter().map(|(k, v)| view! { <dt>{*k}</dt><dd>{v.clone()}</dd> }).collect_view();
-            let label = if bundles.len() > 1 { ["[A] ", "[B] "][i.min(1)] } else { "" };
-            // One line: device, date, commit, weights; the rest on demand.
-            let row = |k: &str| b.provenance.iter().find(|(l, _)| *l == k).map(|(_, v)| v.clone()).unwrap_or_default();
-            let line = format!(
-                "{}, {}, commit {:.8}, {} weights",
-                row("Device"),
-                row("Created"),
-                row("Git commit"),
-                if b.synthetic_weights { "SYNTHETIC" } else { "real" }
-            );
-            view! {
-                <div>
-                    {b.synthetic_weights.then(|| view! {
-                        <p class="badge-synthetic" data-testid="synthetic-badge">
-                            {label} "SYNTHETIC WEIGHTS: timing is real, quality is meaningless"
-                        </p>
-                    })}
-                    <details class="provenance" data-testid=if i == 0 { "provenance" } else { "provenance-compare" }>
-                        <summary>"Provenance " {label} <span class="source">{b.source.clone()}</span> ": " {line}</summary>
-                        <dl>{rows}</dl>
-                    </details>
-                </div>
-            }
-        })
-        .collect_view();
     let tabs = ViewKind::ALL
         .into_iter()
         .map(|v| {
@@ -353,9 +365,8 @@ fn Workspace(
     let b4 = bundles.clone();
     let b5 = bundles.clone();
     view! {
-        <div class="provenances">{provenance}</div>
         <nav class="tabs" role="tablist" aria-label="Views">{tabs}</nav>
-        <FilterBar choices=choices metrics=metrics state=state/>
+        <FilterBar choices=choices metrics=metrics energy=energy state=state/>
         <section class="view" data-testid=move || format!("view-{}", state.get().view.slug())>
             {move || {
                 let s = state.get();
@@ -416,7 +427,7 @@ fn peak_input(
     state: RwSignal<PageState>,
 ) -> AnyView {
     view! {
-        <label>
+        <label class="opt opt-roof">
             {label}
             <input type="number" min="0" step="any" placeholder=placeholder data-testid=testid
                 prop:value=move || get(&state.get().options).map(|v| v.to_string()).unwrap_or_default()
@@ -437,10 +448,26 @@ fn FilterBar(
     choices: Arc<FilterChoices>,
     /// Quality metrics of the loaded bundles.
     metrics: Vec<String>,
+    /// True when a loaded bundle measured energy (the "cost" choice shows only then).
+    energy: bool,
     /// The page state.
     state: RwSignal<PageState>,
 ) -> impl IntoView {
     let c = choices;
+    let cost_select = energy.then(|| {
+        view! {
+            <label class="opt opt-cost" title="Latency vs steps and the Pareto frontier over latency: time, or joules per generated token">
+                "Cost "
+                <select data-testid="cost-axis" on:change=move |ev| {
+                    let v = event_target_value(&ev);
+                    state.update(|s| s.options.energy = v == "energy");
+                }>
+                    <option value="time" selected=move || !state.get().options.energy>"time (ms)"</option>
+                    <option value="energy" selected=move || state.get().options.energy>"energy (J/token)"</option>
+                </select>
+            </label>
+        }
+    });
     let metric_select = (!metrics.is_empty()).then(|| {
         let opts = metrics
             .iter()
@@ -450,7 +477,7 @@ fn FilterBar(
             })
             .collect_view();
         view! {
-            <label>
+            <label class="opt opt-q">
                 "Quality metric "
                 <select data-testid="metric-select" on:change=move |ev| {
                     let v = event_target_value(&ev);
@@ -463,29 +490,30 @@ fn FilterBar(
         }
     });
     view! {
-        <section class="filters" aria-label="Filters">
+        // The options of other views are hidden (style.css, by `data-view`): each shows in the views it acts on.
+        <section class="filters" aria-label="Filters" data-view=move || state.get().view.slug()>
             {filter_select("Model", "filter-model", c.models.clone(), |f| f.model.clone(), |f, v| f.model = v.map(str::to_string), state)}
             {filter_select("Sampler", "filter-sampler", c.samplers.clone(), |f| f.sampler.clone(), |f, v| f.sampler = v.map(str::to_string), state)}
             {filter_select("K", "filter-K", texts(&c.steps), |f| f.steps.map(|v| v.to_string()), |f, v| f.steps = v.and_then(|v| v.parse().ok()), state)}
             {filter_select("B", "filter-B", texts(&c.batches), |f| f.batch.map(|v| v.to_string()), |f, v| f.batch = v.and_then(|v| v.parse().ok()), state)}
             {filter_select("N", "filter-N", texts(&c.seqs), |f| f.seq.map(|v| v.to_string()), |f, v| f.seq = v.and_then(|v| v.parse().ok()), state)}
             {filter_select("Precision", "filter-precision", c.precisions.clone(), |f| f.precision.clone(), |f, v| f.precision = v.map(str::to_string), state)}
-            <label>
+            <label class="opt opt-chart">
                 <input type="checkbox" data-testid="log-x" prop:checked=move || state.get().options.log_x
                     on:change=move |ev| state.update(|s| s.options.log_x = event_target_checked(&ev))/>
                 " log x"
             </label>
-            <label>
+            <label class="opt opt-chart">
                 <input type="checkbox" data-testid="log-y" prop:checked=move || state.get().options.log_y
                     on:change=move |ev| state.update(|s| s.options.log_y = event_target_checked(&ev))/>
                 " log y"
             </label>
-            <label title="Latency, Pareto, quality and throughput: a small chart per (N, B), shared axes">
+            <label class="opt opt-multi" title="Latency, Pareto, quality and throughput: a small chart per (N, B), shared axes">
                 <input type="checkbox" data-testid="multiples" prop:checked=move || state.get().options.multiples
                     on:change=move |ev| state.update(|s| s.options.multiples = event_target_checked(&ev))/>
                 " every shape"
             </label>
-            <label>
+            <label class="opt opt-mem">
                 "Memory "
                 <select data-testid="memory-metric" on:change=move |ev| {
                     let v = event_target_value(&ev);
@@ -495,7 +523,7 @@ fn FilterBar(
                     <option value="reserved" selected=move || state.get().options.memory == MemoryMetric::Reserved>"peak reserved"</option>
                 </select>
             </label>
-            <label>
+            <label class="opt opt-px">
                 "Pareto x "
                 <select data-testid="pareto-x" on:change=move |ev| {
                     let v = event_target_value(&ev);
@@ -506,7 +534,8 @@ fn FilterBar(
                     <option value="tpf" selected=move || state.get().options.pareto_x == ParetoX::TokensPerForward>"tokens per forward"</option>
                 </select>
             </label>
-            <label>
+            {cost_select}
+            <label class="opt opt-tp">
                 "Throughput in "
                 <select data-testid="throughput-unit" on:change=move |ev| {
                     let v = event_target_value(&ev);
@@ -601,12 +630,17 @@ fn ChartPanel(
         download_text(&text, "dllm-bench-cells.csv", "text/csv");
     };
     let is_chart = move || state.get().view.is_chart();
+    // The answer's sentence above its chart; every other note (which shape, what a metric means) under it.
+    let notes = move |above: bool| {
+        let lead = state.get().view == ViewKind::Answer;
+        chart.get().map(|cv| {
+            let n = usize::from(lead);
+            let notes = if above { &cv.notes[..n.min(cv.notes.len())] } else { &cv.notes[n.min(cv.notes.len())..] };
+            notes.iter().map(|n| view! { <p class="note" data-testid="note">{n.clone()}</p> }).collect_view()
+        })
+    };
     view! {
-        {move || {
-            chart.get().map(|cv| {
-                cv.notes.iter().map(|n| view! { <p class="note" data-testid="note">{n.clone()}</p> }).collect_view()
-            })
-        }}
+        {move || notes(true)}
         {move || message.get().filter(|_| is_chart()).map(|m| {
             let nq = m == views::NO_QUALITY;
             let testid = if nq {
@@ -653,6 +687,7 @@ fn ChartPanel(
                 })
             }}
         </div>
+        {move || notes(false)}
         <div class="exports">
             <button data-testid="export-png" on:click=png disabled=move || !is_chart() || message.get().is_some()>"Download chart (PNG)"</button>
             <button data-testid="export-csv" on:click=csv>"Download filtered cells (CSV)"</button>
@@ -846,25 +881,7 @@ fn query_state() -> PageState {
     let search = window().location().search().unwrap_or_default();
     let Ok(params) = web_sys::UrlSearchParams::new_with_str(&search) else { return PageState::default() };
     let mut pairs: Vec<(String, String)> = Vec::new();
-    for key in [
-        "bundle",
-        "compare",
-        "view",
-        "model",
-        "sampler",
-        "K",
-        "B",
-        "N",
-        "precision",
-        "logx",
-        "logy",
-        "mem",
-        "unit",
-        "metric",
-        "peak_bw",
-        "peak_flops",
-        "px",
-    ] {
+    for key in state::KEYS {
         if let Some(v) = params.get(key) {
             pairs.push((key.to_string(), v));
         }
