@@ -4,7 +4,9 @@
 //! `metrics`) drawn by the same plotters function (`charts::figure::draw`), here into SVG; PNG (resvg) and PDF
 //! (svg2pdf) are made from that SVG with the system's fonts. Per (N, B) shape of the bundle: latency against K,
 //! quality against K, the Pareto frontier; per N: throughput by batch size (bars) and its scaling with the batch
-//! size (lines); the same four at every shape at once (`*_all_shapes`: small multiples with shared axes); once: the
+//! size (lines); per shape, when the bundle measured energy and quality, the Pareto frontier of quality against joules
+//! per generated token (`energy_pareto_frontier_*`; otherwise captions.md says why not); the same four at every shape
+//! at once (`*_all_shapes`: small multiples with shared axes); once: the
 //! speedup at parity per series and (N, B) (the explorer's landing view, with quality), the memory heatmap of the
 //! allocated peaks (and, for a device's bundle, of the memory pool's reserved peaks: the study's M_peak) and the
 //! roofline; per N: the step times. Titles of figures from synthetic weights say so. The S_parity table comes from
@@ -112,6 +114,10 @@ struct Spec {
     scaling: Option<u32>,
     /// The memory heatmap's peak (allocated by default).
     memory: MemoryMetric,
+    /// Energy per token where latency is an axis (the energy-vs-quality Pareto frontier).
+    energy: bool,
+    /// Why this figure is not drawn (listed in the captions instead).
+    skip: Option<String>,
 }
 
 /// The figures of `b`, in the order of the captions.
@@ -130,6 +136,8 @@ fn specs(b: &LoadedBundle) -> Vec<Spec> {
         multiples: false,
         scaling: None,
         memory: MemoryMetric::Allocated,
+        energy: false,
+        skip: None,
     };
     let mut out = Vec::new();
     // The answer first: the verdict per series and (N, B), when the bundle measured quality (the explorer's landing
@@ -144,6 +152,30 @@ fn specs(b: &LoadedBundle) -> Vec<Spec> {
     ] {
         for &(n, bs) in &shapes {
             out.push(one(format!("{stem}_N{n}_B{bs}"), view, at(n, bs)));
+        }
+    }
+    // Energy against quality, per shape: when the bundle measured both; otherwise one entry saying why not.
+    let energy_why = match (charts::views::has_energy(&[b]), charts::views::quality_metric(&[b], &Options::default())) {
+        (true, Some(_)) => None,
+        (false, _) => {
+            let reasons: Vec<String> = metrics::energy::unavailable_reasons(&b.bundle)
+                .into_iter()
+                .map(|(why, cells)| format!("{why} ({cells} cells)"))
+                .collect();
+            Some(format!("No energy measured in this bundle: {}.", reasons.join("; ")))
+        }
+        (true, None) => Some("The bundle has no quality values.".into()),
+    };
+    match energy_why {
+        None => {
+            for &(n, bs) in &shapes {
+                let spec = one(format!("energy_pareto_frontier_N{n}_B{bs}"), ViewKind::Pareto, at(n, bs));
+                out.push(Spec { energy: true, ..spec });
+            }
+        }
+        Some(why) => {
+            let spec = one("energy_pareto_frontier".into(), ViewKind::Pareto, Filters::default());
+            out.push(Spec { skip: Some(why), ..spec });
         }
     }
     let at_n = |n: u32| Filters { seq: Some(n), ..Filters::default() };
@@ -381,7 +413,13 @@ pub fn main(args: &FiguresArgs) -> Result<ExitCode> {
     let raster = args.format.iter().any(|f| *f != FigureFormat::Svg);
     let fonts = raster.then(|| font_options(&args.font)).transpose()?;
     for spec in specs(&first) {
-        let options = Options { multiples: spec.multiples, memory: spec.memory, ..Options::default() };
+        if let Some(why) = &spec.skip {
+            skipped += 1;
+            let _ = writeln!(captions, "\n## {} (not drawn)\n\n{why}", spec.stem);
+            continue;
+        }
+        let options =
+            Options { multiples: spec.multiples, memory: spec.memory, energy: spec.energy, ..Options::default() };
         // The figures say so when any of their numbers come from synthetic weights (chart_view's titles do).
         let view = match spec.scaling {
             Some(n) => {

@@ -716,3 +716,41 @@ fn figures_writes_every_figure_the_bundle_can_fill_with_captions() {
     assert_exit!(out, 2);
     assert!(stderr(&out).contains("missing.json"), "{}", stderr(&out));
 }
+
+#[test]
+fn figures_draw_energy_against_quality_when_the_bundle_measured_both_and_say_why_not_otherwise() {
+    let sb = Sandbox::new();
+    let bundle = repo_file("schema/tests/fixtures/v1.4/demo-peaks.json");
+    // Without energy: one entry in the captions, not drawn, with the reason.
+    let out = sb.cmd(&["figures", bundle.as_str(), "-o", "plain"]);
+    assert_exit!(out, 0);
+    let captions = std::fs::read_to_string(sb.path().join("plain/captions.md")).expect("captions");
+    assert!(
+        captions.contains("## energy_pareto_frontier (not drawn)\n\nNo energy measured in this bundle"),
+        "{captions}"
+    );
+    // The same bundle with energy in every repetition: a Pareto frontier of quality against joules per token per
+    // shape.
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&bundle).expect("fixture")).expect("json");
+    for c in v["cells"].as_array_mut().expect("cells") {
+        for r in c["repetitions"].as_array_mut().expect("repetitions") {
+            r["energy_j"] = serde_json::json!(r["output_tokens"].as_f64().expect("tokens") * 0.5);
+            r["energy_window_ms"] = r["e2e_ms"].clone();
+        }
+    }
+    let with = sb.write("energy.json", &v.to_string());
+    let out = sb.cmd(&["figures", with.to_str().expect("utf8"), "-o", "energy"]);
+    assert_exit!(out, 0);
+    let captions = std::fs::read_to_string(sb.path().join("energy/captions.md")).expect("captions");
+    let b = schema::read_bundle(&v.to_string()).expect("valid");
+    for c in &b.cells {
+        let file = format!("energy_pareto_frontier_N{}_B{}.svg", c.key.seq_len, c.key.batch_size);
+        let svg =
+            std::fs::read_to_string(sb.path().join("energy").join(&file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        assert!(svg.contains("energy per generated token (J, median)"), "{file}: the x axis");
+        assert!(captions.contains(&format!("## {file}\n\nPareto frontier: energy vs")), "{captions}");
+        assert!(draws_marks(&svg, caption_marks(&captions, &file)), "{file}");
+    }
+    assert!(!captions.contains("energy_pareto_frontier (not drawn)"), "{captions}");
+}
