@@ -3,6 +3,8 @@
 //! nothing here is stored except the parity records, whose types `schema` owns.
 //!
 //! Where to find a metric:
+//! - [`compare`]: two bundles of the same cells (the runner's and a reference's) side by side: latency ratios per
+//!   cell and per arm, the speedup at parity under each;
 //! - [`derive`](mod@derive): summaries of repetitions (median, mean, ...), inter-token latency, throughput,
 //!   latency vs steps, Pareto front, memory heatmaps, the explorer's view data;
 //! - [`parity`]: quality per cell group, S_parity and the speedup at parity with bootstrap intervals;
@@ -13,6 +15,7 @@
 //! It compiles to wasm (no I/O).
 #![warn(missing_docs)]
 
+pub mod compare;
 pub mod derive;
 pub mod energy;
 pub mod parity;

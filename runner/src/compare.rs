@@ -2,8 +2,8 @@
 //!
 //! Latency (the default): per cell the median L_e2e of each, the ratio B / A (above 1: A is faster), the median
 //! ITL (AR) or step time (LLaDA) of each with its ratio, and the peak memory of each (CUDA: peak allocated bytes;
-//! CPU: peak RSS), all through `metrics::derive`. A value a bundle does not have is "-", never 0. Exit 1 when the
-//! bundles have no cell in common.
+//! CPU: peak RSS), all through `metrics::compare` (which `report --compare` shares). A value a bundle does not
+//! have is "-", never 0. Exit 1 when the bundles have no cell in common.
 //!
 //! Tokens (`--tokens`): do the two bundles generate the same thing (two devices, two precisions)? Per cell the
 //! status, the continuations of every prompt (decoded text and masked positions), each repetition's prompt
@@ -17,6 +17,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
+use metrics::compare::cell_latency;
 use schema::{Bundle, Cell, CellKey, CellStatus};
 
 /// `dllm-bench compare`.
@@ -83,20 +84,6 @@ fn state(s: &CellStatus) -> &'static str {
     }
 }
 
-/// A cell's median latency, median ITL (AR) or step time (LLaDA), and peak memory, from `metrics::derive`.
-struct Latency {
-    e2e: Option<f64>,
-    unit: Option<f64>,
-    peak: Option<u64>,
-}
-
-fn latency_of(c: &Cell) -> Latency {
-    let s = metrics::derive::cell_summary(c);
-    let median = |x: Option<metrics::derive::Summary>| x.map(|x| x.median);
-    let unit = if c.key.sampler == schema::key::Sampler::ArGreedy { s.itl_ms } else { s.step_ms };
-    Latency { e2e: median(s.e2e_ms), unit: median(unit), peak: s.peak_allocated_bytes.or(s.peak_rss_bytes) }
-}
-
 fn ms(v: Option<f64>) -> String {
     match v {
         None => "-".into(),
@@ -106,10 +93,7 @@ fn ms(v: Option<f64>) -> String {
 }
 
 fn ratio(second: Option<f64>, first: Option<f64>) -> String {
-    match (second, first) {
-        (Some(s), Some(f)) if f > 0.0 => format!("{:.2}", s / f),
-        _ => "-".into(),
-    }
+    metrics::compare::ratio(second, first).map_or_else(|| "-".into(), |r| format!("{r:.2}"))
 }
 
 fn mib(v: Option<u64>) -> String {
@@ -153,28 +137,28 @@ pub fn latency(a: &Bundle, b: &Bundle, markdown: bool) -> (String, bool) {
     .map(|s| s.to_string())
     .collect();
     let mut rows = Vec::new();
-    for ca in &a.cells {
-        let Some(cb) = cells_b.get(&ca.key) else { continue };
+    for (ca, cb) in metrics::compare::paired_cells(a, b) {
         let label = ca.key.to_string();
         if ca.status != CellStatus::Ok || cb.status != CellStatus::Ok {
-            let side =
-                |c: &Cell| if c.status == CellStatus::Ok { ms(latency_of(c).e2e) } else { state(&c.status).into() };
+            let side = |c: &Cell| {
+                if c.status == CellStatus::Ok { ms(cell_latency(c).e2e_ms) } else { state(&c.status).into() }
+            };
             let mut row = vec![label, side(ca), side(cb)];
             row.resize(header.len(), "-".into());
             rows.push(row);
             continue;
         }
-        let (x, y) = (latency_of(ca), latency_of(cb));
+        let (x, y) = (cell_latency(ca), cell_latency(cb));
         rows.push(vec![
             label,
-            ms(x.e2e),
-            ms(y.e2e),
-            ratio(y.e2e, x.e2e),
-            ms(x.unit),
-            ms(y.unit),
-            ratio(y.unit, x.unit),
-            mib(x.peak),
-            mib(y.peak),
+            ms(x.e2e_ms),
+            ms(y.e2e_ms),
+            ratio(y.e2e_ms, x.e2e_ms),
+            ms(x.unit_ms),
+            ms(y.unit_ms),
+            ratio(y.unit_ms, x.unit_ms),
+            mib(x.peak_bytes),
+            mib(y.peak_bytes),
         ]);
     }
     out.push('\n');

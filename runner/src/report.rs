@@ -3,6 +3,9 @@
 //! Every number comes from `metrics::parity::parity` (the explorer calls the same function), recomputed from the
 //! bundle's cells with the metric, evaluator and bootstrap settings asked for (default: the run's config). Energy
 //! (format 1.7) comes from `metrics::energy`: joules per generated token beside each latency, or why there is none.
+//!
+//! `--compare REFERENCE` adds [`compare_section`]: the bundle against a reference implementation's bundle of the
+//! same cells (`jobs/hf_reference.py`), per arm and batch size, from `metrics::compare::compare_stacks`.
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -438,6 +441,116 @@ fn section(s: &mut String, bundle: &Bundle, quality: &[Vec<schema::bundle::Quali
     }
 }
 
+/// `report --compare`: the runner's bundle against a reference's of the same cells (`jobs/hf_reference.py`), from
+/// `metrics::compare::compare_stacks`: per arm and batch size the median L_e2e ratio runner / reference, what those
+/// ratios do to a speedup, and the speedup at parity under each stack side by side (the same parity options for
+/// both: the runner bundle's, else the reference's).
+pub fn compare_section(runner: &Bundle, reference: &Bundle, reference_source: &str, o: &ReportOptions) -> String {
+    let mut s = String::new();
+    let opts = resolve(runner, o).or_else(|| resolve(reference, o));
+    let c = metrics::compare::compare_stacks(runner, reference, opts.as_ref());
+    let _ = writeln!(s, "\n## Runner against reference: the implementations' share of the verdict\n");
+    let _ = writeln!(s, "Runner: {}.  ", crate::compare::describe(runner));
+    let _ = writeln!(s, "Reference ({reference_source}): {}.\n", crate::compare::describe(reference));
+    let pairs = metrics::compare::paired_cells(runner, reference);
+    let (only_runner, only_reference) = (runner.cells.len() - pairs.len(), reference.cells.len() - pairs.len());
+    let _ = writeln!(
+        s,
+        "{} cells in both bundles ({only_runner} only in the runner's, {only_reference} only in the reference's).",
+        pairs.len()
+    );
+    if c.arms.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nNo cell is ok in both with a latency: there is no ratio (compare bundles of the same config and \
+             overrides)."
+        );
+    } else {
+        let _ = writeln!(
+            s,
+            "\nL_e2e runner / reference, the median over the cells ok in both (below 1: the runner is faster).\n\n\
+             | arm | B | cells | runner / reference | range |\n|---|---:|---:|---:|---|"
+        );
+        for a in &c.arms {
+            let arm = if a.autoregressive { "AR" } else { "diffusion" };
+            let _ = writeln!(
+                s,
+                "| {arm} {} | {} | {} | {} | {} to {} |",
+                short(&a.model),
+                a.batch_size,
+                a.cells,
+                num(a.median),
+                num(a.min),
+                num(a.max)
+            );
+        }
+        let _ = writeln!(s);
+        for f in &c.factors {
+            let _ = writeln!(
+                s,
+                "- B = {}: a speedup of {} over {} measured with the runner is **{}x** the one the reference gives on \
+                 the same cells (AR ratio / diffusion ratio): that factor comes from the implementations, not the \
+                 models{}.",
+                f.batch_size,
+                short(&f.diffusion_model),
+                short(&f.ar_model),
+                num(f.factor),
+                if (f.factor - 1.0).abs() < 0.05 { " (here it is close to 1: the verdict is the models')" } else { "" }
+            );
+        }
+    }
+    let absent = |bundle: &Bundle, records: Option<usize>| -> Option<String> {
+        match records {
+            Some(n) if n > 0 => None,
+            _ if bundle.cells.iter().all(|c| c.quality.is_empty()) => Some("no quality values".into()),
+            _ => Some("no N with both an AR and a diffusion value of the metric".into()),
+        }
+    };
+    let (why_runner, why_reference) = (absent(runner, c.parity_first), absent(reference, c.parity_second));
+    if let (Some(a), Some(b)) = (&why_runner, &why_reference) {
+        let _ = writeln!(
+            s,
+            "\nSpeedup at parity under each stack: absent (the runner's bundle: {a}; the reference's: {b}), so the \
+             latency ratios above are all this comparison has; run both with a `[quality]` table for S_parity."
+        );
+        return s;
+    }
+    let label = opts.as_ref().map_or(String::new(), |o| match &o.evaluator {
+        Some(e) => format!("{} scored by {e}", o.metric),
+        None => o.metric.clone(),
+    });
+    let _ = writeln!(
+        s,
+        "\nSpeedup at parity under each stack ({label}; each bundle's own S_parity and latencies):\n\n\
+         | N | diffusion series | vs | B | S_parity runner | speedup runner | S_parity reference | speedup reference \
+         | runner / reference |\n|---:|---|---|---:|---|---:|---|---:|---:|"
+    );
+    for p in &c.speedups {
+        let series = p.first.as_ref().or(p.second.as_ref()).map(|(r, _)| series_name(r)).unwrap_or_default();
+        let side = |x: &Option<(ParityRecord, Option<f64>)>| match x {
+            Some((r, v)) => (s_parity_text(r), v.map_or("-".into(), num)),
+            None => ("-".into(), "-".into()),
+        };
+        let ((ka, sa), (kb, sb)) = (side(&p.first), side(&p.second));
+        let both = metrics::compare::ratio(p.first.as_ref().and_then(|x| x.1), p.second.as_ref().and_then(|x| x.1));
+        let _ = writeln!(
+            s,
+            "| {} | {} {series} | {} | {} | {ka} | {sa} | {kb} | {sb} | {} |",
+            p.seq_len,
+            short(&p.diffusion_model),
+            short(&p.ar_model),
+            p.batch_size,
+            both.map_or("-".into(), num)
+        );
+    }
+    for (who, why) in [("the runner's", why_runner), ("the reference's", why_reference)] {
+        if let Some(why) = why {
+            let _ = writeln!(s, "\nNo S_parity in {who} bundle ({why}): its columns are \"-\".");
+        }
+    }
+    s
+}
+
 /// `dllm-bench report`.
 #[derive(Debug, clap::Args)]
 pub struct ReportArgs {
@@ -456,6 +569,10 @@ pub struct ReportArgs {
     /// Bootstrap seed (default: the run's seed).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// A reference bundle of the same cells (jobs/hf_reference.py's): also print per arm and batch size the latency
+    /// ratio BUNDLE / REFERENCE and the speedup at parity under each stack side by side.
+    #[arg(long, value_name = "REFERENCE")]
+    pub compare: Option<std::path::PathBuf>,
     /// Write the report to this file (atomically) instead of stdout.
     #[arg(long, short, value_name = "FILE")]
     pub output: Option<std::path::PathBuf>,
@@ -517,7 +634,11 @@ pub fn main(args: &ReportArgs) -> anyhow::Result<std::process::ExitCode> {
         resamples: args.resamples,
         seed: args.seed,
     };
-    let report = render(&bundle, &args.bundle.display().to_string(), &opts);
+    let mut report = render(&bundle, &args.bundle.display().to_string(), &opts);
+    if let Some(path) = &args.compare {
+        let reference = crate::input::read_bundle_file(path)?.bundle;
+        report += &compare_section(&bundle, &reference, &path.display().to_string(), &opts);
+    }
     match &args.output {
         Some(path) => {
             crate::output::write_atomic(path, report.as_bytes())?;

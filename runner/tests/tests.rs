@@ -15,6 +15,7 @@ mod model;
 mod profile;
 mod prompts;
 mod quality;
+mod report_compare;
 mod resume;
 mod sampler;
 mod serve;
