@@ -143,7 +143,7 @@ if has kernels; then
     capped 90 330 "$W/profile-runner.json" "$BIN" bench-kernels --device cuda:0 --shape 8b --profile --json
     for attn in eager sdpa; do
         capped 60 300 "$W/torch-$attn.json" python3 runner/bench/torch_reference.py --device cuda --dtype bf16 \
-            --shape 8b --batch 8 --seq-len 1024 --attention "$attn" --profile --repetitions 3
+            --dllm-bench "$BIN" --shape 8b --batch 8 --seq-len 1024 --attention "$attn" --profile --repetitions 3
     done
     python3 scripts/compare_profiles.py "$W/profile-runner.json" "$W/torch-eager.json" "$W/torch-sdpa.json" \
         >"$W/profiles.txt" 2>&1

@@ -70,7 +70,7 @@ pub struct BenchArgs {
     /// Override the attention heads of both shapes.
     #[arg(long)]
     pub heads: Option<usize>,
-    /// Override the KV heads of both shapes (the LLaDA preset has as many as heads).
+    /// Override the KV heads of the Llama shape (LLaDA has as many KV heads as heads, as LLaDA-8B does).
     #[arg(long)]
     pub kv_heads: Option<usize>,
     /// Override the FFN size of both shapes.
@@ -677,7 +677,8 @@ fn bench_config(args: &BenchArgs, kind: ModelKind) -> Result<ModelConfig> {
         layers: args.layers,
         hidden: args.hidden,
         heads: args.heads,
-        kv_heads: args.kv_heads,
+        // LLaDA-8B has no grouped-query attention: its shape keeps as many KV heads as heads.
+        kv_heads: if kind == ModelKind::Llama { args.kv_heads } else { None },
         intermediate: args.intermediate,
         vocab: args.vocab,
         ..SynthSpec::new(preset, args.seed)

@@ -24,9 +24,11 @@ fn u(v: &Value, key: &str) -> u64 {
     json(v, key).as_u64().unwrap_or_else(|| panic!("{key:?} is not a count in {v}"))
 }
 
-/// The shape `bench-kernels` resolves for `kind`: the preset with the overrides, as `bench_config` does.
+/// The shape `bench-kernels` resolves for `kind`: the preset with the overrides, as `bench_config` does
+/// (`--kv-heads` is the Llama shape's: LLaDA keeps as many KV heads as heads).
 fn shape(preset: Preset, kind: ModelKind, layers: usize, kv_heads: usize) -> ModelShape {
-    let spec = SynthSpec { layers: Some(layers), kv_heads: Some(kv_heads), ..SynthSpec::new(preset, 0) };
+    let kv_heads = (kind == ModelKind::Llama).then_some(kv_heads);
+    let spec = SynthSpec { layers: Some(layers), kv_heads, ..SynthSpec::new(preset, 0) };
     spec.model_config(kind).expect("config").shape()
 }
 
@@ -90,9 +92,10 @@ fn bench_kernels_plan_prints_the_shapes_and_work_of_the_run() {
     // The profile's token: at the mean context of the timed tokens (60 + 2).
     check_parts(&decode, &llama, Forward { batch: 3, tokens: 1, context: 62, logits: 1 }, true, 2);
 
-    // The LLaDA step: the LLaDA shape (--kv-heads applies to it too), B x N tokens, logits for one block.
+    // The LLaDA step: the LLaDA shape (no grouped queries: --kv-heads is the Llama shape's), B x N tokens,
+    // logits for one block.
     let llada = shape(Preset::Small, ModelKind::Llada, 3, 4);
-    assert_eq!((llada.heads, llada.kv_heads), (8, 4));
+    assert_eq!((llada.heads, llada.kv_heads), (8, 8));
     assert_eq!(serde_json::from_value::<ModelShape>(json(&step, "shape")).expect("shape"), llada);
     assert_eq!((u(&step, "batch"), u(&step, "seq_len")), (2, 64));
     let fwd = Forward { batch: 2, tokens: 64, context: 64, logits: 8 };
