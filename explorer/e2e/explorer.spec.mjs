@@ -10,6 +10,7 @@
 //  - small multiples: every (N, B) of latency vs steps at once, each facet with its shape's medians;
 //  - hover tooltips, click-to-cell, a filter changes the chart, a deep link restores the state, compare
 //    mode overlays two bundles, CSV export holds the filtered cells, PNG export, drag-and-drop;
+//  - the chart above the fold at 1400 x 900 (300 px) and 390 x 844; energy per token where a bundle measured it;
 //  - 10+ malformed bundles each show their message, and the app keeps working;
 //  - bundle strings are shown as text, never HTML; no uncaught page error.
 import { createRequire } from 'node:module';
@@ -511,6 +512,73 @@ async function checkAnswer(page) {
   pass(`${b.file}: the answer first: ${cells.length} verdict cells equal the stored parity records; "${notes[0].slice(0, 60)}..."`);
 }
 
+/**
+ * The chart above the fold: at 1400 x 900 every chart view's canvas starts within the first 300 px, and on a phone
+ * (390 x 844) within the first screen, with the bundle bar, tabs and filters above it.
+ */
+async function checkAboveTheFold(page) {
+  const tops = [];
+  for (const [w, h, limit] of [[1400, 900, 300], [390, 844, 844]]) {
+    await page.setViewportSize({ width: w, height: h });
+    for (const v of ['answer', 'latency', 'pareto']) {
+      await page.goto(`${BASE}?bundle=${STUDY.file}${v === 'answer' ? '' : `&view=${v}`}`);
+      await waitLoaded(page, STUDY.file);
+      const top = await page.$eval(CHART, (c) => c.getBoundingClientRect().top);
+      assert.ok(top < limit, `${v} at ${w} x ${h}: the chart starts ${top} px down (limit ${limit})`);
+      tops.push(`${v} ${w}px: ${Math.round(top)}`);
+    }
+    await page.screenshot({ path: `${SHOTS}-fold-${w}.png` });
+    // Every control is still reachable: the bundle bar, the file pickers, the provenance's rows, the filters.
+    for (const id of ['bundle-select', 'compare-select', 'provenance', 'tab-details', 'filter-model', 'reset-filters']) {
+      assert.ok(await page.$(`[data-testid="${id}"]`), `${id} at ${w} px`);
+    }
+    await page.click('.open-files summary');
+    assert.ok(await page.isVisible('[data-testid="file-input"]'), 'the file picker opens');
+    await page.click('.open-files summary');
+  }
+  await page.setViewportSize({ width: 1280, height: 1000 });
+  pass(`the chart above the fold (its top edge, px: ${tops.join(', ')})`);
+}
+
+/**
+ * Energy (format 1.7): a bundle with energy offers the cost choice; energy per token replaces latency in latency vs
+ * steps (each point the median of energy_j / output_tokens) and in the Pareto frontier; a bundle without has no
+ * such choice.
+ */
+async function checkEnergy(page) {
+  await page.goto(`${BASE}?bundle=${STUDY.file}&view=latency`);
+  await waitLoaded(page, STUDY.file);
+  assert.equal(await page.$('[data-testid="cost-axis"]'), null, 'no energy choice without energy');
+  const bundle = load(STUDY);
+  bundle.cells.forEach((c, ci) => c.repetitions.forEach((r, ri) => {
+    if (ci === 0) return; // a cell without energy: left out, never 0
+    r.energy_j = r.output_tokens * 0.01 * (1 + ri + (ci % 3));
+    r.energy_window_ms = r.e2e_ms;
+  }));
+  await page.setInputFiles('[data-testid="file-input"]', { name: 'energy.json', mimeType: 'application/json', buffer: Buffer.from(JSON.stringify(bundle)) });
+  await waitLoaded(page, 'energy.json');
+  await redraw(page, () => page.selectOption('[data-testid="cost-axis"]', 'energy'));
+  assert.ok(page.url().includes('energy=1'), page.url());
+  let f = await figure(page);
+  assert.match(f.title, /^Energy per token vs diffusion steps/);
+  const marks = f.plot.series.flatMap((s) => s.marks);
+  assert.ok(marks.length > 0);
+  for (const m of marks) {
+    const c = bundle.cells[m.cell.cell];
+    assert.ok(close(m.y, median(c.repetitions.map((r) => r.energy_j / r.output_tokens))), `${m.y}`);
+  }
+  await marksPainted(page);
+  await page.screenshot({ path: `${SHOTS}-energy.png`, fullPage: true });
+  await view(page, 'pareto');
+  f = await figure(page);
+  assert.match(f.title, /^Pareto frontier: energy vs/);
+  for (const m of f.plot.series.flatMap((s) => s.marks).filter((m) => m.cell)) {
+    const c = bundle.cells[m.cell.cell];
+    assert.ok(close(m.x, median(c.repetitions.map((r) => r.energy_j / r.output_tokens))), `${m.x}`);
+  }
+  pass(`energy: ${marks.length} points at their median J/token in latency vs steps, and the Pareto frontier over energy`);
+}
+
 /** Sampler series (schema 1.5): their own legend entries, the Pareto view over forwards, one S_parity row each. */
 async function checkSeries(page) {
   assert.ok(SERIES, 'a bundle with sampler series is listed (schema/tests/fixtures/v1.5/demo-series.json)');
@@ -716,6 +784,8 @@ try {
   await checkDeepLinkAndCompare(page);
   await checkBroken(page);
   await checkLocalFiles(page);
+  await checkAboveTheFold(page);
+  await checkEnergy(page);
   // A narrow screen still works (responsive layout).
   await page.setViewportSize({ width: 420, height: 900 });
   await page.goto(`${BASE}?bundle=${STUDY.file}`);
