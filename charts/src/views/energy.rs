@@ -16,7 +16,9 @@ pub fn has_energy(bundles: &[&LoadedBundle]) -> bool {
 
 /// A cell's joules per generated token over its repetitions with energy (`metrics::energy`); `None` without.
 pub(super) fn per_token(c: &Cell) -> Option<Summary> {
-    metrics::energy::cell_energy(c).joules_per_token
+    // Only the per-token figure (`metrics::energy::cell_energy` summarizes four: more code in the wasm).
+    let per_rep: Vec<f64> = c.repetitions.iter().filter_map(metrics::energy::joules_per_token).collect();
+    metrics::derive::summarize(&per_rep)
 }
 
 /// The note of a view that shows energy: what it is and how many drawn-for cells had none.
