@@ -53,7 +53,6 @@ pub mod site;
 pub mod sweep;
 pub mod synth;
 pub mod sysinfo;
-pub mod timing;
 
 /// An error the user fixes by changing their input (config, flags, a file): exit status 2.
 #[derive(Debug, thiserror::Error)]

@@ -3,19 +3,21 @@
 //! `cuda` feature); a build without CUDA compiles `no_cuda.rs` instead, whose functions are never reached
 //! because candle cannot create a CUDA device there, and [`open`] says "built without CUDA".
 //!
-//! What the rest of the runner sees is device-neutral: [`open`], [`crate::timing::Stopwatch`] (CUDA events on
+//! What the rest of the runner sees is device-neutral: [`open`], [`timing::Stopwatch`] (CUDA events on
 //! candle's stream, or the monotonic clock on the CPU), [`reset_peaks`] / [`read_peaks`] (the CUDA memory
 //! pool's high-water marks, or the process's peak resident set on the CPU), [`release`] after a failure, and
-//! [`is_out_of_memory`], and [`energy`]'s counters around a measured run (NVML on CUDA, RAPL on the CPU). The
-//! measurement method is described in `runner/PERF.md`.
+//! [`is_out_of_memory`], [`energy`]'s counters around a measured run (NVML on CUDA, RAPL on the CPU), and the
+//! device's ceilings ([`peaks`]: copy bandwidth and matmul rate). The measurement method is described in `runner/PERF.md`.
 
 use anyhow::{Context, Result};
-use candle_core::Device;
-use schema::grid::DeviceSpec;
+use candle_core::{DType, Device};
+use schema::grid::{DeviceSpec, Precision};
 
 use crate::{InputError, sysinfo};
 
 pub mod energy;
+pub mod peaks;
+pub mod timing;
 
 #[cfg_attr(feature = "cuda", path = "cuda.rs")]
 #[cfg_attr(not(feature = "cuda"), path = "no_cuda.rs")]
@@ -174,4 +176,13 @@ pub fn injected_oom(cell: &str) -> Option<anyhow::Error> {
         .bt()
         .into()
     })
+}
+
+/// The torch-like dtype of a precision.
+pub fn dtype_of(p: Precision) -> DType {
+    match p {
+        Precision::F32 => DType::F32,
+        Precision::Bf16 => DType::BF16,
+        Precision::F16 => DType::F16,
+    }
 }

@@ -12,9 +12,9 @@ use candle_core::Tensor;
 use schema::grid::ModelKind;
 
 use super::{EosPolicy, GenerateError, check_finite, check_interrupted, left_pad, params_err};
+use crate::device::timing::Marks;
 use crate::model::transformer::Greedy;
 use crate::model::{LoadedModel, LogitsSpan, Positions};
-use crate::timing::Marks;
 
 /// Result of [`generate_ar`].
 #[derive(Debug, Clone, PartialEq)]

@@ -35,9 +35,9 @@ use candle_core::{D, DType, Tensor};
 use schema::grid::{DreamAlg, ModelKind};
 
 use super::{GenerateError, MaskedBatch, check_finite, check_interrupted, masked_batch, params_err};
+use crate::device::timing::Stopwatch;
 use crate::model::{LoadedModel, LogitsSpan, Positions};
 use crate::synth::rng::SplitMix64;
-use crate::timing::Stopwatch;
 
 /// The last time of Dream's schedule (`eps` of its generation config).
 pub const DREAM_EPS: f64 = 1e-3;

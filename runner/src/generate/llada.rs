@@ -55,9 +55,9 @@ use schema::grid::ModelKind;
 use serde::{Deserialize, Serialize};
 
 use super::{GenerateError, MaskedBatch, check_finite, check_interrupted, masked_batch, params_err};
+use crate::device::timing::Stopwatch;
 use crate::model::{LoadedModel, LogitsSpan, Positions};
 use crate::synth::rng::SplitMix64;
-use crate::timing::Stopwatch;
 
 /// How the positions to commit are ranked within a block, the precision of that ranking and where Gumbel noise
 /// is drawn: the config's enums, one type each for config and sampler.

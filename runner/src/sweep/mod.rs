@@ -29,6 +29,7 @@ use schema::grid::{DeviceSpec, DreamAlg, GridConfig, ModelKind, ModelSpec, Preci
 use schema::{SchemaVersion, ShardInfo};
 use sha2::{Digest, Sha256};
 
+use crate::device::dtype_of;
 use crate::generate::{self, DreamParams, LladaParams};
 use crate::journal::{Header, JOURNAL_FORMAT, Journal, Record, RunLock};
 use crate::model::{ChatFrame, ChatTemplate, LoadedModel, ModelFiles, TransformerOptions};
@@ -131,15 +132,6 @@ pub struct SweepOutcome {
     pub resumed_cells: usize,
     /// Complete or interrupted.
     pub ending: Ending,
-}
-
-/// The torch-like dtype of a precision.
-pub fn dtype_of(p: Precision) -> DType {
-    match p {
-        Precision::F32 => DType::F32,
-        Precision::Bf16 => DType::BF16,
-        Precision::F16 => DType::F16,
-    }
 }
 
 /// Opens the device a config asks for (moved to [`crate::device::open`], the one module with CUDA code).

@@ -32,7 +32,7 @@ pub(super) fn measure_keys(
             // Before the probes and the first model, while the device idles.
             here.energy = Some(device::energy::record(&meter, env.device));
             // The roofline's ceilings, measured once before any cell (never a guess: absent when a probe fails).
-            here.device_peaks = match crate::bench::probe_peaks(env.device, cfg.run.dtype) {
+            here.device_peaks = match crate::device::peaks::probe_peaks(env.device, cfg.run.dtype) {
                 Ok(p) => Some(p),
                 Err(e) => {
                     tracing::warn!("the device's copy and matmul probes failed, the bundle records no peaks: {e:#}");

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use candle_core::Device;
 
-use crate::device::EventClock;
+use super::EventClock;
 
 /// A stopwatch over CUDA events (CUDA) or the monotonic clock (CPU).
 #[derive(Debug)]
@@ -59,8 +59,14 @@ impl Stopwatch {
                 let ms = e.elapsed_ms()?;
                 // The host clock over the same region (from the start event's recording to the end event's
                 // completion): above the events' time by the work queued before the start and the wait's
-                // latency. `--log runner::timing=debug` prints both, to check the events on a device.
-                tracing::debug!(events_ms = ms, host_ms = host.elapsed().as_secs_f64() * 1e3, "stopwatch");
+                // latency. `--log runner::timing=debug` prints both, to check the events on a device (the target
+                // keeps the name it had before this module moved under `device`).
+                tracing::debug!(
+                    target: "runner::timing",
+                    events_ms = ms,
+                    host_ms = host.elapsed().as_secs_f64() * 1e3,
+                    "stopwatch"
+                );
                 Ok(ms)
             }
         }
@@ -93,7 +99,7 @@ pub struct Marks {
 #[derive(Debug)]
 enum Mark {
     Host(Instant),
-    Event(crate::device::EventMark),
+    Event(super::EventMark),
 }
 
 impl Marks {
@@ -110,7 +116,7 @@ impl Marks {
     /// A mark after the work queued so far (no wait on CUDA).
     pub fn mark(&mut self) -> candle_core::Result<()> {
         let m = match &self.device {
-            Device::Cuda(_) => Mark::Event(crate::device::EventMark::record(&self.device)?),
+            Device::Cuda(_) => Mark::Event(super::EventMark::record(&self.device)?),
             _ => Mark::Host(Instant::now()),
         };
         self.marks.push(m);
