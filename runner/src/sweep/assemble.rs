@@ -1,6 +1,15 @@
 //! The bundle of what a journal holds: the planned cells done so far, in grid order, with the models they used.
 
-use super::*;
+use std::collections::{HashMap, HashSet};
+
+use schema::SchemaVersion;
+use schema::bundle::{Bundle, Cell, CellKey, ModelInfo, Provenance};
+use schema::grid::{DeviceSpec, GridConfig};
+
+use super::attention;
+use crate::journal::Journal;
+use crate::plan::ResolvedConfig;
+use crate::{execution, sysinfo};
 
 /// The models a bundle of `cells` lists, from those `known` (loaded): in config order (measured models, then
 /// evaluators), each once, and only those with cells or quality values (a model loaded just before a stop has

@@ -1,7 +1,19 @@
 //! The run folder: a new one, one to resume, or a job's `--run-dir`; its lock, its journal, and the check that a
 //! resume is the same run (version, config, shard, prompts).
 
-use super::*;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use anyhow::{Context, Result};
+use schema::ShardInfo;
+use schema::bundle::PromptSetInfo;
+use schema::grid::{DeviceSpec, ModelSpec};
+
+use super::{RunFolder, SweepOptions};
+use crate::InputError;
+use crate::journal::{Header, JOURNAL_FORMAT, Journal, RunLock};
+use crate::model::ModelFiles;
+use crate::plan::{ResolvedConfig, config_diff};
 
 /// A run folder opened for this process.
 pub(super) struct Opened {
@@ -215,7 +227,7 @@ pub(super) fn create_journal(
 }
 
 /// The final bundle's path for a run folder.
-pub fn final_bundle_path(dir: &Path, header: &Header) -> PathBuf {
+pub(super) fn final_bundle_path(dir: &Path, header: &Header) -> PathBuf {
     match header.bundle.strip_prefix("..") {
         Ok(rest) => dir.parent().map(Path::to_path_buf).unwrap_or_default().join(rest),
         Err(_) => dir.join(&header.bundle),

@@ -1,7 +1,16 @@
 //! Measuring one cell: warm-ups, then timed repetitions, each one generation of a batch with the cell's algorithm;
 //! its memory peaks, energy and analytic work; a failure (out of memory, NaN) becomes the cell's status.
 
-use super::*;
+use anyhow::Result;
+use schema::bundle::{Cell, CellKey, CellStatus, Repetition, Sampler};
+use schema::grid::{DreamAlg, GridConfig};
+
+use super::tokens::TokenCache;
+use crate::generate::{DreamParams, LladaParams};
+use crate::model::LoadedModel;
+use crate::prompts::PromptSet;
+use crate::signals::Stop;
+use crate::{device, generate};
 
 /// Warms up and measures one cell; failures become the cell's status. `None` when a stop was requested
 /// before the cell finished: the cell is abandoned, not recorded, and measured again on resume. With an energy
@@ -196,7 +205,7 @@ pub(super) fn roofline_work(
 }
 
 /// One generation of a batch with the cell's algorithm: the generated ids of each row, and the timings.
-pub(crate) fn generate_rows(
+pub(super) fn generate_rows(
     model: &LoadedModel,
     key: &CellKey,
     cfg: &GridConfig,

@@ -13,30 +13,22 @@
 //! sweep goes on; the exit status says whether any cell failed. A stop request ([`Stop`]) abandons the current
 //! cell between two runs of it and ends the sweep with a valid partial bundle. Bundles are written atomically.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
-use std::io::IsTerminal;
+use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
-use std::time::{Instant, SystemTime};
 
 use anyhow::{Context, Result};
 use candle_core::{DType, Device};
-use metrics::derive;
-use schema::bundle::{
-    Bundle, Cell, CellKey, CellStatus, ChatTemplateInfo, Generation, ModelInfo, PromptSetInfo, Provenance, Repetition,
-    Sampler, TokenizerInfo,
-};
-use schema::grid::{DeviceSpec, DreamAlg, GridConfig, ModelKind, ModelSpec, Precision};
-use schema::{SchemaVersion, ShardInfo};
-use sha2::{Digest, Sha256};
+use schema::ShardInfo;
+use schema::bundle::{Bundle, CellKey, CellStatus, PromptSetInfo};
+use schema::grid::{DeviceSpec, GridConfig, ModelKind};
 
 use crate::device::dtype_of;
-use crate::generate::{self, DreamParams, LladaParams};
-use crate::journal::{Header, JOURNAL_FORMAT, Journal, Record, RunLock};
-use crate::model::{ChatFrame, ChatTemplate, LoadedModel, ModelFiles, TransformerOptions};
-use crate::plan::{ResolvedConfig, config_diff};
+use crate::journal::Journal;
+use crate::model::LoadedModel;
+use crate::plan::ResolvedConfig;
 use crate::prompts::PromptSet;
 use crate::signals::Stop;
-use crate::{InputError, device, execution, output, quality, shard, synth, sysinfo};
+use crate::{InputError, output, shard};
 
 mod assemble;
 mod folder;
@@ -47,15 +39,13 @@ mod scoring;
 mod search;
 mod tokens;
 
+use assemble::assemble;
 pub(crate) use assemble::bundle_models;
-use assemble::*;
-use folder::*;
-use measure::*;
-use models::*;
-use progress::*;
-use scoring::*;
-use search::*;
-use tokens::*;
+use folder::{check_same_sources, create_journal, final_bundle_path, open_folder};
+use models::{chat_template, measure_keys, model_files};
+use progress::Progress;
+use scoring::score_all;
+use search::parity_search_cells;
 
 /// The attention both models use (the study's fairness rule), recorded in every bundle.
 pub const ATTENTION: &str = "candle matmul-softmax-matmul attention in the run's precision, identical for both \

@@ -1,7 +1,22 @@
 //! The model loop: each model with cells to run is found in the cache (or written, when synthetic), loaded once, and
 //! its cells measured in grid order, each journaled and the partial bundle rewritten after it.
 
-use super::*;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use schema::bundle::{CellKey, CellStatus, ChatTemplateInfo, ModelInfo, TokenizerInfo};
+use schema::grid::{ModelSpec, Precision};
+use sha2::{Digest, Sha256};
+
+use super::Env;
+use super::folder::check_same_sources;
+use super::measure::measure_cell;
+use super::progress::Progress;
+use super::scoring::add_generations;
+use super::tokens::TokenCache;
+use crate::journal::{Journal, Record};
+use crate::model::{ChatFrame, ChatTemplate, LoadedModel, ModelFiles, TransformerOptions};
+use crate::{InputError, device, execution, synth};
 
 /// Measures `keys`, model by model (each loaded once, in config order), journaling each cell and rewriting the
 /// partial bundle after it. The first call records this process's execution. Returns the signal of a stop.

@@ -1,6 +1,10 @@
 //! Progress of a sweep: a bar on a terminal, one line per cell otherwise (logs, SLURM output files).
 
-use super::*;
+use std::io::IsTerminal;
+use std::time::Instant;
+
+use metrics::derive;
+use schema::bundle::{Cell, CellKey, CellStatus};
 
 /// Progress: a bar on a terminal, one line per cell otherwise (logs, SLURM output files).
 pub(super) struct Progress {

@@ -1,7 +1,20 @@
 //! Quality: the continuations of each group's largest-B cell (text statistics at once), then each evaluator's
 //! perplexity of them; a value that cannot be computed is recorded, never skipped silently.
 
-use super::*;
+use anyhow::{Context, Result};
+use schema::bundle::{Cell, CellKey, Generation, Sampler};
+use schema::grid::{GridConfig, ModelKind, ModelSpec, Precision};
+
+use super::Env;
+use super::measure::generate_rows;
+use super::models::model_info;
+use super::tokens::TokenCache;
+use crate::device::dtype_of;
+use crate::journal::{Journal, Record};
+use crate::model::{LoadedModel, ModelFiles};
+use crate::prompts::PromptSet;
+use crate::signals::Stop;
+use crate::{device, quality};
 
 /// Every evaluator scores what it has not scored yet; returns the signal of a stop.
 pub(super) fn score_all(

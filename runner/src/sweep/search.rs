@@ -1,6 +1,7 @@
 //! The parity search (`--parity-search`): the next K values to measure between each S_parity and the K below it.
 
-use super::*;
+use schema::bundle::{Bundle, CellKey};
+use schema::grid::GridConfig;
 
 /// The next cells of the parity search: for each S_parity reached with a gap to the K below it (or to 0), the
 /// valid K (a multiple of the blocks) nearest the middle of the gap, at every batch size of the grid. Empty when

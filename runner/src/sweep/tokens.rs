@@ -6,8 +6,12 @@
 //! frame` tokens of the text ([`ChatFrame::wrap`]). Either way N counts every token the model is given, and the
 //! text's cut (`Generation::prompt_bytes`, the start of the true continuation) is where its share ends.
 
-use super::*;
-use crate::model::ChatFrame;
+use std::collections::HashMap;
+
+use anyhow::Result;
+
+use crate::model::{ChatFrame, LoadedModel};
+use crate::prompts::PromptSet;
 
 /// A prompt text's token ids and their byte ranges in the text.
 pub(super) type Encoded = (Vec<u32>, Vec<(usize, usize)>);
