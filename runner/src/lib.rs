@@ -30,6 +30,7 @@ macro_rules! tell {
 
 pub mod bench;
 pub mod cli;
+pub mod commands;
 pub mod compare;
 pub mod device;
 pub mod execution;

@@ -1,0 +1,73 @@
+//! `dllm-bench merge`: the bundles of a grid's shards as one bundle.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+
+use crate::InputError;
+
+/// `dllm-bench merge`.
+#[derive(Debug, clap::Args)]
+pub struct MergeArgs {
+    /// Shard bundles (each shard's bundle.json).
+    #[arg(required = true, value_name = "BUNDLE")]
+    pub bundles: Vec<PathBuf>,
+    /// The merged bundle to write. An existing file there is replaced (atomically, once the merge succeeded),
+    /// unless it is one of the shards: that is refused before anything is written.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: PathBuf,
+    /// Merge shards measured on different device models (the study keeps them apart).
+    #[arg(long)]
+    pub allow_mixed_devices: bool,
+    /// Write the merged bundle even if cells of the grid are in no shard, or a shard's continuations lack an
+    /// evaluator's perplexity (a partial bundle).
+    #[arg(long)]
+    pub allow_missing: bool,
+}
+
+pub fn main(args: MergeArgs) -> Result<ExitCode> {
+    let mut inputs = Vec::new();
+    for path in &args.bundles {
+        let read = crate::input::read_bundle_file(path)?;
+        // Merging writes the current format: the fields a newer minor added would be lost.
+        if read.newer_minor() {
+            return Err(InputError(format!(
+                "{}: schema_version {} is newer than the {} this dllm-bench writes: merging would drop the fields \
+                 it added; fix: merge with the dllm-bench that wrote it (or a newer one)",
+                path.display(),
+                read.file_version,
+                schema::SchemaVersion::CURRENT.number()
+            ))
+            .into());
+        }
+        inputs.push((path.clone(), read.bundle));
+    }
+    let opts =
+        crate::merge::MergeOptions { allow_mixed_devices: args.allow_mixed_devices, allow_missing: args.allow_missing };
+    let merged = crate::merge::merge(&inputs, opts)?;
+    crate::output::write_bundle(&args.output, &merged.bundle)?;
+    println!("{}", args.output.display());
+    let b = &merged.bundle;
+    let failed = b.cells.iter().filter(|c| c.status != schema::CellStatus::Ok).count();
+    eprintln!(
+        "merged {} bundles: {} cells ({failed} failed), {} executions, on {}",
+        inputs.len(),
+        b.cells.len(),
+        b.provenance.executions.len(),
+        merged.devices.join(" + ")
+    );
+    if !merged.missing.is_empty() {
+        eprintln!(
+            "warning: {} cells of the grid are missing (--allow-missing): a partial bundle",
+            merged.missing.len()
+        );
+    }
+    if !merged.unscored.is_empty() {
+        eprintln!(
+            "warning: continuations lack an evaluator's perplexity (--allow-missing: S_parity skips those K): {}",
+            merged.unscored.join("; ")
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
