@@ -1,0 +1,181 @@
+//! The chart panel: the canvas, its tooltips and clicks, the PNG download.
+
+use std::sync::Arc;
+
+use charts::bundle::LoadedBundle;
+use charts::figure::{self, CellId, ChartStyle, Drawn};
+use charts::views::{self, ChartView, ViewKind};
+use leptos::html;
+use leptos::prelude::*;
+use plotters::prelude::IntoDrawingArea;
+use plotters_canvas::CanvasBackend;
+
+use super::browser::{download_text, download_url, js_message};
+use super::{CHART_CSS_SIZE, mark};
+use crate::state::PageState;
+
+/// The canvas of the chart views; redrawn when the figure changes. Hover shows a mark's tooltip, a click
+/// selects its cell. Also the PNG and CSV downloads.
+#[component]
+pub(super) fn ChartPanel(
+    /// The current view's figure (None: the view is not a chart).
+    chart: Memo<Option<Arc<ChartView>>>,
+    /// The loaded bundles.
+    bundles: Arc<Vec<Arc<LoadedBundle>>>,
+    /// The page state.
+    state: RwSignal<PageState>,
+    /// The cell clicked last.
+    selected: RwSignal<Option<CellId>>,
+) -> impl IntoView {
+    let canvas_ref = NodeRef::<html::Canvas>::new();
+    let message = RwSignal::new(None::<String>);
+    let drawn = RwSignal::new(None::<Arc<Drawn>>);
+    let tooltip = RwSignal::new(None::<(String, i32, i32, i32)>);
+    let draws = StoredValue::new(0u32);
+    Effect::new(move |_| {
+        let cv = chart.get();
+        let Some(canvas) = canvas_ref.get() else { return };
+        tooltip.set(None);
+        let Some(cv) = cv else { return };
+        let result = cv.figure.as_ref().map_err(Clone::clone).and_then(|fig| draw_on(&canvas, fig));
+        draws.update_value(|n| *n += 1);
+        let n = draws.get_value();
+        let _ = canvas.set_attribute("data-draw-count", &n.to_string());
+        match result {
+            Ok(d) => {
+                drawn.set(Some(Arc::new(d)));
+                message.set(None);
+            }
+            Err(e) => {
+                drawn.set(None);
+                let _ = canvas.set_attribute("data-drawn", "empty");
+                message.set(Some(e));
+            }
+        }
+        mark("dllm:drawn");
+        let now = window().performance().map_or(0.0, |p| p.now());
+        let _ = canvas.set_attribute("data-drawn-at", &format!("{now:.1}"));
+    });
+    let hit_at = move |ev: &leptos::ev::MouseEvent| -> Option<(String, Option<CellId>)> {
+        let canvas = canvas_ref.get_untracked()?;
+        let scale = f64::from(canvas.width()) / f64::from(canvas.client_width().max(1));
+        let to_device = |v: i32| (f64::from(v) * scale).round() as i32;
+        let d = drawn.get_untracked()?;
+        let h = *d.at(to_device(ev.offset_x()), to_device(ev.offset_y()), to_device(12))?;
+        let cv = chart.get_untracked()?;
+        let fig = cv.figure.as_ref().ok()?;
+        let (tip, cell) = fig.hit_info(&h)?;
+        Some((tip.to_string(), cell))
+    };
+    let on_move = move |ev: leptos::ev::MouseEvent| {
+        let w = canvas_ref.get_untracked().map_or(900, |c| c.client_width());
+        tooltip.set(hit_at(&ev).map(|(t, _)| (t, ev.offset_x(), ev.offset_y(), w)));
+    };
+    let on_click = move |ev: leptos::ev::MouseEvent| {
+        if let Some((_, Some(cell))) = hit_at(&ev) {
+            selected.set(Some(cell));
+        }
+    };
+    let png = move |_| {
+        let Some(canvas) = canvas_ref.get_untracked() else { return };
+        if let Ok(url) = canvas.to_data_url() {
+            download_url(&url, &format!("dllm-bench-{}.png", state.get_untracked().view.slug()));
+        }
+    };
+    let csv = move |_| {
+        let s = state.get_untracked();
+        let r: Vec<&LoadedBundle> = bundles.iter().map(|b| b.as_ref()).collect();
+        let text = views::csv(&views::rows(&r, &s.filters));
+        download_text(&text, "dllm-bench-cells.csv", "text/csv");
+    };
+    let is_chart = move || state.get().view.is_chart();
+    // The answer's sentence above its chart; every other note (which shape, what a metric means) under it.
+    let notes = move |above: bool| {
+        let lead = state.get().view == ViewKind::Answer;
+        chart.get().map(|cv| {
+            let n = usize::from(lead);
+            let notes = if above { &cv.notes[..n.min(cv.notes.len())] } else { &cv.notes[n.min(cv.notes.len())..] };
+            notes.iter().map(|n| view! { <p class="note" data-testid="note">{n.clone()}</p> }).collect_view()
+        })
+    };
+    view! {
+        {move || notes(true)}
+        {move || message.get().filter(|_| is_chart()).map(|m| {
+            let nq = m == views::NO_QUALITY;
+            let testid = if nq {
+                "no-quality"
+            } else if m == views::NO_ROOFLINE {
+                "no-roofline"
+            } else {
+                "chart-message"
+            };
+            view! { <p class=if nq { "empty no-quality" } else { "empty" } data-testid=testid>{m}</p> }
+        })}
+        // Parked (no height, hidden), not `display: none`, when no chart shows: the canvas keeps its laid-out width,
+        // so the first chart after a table or a message is drawn at the width it is shown at.
+        <div class="chart-frame" class:parked=move || !is_chart() || message.get().is_some()>
+            <canvas
+                node_ref=canvas_ref
+                width=CHART_CSS_SIZE.0
+                height=CHART_CSS_SIZE.1
+                data-testid="chart"
+                data-view=move || state.get().view.slug()
+                data-drawn="false"
+                role="img"
+                aria-label=move || chart.get().and_then(|c| c.figure.as_ref().ok().map(|f| f.title.clone())).unwrap_or_default()
+                on:mousemove=on_move
+                on:mouseleave=move |_| tooltip.set(None)
+                on:click=on_click
+            ></canvas>
+            {move || {
+                tooltip.get().map(|(text, x, y, w)| {
+                    view! {
+                        <div
+                            class="tooltip"
+                            data-testid="chart-tooltip"
+                            // Right of the pointer, or left of it on the right half (stays inside).
+                            style=if x < w / 2 {
+                                format!("left: {}px; top: {}px", x + 14, y + 14)
+                            } else {
+                                format!("left: {}px; top: {}px; transform: translateX(-100%)", x - 14, y + 14)
+                            }
+                        >
+                            {text}
+                        </div>
+                    }
+                })
+            }}
+        </div>
+        {move || notes(false)}
+        <div class="exports">
+            <button data-testid="export-png" on:click=png disabled=move || !is_chart() || message.get().is_some()>"Download chart (PNG)"</button>
+            <button data-testid="export-csv" on:click=csv>"Download filtered cells (CSV)"</button>
+        </div>
+    }
+}
+
+/// Draws `fig` on `canvas` at device resolution and records what was drawn on the element:
+/// `data-figure` (the figure's numbers), `data-hits` (where each mark landed, canvas pixels),
+/// then `data-drawn="true"`.
+pub(super) fn draw_on(canvas: &web_sys::HtmlCanvasElement, fig: &figure::Figure) -> Result<Drawn, String> {
+    let attr = |k: &str, v: &str| canvas.set_attribute(k, v).map_err(|e| js_message(&e));
+    attr("data-drawn", "false")?;
+    let dpr = window().device_pixel_ratio().clamp(1.0, 4.0);
+    let css_w = match canvas.client_width() {
+        w if w > 0 => w as u32,
+        _ => CHART_CSS_SIZE.0,
+    };
+    // Small multiples are taller; the element keeps the drawing's proportions.
+    let css_h = fig.height(css_w);
+    attr("style", &format!("aspect-ratio: {css_w} / {css_h}"))?;
+    canvas.set_width((f64::from(css_w) * dpr).round() as u32);
+    canvas.set_height((f64::from(css_h) * dpr).round() as u32);
+    let backend = CanvasBackend::with_canvas_object(canvas.clone()).ok_or("the browser gave no 2D canvas context")?;
+    let root = backend.into_drawing_area();
+    let drawn =
+        figure::draw(&root, fig, ChartStyle { scale: dpr, ..ChartStyle::default() }).map_err(|e| e.to_string())?;
+    attr("data-figure", &serde_json::to_string(fig).map_err(|e| e.to_string())?)?;
+    attr("data-hits", &serde_json::to_string(&drawn.hits).map_err(|e| e.to_string())?)?;
+    attr("data-drawn", "true")?;
+    Ok(drawn)
+}

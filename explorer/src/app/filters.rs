@@ -1,0 +1,182 @@
+//! The filter bar: its selects, the peak-memory input.
+
+use std::sync::Arc;
+
+use charts::views::{self, FilterChoices, Filters, ParetoX};
+use leptos::prelude::*;
+use metrics::derive::MemoryMetric;
+
+use crate::state::{self, PageState};
+
+/// A `<select>` with an "all" option, bound to one filter. Values are the filter's text (numbers as decimals),
+/// and `get`/`set` plain functions: one copy of this view code in the wasm for all six filters.
+pub(super) fn filter_select(
+    label: &'static str,
+    testid: &'static str,
+    values: Vec<String>,
+    get: fn(&Filters) -> Option<String>,
+    set: fn(&mut Filters, Option<&str>),
+    state: RwSignal<PageState>,
+) -> AnyView {
+    let options = values
+        .into_iter()
+        .map(|v| {
+            let text = v.clone();
+            view! { <option value=v.clone() selected=move || get(&state.get().filters).as_deref() == Some(v.as_str())>{text}</option> }
+        })
+        .collect_view();
+    view! {
+        <label>
+            {label} " "
+            <select
+                data-testid=testid
+                on:change=move |ev| {
+                    let t = event_target_value(&ev);
+                    state.update(|s| set(&mut s.filters, (!t.is_empty()).then_some(t.as_str())));
+                }
+            >
+                <option value="" selected=move || get(&state.get().filters).is_none()>"all"</option>
+                {options}
+            </select>
+        </label>
+    }
+    .into_any()
+}
+
+/// A number input for a device peak (roofline ceilings), bound to one option; empty or invalid: no peak.
+pub(super) fn peak_input(
+    label: &'static str,
+    testid: &'static str,
+    placeholder: &'static str,
+    get: fn(&views::Options) -> Option<f64>,
+    set: fn(&mut views::Options, Option<f64>),
+    state: RwSignal<PageState>,
+) -> AnyView {
+    view! {
+        <label class="opt opt-roof">
+            {label}
+            <input type="number" min="0" step="any" placeholder=placeholder data-testid=testid
+                prop:value=move || get(&state.get().options).map(|v| v.to_string()).unwrap_or_default()
+                on:change=move |ev| state.update(|s| set(&mut s.options, state::parse_peak(&event_target_value(&ev))))/>
+        </label>
+    }
+    .into_any()
+}
+
+pub(super) fn texts<T: ToString>(values: &[T]) -> Vec<String> {
+    values.iter().map(T::to_string).collect()
+}
+
+/// Filters and chart options.
+#[component]
+pub(super) fn FilterBar(
+    /// The values each filter can take.
+    choices: Arc<FilterChoices>,
+    /// Quality metrics of the loaded bundles.
+    metrics: Vec<String>,
+    /// True when a loaded bundle measured energy (the "cost" choice shows only then).
+    energy: bool,
+    /// The page state.
+    state: RwSignal<PageState>,
+) -> impl IntoView {
+    let c = choices;
+    let cost_select = energy.then(|| {
+        view! {
+            <label class="opt opt-cost" title="Latency vs steps and the Pareto frontier over latency: time, or joules per generated token">
+                "Cost "
+                <select data-testid="cost-axis" on:change=move |ev| {
+                    let v = event_target_value(&ev);
+                    state.update(|s| s.options.energy = v == "energy");
+                }>
+                    <option value="time" selected=move || !state.get().options.energy>"time (ms)"</option>
+                    <option value="energy" selected=move || state.get().options.energy>"energy (J/token)"</option>
+                </select>
+            </label>
+        }
+    });
+    let metric_select = (!metrics.is_empty()).then(|| {
+        let opts = metrics
+            .iter()
+            .map(|m| {
+                let mm = m.clone();
+                view! { <option value=m.clone() selected=move || state.get().options.metric.as_deref() == Some(mm.as_str())>{m.clone()}</option> }
+            })
+            .collect_view();
+        view! {
+            <label class="opt opt-q">
+                "Quality metric "
+                <select data-testid="metric-select" on:change=move |ev| {
+                    let v = event_target_value(&ev);
+                    state.update(|s| s.options.metric = (!v.is_empty()).then_some(v));
+                }>
+                    <option value="" selected=move || state.get().options.metric.is_none()>"(first)"</option>
+                    {opts}
+                </select>
+            </label>
+        }
+    });
+    view! {
+        // The options of other views are hidden (style.css, by `data-view`): each shows in the views it acts on.
+        <section class="filters" aria-label="Filters" data-view=move || state.get().view.slug()>
+            {filter_select("Model", "filter-model", c.models.clone(), |f| f.model.clone(), |f, v| f.model = v.map(str::to_string), state)}
+            {filter_select("Sampler", "filter-sampler", c.samplers.clone(), |f| f.sampler.clone(), |f, v| f.sampler = v.map(str::to_string), state)}
+            {filter_select("K", "filter-K", texts(&c.steps), |f| f.steps.map(|v| v.to_string()), |f, v| f.steps = v.and_then(|v| v.parse().ok()), state)}
+            {filter_select("B", "filter-B", texts(&c.batches), |f| f.batch.map(|v| v.to_string()), |f, v| f.batch = v.and_then(|v| v.parse().ok()), state)}
+            {filter_select("N", "filter-N", texts(&c.seqs), |f| f.seq.map(|v| v.to_string()), |f, v| f.seq = v.and_then(|v| v.parse().ok()), state)}
+            {filter_select("Precision", "filter-precision", c.precisions.clone(), |f| f.precision.clone(), |f, v| f.precision = v.map(str::to_string), state)}
+            <label class="opt opt-chart">
+                <input type="checkbox" data-testid="log-x" prop:checked=move || state.get().options.log_x
+                    on:change=move |ev| state.update(|s| s.options.log_x = event_target_checked(&ev))/>
+                " log x"
+            </label>
+            <label class="opt opt-chart">
+                <input type="checkbox" data-testid="log-y" prop:checked=move || state.get().options.log_y
+                    on:change=move |ev| state.update(|s| s.options.log_y = event_target_checked(&ev))/>
+                " log y"
+            </label>
+            <label class="opt opt-multi" title="Latency, Pareto, quality and throughput: a small chart per (N, B), shared axes">
+                <input type="checkbox" data-testid="multiples" prop:checked=move || state.get().options.multiples
+                    on:change=move |ev| state.update(|s| s.options.multiples = event_target_checked(&ev))/>
+                " every shape"
+            </label>
+            <label class="opt opt-mem">
+                "Memory "
+                <select data-testid="memory-metric" on:change=move |ev| {
+                    let v = event_target_value(&ev);
+                    state.update(|s| s.options.memory = if v == "reserved" { MemoryMetric::Reserved } else { MemoryMetric::Allocated });
+                }>
+                    <option value="allocated" selected=move || state.get().options.memory != MemoryMetric::Reserved>"peak allocated"</option>
+                    <option value="reserved" selected=move || state.get().options.memory == MemoryMetric::Reserved>"peak reserved"</option>
+                </select>
+            </label>
+            <label class="opt opt-px">
+                "Pareto x "
+                <select data-testid="pareto-x" on:change=move |ev| {
+                    let v = event_target_value(&ev);
+                    state.update(|s| s.options.pareto_x = [ParetoX::Forwards, ParetoX::TokensPerForward].into_iter().find(|x| x.slug() == v).unwrap_or_default());
+                }>
+                    <option value="latency" selected=move || state.get().options.pareto_x == ParetoX::Latency>"latency"</option>
+                    <option value="forwards" selected=move || state.get().options.pareto_x == ParetoX::Forwards>"forward passes"</option>
+                    <option value="tpf" selected=move || state.get().options.pareto_x == ParetoX::TokensPerForward>"tokens per forward"</option>
+                </select>
+            </label>
+            {cost_select}
+            <label class="opt opt-tp">
+                "Throughput in "
+                <select data-testid="throughput-unit" on:change=move |ev| {
+                    let v = event_target_value(&ev);
+                    state.update(|s| s.options.bytes = v == "bytes");
+                }>
+                    <option value="tokens" selected=move || !state.get().options.bytes>"tokens/s"</option>
+                    <option value="bytes" selected=move || state.get().options.bytes>"bytes/s"</option>
+                </select>
+            </label>
+            {metric_select}
+            {peak_input("Peak bandwidth (TB/s) ", "peak-bw", "e.g. 4.8", |o| o.peak_bw_tbs, |o, v| o.peak_bw_tbs = v, state)}
+            {peak_input("Peak FLOP rate (TFLOP/s) ", "peak-flops", "e.g. 989", |o| o.peak_tflops, |o, v| o.peak_tflops = v, state)}
+            <button data-testid="reset-filters" on:click=move |_| state.update(|s| s.filters = Filters::default())>
+                "Reset filters"
+            </button>
+        </section>
+    }
+}

@@ -1,0 +1,386 @@
+//! The leptos components of the explorer (wasm only): loading (index, `?bundle=`, file picker,
+//! drag-and-drop), the controls (view tabs, filters, axes, compare), the chart canvas with tooltips and
+//! clicks, the S_parity panel, the table of cells, and the PNG/CSV downloads.
+//!
+//! Every number shown is computed in [`charts::views`] (and, below it, `metrics::derive`); this module keeps
+//! the page state in signals, mirrors it in the URL ([`crate::state`]), and hands figures to [`charts::figure`]. Strings from
+//! bundles are always rendered as text nodes, never as HTML.
+
+use std::sync::Arc;
+
+use charts::bundle::{self, LoadedBundle};
+use charts::figure::CellId;
+use charts::views::{self, ViewKind};
+use leptos::prelude::*;
+use schema::IndexEntry;
+use wasm_bindgen_futures::JsFuture;
+
+use crate::index;
+use crate::state::PageState;
+use browser::{fetch_text, fetch_utf8, js_message, prefetched, query_state, set_query, utf8};
+use chart::ChartPanel;
+use filters::FilterBar;
+use tables::{CellDetails, CellTable, ParityView};
+
+mod browser;
+mod chart;
+mod filters;
+mod tables;
+
+/// Where the index of bundles lives, relative to the page (the site may sit under a sub-path).
+const INDEX_URL: &str = "bundles/index.json";
+/// CSS size of the chart when the page cannot measure it; the aspect ratio always.
+const CHART_CSS_SIZE: (u32, u32) = (1000, 560);
+/// Rows of the cell table per page (the table of a 10,000-cell bundle stays quick).
+const PAGE_ROWS: usize = 100;
+
+/// Mounts the app on `<body>`.
+pub fn mount() {
+    mark("dllm:start");
+    leptos::mount::mount_to_body(App);
+}
+
+/// A `performance.mark` (the speed benchmark prints the time between them; see explorer/bench/bench.mjs).
+fn mark(name: &str) {
+    if let Some(p) = window().performance() {
+        let _ = p.mark(name);
+    }
+}
+
+/// A bundle the user asked for.
+#[derive(Debug, Clone, PartialEq)]
+enum Source {
+    /// A file listed in (or named next to) `bundles/index.json`.
+    Remote(String),
+    /// A local file (picker or drop), already read.
+    Local { name: String, text: String },
+    /// A request that failed before there was anything to parse.
+    Broken(String),
+}
+
+type Loaded = Option<Result<Arc<LoadedBundle>, String>>;
+
+async fn load(src: Option<Source>) -> Loaded {
+    Some(match src? {
+        Source::Remote(file) if !index::is_plain_file_name(&file) => {
+            Err(format!("{file:?} is not a plain bundle file name"))
+        }
+        Source::Remote(file) => {
+            let url = format!("bundles/{file}");
+            let text = match prefetched(&file).await {
+                Some(bytes) => utf8(&url, bytes),
+                None => fetch_utf8(&url).await,
+            };
+            mark("dllm:bundle-text");
+            let loaded = text.and_then(|text| bundle::load_bundle(&file, &text).map(Arc::new));
+            mark("dllm:bundle-loaded");
+            loaded
+        }
+        Source::Local { name, text } => bundle::load_bundle(&name, &text).map(Arc::new),
+        Source::Broken(e) => Err(e),
+    })
+}
+
+fn remote_name(s: &Option<Source>) -> Option<String> {
+    match s {
+        Some(Source::Remote(f)) => Some(f.clone()),
+        _ => None,
+    }
+}
+
+/// The whole page.
+#[component]
+pub fn App() -> impl IntoView {
+    let initial = query_state();
+    let index = LocalResource::new(|| async {
+        let text = fetch_text(INDEX_URL).await?;
+        index::parse_index(&text)
+    });
+    let main_src = RwSignal::new(None::<Source>);
+    let cmp_src = RwSignal::new(initial.compare.clone().map(Source::Remote));
+    let state = RwSignal::new(initial.clone());
+    let selected = RwSignal::new(None::<CellId>);
+
+    // First bundle: `?bundle=FILE`, else the first entry of the index.
+    let wanted = initial.bundle.clone();
+    Effect::new(move |_| {
+        if main_src.with_untracked(Option::is_some) {
+            return;
+        }
+        if let Some(f) = &wanted {
+            main_src.set(Some(if index::is_plain_file_name(f) {
+                Source::Remote(f.clone())
+            } else {
+                Source::Broken(format!("?bundle={f:?} is not a plain bundle file name"))
+            }));
+            return;
+        }
+        let entries = match index.get() {
+            None => return,
+            Some(r) => r.unwrap_or_default(),
+        };
+        if let Some(e) = entries.first() {
+            main_src.set(Some(Source::Remote(e.file.clone())));
+        }
+    });
+
+    let main_res: LocalResource<Loaded> = LocalResource::new(move || load(main_src.get()));
+    let cmp_res: LocalResource<Loaded> = LocalResource::new(move || load(cmp_src.get()));
+    // The bundles shown: the main one, then the compared one, those that loaded.
+    let shown = Memo::new(move |_| {
+        let mut v: Vec<Arc<LoadedBundle>> = Vec::new();
+        if let Some(Some(Ok(b))) = main_res.get() {
+            v.push(b);
+        }
+        if let Some(Some(Ok(b))) = cmp_res.get() {
+            v.push(b);
+        }
+        v
+    });
+
+    // The URL mirrors the state (bundles, view, filters, options).
+    Effect::new(move |_| {
+        let mut s = state.get();
+        s.bundle = remote_name(&main_src.get());
+        s.compare = remote_name(&cmp_src.get());
+        set_query(&s.to_query());
+    });
+
+    let on_local = move |files: web_sys::FileList, into_compare: bool| {
+        let mut list = Vec::new();
+        for i in 0..files.length() {
+            list.extend(files.get(i));
+        }
+        for (n, file) in list.into_iter().take(2).enumerate() {
+            let target = if into_compare || n == 1 { cmp_src } else { main_src };
+            let name = file.name();
+            leptos::task::spawn_local(async move {
+                let read = JsFuture::from(file.text()).await;
+                target.set(Some(match read.map(|v| v.as_string()) {
+                    Ok(Some(text)) => Source::Local { name, text },
+                    Ok(None) => Source::Broken(format!("cannot read {name}: not a text file")),
+                    Err(e) => Source::Broken(format!("cannot read {name}: {}", js_message(&e))),
+                }));
+            });
+        }
+    };
+    let file_input = move |into_compare: bool| {
+        move |ev: leptos::ev::Event| {
+            let input: web_sys::HtmlInputElement = event_target(&ev);
+            if let Some(files) = input.files() {
+                on_local(files, into_compare);
+            }
+            // Reset so that picking the same file again (after editing it) fires `change` again.
+            input.set_value("");
+        }
+    };
+    let dragging = RwSignal::new(false);
+    let on_drop = move |ev: leptos::ev::DragEvent| {
+        ev.prevent_default();
+        dragging.set(false);
+        if let Some(files) = ev.data_transfer().and_then(|d| d.files()) {
+            on_local(files, false);
+        }
+    };
+
+    let entries = move || index.get().and_then(Result::ok).unwrap_or_default();
+    let bundle_select = move |target: RwSignal<Option<Source>>, testid: &'static str, none: &'static str| {
+        view! {
+            <select
+                data-testid=testid
+                on:change=move |ev| {
+                    let file = event_target_value(&ev);
+                    selected.set(None);
+                    target.set((!file.is_empty()).then_some(Source::Remote(file)));
+                }
+            >
+                <option value="" selected=move || remote_name(&target.get()).is_none()>{none}</option>
+                {move || {
+                    entries()
+                        .into_iter()
+                        .map(|e: IndexEntry| {
+                            let file = e.file.clone();
+                            view! {
+                                <option
+                                    value=e.file.clone()
+                                    selected=move || remote_name(&target.get()).as_deref() == Some(file.as_str())
+                                >
+                                    {index::option_label(&e)}
+                                </option>
+                            }
+                        })
+                        .collect_view()
+                }}
+            </select>
+        }
+    };
+
+    view! {
+        <div
+            class="app"
+            class:dragging=move || dragging.get()
+            on:dragover=move |ev: leptos::ev::DragEvent| {
+                ev.prevent_default();
+                dragging.set(true);
+            }
+            on:dragleave=move |_| dragging.set(false)
+            on:drop=on_drop
+            data-testid="drop-zone"
+        >
+            // One compact bar: the bundles (chosen, compared, opened), the synthetic-weights badge and the
+            // provenance in a line each (the rest on a click), so that the chart starts high on the first screen.
+            <header class="bar">
+                <h1 title="LLaDA-8B (masked diffusion) vs Meta-Llama-3-8B (autoregressive)">"dllm-bench explorer"</h1>
+                <label>"Bundle " {bundle_select(main_src, "bundle-select", "(choose a bundle)")}</label>
+                <label>"Compare with " {bundle_select(cmp_src, "compare-select", "(none)")}</label>
+                <details class="open-files">
+                    <summary>"Open files"</summary>
+                    <div class="popover">
+                        <label>
+                            "Open local bundle(s) "
+                            <input type="file" accept=".json,application/json" multiple=true data-testid="file-input"
+                                on:change=file_input(false)/>
+                        </label>
+                        <label>
+                            "Compare with a local bundle "
+                            <input type="file" accept=".json,application/json" data-testid="compare-file-input"
+                                on:change=file_input(true)/>
+                        </label>
+                        <span class="hint">"or drop one or two bundle files anywhere on the page"</span>
+                    </div>
+                </details>
+                {move || provenance(&shown.get())}
+            </header>
+            {move || {
+                index.get().and_then(Result::err).map(|e| view! { <p class="error" role="alert" data-testid="index-error">{e}</p> })
+            }}
+            <Transition fallback=|| view! { <p class="loading">"Loading…"</p> }>
+                {move || {
+                    let m = main_res.get();
+                    let c = cmp_res.get();
+                    let main_part = match m {
+                        None | Some(None) => view! { <p class="hint">"No bundle selected."</p> }.into_any(),
+                        Some(Some(Err(e))) => view! { <p class="error" role="alert" data-testid="error">{e}</p> }.into_any(),
+                        Some(Some(Ok(_))) => ().into_any(),
+                    };
+                    let cmp_part = match c {
+                        Some(Some(Err(e))) => {
+                            view! { <p class="error" role="alert" data-testid="compare-error">"Compared bundle: " {e}</p> }.into_any()
+                        }
+                        _ => ().into_any(),
+                    };
+                    view! { {main_part} {cmp_part} }
+                }}
+            </Transition>
+            {move || {
+                let bundles = shown.get();
+                (!bundles.is_empty()).then(|| view! { <Workspace bundles=bundles state=state selected=selected/> })
+            }}
+        </div>
+    }
+}
+
+/// The synthetic-weights badge and the provenance of each loaded bundle: one line (device, date, commit, weights),
+/// the rest on a click.
+fn provenance(bundles: &[Arc<LoadedBundle>]) -> impl IntoView + use<> {
+    let two = bundles.len() > 1;
+    bundles
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            let rows = b.provenance.iter().map(|(k, v)| view! { <dt>{*k}</dt><dd>{v.clone()}</dd> }).collect_view();
+            let label = if two { ["[A] ", "[B] "][i.min(1)] } else { "" };
+            let row = |k: &str| b.provenance.iter().find(|(l, _)| *l == k).map(|(_, v)| v.clone()).unwrap_or_default();
+            let line = format!(
+                "{}, {}, commit {:.8}, {} weights",
+                row("Device"),
+                row("Created"),
+                row("Git commit"),
+                if b.synthetic_weights { "SYNTHETIC" } else { "real" }
+            );
+            view! {
+                {b.synthetic_weights.then(|| view! {
+                    <span class="badge-synthetic" data-testid="synthetic-badge">
+                        {label} "SYNTHETIC WEIGHTS: timing is real, quality is meaningless"
+                    </span>
+                })}
+                <details class="provenance" data-testid=if i == 0 { "provenance" } else { "provenance-compare" }>
+                    <summary>{label} <span class="source">{b.source.clone()}</span> ": " {line}</summary>
+                    <dl>{rows}</dl>
+                </details>
+            }
+        })
+        .collect_view()
+}
+
+/// The controls and the current view of the loaded bundles.
+#[component]
+fn Workspace(
+    /// The loaded bundles: main, then compared.
+    bundles: Vec<Arc<LoadedBundle>>,
+    /// The page state (view, filters, options).
+    state: RwSignal<PageState>,
+    /// The cell clicked last.
+    selected: RwSignal<Option<CellId>>,
+) -> impl IntoView {
+    let bundles = Arc::new(bundles);
+    let refs = |b: &Arc<Vec<Arc<LoadedBundle>>>| -> Vec<Arc<LoadedBundle>> { b.iter().cloned().collect() };
+    let choices = {
+        let v = refs(&bundles);
+        let r: Vec<&LoadedBundle> = v.iter().map(|b| b.as_ref()).collect();
+        Arc::new(views::filter_choices(&r))
+    };
+    let metrics = {
+        let r: Vec<&LoadedBundle> = bundles.iter().map(|b| b.as_ref()).collect();
+        views::quality_metrics(&r)
+    };
+    let energy = {
+        let r: Vec<&LoadedBundle> = bundles.iter().map(|b| b.as_ref()).collect();
+        views::has_energy(&r)
+    };
+    let b2 = bundles.clone();
+    let chart = Memo::new(move |_| {
+        let s = state.get();
+        s.view.is_chart().then(|| {
+            let r: Vec<&LoadedBundle> = b2.iter().map(|b| b.as_ref()).collect();
+            let cv = Arc::new(views::chart_view(s.view, &r, &s.filters, &s.options));
+            mark("dllm:figure");
+            cv
+        })
+    });
+    let tabs = ViewKind::ALL
+        .into_iter()
+        .map(|v| {
+            view! {
+                <button
+                    role="tab"
+                    class="tab"
+                    aria-selected=move || (state.get().view == v).to_string()
+                    data-testid=format!("tab-{}", v.slug())
+                    on:click=move |_| state.update(|s| s.view = v)
+                >
+                    {v.title()}
+                </button>
+            }
+        })
+        .collect_view();
+    let b3 = bundles.clone();
+    let b4 = bundles.clone();
+    let b5 = bundles.clone();
+    view! {
+        <nav class="tabs" role="tablist" aria-label="Views">{tabs}</nav>
+        <FilterBar choices=choices metrics=metrics energy=energy state=state/>
+        <section class="view" data-testid=move || format!("view-{}", state.get().view.slug())>
+            {move || {
+                let s = state.get();
+                match s.view {
+                    ViewKind::Parity => view! { <ParityView bundles=b3.clone() state=state/> }.into_any(),
+                    ViewKind::Details => view! { <CellTable bundles=b3.clone() state=state selected=selected/> }.into_any(),
+                    _ => ().into_any(),
+                }
+            }}
+            <ChartPanel chart=chart bundles=b4 state=state selected=selected/>
+        </section>
+        <CellDetails bundles=b5 selected=selected/>
+    }
+}

@@ -1,0 +1,166 @@
+//! The S_parity panel, the table of cells and a cell's details.
+
+use std::sync::Arc;
+
+use charts::bundle::LoadedBundle;
+use charts::figure::CellId;
+use charts::views;
+use leptos::prelude::*;
+
+use super::PAGE_ROWS;
+use crate::state::PageState;
+
+/// The S_parity panel: one row per diffusion model/sampler and (B, N).
+#[component]
+pub(super) fn ParityView(
+    /// The loaded bundles.
+    bundles: Arc<Vec<Arc<LoadedBundle>>>,
+    /// The page state.
+    state: RwSignal<PageState>,
+) -> impl IntoView {
+    move || {
+        let s = state.get();
+        let r: Vec<&LoadedBundle> = bundles.iter().map(|b| b.as_ref()).collect();
+        match views::parity_rows(&r, &s.filters, &s.options) {
+            Err(e) if e == views::NO_QUALITY => {
+                view! { <p class="empty no-quality" data-testid="no-quality">{e}</p> }.into_any()
+            }
+            Err(e) => view! { <p class="empty" data-testid="chart-message">{e}</p> }.into_any(),
+            Ok((metric, rows)) => {
+                let body = rows
+                    .into_iter()
+                    .map(|r| {
+                        let cls = match r.panel.viable { Some(true) => "viable", _ => "not-viable" };
+                        view! {
+                            <tr data-testid="parity-row" class=cls>
+                                <td>{r.tag.clone()} {r.diffusion.clone()} " vs " {r.ar.clone()}</td>
+                                <td data-testid="parity-B">{r.batch}</td>
+                                <td>{r.seq}</td>
+                                <td data-testid="parity-s">{r.s_parity.clone()}</td>
+                                <td data-testid="parity-interval">{r.interval_text()}</td>
+                                <td data-testid="parity-bootstrap">{r.bootstrap.clone().unwrap_or_else(|| "-".into())}</td>
+                                <td data-testid="parity-speedup">{r.speedup_text()}</td>
+                                <td data-testid="parity-verdict">{r.verdict()}</td>
+                                <td class="mono">{r.matched_key.clone().unwrap_or_else(|| "-".into())} <br/> {r.ar_key.clone()}</td>
+                                <td data-testid="parity-warning">{r.entropy_warning.then_some("LLaDA's output entropy is far below LLaMA's: parity may come from degenerate text")}</td>
+                            </tr>
+                        }
+                    })
+                    .collect_view();
+                view! {
+                    <p class="note">"Quality metric: " {metric} ". S_parity = the fewest diffusion steps K at which LLaDA is at least as good as LLaMA (a threshold series: the fewest forwards, at the threshold named); speedup = L_e2e(LLaMA) / L_e2e(LLaDA at S_parity). One row per series, B and N."</p>
+                    <table class="parity" data-testid="parity-table">
+                        <thead><tr>
+                            <th>"models"</th><th>"B"</th><th>"N"</th><th>"S_parity"</th><th>"grid interval"</th><th>"95% bootstrap"</th>
+                            <th>"speedup"</th><th>"verdict"</th><th>"matched cells"</th><th>"warning"</th>
+                        </tr></thead>
+                        <tbody>{body}</tbody>
+                    </table>
+                }
+                .into_any()
+            }
+        }
+    }
+}
+
+/// The sortable, paginated table of the filtered cells; a click on a row selects its cell.
+#[component]
+pub(super) fn CellTable(
+    /// The loaded bundles.
+    bundles: Arc<Vec<Arc<LoadedBundle>>>,
+    /// The page state.
+    state: RwSignal<PageState>,
+    /// The cell clicked last.
+    selected: RwSignal<Option<CellId>>,
+) -> impl IntoView {
+    let sort = RwSignal::new((usize::MAX, false));
+    let page = RwSignal::new(0usize);
+    let rows = Memo::new(move |_| {
+        let s = state.get();
+        let r: Vec<&LoadedBundle> = bundles.iter().map(|b| b.as_ref()).collect();
+        let mut rows = views::rows(&r, &s.filters);
+        let (col, desc) = sort.get();
+        if col < views::COLUMNS.len() {
+            views::sort_rows(&mut rows, col, desc);
+        }
+        Arc::new(rows)
+    });
+    let head = views::COLUMNS
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            view! {
+                <th aria-sort=move || match sort.get() { (c, true) if c == i => "descending", (c, false) if c == i => "ascending", _ => "none" }>
+                    <button data-testid=format!("sort-{name}") on:click=move |_| {
+                        sort.update(|s| *s = if s.0 == i { (i, !s.1) } else { (i, false) });
+                        page.set(0);
+                    }>{*name}</button>
+                </th>
+            }
+        })
+        .collect_view();
+    view! {
+        <p class="note" data-testid="table-count">
+            {move || {
+                let n = rows.get().len();
+                let p = page.get();
+                format!("{n} cells match the filters; showing {}-{}", (p * PAGE_ROWS + 1).min(n), ((p + 1) * PAGE_ROWS).min(n))
+            }}
+            " "
+            <button data-testid="page-prev" on:click=move |_| page.update(|p| *p = p.saturating_sub(1))>"previous"</button>
+            <button data-testid="page-next" on:click=move |_| {
+                let n = rows.get_untracked().len();
+                page.update(|p| if (*p + 1) * PAGE_ROWS < n { *p += 1 });
+            }>"next"</button>
+        </p>
+        <div class="table-wrap">
+            <table class="cells" data-testid="cell-table">
+                <thead><tr>{head}</tr></thead>
+                <tbody>
+                    {move || {
+                        let rows = rows.get();
+                        let p = page.get();
+                        rows.iter()
+                            .skip(p * PAGE_ROWS)
+                            .take(PAGE_ROWS)
+                            .map(|r| {
+                                let id = r.id;
+                                let cells = r.text.iter().map(|t| view! { <td>{t.clone()}</td> }).collect_view();
+                                view! {
+                                    <tr class=r.state data-testid="cell-row" tabindex="0"
+                                        on:click=move |_| selected.set(Some(id))
+                                        on:keydown=move |ev: leptos::ev::KeyboardEvent| if ev.key() == "Enter" { selected.set(Some(id)) }
+                                    >{cells}</tr>
+                                }
+                            })
+                            .collect_view()
+                    }}
+                </tbody>
+            </table>
+        </div>
+    }
+}
+
+/// The clicked cell's details.
+#[component]
+pub(super) fn CellDetails(
+    /// The loaded bundles.
+    bundles: Arc<Vec<Arc<LoadedBundle>>>,
+    /// The cell clicked last.
+    selected: RwSignal<Option<CellId>>,
+) -> impl IntoView {
+    move || {
+        let id = selected.get()?;
+        let lb = bundles.get(id.bundle)?;
+        let rows = views::cell_details(lb, id.cell);
+        (!rows.is_empty()).then(|| {
+            let rows = rows.into_iter().map(|(k, v)| view! { <dt>{k}</dt><dd>{v}</dd> }).collect_view();
+            view! {
+                <section class="cell-details" data-testid="cell-details" aria-live="polite">
+                    <h2>"Selected cell " <button on:click=move |_| selected.set(None)>"close"</button></h2>
+                    <dl>{rows}</dl>
+                </section>
+            }
+        })
+    }
+}
