@@ -4,6 +4,7 @@
 use anyhow::Result;
 use candle_core::{DType, Device, Tensor};
 use metrics::roofline;
+use schema::ModelShape;
 
 use super::plan::{decode_work, step_forward};
 use super::{BenchArgs, Drift, Phase, Selection, random_ids, synthetic_transformer};
@@ -29,17 +30,7 @@ pub(super) fn decode_bench(
     let shape = cfg.shape();
     let (weights_bytes, flops) = decode_work(args, &shape, dtype.size_in_bytes() as u64);
     let floor_ms = weights_bytes as f64 / copy_bytes_per_s * 1e3;
-    Ok(Phase {
-        shape,
-        batch: b,
-        seq_len: n,
-        ms,
-        weights_bytes,
-        flops,
-        bytes_per_s: weights_bytes as f64 / (ms / 1e3),
-        flops_per_s: flops as f64 / (ms / 1e3),
-        ratio_to_floor: ms / floor_ms,
-    })
+    Ok(Phase::timed(shape, (b, n), ms, (weights_bytes, flops), ms / floor_ms))
 }
 
 /// The decode benchmark's prompt: `--decode-batch` rows of N - `--decode-tokens` random ids.
@@ -97,17 +88,7 @@ pub(super) fn step_bench(
     let weights_bytes = roofline::forward_weight_bytes(&shape, f, dtype.size_in_bytes() as u64);
     let flops = roofline::forward_flops(&shape, f);
     let flops_per_s = flops as f64 / (ms / 1e3);
-    Ok(Phase {
-        shape,
-        batch: b,
-        seq_len: n,
-        ms,
-        weights_bytes,
-        flops,
-        bytes_per_s: weights_bytes as f64 / (ms / 1e3),
-        flops_per_s,
-        ratio_to_floor: flops_per_s / matmul_flops_per_s,
-    })
+    Ok(Phase::timed(shape, (b, n), ms, (weights_bytes, flops), flops_per_s / matmul_flops_per_s))
 }
 
 /// The LLaDA step's model, `--batch` x `--seq-len` random ids and their RoPE tables.
@@ -190,4 +171,24 @@ pub(super) fn selection_bench(
         sampled_device_noise_ms: time(LladaParams { gumbel_noise: GumbelNoise::Device, ..sampled })?,
         sampled_host_noise_ms: time(LladaParams { gumbel_noise: GumbelNoise::Host, ..sampled })?,
     })
+}
+
+impl Phase {
+    /// A phase of `(batch, seq_len)` that took `ms` per token / step for its `(weights bytes, FLOPs)`, with its
+    /// achieved rates and its ratio to the floor.
+    fn timed(shape: ModelShape, (batch, seq_len): (usize, usize), ms: f64, work: (u64, u64), ratio: f64) -> Phase {
+        let (weights_bytes, flops) = work;
+        let s = ms / 1e3;
+        Phase {
+            shape,
+            batch,
+            seq_len,
+            ms,
+            weights_bytes,
+            flops,
+            bytes_per_s: weights_bytes as f64 / s,
+            flops_per_s: flops as f64 / s,
+            ratio_to_floor: ratio,
+        }
+    }
 }
