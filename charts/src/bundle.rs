@@ -1,9 +1,12 @@
-//! Loading: a bundle's text -> a [`LoadedBundle`] (parsed, upgraded and checked by `schema`, every cell
-//! summarized by `metrics::derive`) and its provenance rows. No browser API, so it is tested natively.
+//! Loading: a bundle's text -> a [`LoadedBundle`] (parsed, upgraded and checked by `schema`) and its provenance
+//! rows; each cell's summary (`metrics::derive`) and quality values are derived when a view first asks for them.
+//! No browser API, so it is tested natively.
 
-use metrics::derive::{CellSummary, summaries};
+use std::sync::OnceLock;
+
+use metrics::derive::{CellSummary, cell_summary};
 use metrics::parity::ParityRecord;
-use schema::Bundle;
+use schema::{Bundle, ReadBundle};
 
 pub use schema::bundle::QualityValue;
 
@@ -18,10 +21,14 @@ pub struct LoadedBundle {
     pub synthetic_weights: bool,
     /// The bundle in the current format.
     pub bundle: Bundle,
-    /// `metrics::derive::cell_summary` of every cell, in bundle order.
-    pub summaries: Vec<CellSummary>,
-    /// Quality values per cell (empty when the bundle has none).
-    pub quality: Vec<Vec<QualityValue>>,
+    /// `metrics::derive::cell_summary` of each cell, in bundle order, computed on first use ([`Self::summary`]):
+    /// the first chart of a 10,000-cell bundle needs a few dozen of them.
+    summaries: Derived<Vec<OnceLock<CellSummary>>>,
+    /// Quality values per cell (empty when the bundle has none), computed on first use ([`Self::quality`]).
+    quality: Derived<OnceLock<Vec<Vec<QualityValue>>>>,
+    /// The values each filter can take in this bundle, computed on first use (`views::filter_choices`: every
+    /// redraw asks for them).
+    pub(crate) choices: Derived<OnceLock<crate::views::FilterChoices>>,
     /// S_parity records per metric label, computed on first use (the bootstrap does not depend on the filters).
     pub parity_cache: ParityCache,
 }
@@ -48,6 +55,78 @@ impl ParityCache {
     }
 }
 
+/// What a [`LoadedBundle`] derives from its bundle: compared through the bundle (any two compare equal here, as
+/// [`ParityCache`]s do), cloned with what was computed so far.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Derived<T>(pub(crate) T);
+
+impl<T> PartialEq for Derived<T> {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl LoadedBundle {
+    /// A read bundle ready to show, from `source` (a file name).
+    pub fn new(source: &str, read: ReadBundle) -> LoadedBundle {
+        let provenance = provenance_rows(&read);
+        let cells = read.bundle.cells.len();
+        LoadedBundle {
+            source: source.to_string(),
+            provenance,
+            synthetic_weights: read.bundle.provenance.synthetic_weights,
+            summaries: Derived((0..cells).map(|_| OnceLock::new()).collect()),
+            quality: Derived(OnceLock::new()),
+            choices: Derived(OnceLock::new()),
+            bundle: read.bundle,
+            parity_cache: ParityCache::default(),
+        }
+    }
+
+    /// `metrics::derive::cell_summary` of cell `cell` (an index into `bundle.cells`).
+    pub fn summary(&self, cell: usize) -> &CellSummary {
+        self.summaries.0[cell].get_or_init(|| cell_summary(&self.bundle.cells[cell]))
+    }
+
+    /// Quality values per cell, in bundle order (each empty when the bundle has none).
+    ///
+    /// Each cell shows its group's quality (measured once per group, in its largest batch); a metric scored by an
+    /// evaluator is named with it, so that two evaluators' perplexities are two metrics to choose from. The
+    /// per-prompt values stay in the bundle's own cells (S_parity's bootstrap reads them there), not in every
+    /// cell's copy.
+    pub fn quality(&self) -> &[Vec<QualityValue>] {
+        self.quality.0.get_or_init(|| {
+            metrics::parity::cell_quality(&self.bundle)
+                .into_iter()
+                .map(|qs| {
+                    qs.into_iter()
+                        .map(|q| QualityValue { metric: q.label(), evaluator: None, per_prompt: Vec::new(), ..q })
+                        .collect()
+                })
+                .collect()
+        })
+    }
+
+    /// The quality metrics of the cells (named as [`Self::quality`] names them), each once, in no order: those of
+    /// the cells' own values, which are the values every cell shows (a cell without its own shows its group's),
+    /// without deriving every cell's.
+    pub fn quality_labels(&self) -> Vec<String> {
+        let mut seen: Vec<(&str, Option<&str>)> = Vec::new();
+        for q in self.bundle.cells.iter().flat_map(|c| &c.quality) {
+            let k = (q.metric.as_str(), q.evaluator.as_deref());
+            if !seen.contains(&k) {
+                seen.push(k);
+            }
+        }
+        seen.into_iter()
+            .map(|(m, e)| match e {
+                Some(e) => format!("{m} [{e}]"),
+                None => m.to_string(),
+            })
+            .collect()
+    }
+}
+
 impl Clone for ParityCache {
     fn clone(&self) -> Self {
         Self::default()
@@ -60,21 +139,14 @@ impl PartialEq for ParityCache {
     }
 }
 
-/// Parses a bundle and prepares everything the page shows; the error is a message for the user.
+/// Parses a bundle and prepares what the page shows first; the error is a message for the user.
 pub fn load_bundle(source: &str, json: &str) -> Result<LoadedBundle, String> {
     let read = schema::read_bundle_detailed(json).map_err(|e| format!("cannot read bundle {source}: {e}"))?;
-    // Each cell shows its group's quality (measured once per group, in its largest batch); a metric scored by an
-    // evaluator is named with it, so that two evaluators' perplexities are two metrics to choose from. The
-    // per-prompt values stay in the bundle's own cells (S_parity's bootstrap reads them there), not in every
-    // cell's copy.
-    let quality = metrics::parity::cell_quality(&read.bundle)
-        .into_iter()
-        .map(|qs| {
-            qs.into_iter()
-                .map(|q| QualityValue { metric: q.label(), evaluator: None, per_prompt: Vec::new(), ..q })
-                .collect()
-        })
-        .collect();
+    Ok(LoadedBundle::new(source, read))
+}
+
+/// Label/value rows of the provenance panel.
+fn provenance_rows(read: &ReadBundle) -> Vec<(&'static str, String)> {
     let b = &read.bundle;
     let p = &b.provenance;
     let d = &p.device;
@@ -91,7 +163,7 @@ pub fn load_bundle(source: &str, json: &str) -> Result<LoadedBundle, String> {
     } else {
         b.schema_version.to_string()
     };
-    let provenance = vec![
+    vec![
         ("Tool", format!("{} {}", p.tool, p.tool_version)),
         ("Git commit", p.git_commit.clone().unwrap_or_else(unknown)),
         ("Created", p.created_at.clone()),
@@ -105,17 +177,7 @@ pub fn load_bundle(source: &str, json: &str) -> Result<LoadedBundle, String> {
         ("Weights", weights_text(b)),
         ("Prompts", prompts_text(b)),
         ("Cells", cells_text(b)),
-    ];
-    let summaries = summaries(b);
-    Ok(LoadedBundle {
-        source: source.to_string(),
-        provenance,
-        synthetic_weights: p.synthetic_weights,
-        summaries,
-        quality,
-        bundle: read.bundle,
-        parity_cache: ParityCache::default(),
-    })
+    ]
 }
 
 /// The models and whether their weights are real.

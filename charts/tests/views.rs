@@ -160,7 +160,8 @@ fn memory_heatmaps_label_gb_and_mark_oom() {
     // Its peaks are all below 1 GB: the labels are in MB (not "0.05 GB" everywhere), the colour bar says so.
     let Plot::Heat { panels, unit, .. } = &f.plot else { panic!("heatmap") };
     assert_eq!(unit, "MB");
-    let largest = cpu.summaries.iter().filter_map(|s| s.peak_rss_bytes).max().expect("RSS measured");
+    let largest =
+        (0..cpu.bundle.cells.len()).filter_map(|i| cpu.summary(i).peak_rss_bytes).max().expect("RSS measured");
     assert!(largest < 1_000_000_000);
     let texts: Vec<&str> = panels.iter().flat_map(|p| p.cells.iter().map(|c| c.text.as_str())).collect();
     assert!(texts.iter().all(|t| t.ends_with(" MB") || *t == "OOM" || *t == "n/a"), "{texts:?}");
@@ -478,7 +479,7 @@ fn a_real_1_2_bundle_gives_every_cell_its_groups_quality_and_bootstrap_intervals
     let text = include_str!("../../schema/tests/fixtures/v1.2/demo-quality.json");
     let b = load_bundle("demo-quality.json", text).expect("1.2 fixture loads");
     // Quality is measured in each group's B = 8 cell; every cell of the group shows it.
-    assert!(b.quality.iter().all(|q| !q.is_empty()), "every demo cell belongs to a group with quality");
+    assert!(b.quality().iter().all(|q| !q.is_empty()), "every demo cell belongs to a group with quality");
     let labels = views::quality_metrics(&[&b]);
     assert!(labels.iter().any(|l| l == "perplexity [dllm-bench/synthetic-evaluator-tiny]"), "{labels:?}");
     assert!(labels.iter().any(|l| l == "perplexity [dllm-bench/synthetic-llama-tiny]"), "{labels:?}");
@@ -581,7 +582,7 @@ fn sampler_series_get_their_own_legend_labels_parity_rows_and_cost_axes() {
         assert!(p.title.contains(what), "{}", p.title);
         let (series, _) = xy(&p);
         for m in series.iter().flat_map(|s| &s.marks).filter(|m| m.cell.is_some()) {
-            let s = &b.summaries[m.cell.expect("cell").cell];
+            let s = b.summary(m.cell.expect("cell").cell);
             let want = match px {
                 views::ParetoX::Forwards => s.forward_passes.expect("forwards").median,
                 _ => s.tokens_per_forward.expect("tokens per forward"),
@@ -804,16 +805,15 @@ fn small_multiples_show_every_shape_with_shared_axes() {
 #[test]
 fn small_multiples_refuse_more_shapes_than_fit_and_say_how_to_narrow() {
     // A bundle with 25 sequence lengths: 25 facets at one B are more than MAX_FACETS.
-    let mut b = h200();
-    let cell = b.bundle.cells[0].clone();
-    let (summary, quality) = (b.summaries[0].clone(), b.quality[0].clone());
+    let mut bundle = h200().bundle;
+    let cell = bundle.cells[0].clone();
     for n in 0..=views::MAX_FACETS as u32 {
         let mut c = cell.clone();
         c.key.seq_len = 10_000 + n;
-        b.bundle.cells.push(c);
-        b.summaries.push(summary.clone());
-        b.quality.push(quality.clone());
+        bundle.cells.push(c);
     }
+    let read = schema::ReadBundle { bundle, file_version: schema::SchemaVersion::CURRENT.number() };
+    let b = LoadedBundle::new("many-shapes.json", read);
     let o = Options { multiples: true, ..Options::default() };
     let e = chart_view(ViewKind::Throughput, &[&b], &Filters::default(), &o).figure.expect_err("too many");
     assert!(e.contains("too many") && e.contains("choose an N or a B"), "{e}");

@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 
 use metrics::derive::CellRef;
+use schema::Cell;
 
 use crate::bundle::LoadedBundle;
 
@@ -27,20 +28,44 @@ pub struct FilterChoices {
     pub precisions: Vec<String>,
 }
 
-/// The filter choices of the loaded bundles.
+/// The filter choices of the loaded bundles (each bundle's are computed once).
 pub fn filter_choices(bundles: &[&LoadedBundle]) -> FilterChoices {
-    let (mut m, mut s, mut p) = (BTreeSet::<&str>::new(), BTreeSet::<&str>::new(), BTreeSet::<String>::new());
+    if let [lb] = bundles {
+        return lb.choices.0.get_or_init(|| own_choices(lb)).clone();
+    }
+    let (mut m, mut s, mut p) = (BTreeSet::<&str>::new(), BTreeSet::<&str>::new(), BTreeSet::<&str>::new());
     let (mut k, mut b, mut n) = (BTreeSet::<u32>::new(), BTreeSet::<u32>::new(), BTreeSet::<u32>::new());
     for lb in bundles {
-        for c in &lb.bundle.cells {
-            m.insert(c.key.model.as_str());
-            s.insert(sampler_name(c.key.sampler));
-            k.extend(c.key.steps);
-            b.insert(c.key.batch_size);
-            n.insert(c.key.seq_len);
-        }
-        p.extend(lb.bundle.models.iter().map(|x| x.dtype.to_string()));
+        let c = lb.choices.0.get_or_init(|| own_choices(lb));
+        m.extend(c.models.iter().map(String::as_str));
+        s.extend(c.samplers.iter().map(String::as_str));
+        k.extend(c.steps.iter().copied());
+        b.extend(c.batches.iter().copied());
+        n.extend(c.seqs.iter().copied());
+        p.extend(c.precisions.iter().map(String::as_str));
     }
+    FilterChoices {
+        models: m.iter().map(|x| x.to_string()).collect(),
+        samplers: s.iter().map(|x| x.to_string()).collect(),
+        steps: k.iter().copied().collect(),
+        batches: b.iter().copied().collect(),
+        seqs: n.iter().copied().collect(),
+        precisions: p.iter().map(|x| x.to_string()).collect(),
+    }
+}
+
+/// The filter choices of one bundle.
+fn own_choices(lb: &LoadedBundle) -> FilterChoices {
+    let (mut m, mut s, mut p) = (BTreeSet::<&str>::new(), BTreeSet::<&str>::new(), BTreeSet::<String>::new());
+    let (mut k, mut b, mut n) = (BTreeSet::<u32>::new(), BTreeSet::<u32>::new(), BTreeSet::<u32>::new());
+    for c in &lb.bundle.cells {
+        m.insert(c.key.model.as_str());
+        s.insert(sampler_name(c.key.sampler));
+        k.extend(c.key.steps);
+        b.insert(c.key.batch_size);
+        n.insert(c.key.seq_len);
+    }
+    p.extend(lb.bundle.models.iter().map(|x| x.dtype.to_string()));
     FilterChoices {
         models: m.iter().map(|x| x.to_string()).collect(),
         samplers: s.iter().map(|x| x.to_string()).collect(),
@@ -53,13 +78,18 @@ pub fn filter_choices(bundles: &[&LoadedBundle]) -> FilterChoices {
 
 /// The cells of `lb` the filters keep.
 pub fn kept<'a>(lb: &'a LoadedBundle, f: &Filters) -> Vec<CellRef<'a>> {
+    kept_where(lb, f, &|_| true)
+}
+
+/// The cells of `lb` the filters keep and `also` accepts (e.g. one shape's): only those are summarized (a cell is
+/// summarized when a view first needs it).
+pub(super) fn kept_where<'a>(lb: &'a LoadedBundle, f: &Filters, also: &dyn Fn(&Cell) -> bool) -> Vec<CellRef<'a>> {
     lb.bundle
         .cells
         .iter()
-        .zip(&lb.summaries)
         .enumerate()
-        .filter(|(_, (c, _))| f.keeps(&lb.bundle, c))
-        .map(|(index, (cell, summary))| CellRef { index, cell, summary })
+        .filter(|(_, c)| f.keeps(&lb.bundle, c) && also(c))
+        .map(|(index, cell)| CellRef { index, cell, summary: lb.summary(index) })
         .collect()
 }
 

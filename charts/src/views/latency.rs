@@ -7,7 +7,7 @@ use schema::{CellStatus, Sampler};
 use crate::bundle::LoadedBundle;
 use crate::figure::{self, Axis, CellId, Figure, Mark, Plot, RefLine, Style};
 
-use super::choices::{kept, shape};
+use super::choices::{kept_where, shape};
 use super::energy;
 use super::options::{Filters, Options};
 use super::series::{
@@ -27,10 +27,8 @@ pub(super) fn latency(
     let (mut series, mut refs, mut missing) = (Vec::new(), Vec::new(), 0);
     for (bi, lb) in bundles.iter().enumerate() {
         let t = tag(bi, bundles.len());
-        let at: Vec<CellRef> = kept(lb, f)
-            .into_iter()
-            .filter(|c| c.cell.key.batch_size == b && c.cell.key.seq_len == n && c.cell.status == CellStatus::Ok)
-            .collect();
+        let at: Vec<CellRef> =
+            kept_where(lb, f, &|c| c.key.batch_size == b && c.key.seq_len == n && c.status == CellStatus::Ok);
         for c in &at {
             // The y of a cell: its latency, or its energy per token (a cell without energy is left out).
             let e = match o.energy {

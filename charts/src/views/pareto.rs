@@ -31,7 +31,7 @@ pub(super) fn pareto(
     let joules = |lb: &LoadedBundle, p: &QualityPoint| energy::per_token(&lb.bundle.cells[p.cell]).map(|e| e.median);
     let mut missing = 0;
     let x_of = |lb: &LoadedBundle, p: &QualityPoint| {
-        let s = &lb.summaries[p.cell];
+        let s = lb.summary(p.cell);
         match px {
             ParetoX::Latency if energy => joules(lb, p),
             ParetoX::Latency => Some(p.e2e_ms),
@@ -42,7 +42,7 @@ pub(super) fn pareto(
     for (bi, lb) in bundles.iter().enumerate() {
         let t = tag(bi, bundles.len());
         let mut pts = quality_points(lb, f, &metric, b, n);
-        let forwards = |p: &QualityPoint| lb.summaries[p.cell].forward_passes.map(|f| f.median);
+        let forwards = |p: &QualityPoint| lb.summary(p.cell).forward_passes.map(|f| f.median);
         if px != ParetoX::Latency {
             // Points of bundles that did not record forwards have no place on these axes.
             pts.retain(|p| forwards(p).is_some());
@@ -80,7 +80,7 @@ pub(super) fn pareto(
         for (i, p) in pts.iter().enumerate() {
             let c = &lb.bundle.cells[p.cell];
             let on = view.front.contains(&i);
-            let s = &lb.summaries[p.cell];
+            let s = lb.summary(p.cell);
             // Only what was measured. The tokens per forward are pooled over the runs (N_out / the mean forwards),
             // so the mean is shown beside the median the x axis uses: they differ when prompts differ per run.
             let mut measured = Vec::new();

@@ -6,7 +6,7 @@ use schema::CellStatus;
 use crate::bundle::LoadedBundle;
 use crate::figure::{self, Axis, CellId, Figure, Mark, Plot, RefLine, Style};
 
-use super::choices::{kept, set, shape};
+use super::choices::{kept_where, set, shape};
 use super::options::{Filters, Options};
 use super::parity::parity_records;
 use super::series::{Palette, key_text, push_mark, series_label, short_model, sort_marks, steps_axis, tag};
@@ -15,7 +15,7 @@ use super::{NO_QUALITY, shape_text, value_text};
 /// The quality metric shown: the chosen one if a bundle has it, else the one the first bundle's run defines
 /// S_parity with (`quality.parity_metric`, scored by its primary evaluator), else the first any bundle has.
 pub fn quality_metric(bundles: &[&LoadedBundle], o: &Options) -> Option<(String, Direction)> {
-    let all: Vec<&crate::bundle::QualityValue> = bundles.iter().flat_map(|b| b.quality.iter().flatten()).collect();
+    let all: Vec<&crate::bundle::QualityValue> = bundles.iter().flat_map(|b| b.quality().iter().flatten()).collect();
     let run_metric = bundles.first().and_then(|b| metrics::parity::ParityOptions::from_config(&b.bundle)).map(|p| {
         match p.evaluator {
             Some(e) => format!("{} [{e}]", p.metric),
@@ -30,21 +30,17 @@ pub fn quality_metric(bundles: &[&LoadedBundle], o: &Options) -> Option<(String,
 
 /// Every quality metric name of the loaded bundles.
 pub fn quality_metrics(bundles: &[&LoadedBundle]) -> Vec<String> {
-    set(bundles.iter().flat_map(|b| b.quality.iter().flatten()).map(|q| q.metric.as_str()))
-        .into_iter()
-        .map(str::to_string)
-        .collect()
+    set(bundles.iter().flat_map(|b| b.quality_labels())).into_iter().collect()
 }
 
 pub(super) fn quality_of(lb: &LoadedBundle, cell: usize, metric: &str) -> Option<f64> {
-    lb.quality.get(cell)?.iter().find(|q| q.metric == metric).map(|q| q.value)
+    lb.quality().get(cell)?.iter().find(|q| q.metric == metric).map(|q| q.value)
 }
 
 /// Quality points (cells with the metric and a latency) of one bundle at (B, N), diffusion then AR.
 pub(super) fn quality_points(lb: &LoadedBundle, f: &Filters, metric: &str, b: u32, n: u32) -> Vec<QualityPoint> {
-    kept(lb, f)
+    kept_where(lb, f, &|c| c.key.batch_size == b && c.key.seq_len == n && c.status == CellStatus::Ok)
         .into_iter()
-        .filter(|c| c.cell.key.batch_size == b && c.cell.key.seq_len == n && c.cell.status == CellStatus::Ok)
         .filter_map(|c| {
             Some(QualityPoint {
                 cell: c.index,

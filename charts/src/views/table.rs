@@ -142,7 +142,7 @@ pub fn csv(rows: &[Row]) -> String {
 /// The details of one cell (shown when a point or a row is clicked): label/value rows.
 pub fn cell_details(lb: &LoadedBundle, cell: usize) -> Vec<(String, String)> {
     let Some(c) = lb.bundle.cells.get(cell) else { return Vec::new() };
-    let s = &lb.summaries[cell];
+    let s = lb.summary(cell);
     let k = &c.key;
     let mut out = vec![
         ("bundle".to_string(), lb.source.clone()),
@@ -180,7 +180,7 @@ pub fn cell_details(lb: &LoadedBundle, cell: usize) -> Vec<(String, String)> {
             out.push((name.into(), format!("{:.3} GB ({v} bytes)", gigabytes(v))));
         }
     }
-    for q in lb.quality.get(cell).into_iter().flatten() {
+    for q in lb.quality().get(cell).into_iter().flatten() {
         out.push((format!("quality: {}", q.metric), format!("{} ({})", q.value, direction_text(q.direction))));
     }
     out

@@ -7,7 +7,7 @@ use schema::{Cell, Sampler};
 use crate::bundle::LoadedBundle;
 use crate::figure::{Axis, CellId, Figure, Mark, Plot, Series, Style};
 
-use super::choices::{filter_choices, kept, set};
+use super::choices::{filter_choices, kept_where, set};
 use super::options::{Filters, Options};
 use super::series::{PointPalette, key_text, point_suffix, push_mark, series_label, sort_marks, tag};
 
@@ -25,7 +25,7 @@ pub(super) fn throughput(
     // (bundle, cell index, cell, tokens/s, bytes/s)
     let mut bars: Vec<(usize, usize, &Cell, Summary, Summary)> = Vec::new();
     for (bi, lb) in bundles.iter().enumerate() {
-        let cells: Vec<CellRef> = kept(lb, f).into_iter().filter(|c| c.cell.key.seq_len == n).collect();
+        let cells: Vec<CellRef> = kept_where(lb, f, &|c| c.key.seq_len == n);
         for t in throughput_bars(&cells) {
             bars.push((bi, t.cell, &lb.bundle.cells[t.cell], t.tokens_per_s, t.bytes_per_s));
         }
@@ -115,8 +115,7 @@ pub fn throughput_scaling(bundles: &[&LoadedBundle], n: u32, o: &Options) -> Res
     let unit = if o.bytes { "bytes/s" } else { "tokens/s" };
     for (bi, lb) in bundles.iter().enumerate() {
         let t = tag(bi, bundles.len());
-        let cells: Vec<CellRef> =
-            kept(lb, &Filters::default()).into_iter().filter(|c| c.cell.key.seq_len == n).collect();
+        let cells: Vec<CellRef> = kept_where(lb, &Filters::default(), &|c| c.key.seq_len == n);
         for bar in throughput_bars(&cells) {
             let c = &lb.bundle.cells[bar.cell];
             let v = if o.bytes { bar.bytes_per_s } else { bar.tokens_per_s };

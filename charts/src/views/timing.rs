@@ -9,7 +9,7 @@ use schema::Sampler;
 use crate::bundle::LoadedBundle;
 use crate::figure::{Axis, CellId, Figure, Mark, Plot, Style};
 
-use super::choices::{filter_choices, kept};
+use super::choices::{filter_choices, kept_where};
 use super::options::{Filters, Options};
 use super::series::{key_text, ms, push_mark, series_label, short_model, sort_marks, tag};
 
@@ -17,12 +17,13 @@ pub(super) fn ar_timing(bundles: &[&LoadedBundle], f: &Filters, o: &Options) -> 
     let mut series = Vec::new();
     let mut seqs = BTreeSet::new();
     for lb in bundles {
-        seqs.extend(kept(lb, f).iter().filter(|c| c.cell.key.sampler == Sampler::ArGreedy).map(|c| c.cell.key.seq_len));
+        let ar = kept_where(lb, f, &|c| c.key.sampler == Sampler::ArGreedy);
+        seqs.extend(ar.iter().map(|c| c.cell.key.seq_len));
     }
     let seqs: Vec<u32> = seqs.into_iter().collect();
     for (bi, lb) in bundles.iter().enumerate() {
         let t = tag(bi, bundles.len());
-        let cells = kept(lb, f);
+        let cells = kept_where(lb, f, &|c| c.key.sampler == Sampler::ArGreedy);
         for a in ar_timings(&cells) {
             let c = &lb.bundle.cells[a.cell];
             let j = seqs.iter().position(|n| *n == c.key.seq_len).unwrap_or(0);
@@ -74,7 +75,7 @@ pub(super) fn step_time(
     let batches: Vec<u32> = ch.batches.clone();
     for (bi, lb) in bundles.iter().enumerate() {
         let t = tag(bi, bundles.len());
-        let cells: Vec<CellRef> = kept(lb, f).into_iter().filter(|c| c.cell.key.seq_len == n).collect();
+        let cells: Vec<CellRef> = kept_where(lb, f, &|c| c.key.seq_len == n);
         for st in step_timings(&cells) {
             let c = &lb.bundle.cells[st.cell];
             let j = batches.iter().position(|b| *b == c.key.batch_size).unwrap_or(0);
