@@ -67,6 +67,7 @@ pub(super) async fn prefetched(file: &str) -> Option<Vec<u8>> {
     let _ = js_sys::Reflect::delete_property(win.unchecked_ref::<js_sys::Object>(), &key);
     let promise: js_sys::Promise = js_sys::Reflect::get(&pre, &JsValue::from_str("bytes")).ok()?.dyn_into().ok()?;
     let buf = JsFuture::from(promise).await.ok().filter(JsValue::is_object)?;
+    super::mark("dllm:bundle-arrived");
     Some(js_sys::Uint8Array::new(&buf).to_vec())
 }
 

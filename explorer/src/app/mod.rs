@@ -66,6 +66,7 @@ async fn load(src: Option<Source>) -> Loaded {
             Err(format!("{file:?} is not a plain bundle file name"))
         }
         Source::Remote(file) => {
+            mark("dllm:bundle-wanted");
             let url = format!("bundles/{file}");
             let text = match prefetched(&file).await {
                 Some(bytes) => utf8(&url, bytes),
