@@ -354,6 +354,33 @@ fn attention_f32_is_asked_for_by_the_config_and_recorded() {
 }
 
 #[test]
+fn fused_attention_is_asked_for_by_the_config_recorded_and_refused_on_cuda() {
+    let sb = Sandbox::new();
+    let demo = std::fs::read_to_string(repo_file("config/demo.toml")).expect("demo");
+    let cfg = demo.replacen("seed = 0\n", "seed = 0\nattention = \"fused\"\n", 1);
+    let cfg = cfg.split("\n[quality]").next().expect("config").to_string();
+    assert!(cfg.contains("attention = \"fused\""));
+    let path = sb.write("fused.toml", &cfg);
+    let results = sb.results();
+    let mut args = vec!["run", "--config", path.to_str().expect("utf8"), "-o", results.to_str().expect("utf8")];
+    args.extend_from_slice(QUICK);
+    let out = sb.cmd(&args);
+    assert_exit!(out, 0);
+    let b = schema::read_bundle(&std::fs::read_to_string(stdout(&out).trim()).expect("bundle")).expect("valid");
+    assert_eq!(b.provenance.config.run.attention, schema::grid::AttentionKernel::Fused);
+    assert!(b.provenance.attention.contains("one fused attention kernel"), "{}", b.provenance.attention);
+    assert!(b.cells.iter().all(|c| c.status == CellStatus::Ok), "every cell runs with the fused kernel");
+
+    // A GPU has no fused attention yet: the config is refused before anything runs, naming the field.
+    let gpu = cfg.replacen("device = \"cpu\"", "device = \"cuda\"", 1);
+    assert!(gpu.contains("device = \"cuda\""));
+    let path = sb.write("fused-gpu.toml", &gpu);
+    let out = sb.cmd(&["plan", "--config", path.to_str().expect("utf8")]);
+    assert_exit!(out, 2);
+    assert!(stderr(&out).contains("run.attention"), "{}", stderr(&out));
+}
+
+#[test]
 fn guided_llada_cells_record_two_forward_passes_per_step() {
     let sb = Sandbox::new();
     let demo = std::fs::read_to_string(repo_file("config/demo.toml")).expect("demo");

@@ -1171,3 +1171,39 @@ fn synth_writes_the_llama_kinds_other_layouts_and_they_load_as_transformers_does
     let s = SynthSpec { layout: Some(SynthLayout::Qwen2), ..spec(23, None) };
     assert!(s.check(ModelKind::Llada).expect_err("llada + qwen2").to_string().contains("layout"));
 }
+
+// ---------------------------------------------------------------- fused attention (run.attention = "fused")
+
+#[test]
+fn fused_attention_computes_the_ops_paths_forward() {
+    // The fused CPU kernel (online softmax over blocks) against candle's ops, through the whole model: a causal
+    // Llama with grouped queries and left padding, its cached decode, and a bidirectional LLaDA; the same logits
+    // up to f32 rounding, and the same greedy tokens.
+    use runner::model::TransformerOptions;
+    let fused = TransformerOptions { fused_attention: true, ..TransformerOptions::default() };
+    for kind in [ModelKind::Llama, ModelKind::Llada] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let files = tiny_files(dir.path(), kind, &spec(7, None));
+        let ops = load(&files, kind);
+        let fu = LoadedModel::load_with(&files, kind, &Device::Cpu, DType::F32, fused).expect("load fused");
+        let ids =
+            Tensor::from_vec((0..2 * 150).map(|i| (i * 37 % 500) as u32).collect::<Vec<_>>(), (2, 150), &Device::Cpu)
+                .expect("ids");
+        let mut valid = vec![vec![true; 150]; 2];
+        valid[1][..20].fill(false);
+        let (a, b) =
+            (ops.forward_full(&ids, Some(&valid)).expect("ops"), fu.forward_full(&ids, Some(&valid)).expect("fused"));
+        let scale =
+            a.abs().expect("abs").flatten_all().expect("flat").max(0).expect("max").to_scalar::<f32>().expect("v");
+        let diff = max_abs_diff(&a, &b);
+        assert!(diff <= 1e-5 * scale.max(1.0), "{kind:?}: logits differ by {diff} (largest {scale})");
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let files = tiny_files(dir.path(), ModelKind::Llama, &spec(7, None));
+    let ops = load(&files, ModelKind::Llama);
+    let fu = LoadedModel::load_with(&files, ModelKind::Llama, &Device::Cpu, DType::F32, fused).expect("load fused");
+    let prompts = vec![vec![5u32, 9, 200], vec![17, 3, 88, 120, 61, 7, 400], vec![42]];
+    let want = generate_ar(&ops, &prompts, 8, EosPolicy::Ignore).expect("ops");
+    let got = generate_ar(&fu, &prompts, 8, EosPolicy::Ignore).expect("fused");
+    assert_eq!(got.tokens, want.tokens);
+}

@@ -60,6 +60,15 @@ pub enum ShapeArg {
     EightB,
 }
 
+/// `bench-kernels --attention`: `run.attention`'s choices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AttentionArg {
+    /// candle's matmul, softmax and matmul.
+    Ops,
+    /// The fused CPU kernel.
+    Fused,
+}
+
 /// `dllm-bench bench-kernels`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct BenchArgs {
@@ -90,6 +99,10 @@ pub struct BenchArgs {
     /// Override the vocabulary of both shapes.
     #[arg(long)]
     pub vocab: Option<usize>,
+    /// Attention: candle's ops (matmul, softmax, matmul; the default) or the fused CPU kernel (`run.attention =
+    /// "fused"`: online softmax over blocks, the scores never in memory).
+    #[arg(long, value_enum, default_value = "ops")]
+    pub attention: AttentionArg,
     /// Batch of the LLaDA step (B).
     #[arg(long, default_value_t = 8)]
     pub batch: usize,
@@ -414,7 +427,11 @@ pub fn run(args: &BenchArgs) -> Result<Report> {
         (None, DeviceSpec::Cpu) => "cpu".into(),
     };
     Ok(Report {
-        framework: format!("candle {}", candle_version()),
+        framework: format!(
+            "candle {} ({} attention)",
+            candle_version(),
+            if args.attention == AttentionArg::Fused { "fused" } else { "ops" }
+        ),
         device: device_name,
         threads: (!cuda).then(candle_core::utils::get_num_threads),
         dtype: precision.to_string(),
@@ -437,6 +454,19 @@ fn candle_version() -> &'static str {
 }
 
 /// The config of `kind` at the chosen preset with the overrides.
+/// The forward's options `--attention` asks for (refused on CUDA for the fused kernel, which is the CPU's).
+fn bench_options(args: &BenchArgs, device: &Device) -> Result<TransformerOptions> {
+    let fused_attention = args.attention == AttentionArg::Fused;
+    if fused_attention && device.is_cuda() {
+        return Err(InputError(
+            "bench-kernels: --attention fused is the CPU's kernel; there is no fused CUDA attention yet (use --attention ops)"
+                .into(),
+        )
+        .into());
+    }
+    Ok(TransformerOptions { fused_attention, ..TransformerOptions::default() })
+}
+
 fn bench_config(args: &BenchArgs, kind: ModelKind) -> Result<ModelConfig> {
     let preset = match args.shape {
         ShapeArg::Tiny => Preset::Tiny,
@@ -458,7 +488,13 @@ fn bench_config(args: &BenchArgs, kind: ModelKind) -> Result<ModelConfig> {
 
 /// A transformer of `cfg` with synthetic weights made on `device`: N(0, std) matrices with std = max(0.02,
 /// 1/sqrt(hidden)) and norm weights 1 + N(0, 0.05), as `dllm-bench synth` writes them.
-pub fn synthetic_transformer(cfg: &ModelConfig, device: &Device, dtype: DType, seed: u64) -> Result<Transformer> {
+pub fn synthetic_transformer(
+    cfg: &ModelConfig,
+    device: &Device,
+    dtype: DType,
+    seed: u64,
+    opts: TransformerOptions,
+) -> Result<Transformer> {
     if device.is_cuda() {
         device.set_seed(seed)?;
     }
@@ -474,7 +510,7 @@ pub fn synthetic_transformer(cfg: &ModelConfig, device: &Device, dtype: DType, s
         tensors.insert(name, t.to_dtype(dtype)?);
     }
     let vb = VarBuilder::from_tensors(tensors, dtype, device);
-    Ok(Transformer::load(vb, cfg, TransformerOptions::default())?)
+    Ok(Transformer::load(vb, cfg, opts)?)
 }
 
 fn random_ids(rows: usize, len: usize, vocab: usize, rng: &mut SplitMix64) -> Vec<u32> {

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::phases::{decode_prompt, decode_run, step_inputs};
 use super::plan::{decode_profile_forward, step_forward};
-use super::{BenchArgs, synthetic_transformer};
+use super::{BenchArgs, bench_options, synthetic_transformer};
 use crate::device::peaks::Reps;
 use crate::model::{LogitsSpan, ModelConfig, Part, PartTotals, Probe};
 use crate::synth::rng::SplitMix64;
@@ -54,7 +54,7 @@ pub(super) fn decode_profile(
     reps: Reps,
     unprofiled_ms: f64,
 ) -> Result<PhaseProfile> {
-    let tf = synthetic_transformer(cfg, device, dtype, args.seed)?;
+    let tf = synthetic_transformer(cfg, device, dtype, args.seed, bench_options(args, device)?)?;
     let ids = decode_prompt(args, cfg, device)?;
     let steps = args.decode_tokens;
     let p = profiled(device, reps, |p| decode_run(&tf, &ids, steps, p).map(drop))?;
@@ -169,6 +169,10 @@ pub fn part_work(shape: &ModelShape, fwd: roofline::Forward, cached: bool, e: u6
         Part::AttnValues => {
             let values = fwd.batch * fwd.context * kv;
             (l * (scores + values + rows * q) * e, l * 2 * scores * d)
+        }
+        Part::Attention => {
+            let keys_values = 2 * fwd.batch * fwd.context * kv;
+            (l * (2 * rows * q + keys_values) * e, l * 4 * scores * d)
         }
         Part::OutProj => layers(proj(q, h, rows)),
         Part::GateUp => layers(proj(h, 2 * i, rows)),

@@ -3,6 +3,7 @@
 //!
 //! Generation algorithms live in [`crate::generate`]; synthetic checkpoints in [`crate::synth`].
 
+pub mod attention;
 pub mod chat;
 pub mod check;
 pub mod config;

@@ -38,6 +38,8 @@ pub enum Part {
     Softmax,
     /// Attention weights times the values, back to the hidden layout.
     AttnValues,
+    /// The fused attention (`run.attention = "fused"`): scores, mask, softmax and values in one kernel.
+    Attention,
     /// The attention's output projection.
     OutProj,
     /// The fused gate/up projection.
@@ -56,7 +58,7 @@ pub enum Part {
 
 impl Part {
     /// Every part, in forward order.
-    pub const ALL: [Part; 16] = [
+    pub const ALL: [Part; 17] = [
         Part::Embed,
         Part::Norm,
         Part::QkvProj,
@@ -66,6 +68,7 @@ impl Part {
         Part::Mask,
         Part::Softmax,
         Part::AttnValues,
+        Part::Attention,
         Part::OutProj,
         Part::GateUp,
         Part::Activation,
@@ -87,6 +90,7 @@ impl Part {
             Part::Mask => "mask",
             Part::Softmax => "softmax",
             Part::AttnValues => "attn_values",
+            Part::Attention => "attention",
             Part::OutProj => "out_proj",
             Part::GateUp => "gate_up",
             Part::Activation => "activation",

@@ -21,6 +21,9 @@
 //! - Attention runs in the model dtype unless [`TransformerOptions::attention_f32`] is set. The softmax is
 //!   `candle_nn::ops::softmax_last_dim` in that dtype: its CUDA kernel accumulates in f32, the CPU kernel in the
 //!   element type.
+//! - `run.attention = "fused"` ([`TransformerOptions::fused_attention`], CPU only) replaces scores, mask, softmax
+//!   and values with one kernel ([`super::attention`]: blocks of queries and keys, an online softmax in f32, the
+//!   output written straight in rows): the same function, other roundings, so off by default.
 //! - Masking is an additive bias (0 / -inf) in the model dtype. A query may always attend to itself, so the rows
 //!   of left-padding positions stay finite (they never feed a real position: real queries never see pad keys).
 //!
@@ -37,6 +40,7 @@ use candle_core::{D, DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use schema::grid::ModelKind;
 
+use super::attention;
 use super::config::ModelConfig;
 use super::ops;
 use super::profile::{Part, Probe};
@@ -141,6 +145,9 @@ impl WeightNames {
 pub struct TransformerOptions {
     /// Upcast q, k, v to f32 for the attention product and softmax (off: attention in the model dtype).
     pub attention_f32: bool,
+    /// Attention as one fused kernel ([`super::attention`]; CPU only): scores, mask, softmax and values over
+    /// blocks with an online softmax in f32. Off: candle's matmul, softmax and matmul.
+    pub fused_attention: bool,
 }
 
 /// Which positions get logits.
@@ -516,6 +523,12 @@ impl Transformer {
     ) -> candle_core::Result<Tensor> {
         let (b, t) = ids.dims2()?;
         let h = self.cfg.hidden_size;
+        // The fused attention reads the bias as f32 rows, made once for every layer.
+        let mask = match bias {
+            Some(bias) if self.opts.fused_attention => Some(attention::Mask::from_bias(bias)?),
+            _ => None,
+        };
+        let masking = Masking { bias, mask: mask.as_ref() };
         p.enter(Part::Embed)?;
         let mut x = p.op(self.embed.index_select(&ids.flatten_all()?, 0))?.reshape((b, t, h))?;
         for (l, block) in self.blocks.iter().enumerate() {
@@ -525,7 +538,7 @@ impl Transformer {
                 }
                 None => None,
             };
-            x = self.block_forward(block, &x, rope, bias, layer_cache, p)?;
+            x = self.block_forward(block, &x, rope, masking, layer_cache, p)?;
         }
         if let Some(c) = cache {
             c.pos += t;
@@ -549,14 +562,14 @@ impl Transformer {
         blk: &Block,
         x: &Tensor,
         rope: &Rope,
-        bias: Option<&Tensor>,
+        masking: Masking<'_>,
         cache: Option<CacheSlot<'_>>,
         p: &mut Probe,
     ) -> candle_core::Result<Tensor> {
         let (b, t, h) = x.dims3()?;
         p.enter(Part::Norm)?;
         let hn = blk.attn_norm.forward(x, p)?;
-        let a = self.attention(blk, &hn.reshape((b * t, h))?, (b, t), rope, bias, cache, p)?;
+        let a = self.attention(blk, &hn.reshape((b * t, h))?, (b, t), rope, masking, cache, p)?;
         p.enter(Part::Residual)?;
         let x = p.op(x + a.reshape((b, t, h))?)?;
         p.enter(Part::Norm)?;
@@ -579,7 +592,7 @@ impl Transformer {
         x: &Tensor,
         (b, t): (usize, usize),
         rope: &Rope,
-        bias: Option<&Tensor>,
+        masking: Masking<'_>,
         cache: Option<CacheSlot<'_>>,
         p: &mut Probe,
     ) -> candle_core::Result<Tensor> {
@@ -596,11 +609,18 @@ impl Transformer {
             Some(c) => cache_write(c.slot, c.capacity, c.start, c.filled, &k, &v, p)?,
             None => (k, v),
         };
+        let scale = 1.0 / (hd as f64).sqrt();
+        if self.opts.fused_attention {
+            // One kernel from q, k, v to the rows the output projection reads (widened to f32 inside).
+            p.enter(Part::Attention)?;
+            let y = p.op(attention::fused(&q, &k, &v, masking.mask, scale as f32))?.reshape((b * t, nh * hd))?;
+            p.enter(Part::OutProj)?;
+            return blk.o.forward(&y, p);
+        }
         let ad = self.attn_dtype();
         p.enter(Part::Scores)?;
         // The 1/sqrt(d) scale goes on q (t x d per head), not on the scores (t x keys): the same product, and one
         // pass over far fewer elements (on the CPU the scores' pass cost a quarter of a long sequence's step).
-        let scale = 1.0 / (hd as f64).sqrt();
         let q = p.cast(&q, ad)?;
         let q = p.op(q * scale)?;
         let (k, v) = (p.cast(&k, ad)?, p.cast(&v, ad)?);
@@ -611,7 +631,7 @@ impl Transformer {
         let kl = k.dim(2)?;
         let q = q.reshape((b, nkv, group * t, hd))?;
         let mut att = p.op(q.matmul(&k.t()?))?.reshape((b, nh, t, kl))?;
-        if let Some(bias) = bias {
+        if let Some(bias) = masking.bias {
             p.enter(Part::Mask)?;
             att = p.op(att.broadcast_add(bias))?;
         }
@@ -625,6 +645,13 @@ impl Transformer {
         p.enter(Part::OutProj)?;
         blk.o.forward(&y, p)
     }
+}
+
+/// A forward's attention mask: the additive bias (ops path) and, for the fused kernel, the same read as f32.
+#[derive(Clone, Copy)]
+struct Masking<'a> {
+    bias: Option<&'a Tensor>,
+    mask: Option<&'a attention::Mask>,
 }
 
 /// One layer's share of a [`KvCache`] during a forward: its buffers, where the new tokens go, the capacity.

@@ -20,7 +20,7 @@ use anyhow::{Context, Result};
 use candle_core::{DType, Device};
 use schema::ShardInfo;
 use schema::bundle::{Bundle, CellKey, CellStatus, PromptSetInfo};
-use schema::grid::{DeviceSpec, GridConfig, ModelKind};
+use schema::grid::{AttentionKernel, DeviceSpec, GridConfig, ModelKind};
 
 use crate::device::dtype_of;
 use crate::journal::Journal;
@@ -55,9 +55,20 @@ pub const ATTENTION: &str = "candle matmul-softmax-matmul attention in the run's
                              positions and written in place, its greedy ids kept on the device; q/k/v and gate/up \
                              each one projection; on the CPU RMSNorm, RoPE and SwiGLU one fused kernel each";
 
-/// The attention of a run as recorded in its bundle: [`ATTENTION`], or its f32 variant when the config asks.
+/// The attention of a run as recorded in its bundle: [`ATTENTION`], or its f32 or fused variant when the config
+/// asks (the fused kernel widens q, k, v to f32 itself, so `attention_f32` changes nothing there).
 pub fn attention(cfg: &GridConfig) -> String {
-    if cfg.run.attention_f32 {
+    if cfg.run.attention == AttentionKernel::Fused {
+        ATTENTION.replace(
+            "candle matmul-softmax-matmul attention in the run's precision",
+            &format!(
+                "one fused attention kernel per layer on the CPU (run.attention = \"fused\": blocks of {} queries x {} \
+                 keys, online softmax, f32 accumulation from q, k, v as stored, the scores never in memory)",
+                crate::model::attention::BLOCK_Q,
+                crate::model::attention::BLOCK_K
+            ),
+        )
+    } else if cfg.run.attention_f32 {
         ATTENTION.replace("in the run's precision", "with q, k, v upcast to f32 (run.attention_f32)")
     } else {
         ATTENTION.to_string()

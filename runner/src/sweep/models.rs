@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use schema::bundle::{CellKey, CellStatus, ChatTemplateInfo, ModelInfo, TokenizerInfo};
-use schema::grid::{ModelSpec, Precision};
+use schema::grid::{AttentionKernel, ModelSpec, Precision};
 use sha2::{Digest, Sha256};
 
 use super::Env;
@@ -64,7 +64,10 @@ pub(super) fn measure_keys(
     let quality = cfg.quality.is_some();
     for (m, files) in models {
         tracing::info!(model = %m.id, commit = %files.commit, "loading");
-        let opts = TransformerOptions { attention_f32: cfg.run.attention_f32 };
+        let opts = TransformerOptions {
+            attention_f32: cfg.run.attention_f32,
+            fused_attention: cfg.run.attention == AttentionKernel::Fused,
+        };
         let model = LoadedModel::load_with(files, m.kind, env.device, env.dtype, opts)
             .with_context(|| format!("cannot load model {} from {}", m.id, files.snapshot_dir.display()))?;
         let chat = match cfg.prompts.chat_template {

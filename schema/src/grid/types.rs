@@ -64,6 +64,27 @@ pub enum GumbelNoise {
     Host,
 }
 
+/// How attention is computed (`run.attention`), for both models alike.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum AttentionKernel {
+    /// candle's ops: the scores as one batched matmul, the mask added, a softmax, the product with the values,
+    /// each rounded to the attention's dtype (the default; the numbers the tests pin).
+    #[default]
+    Ops,
+    /// One fused kernel per layer (the CPU's; a CUDA device refuses it): blocks of queries and keys with an
+    /// online softmax in f32, the scores never stored. The same function with other roundings: tokens may differ
+    /// from the ops path's in the last bits of a logit.
+    Fused,
+}
+
+impl AttentionKernel {
+    /// Whether this is the default (left out of a written config).
+    pub fn is_default(&self) -> bool {
+        *self == Self::Ops
+    }
+}
+
 /// Size presets of synthetic checkpoints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -371,6 +392,10 @@ pub struct RunSettings {
     /// the run's precision). Recorded in the bundle's `attention`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub attention_f32: bool,
+    /// `ops` (default: candle's matmul, softmax, matmul) or `fused` (one CPU kernel with an online softmax; refused
+    /// on CUDA). Recorded in the bundle's `attention`.
+    #[serde(default, skip_serializing_if = "AttentionKernel::is_default")]
+    pub attention: AttentionKernel,
 }
 
 fn default_device() -> String {

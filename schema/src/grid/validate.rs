@@ -3,8 +3,8 @@
 
 use super::types::{is_default_dream_algs, is_default_samplers};
 use super::{
-    ConfigError, DeviceSpec, GridAxes, GridConfig, ModelKind, ModelSpec, PromptConfig, PromptSource, QualityConfig,
-    RunSettings, SyntheticWeights, limits,
+    AttentionKernel, ConfigError, DeviceSpec, GridAxes, GridConfig, ModelKind, ModelSpec, PromptConfig, PromptSource,
+    QualityConfig, RunSettings, SyntheticWeights, limits,
 };
 
 /// Builds the error of a broken rule: `bad(field, problem, fix)`.
@@ -108,6 +108,13 @@ fn run(run: &RunSettings, bad: Bad) -> Result<(), ConfigError> {
             "run.device",
             format!("{:?} is not a device", run.device),
             "use \"cpu\", \"cuda\" or \"cuda:N\" (N = the GPU's ordinal)",
+        ));
+    }
+    if run.attention == AttentionKernel::Fused && matches!(DeviceSpec::parse(&run.device), Some(DeviceSpec::Cuda(_))) {
+        return Err(bad(
+            "run.attention",
+            format!("\"fused\" is the CPU's kernel; there is no fused attention for {} yet", run.device),
+            "set run.attention = \"ops\" (the default) on a GPU, or run on the CPU",
         ));
     }
     if run.repetitions == 0 {
