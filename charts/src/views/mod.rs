@@ -4,7 +4,8 @@
 //! frontier, S_parity); these modules pick the cells the filters keep and lay the numbers out as [`Figure`]s,
 //! S_parity rows and table rows. This one dispatches a view to its chart family and draws small multiples; the
 //! families are its modules (latency, throughput, memory, timing, roofline, quality, Pareto, the answer), beside
-//! the options, the filter choices, the series' labels and colours, the S_parity rows and the table with its CSV.
+//! the options, the filter choices, the series' labels and colours, the S_parity rows, the two stacks side by side
+//! (`stacks`: two bundles of the same cells, `metrics::compare`) and the table with its CSV.
 
 mod answer;
 mod choices;
@@ -17,6 +18,7 @@ mod parity;
 mod quality;
 mod roofline;
 mod series;
+mod stacks;
 mod table;
 mod throughput;
 mod timing;
@@ -29,6 +31,7 @@ pub use parity::{ParityRow, parity_rows};
 pub use quality::{quality_metric, quality_metrics};
 pub use roofline::NO_ROOFLINE;
 pub use series::{sampler_name, short_model};
+pub use stacks::{StackArmRow, StackPanel, StackSpeedupRow, stack_comparison};
 pub use table::{COLUMNS, Row, cell_details, csv, rows, sort_rows};
 pub use throughput::throughput_scaling;
 
@@ -92,8 +95,9 @@ pub fn chart_view(view: ViewKind, bundles: &[&LoadedBundle], f: &Filters, o: &Op
                 );
                 if bundles.len() > 1 {
                     notes.push(
-                        "The verdict is the main bundle's; the S_parity tab has both bundles' rows, and the Pareto \
-                         frontier beside it draws both."
+                        "The verdict is the main bundle's ([A]); the S_parity tab has both bundles' rows, the Pareto \
+                         frontier beside it draws both, and below, the two stacks side by side say how much of the \
+                         speedup the implementations carry."
                             .into(),
                     );
                 }
