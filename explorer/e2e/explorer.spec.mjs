@@ -9,7 +9,7 @@
 //  - the roofline (schema 1.2 fixture): intensity and achieved FLOP rate per cell, ceilings from entered peaks;
 //  - small multiples: every (N, B) of latency vs steps at once, each facet with its shape's medians;
 //  - hover tooltips, click-to-cell, a filter changes the chart, a deep link restores the state, compare
-//    mode overlays two bundles, CSV export holds the filtered cells, PNG export, drag-and-drop;
+//    mode overlays two bundles (and states the two stacks side by side), CSV export holds the filtered cells, PNG export, drag-and-drop;
 //  - the chart above the fold at 1400 x 900 (300 px) and 390 x 844; energy per token where a bundle measured it;
 //  - 10+ malformed bundles each show their message, and the app keeps working;
 //  - bundle strings are shown as text, never HTML; no uncaught page error.
@@ -676,6 +676,50 @@ async function checkDeepLinkAndCompare(page) {
   await redraw(page, () => view(page, 'throughput'));
   assert.ok((await figure(page)).plot.series.some((s) => s.alt));
   pass('compare mode: throughput shows both bundles');
+
+  // The two stacks side by side, under the answer's chart: L_e2e A / B per arm and B, computed here from the files
+  // (the median over the cells ok in both of the per-cell median ratios).
+  await page.goto(`${BASE}?bundle=${STUDY.file}&compare=${STUDY_B.file}&view=answer`);
+  await page.waitForSelector('[data-testid="stacks-panel"]', { timeout: TIMEOUT });
+  const [sa, sb] = [load(STUDY), load(STUDY_B)];
+  const key = (c) => JSON.stringify(c.key);
+  const e2e = (c) => median(c.repetitions.map((r) => r.e2e_ms));
+  const shared = sa.cells.filter((c) => sb.cells.some((d) => key(d) === key(c)));
+  const counts = await page.textContent('[data-testid="stacks-counts"]');
+  assert.ok(counts.startsWith(`${shared.length} cells in both bundles (${sa.cells.length - shared.length} only in [A], `), counts);
+  const ratios = shared.filter((c) => c.key.sampler === 'ar_greedy' && c.key.batch_size === 1)
+    .map((c) => [c, sb.cells.find((d) => key(d) === key(c))])
+    .filter(([c, d]) => ok(c) && ok(d))
+    .map(([c, d]) => e2e(c) / e2e(d));
+  const arms = await page.$$eval('[data-testid="stacks-arm"]', (trs) => trs.map((tr) => [...tr.cells].map((td) => td.textContent)));
+  const ar1 = arms.find((r) => r[0].startsWith('AR ') && r[1] === '1');
+  assert.ok(ar1, JSON.stringify(arms));
+  assert.deepEqual([ar1[2], ar1[3]], [String(ratios.length), median(ratios).toFixed(3)]);
+  const speedups = await page.$$eval('[data-testid="stacks-speedup"]', (trs) => trs.length);
+  assert.ok(speedups > 0, 'speedups at parity under each stack');
+  await page.locator('[data-testid="stacks-panel"]').screenshot({ path: `${SHOTS}-stacks.png` });
+  await page.screenshot({ path: `${SHOTS}-stacks-page.png`, fullPage: true });
+  pass(`two stacks side by side under the answer: AR at B = 1, [A] / [B] = ${ar1[3]} over ${ar1[2]} cells; ${speedups} speedup rows`);
+  await view(page, 'parity');
+  await page.waitForSelector('[data-testid="parity-table"]', { timeout: TIMEOUT });
+  assert.ok(await page.$('[data-testid="stacks-panel"]'), 'the S_parity view has the panel too');
+  // No cell in common (another grid): a one-line note, no numbers.
+  const canon = (c) => JSON.stringify(Object.keys(c.key).sort().map((f) => [f, c.key[f]]));
+  const keys = new Set(sa.cells.map(canon));
+  const other = BUNDLES.find((b) => load(b).cells.every((c) => !keys.has(canon(c))));
+  if (other) {
+    await page.goto(`${BASE}?bundle=${STUDY.file}&compare=${other.file}&view=answer`);
+    const note = await page.waitForSelector('[data-testid="stacks-note"]', { timeout: TIMEOUT });
+    assert.match(await note.textContent(), /^No cell is in both bundles \(\d+ cells only in \[A\], \d+ only in \[B\]\)/);
+    assert.equal(await page.$('[data-testid="stacks-panel"]'), null);
+    pass(`${STUDY.file} against ${other.file} (no cell in common): a one-line note, no table`);
+  }
+  // One bundle: no panel.
+  await page.goto(`${BASE}?bundle=${STUDY.file}&view=answer`);
+  await waitLoaded(page, STUDY.file);
+  assert.equal(await page.$('[data-testid="stacks-panel"]'), null);
+  assert.equal(await page.$('[data-testid="stacks-note"]'), null);
+  pass('the S_parity view shows the two stacks too; one bundle shows none');
 }
 
 async function checkBroken(page) {

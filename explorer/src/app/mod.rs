@@ -20,7 +20,7 @@ use crate::state::PageState;
 use browser::{fetch_text, fetch_utf8, js_message, prefetched, query_state, set_query, utf8};
 use chart::ChartPanel;
 use filters::FilterBar;
-use tables::{CellDetails, CellTable, ParityView};
+use tables::{CellDetails, CellTable, ParityView, StacksView};
 
 mod browser;
 mod chart;
@@ -365,6 +365,18 @@ fn Workspace(
             }
         })
         .collect_view();
+    // Two bundles: the stacks side by side under the answer's chart (the landing view, the first a reviewer sees,
+    // right under the verdict it qualifies) and under the S_parity table. Computed again only when the quality
+    // metric changes (S_parity of both bundles with its bootstrap), and only when one of these views asks.
+    let two = bundles.len() == 2;
+    let metric = Memo::new(move |_| state.with(|s| s.options.metric.clone()));
+    let b6 = bundles.clone();
+    let stacks = Memo::new(move |_| {
+        let o = views::Options { metric: metric.get(), ..views::Options::default() };
+        let r: Vec<&LoadedBundle> = b6.iter().map(|b| b.as_ref()).collect();
+        Arc::new(views::stack_comparison(&r, &o))
+    });
+    let show_stacks = Memo::new(move |_| two && state.with(|s| matches!(s.view, ViewKind::Answer | ViewKind::Parity)));
     let b3 = bundles.clone();
     let b4 = bundles.clone();
     let b5 = bundles.clone();
@@ -381,6 +393,7 @@ fn Workspace(
                 }
             }}
             <ChartPanel chart=chart bundles=b4 state=state selected=selected/>
+            {move || show_stacks.get().then(|| view! { <StacksView panel=stacks/> })}
         </section>
         <CellDetails bundles=b5 selected=selected/>
     }

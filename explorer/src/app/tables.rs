@@ -1,4 +1,4 @@
-//! The S_parity panel, the table of cells and a cell's details.
+//! The S_parity panel, the two stacks side by side, the table of cells and a cell's details.
 
 use std::sync::Arc;
 
@@ -59,6 +59,96 @@ pub(super) fn ParityView(
                 }
                 .into_any()
             }
+        }
+    }
+}
+
+/// Two bundles of the same cells side by side (the answer and S_parity views, with a compared bundle): per arm and
+/// B the latency ratio A / B, the factor it puts into the speedup, and the speedup at parity under each; a one-line
+/// note when the bundles share no cell. Every number is `metrics::compare::compare_stacks`'s
+/// ([`views::stack_comparison`]).
+#[component]
+pub(super) fn StacksView(
+    /// The panel, or why there is none.
+    panel: Memo<Arc<Result<views::StackPanel, String>>>,
+) -> impl IntoView {
+    move || match panel.get().as_ref() {
+        Err(e) => view! { <p class="note" data-testid="stacks-note">{e.clone()}</p> }.into_any(),
+        Ok(p) => {
+            let arms = p
+                .arms
+                .iter()
+                .map(|r| {
+                    view! {
+                        <tr data-testid="stacks-arm">
+                            <td>{r.arm.clone()}</td>
+                            <td data-testid="stacks-B">{r.batch}</td>
+                            <td data-testid="stacks-cells">{r.cells}</td>
+                            <td data-testid="stacks-ratio">{r.ratio_text.clone()}</td>
+                            <td>{r.range.clone()}</td>
+                        </tr>
+                    }
+                })
+                .collect_view();
+            let speedups = p
+                .speedups
+                .iter()
+                .map(|r| {
+                    view! {
+                        <tr data-testid="stacks-speedup">
+                            <td>{r.series.clone()} " vs " {r.ar.clone()}</td>
+                            <td>{r.batch}</td>
+                            <td>{r.seq}</td>
+                            <td>{r.s_parity_a.clone()}</td>
+                            <td data-testid="stacks-speedup-a">{r.speedup_a.clone()}</td>
+                            <td>{r.s_parity_b.clone()}</td>
+                            <td data-testid="stacks-speedup-b">{r.speedup_b.clone()}</td>
+                            <td data-testid="stacks-speedup-ratio">{r.speedup_ratio.clone()}</td>
+                            <td data-testid="stacks-factor">{r.factor.clone()}</td>
+                        </tr>
+                    }
+                })
+                .collect_view();
+            let factors = p
+                .factors
+                .iter()
+                .map(|f| view! { <li data-testid="stacks-factor-line">{f.clone()}</li> })
+                .collect_view();
+            let arms_table = match &p.arms_note {
+                Some(n) => view! { <p class="note">{n.clone()}</p> }.into_any(),
+                None => view! {
+                    <p class="note">"L_e2e [A] / [B], the median over the cells ok in both (below 1: [A] is faster); every cell of both bundles, the filters do not apply."</p>
+                    <table class="parity" data-testid="stacks-arms">
+                        <thead><tr><th>"arm"</th><th>"B"</th><th>"cells"</th><th>"[A] / [B]"</th><th>"range"</th></tr></thead>
+                        <tbody>{arms}</tbody>
+                    </table>
+                    <ul class="note">{factors}</ul>
+                }
+                .into_any(),
+            };
+            let speedup_table = match &p.speedups_note {
+                Some(n) => view! { <p class="note">{n.clone()}</p> }.into_any(),
+                None => view! {
+                    <p class="note">"Speedup at parity under each stack (" {p.metric.clone().unwrap_or_default()} "; each bundle's own S_parity and latencies; -: that bundle has no value, never 0), and the factor the latency ratios put into it (AR ratio / diffusion ratio)."</p>
+                    <table class="parity" data-testid="stacks-speedups">
+                        <thead><tr>
+                            <th>"models"</th><th>"B"</th><th>"N"</th><th>"S_parity [A]"</th><th>"speedup [A]"</th>
+                            <th>"S_parity [B]"</th><th>"speedup [B]"</th><th>"speedup [A] / [B]"</th><th>"from the stacks"</th>
+                        </tr></thead>
+                        <tbody>{speedups}</tbody>
+                    </table>
+                }
+                .into_any(),
+            };
+            view! {
+                <section class="stacks" data-testid="stacks-panel">
+                    <h2>"The two stacks side by side: [A] " <span class="source">{p.a.clone()}</span> " against [B] " <span class="source">{p.b.clone()}</span></h2>
+                    <p class="note" data-testid="stacks-counts">{p.counts.clone()}</p>
+                    {arms_table}
+                    {speedup_table}
+                </section>
+            }
+            .into_any()
         }
     }
 }
