@@ -335,20 +335,27 @@ fn failed_cells_are_recorded_and_the_run_exits_1() {
     }
 }
 
-#[test]
-fn attention_f32_is_asked_for_by_the_config_and_recorded() {
-    let sb = Sandbox::new();
+/// The demo config without its quality table and with `line` added to `[run]`, run quickly: its config text and
+/// bundle.
+fn demo_run_with(sb: &Sandbox, line: &str) -> (String, schema::Bundle) {
     let demo = std::fs::read_to_string(repo_file("config/demo.toml")).expect("demo");
-    let cfg = demo.replacen("seed = 0\n", "seed = 0\nattention_f32 = true\n", 1);
+    let cfg = demo.replacen("seed = 0\n", &format!("seed = 0\n{line}\n"), 1);
     let cfg = cfg.split("\n[quality]").next().expect("config").to_string();
-    assert!(cfg.contains("attention_f32 = true"));
-    let path = sb.write("f32.toml", &cfg);
+    assert!(cfg.contains(line));
+    let path = sb.write("run.toml", &cfg);
     let results = sb.results();
     let mut args = vec!["run", "--config", path.to_str().expect("utf8"), "-o", results.to_str().expect("utf8")];
     args.extend_from_slice(QUICK);
     let out = sb.cmd(&args);
     assert_exit!(out, 0);
     let b = schema::read_bundle(&std::fs::read_to_string(stdout(&out).trim()).expect("bundle")).expect("valid");
+    (cfg, b)
+}
+
+#[test]
+fn attention_f32_is_asked_for_by_the_config_and_recorded() {
+    let sb = Sandbox::new();
+    let (_, b) = demo_run_with(&sb, "attention_f32 = true");
     assert!(b.provenance.config.run.attention_f32);
     assert!(b.provenance.attention.contains("upcast to f32"), "{}", b.provenance.attention);
 }
@@ -356,17 +363,7 @@ fn attention_f32_is_asked_for_by_the_config_and_recorded() {
 #[test]
 fn fused_attention_is_asked_for_by_the_config_recorded_and_refused_on_cuda() {
     let sb = Sandbox::new();
-    let demo = std::fs::read_to_string(repo_file("config/demo.toml")).expect("demo");
-    let cfg = demo.replacen("seed = 0\n", "seed = 0\nattention = \"fused\"\n", 1);
-    let cfg = cfg.split("\n[quality]").next().expect("config").to_string();
-    assert!(cfg.contains("attention = \"fused\""));
-    let path = sb.write("fused.toml", &cfg);
-    let results = sb.results();
-    let mut args = vec!["run", "--config", path.to_str().expect("utf8"), "-o", results.to_str().expect("utf8")];
-    args.extend_from_slice(QUICK);
-    let out = sb.cmd(&args);
-    assert_exit!(out, 0);
-    let b = schema::read_bundle(&std::fs::read_to_string(stdout(&out).trim()).expect("bundle")).expect("valid");
+    let (cfg, b) = demo_run_with(&sb, "attention = \"fused\"");
     assert_eq!(b.provenance.config.run.attention, schema::grid::AttentionKernel::Fused);
     assert!(b.provenance.attention.contains("one fused attention kernel"), "{}", b.provenance.attention);
     assert!(b.cells.iter().all(|c| c.status == CellStatus::Ok), "every cell runs with the fused kernel");

@@ -21,8 +21,9 @@
 
 use candle_core::backend::BackendStorage;
 use candle_core::{CpuStorage, CustomOp3, DType, Layout, Shape, Tensor, bail};
-use half::{bf16, f16};
 use rayon::prelude::*;
+
+use super::ops::Elem;
 
 /// Query rows (of one KV head's group) per task.
 pub const BLOCK_Q: usize = 64;
@@ -63,49 +64,6 @@ impl Mask {
         let i = if self.q_rows == 1 { 0 } else { i };
         let at = (b * self.q_rows + i) * self.keys;
         &self.data[at..at + self.keys]
-    }
-}
-
-/// A float element of the model, widened exactly to f32 and rounded back to nearest even.
-trait Elem: Copy + Send + Sync + 'static {
-    fn f(self) -> f32;
-    fn r(x: f32) -> Self;
-    fn storage(v: Vec<Self>) -> CpuStorage;
-}
-
-impl Elem for f32 {
-    fn f(self) -> f32 {
-        self
-    }
-    fn r(x: f32) -> Self {
-        x
-    }
-    fn storage(v: Vec<Self>) -> CpuStorage {
-        CpuStorage::F32(v)
-    }
-}
-
-impl Elem for bf16 {
-    fn f(self) -> f32 {
-        self.to_f32()
-    }
-    fn r(x: f32) -> Self {
-        bf16::from_f32(x)
-    }
-    fn storage(v: Vec<Self>) -> CpuStorage {
-        CpuStorage::BF16(v)
-    }
-}
-
-impl Elem for f16 {
-    fn f(self) -> f32 {
-        self.to_f32()
-    }
-    fn r(x: f32) -> Self {
-        f16::from_f32(x)
-    }
-    fn storage(v: Vec<Self>) -> CpuStorage {
-        CpuStorage::F16(v)
     }
 }
 

@@ -23,7 +23,7 @@ use rayon::prelude::*;
 use super::profile::Probe;
 
 /// A float element of the model: widened to f32 exactly, rounded back to nearest even (the identity for f32).
-trait Elem: Copy + Send + Sync + 'static {
+pub(super) trait Elem: Copy + Send + Sync + 'static {
     fn f(self) -> f32;
     fn r(x: f32) -> Self;
     fn storage(v: Vec<Self>) -> CpuStorage;
