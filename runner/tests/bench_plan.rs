@@ -33,15 +33,17 @@ fn shape(preset: Preset, kind: ModelKind, layers: usize, kv_heads: usize) -> Mod
 }
 
 /// `phase`'s parts: every part of the forward in order, each with `part_work`'s bytes and FLOPs on `fwd`.
-fn check_parts(phase: &Value, shape: &ModelShape, fwd: Forward, cached: bool, e: u64) {
+fn check_parts(phase: &Value, shape: &ModelShape, fwd: Forward, cached: bool, e: u64, fused: bool) {
     let pf = json(phase, "profile_forward");
     let got = (u(&pf, "batch"), u(&pf, "tokens"), u(&pf, "context"), u(&pf, "logits"), json(&pf, "cached"));
     assert_eq!(got, (fwd.batch, fwd.tokens, fwd.context, fwd.logits, Value::Bool(cached)), "{pf}");
     let parts = json(phase, "parts");
     let parts = parts.as_array().expect("parts");
-    assert_eq!(parts.len(), Part::ALL.len(), "{parts:?}");
+    // Candle's ops: scores, mask, softmax and values; the fused kernel: one `attention` part in their place.
+    let want: Vec<Part> = Part::of_forward(fused).collect();
+    assert_eq!(parts.len(), want.len(), "{parts:?}");
     let mut flops = 0;
-    for (p, &part) in parts.iter().zip(Part::ALL.iter()) {
+    for (p, &part) in parts.iter().zip(want.iter()) {
         assert_eq!(json(p, "part"), part.name(), "{p}");
         assert_eq!((u(p, "bytes"), u(p, "flops")), part_work(shape, fwd, cached, e, part), "{p}");
         flops += u(p, "flops");
@@ -52,7 +54,7 @@ fn check_parts(phase: &Value, shape: &ModelShape, fwd: Forward, cached: bool, e:
 #[test]
 fn bench_kernels_plan_prints_the_shapes_and_work_of_the_run() {
     let sb = Sandbox::new();
-    let out = sb.cmd(&[
+    let plan_args = [
         "bench-kernels",
         "--plan",
         "--json",
@@ -74,7 +76,8 @@ fn bench_kernels_plan_prints_the_shapes_and_work_of_the_run() {
         "4",
         "--block-length",
         "8",
-    ]);
+    ];
+    let out = sb.cmd(&plan_args);
     assert_exit!(out, 0);
     let plan: Value = serde_json::from_str(&stdout(&out)).expect("plan json");
     assert_eq!(json(&plan, "dtype"), "bf16");
@@ -90,7 +93,7 @@ fn bench_kernels_plan_prints_the_shapes_and_work_of_the_run() {
     assert_eq!(u(&decode, "weights_bytes"), work.iter().map(|w| w.weights_read_bytes).sum::<u64>() / 4);
     assert_eq!(u(&decode, "flops"), work.iter().map(|w| w.flops).sum::<u64>() / 4);
     // The profile's token: at the mean context of the timed tokens (60 + 2).
-    check_parts(&decode, &llama, Forward { batch: 3, tokens: 1, context: 62, logits: 1 }, true, 2);
+    check_parts(&decode, &llama, Forward { batch: 3, tokens: 1, context: 62, logits: 1 }, true, 2, false);
 
     // The LLaDA step: the LLaDA shape (no grouped queries: --kv-heads is the Llama shape's), B x N tokens,
     // logits for one block.
@@ -101,7 +104,15 @@ fn bench_kernels_plan_prints_the_shapes_and_work_of_the_run() {
     let fwd = Forward { batch: 2, tokens: 64, context: 64, logits: 8 };
     assert_eq!(u(&step, "weights_bytes"), roofline::forward_weight_bytes(&llada, fwd, 2));
     assert_eq!(u(&step, "flops"), roofline::forward_flops(&llada, fwd));
-    check_parts(&step, &llada, fwd, false, 2);
+    check_parts(&step, &llada, fwd, false, 2, false);
+
+    // With the fused attention the plan lists its one part in place of the four, with their work.
+    let mut fused_args = plan_args.to_vec();
+    fused_args.extend_from_slice(&["--attention", "fused"]);
+    let out = sb.cmd(&fused_args);
+    assert_exit!(out, 0);
+    let fused: Value = serde_json::from_str(&stdout(&out)).expect("plan json");
+    check_parts(&json(&fused, "llada_step"), &llada, fwd, false, 2, true);
 
     // The plan is what a run uses: the same work in a measured run's report, part by part in its profile.
     let mut args = vec!["bench-kernels", "--json", "--profile"];

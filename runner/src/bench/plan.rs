@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::profile::part_work;
 use super::text::shape_line;
-use super::{BenchArgs, bench_config, check, precision};
+use super::{AttentionArg, BenchArgs, bench_config, check, precision};
 use crate::InputError;
 use crate::device::dtype_of;
 use crate::model::Part;
@@ -102,9 +102,8 @@ pub fn plan(args: &BenchArgs) -> Result<Plan> {
     let precision = precision(args, spec);
     let e = dtype_of(precision).size_in_bytes() as u64;
     let planned = |shape: ModelShape, batch, (weights_bytes, flops), fwd: Forward, cached| {
-        let parts = Part::ALL
-            .iter()
-            .map(|&part| {
+        let parts = Part::of_forward(args.attention == AttentionArg::Fused)
+            .map(|part| {
                 let (bytes, flops) = part_work(&shape, fwd, cached, e, part);
                 PlannedPart { part, bytes, flops }
             })

@@ -78,6 +78,13 @@ impl Part {
         Part::Selection,
     ];
 
+    /// The parts of a forward whose attention is candle's ops (`fused`: false) or the fused kernel: `scores`,
+    /// `mask`, `softmax` and `attn_values`, or `attention` in their place.
+    pub fn of_forward(fused: bool) -> impl Iterator<Item = Part> {
+        const OPS: [Part; 4] = [Part::Scores, Part::Mask, Part::Softmax, Part::AttnValues];
+        Part::ALL.into_iter().filter(move |p| if fused { !OPS.contains(p) } else { *p != Part::Attention })
+    }
+
     /// The name printed and written (`snake_case`).
     pub fn name(self) -> &'static str {
         match self {
