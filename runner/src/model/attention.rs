@@ -326,6 +326,13 @@ impl Fused<'_> {
         let mut l = vec![0f32; nr];
         for (kb, j0) in (0..keys).step_by(BLOCK_K).enumerate() {
             let nk = BLOCK_K.min(keys - j0);
+            // A block the mask hides from every row of the task (keys after a causal prefill's queries) changes
+            // nothing: exp(-inf) = 0 adds no weight and leaves each row's max. Skipped, not computed.
+            if let Some(mask) = self.mask
+                && (0..nr).all(|r| mask.row(b, (r0 + r) % t)[j0..j0 + nk].iter().all(|&x| x == f32::NEG_INFINITY))
+            {
+                continue;
+            }
             let (kt, vb): (&[f32], &[f32]) = match kv {
                 Some(kv) => {
                     (&kv.kt[kb * d * BLOCK_K..][..d * BLOCK_K], &kv.v[kb * BLOCK_K * d_pad..][..BLOCK_K * d_pad])
@@ -565,6 +572,8 @@ mod tests {
             (1, 4, 4, 200, 200, 128, false),
             (2, 6, 2, 37, 37, 80, true),
             (3, 4, 1, 5, 260, 64, true),
+            // A causal prefill over three key blocks: its first query blocks skip the blocks they cannot see.
+            (2, 4, 2, 300, 300, 64, true),
         ] {
             let q = randn((b, nh, t, d), 1);
             let k = randn((b, nkv, keys, d), 2);
