@@ -44,13 +44,27 @@ pub struct ParityRow {
 /// bootstrap settings of the run's config (1000 resamples, seed 0 without one).
 /// Computed once per bundle and metric (the page redraws the table on every change of its state).
 pub(super) fn parity_records(lb: &LoadedBundle, label: &str) -> std::sync::Arc<Vec<metrics::parity::ParityRecord>> {
-    lb.parity_cache.get_or(label, || {
-        let Some(q) = lb.bundle.cells.iter().flat_map(|c| &c.quality).find(|q| q.label() == label) else {
-            return Vec::new();
-        };
-        let opts = metrics::parity::ParityOptions::for_metric(&lb.bundle, q.metric.clone(), q.evaluator.clone());
-        metrics::parity::parity(&lb.bundle, &opts)
+    lb.parity_cache.get_or(label, || match label_options(&lb.bundle, &[lb], label) {
+        Some(opts) => metrics::parity::parity(&lb.bundle, &opts),
+        None => Vec::new(),
     })
+}
+
+/// The S_parity options of a metric label (`metric` or `metric [evaluator]`) as the first quality value of
+/// `bundles` with that label names it, with the bootstrap settings of `config`'s run; `None` when no cell has it.
+pub(super) fn label_options(
+    config: &schema::Bundle,
+    bundles: &[&LoadedBundle],
+    label: &str,
+) -> Option<metrics::parity::ParityOptions> {
+    let q =
+        bundles.iter().flat_map(|lb| lb.bundle.cells.iter().flat_map(|c| &c.quality)).find(|q| q.label() == label)?;
+    Some(metrics::parity::ParityOptions::for_metric(config, q.metric.clone(), q.evaluator.clone()))
+}
+
+/// A speedup as text (`1.23x`), `-` where there is none.
+pub(super) fn speedup_text(v: Option<f64>) -> String {
+    v.map_or("-".into(), |s| format!("{s:.2}x"))
 }
 
 /// The intervals of one batch size's row from its record.
@@ -150,7 +164,7 @@ impl ParityRow {
 
     /// Speedup as text.
     pub fn speedup_text(&self) -> String {
-        self.panel.speedup.map_or("-".into(), |s| format!("{s:.2}x"))
+        speedup_text(self.panel.speedup)
     }
 
     /// The verdict.

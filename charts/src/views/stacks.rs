@@ -10,7 +10,7 @@ use metrics::parity::{ParityOptions, ParityRecord, s_parity_text};
 use crate::bundle::LoadedBundle;
 
 use super::options::Options;
-use super::parity::record_cell;
+use super::parity::{label_options, record_cell, speedup_text};
 use super::quality::quality_metric;
 use super::series::{series_label, short_model};
 
@@ -85,19 +85,11 @@ fn x3(v: f64) -> String {
     format!("{v:.3}")
 }
 
-fn speedup(v: Option<f64>) -> String {
-    v.map_or("-".into(), |s| format!("{s:.2}x"))
-}
-
 /// The options S_parity is computed with under both stacks: the quality metric the explorer shows (chosen, else
 /// the main bundle's run's, else the first), with the main bundle's bootstrap settings.
 fn parity_options(a: &LoadedBundle, b: &LoadedBundle, o: &Options) -> Option<ParityOptions> {
     let (label, _) = quality_metric(&[a, b], o)?;
-    let q = [a, b]
-        .into_iter()
-        .flat_map(|lb| lb.bundle.cells.iter().flat_map(|c| &c.quality))
-        .find(|q| q.label() == label)?;
-    Some(ParityOptions::for_metric(&a.bundle, q.metric.clone(), q.evaluator.clone()))
+    label_options(&a.bundle, &[a, b], &label)
 }
 
 /// Why a bundle has no parity record: no quality values, or no N with both arms' values.
@@ -166,7 +158,7 @@ pub fn stack_comparison(bundles: &[&LoadedBundle], o: &Options) -> Result<StackP
         _ => None,
     };
     let side = |p: &Option<(ParityRecord, Option<f64>)>| match p {
-        Some((r, v)) => (s_parity_text(r), speedup(*v)),
+        Some((r, v)) => (s_parity_text(r), speedup_text(*v)),
         None => ("-".to_string(), "-".to_string()),
     };
     let speedups = match speedups_note {
