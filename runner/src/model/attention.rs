@@ -15,7 +15,10 @@
 //! head's blocks (no copy). The output is `(B, T, heads x d)`: the rows the output projection reads, so the
 //! transpose copy of the ops path goes too. The additive mask is the ops path's bias, `(B | 1, 1, T | 1, keys)`,
 //! read as f32 ([`Mask`]). Work is split over (batch row, KV head, block of queries) tasks on rayon's pool, and
-//! the SIMD width is chosen at run time (`pulp`), so one binary runs well on any x86-64 or aarch64 CPU.
+//! the instruction set is chosen at run time (`pulp`: AVX-512, AVX2 + FMA, NEON or scalar), so one binary runs
+//! well on any x86-64 or aarch64 CPU. The two products are register-tiled microkernels written with `pulp`'s
+//! vector types, their tiles sized per vector width ([`Tiles`]); the softmax's loops are left to the
+//! autovectoriser.
 //!
 //! CUDA has no fused attention yet: the sweep refuses `run.attention = "fused"` on a CUDA device.
 
@@ -30,12 +33,14 @@ pub const BLOCK_Q: usize = 64;
 /// Keys per block of the online softmax.
 pub const BLOCK_K: usize = 128;
 const _: () = assert!(BLOCK_K.is_multiple_of(LANES));
-/// Rows of the score kernel's register tile.
-const TILE_R: usize = 4;
-/// Columns (keys) of the score kernel's register tile.
-const TILE_C: usize = 16;
-/// Head-dimension lanes of the value kernel's register tile (the value and output rows are padded to them).
-const VALUE_W: usize = 32;
+/// The value and output rows are zero-padded to a multiple of this many lanes (every value tile's width divides it).
+const D_PAD: usize = 64;
+
+/// The register tiles of the two products: `SR` query rows x `SV` vectors of keys for the scores, `VR` query rows x
+/// `VV` vectors of head-dimension lanes for the outputs, each accumulator one register. Chosen per vector width in
+/// [`Task::with_simd`] so the accumulators fill most of the registers without spilling.
+#[derive(Clone, Copy)]
+struct Tiles<const SR: usize, const SV: usize, const VR: usize, const VV: usize>;
 
 /// The additive attention mask as f32 rows: the ops path's bias `(B | 1, 1, T | 1, keys)`.
 #[derive(Debug, Clone)]
@@ -125,7 +130,7 @@ struct Dims {
     t: usize,
     keys: usize,
     d: usize,
-    /// `d` rounded up to the value kernel's lanes (its buffers are zero-padded to it).
+    /// `d` rounded up to [`D_PAD`] (the value kernel's buffers are zero-padded to it).
     d_pad: usize,
 }
 
@@ -217,6 +222,18 @@ impl<T: Elem> KvSource<'_, T> {
 struct Fused<'a> {
     mask: Option<&'a Mask>,
     scale: f32,
+    isa: Isa,
+}
+
+/// The instruction set the tasks run with: the widest the CPU has (pulp's run-time choice), or, in the tests, a
+/// narrower one, so each width's tiles are checked on a machine that has a wider one.
+#[derive(Debug, Clone, Copy)]
+enum Isa {
+    Widest,
+    #[cfg(all(test, target_arch = "x86_64"))]
+    Avx2,
+    #[cfg(test)]
+    Scalar,
 }
 
 impl Fused<'_> {
@@ -248,7 +265,7 @@ impl Fused<'_> {
                 lq.dims()
             );
         }
-        let dims = Dims { heads, kv_heads, t, keys, d, d_pad: d.div_ceil(VALUE_W) * VALUE_W };
+        let dims = Dims { heads, kv_heads, t, keys, d, d_pad: d.div_ceil(D_PAD) * D_PAD };
         let group = heads / kv_heads;
         let blocks = (group * t).div_ceil(BLOCK_Q);
         let src = KvSource { k, sk, v, sv };
@@ -269,7 +286,14 @@ impl Fused<'_> {
             .map(|task| {
                 let (bg, blk) = (task / blocks, task % blocks);
                 let (b, g) = (bg / kv_heads, bg % kv_heads);
-                arch.dispatch(Task { op: self, dims: &dims, q, kv: shared.get(bg), src, b, g, blk })
+                let task = Task { op: self, dims: &dims, q, kv: shared.get(bg), src, b, g, blk };
+                match self.isa {
+                    Isa::Widest => arch.dispatch(task),
+                    #[cfg(all(test, target_arch = "x86_64"))]
+                    Isa::Avx2 => pulp::Simd::vectorize(pulp::x86::V3::try_new().expect("an AVX2 CPU"), task),
+                    #[cfg(test)]
+                    Isa::Scalar => pulp::Simd::vectorize(pulp::Scalar::new(), task),
+                }
             })
             .collect();
         // Scatter into `(B, T, heads x d)`, one output row (batch row, position) per item.
@@ -292,8 +316,10 @@ impl Fused<'_> {
     /// position `r % T`) against every key; returns their outputs, `d` f32 each.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    fn task<T: Elem>(
+    fn task<S: pulp::Simd, T: Elem, const SR: usize, const SV: usize, const VR: usize, const VV: usize>(
         &self,
+        simd: S,
+        _tiles: Tiles<SR, SV, VR, VV>,
         dims: &Dims,
         q: &[T],
         kv: Option<&KvBlocks>,
@@ -307,7 +333,11 @@ impl Fused<'_> {
         let r0 = blk * BLOCK_Q;
         let nr = BLOCK_Q.min(group * t - r0);
         // Query rows in f32, scaled, padded to whole register tiles with zero rows.
-        let nr_pad = nr.div_ceil(TILE_R) * TILE_R;
+        const {
+            let lanes = S::F32_LANES;
+            assert!(BLOCK_K.is_multiple_of(SV * lanes) && D_PAD.is_multiple_of(VV * lanes) && SR.is_multiple_of(VR));
+        }
+        let nr_pad = nr.div_ceil(SR) * SR;
         let mut qb = vec![0f32; nr_pad * d];
         for r in 0..nr {
             let (h, i) = (g * group + (r0 + r) / t, (r0 + r) % t);
@@ -342,7 +372,7 @@ impl Fused<'_> {
                     (&kt_own, &vb_own)
                 }
             };
-            scores(&qb, kt, &mut s, nr_pad, d);
+            scores::<S, SR, SV>(simd, &qb, kt, &mut s, nr_pad, d);
             // Mask, then the online softmax's update of each row's max, sum and output.
             for r in 0..nr {
                 let srow = &mut s[r * BLOCK_K..(r + 1) * BLOCK_K];
@@ -376,7 +406,7 @@ impl Fused<'_> {
             for r in nr..nr_pad {
                 s[r * BLOCK_K..(r + 1) * BLOCK_K].fill(0.0);
             }
-            values(&s, vb, &mut o, nr_pad, d_pad);
+            values::<S, VR, VV>(simd, &s, vb, &mut o, nr_pad, d_pad);
         }
         let mut out = vec![0f32; nr * d];
         for r in 0..nr {
@@ -408,57 +438,91 @@ impl<T: Elem> pulp::WithSimd for Task<'_, T> {
     type Output = Vec<f32>;
 
     #[inline(always)]
-    fn with_simd<S: pulp::Simd>(self, _simd: S) -> Vec<f32> {
-        self.op.task(self.dims, self.q, self.kv, &self.src, self.b, self.g, self.blk)
+    fn with_simd<S: pulp::Simd>(self, simd: S) -> Vec<f32> {
+        let Self { op, dims, q, kv, src, b, g, blk } = self;
+        // The tiles for the width `S` has (a constant: one branch is compiled). AVX-512, 32 registers of 16
+        // lanes: 16 accumulators each; AVX2, 16 registers of 8 lanes: 8 each, as the loads need the rest.
+        if S::F32_LANES >= 16 {
+            op.task(simd, Tiles::<8, 2, 4, 4>, dims, q, kv, &src, b, g, blk)
+        } else {
+            op.task(simd, Tiles::<4, 2, 2, 4>, dims, q, kv, &src, b, g, blk)
+        }
     }
 }
 
-/// `s (rows x BLOCK_K) = qb (rows x d) . kt (d x BLOCK_K)`, `rows` a multiple of [`TILE_R`], in register tiles
-/// of `TILE_R x TILE_C`.
+/// `V` vectors of `S` from `x` (at least that many lanes long).
 #[inline(always)]
-fn scores(qb: &[f32], kt: &[f32], s: &mut [f32], rows: usize, d: usize) {
-    // Columns outer: a column tile's keys (d x TILE_C) stay in L1 while every row tile reads them.
-    for c0 in (0..BLOCK_K).step_by(TILE_C) {
-        for r0 in (0..rows).step_by(TILE_R) {
-            let mut acc = [[0f32; TILE_C]; TILE_R];
+fn load<S: pulp::Simd, const V: usize>(x: &[f32]) -> [S::f32s; V] {
+    let (v, _) = S::as_simd_f32s(&x[..V * S::F32_LANES]);
+    std::array::from_fn(|i| v[i])
+}
+
+/// `x[..V lanes] = v`.
+#[inline(always)]
+fn store<S: pulp::Simd, const V: usize>(x: &mut [f32], v: &[S::f32s; V]) {
+    let (x, _) = S::as_mut_simd_f32s(&mut x[..V * S::F32_LANES]);
+    x.copy_from_slice(v);
+}
+
+/// `s (rows x BLOCK_K) = qb (rows x d) . kt (d x BLOCK_K)`, `rows` a multiple of `R`, in register tiles of `R`
+/// rows x `V` vectors of keys.
+#[inline(always)]
+fn scores<S: pulp::Simd, const R: usize, const V: usize>(
+    simd: S,
+    qb: &[f32],
+    kt: &[f32],
+    s: &mut [f32],
+    rows: usize,
+    d: usize,
+) {
+    let w = V * S::F32_LANES;
+    // Columns outer: a column tile's keys (d x w) stay in L1 while every row tile reads them.
+    for c0 in (0..BLOCK_K).step_by(w) {
+        for r0 in (0..rows).step_by(R) {
+            let mut acc = [[simd.splat_f32s(0.0); V]; R];
             for c in 0..d {
-                let kv: &[f32; TILE_C] = kt[c * BLOCK_K + c0..][..TILE_C].try_into().expect("tile");
+                let k = load::<S, V>(&kt[c * BLOCK_K + c0..]);
                 for (rr, a) in acc.iter_mut().enumerate() {
-                    let qv = qb[(r0 + rr) * d + c];
-                    for (x, &y) in a.iter_mut().zip(kv) {
-                        *x = qv.mul_add(y, *x);
+                    let q = simd.splat_f32s(qb[(r0 + rr) * d + c]);
+                    for (x, &y) in a.iter_mut().zip(&k) {
+                        *x = simd.mul_add_f32s(q, y, *x);
                     }
                 }
             }
             for (rr, a) in acc.iter().enumerate() {
-                s[(r0 + rr) * BLOCK_K + c0..][..TILE_C].copy_from_slice(a);
+                store::<S, V>(&mut s[(r0 + rr) * BLOCK_K + c0..], a);
             }
         }
     }
 }
 
-/// `o (rows x d_pad) += p (rows x BLOCK_K) . vb (BLOCK_K x d_pad)`, in register tiles of 2 rows x
-/// [`VALUE_W`] lanes (`rows` even, `d_pad` a multiple of `VALUE_W`).
+/// `o (rows x d_pad) += p (rows x BLOCK_K) . vb (BLOCK_K x d_pad)`, in register tiles of `R` rows x `V` vectors of
+/// lanes (`rows` a multiple of `R`, `d_pad` of the tile's lanes).
 #[inline(always)]
-fn values(p: &[f32], vb: &[f32], o: &mut [f32], rows: usize, d_pad: usize) {
-    // Lanes outer: a lane tile's values (BLOCK_K x VALUE_W) stay in L1 while every row pair reads them.
-    for c0 in (0..d_pad).step_by(VALUE_W) {
-        for r0 in (0..rows).step_by(2) {
-            let mut acc = [[0f32; VALUE_W]; 2];
-            for (rr, a) in acc.iter_mut().enumerate() {
-                a.copy_from_slice(&o[(r0 + rr) * d_pad + c0..][..VALUE_W]);
-            }
+fn values<S: pulp::Simd, const R: usize, const V: usize>(
+    simd: S,
+    p: &[f32],
+    vb: &[f32],
+    o: &mut [f32],
+    rows: usize,
+    d_pad: usize,
+) {
+    let w = V * S::F32_LANES;
+    // Lanes outer: a lane tile's values (BLOCK_K x w) stay in L1 while every row tile reads them.
+    for c0 in (0..d_pad).step_by(w) {
+        for r0 in (0..rows).step_by(R) {
+            let mut acc: [[S::f32s; V]; R] = std::array::from_fn(|rr| load::<S, V>(&o[(r0 + rr) * d_pad + c0..]));
             for j in 0..BLOCK_K {
-                let vv: &[f32; VALUE_W] = vb[j * d_pad + c0..][..VALUE_W].try_into().expect("tile");
+                let v = load::<S, V>(&vb[j * d_pad + c0..]);
                 for (rr, a) in acc.iter_mut().enumerate() {
-                    let pv = p[(r0 + rr) * BLOCK_K + j];
-                    for (x, &y) in a.iter_mut().zip(vv) {
-                        *x = pv.mul_add(y, *x);
+                    let pv = simd.splat_f32s(p[(r0 + rr) * BLOCK_K + j]);
+                    for (x, &y) in a.iter_mut().zip(&v) {
+                        *x = simd.mul_add_f32s(pv, y, *x);
                     }
                 }
             }
             for (rr, a) in acc.iter().enumerate() {
-                o[(r0 + rr) * d_pad + c0..][..VALUE_W].copy_from_slice(a);
+                store::<S, V>(&mut o[(r0 + rr) * d_pad + c0..], a);
             }
         }
     }
@@ -493,14 +557,14 @@ pub fn fused(q: &Tensor, k: &Tensor, v: &Tensor, mask: Option<&Mask>, scale: f32
     if !q.device().is_cpu() {
         bail!("fused attention runs on the CPU only (no CUDA kernel yet): use run.attention = \"ops\" on a GPU");
     }
-    q.apply_op3_no_bwd(k, v, &Fused { mask, scale })
+    q.apply_op3_no_bwd(k, v, &Fused { mask, scale, isa: Isa::Widest })
 }
 
 #[cfg(test)]
 mod tests {
     use candle_core::{D, Device};
 
-    use super::{Mask, exp_nonpositive, fused};
+    use super::{Fused, Isa, Mask, exp_nonpositive, fused};
     use candle_core::{DType, Tensor};
 
     /// The ops path's attention (the reference): grouped heads repeated, scores, bias, softmax, values, rows.
@@ -585,6 +649,29 @@ mod tests {
             let want = reference(&q, &k, &v, bias.as_ref(), scale);
             let diff = max_diff(&got, &want);
             assert!(diff < 2e-5, "(b {b}, heads {nh}/{nkv}, t {t}, keys {keys}, d {d}): max difference {diff}");
+        }
+    }
+
+    #[test]
+    fn every_instruction_sets_tiles_compute_the_same() {
+        // The widest set's tiles run in the other tests; here AVX2's (on an x86-64 CPU that has it) and the scalar
+        // fallback's, against the widest, on a grouped causal prefill over two key blocks and a head dim of 80.
+        let (b, nh, nkv, t, d) = (2, 4, 2, 150, 80);
+        let (q, k, v) = (randn((b, nh, t, d), 11), randn((b, nkv, t, d), 12), randn((b, nkv, t, d), 13));
+        let mask = Mask::from_bias(&causal_bias(b, t, t, 3)).unwrap();
+        let run = |isa| {
+            let op = Fused { mask: Some(&mask), scale: 0.1, isa };
+            q.apply_op3_no_bwd(&k, &v, &op).unwrap()
+        };
+        let widest = run(Isa::Widest);
+        let mut others = vec![("scalar", run(Isa::Scalar))];
+        #[cfg(target_arch = "x86_64")]
+        if pulp::x86::V3::try_new().is_some() {
+            others.push(("avx2", run(Isa::Avx2)));
+        }
+        for (name, got) in others {
+            let diff = max_diff(&got, &widest);
+            assert!(diff < 1e-5, "{name}: max difference {diff} from the widest instruction set");
         }
     }
 
