@@ -297,6 +297,9 @@ impl RmsNorm {
     }
 }
 
+/// Up to this many rows, a CPU projection multiplies the other way round (see [`Proj::forward`]).
+const SMALL_ROWS: usize = 16;
+
 /// A projection `y = x W^T (+ b)` of 2-D rows `(rows, in)`: one matmul (and one bias add).
 #[derive(Debug, Clone)]
 struct Proj {
@@ -320,7 +323,14 @@ impl Proj {
     }
 
     fn forward(&self, x: &Tensor, p: &mut Probe) -> candle_core::Result<Tensor> {
-        let y = p.op(x.matmul(&self.w.t()?))?;
+        // A few rows (a decode token) on the CPU: `(W x^T)^T`, so the rows go on the matmul's narrow side. The CPU
+        // gemm pads the row count to its tile's height (16 rows with AVX2, 48 with AVX-512) and the column count
+        // to its width (6 or 8): 8 rows as columns cost less than half the work. The same sums, in the same order.
+        let y = if x.dim(0)? <= SMALL_ROWS && x.device().is_cpu() {
+            p.op(self.w.matmul(&x.t()?))?.t()?
+        } else {
+            p.op(x.matmul(&self.w.t()?))?
+        };
         match &self.b {
             Some(b) => p.op(y.broadcast_add(b)),
             None => Ok(y),
@@ -604,10 +614,12 @@ impl Transformer {
         let q = ops::rope_to_heads(&qkv.narrow(2, 0, nh)?, &rope.cos, &rope.sin, p)?;
         let k = ops::rope_to_heads(&qkv.narrow(2, nh, nkv)?, &rope.cos, &rope.sin, p)?;
         p.enter(Part::CacheWrite)?;
-        let v = p.contiguous(&qkv.narrow(2, nh + nkv, nkv)?.transpose(1, 2)?)?;
+        let v = qkv.narrow(2, nh + nkv, nkv)?.transpose(1, 2)?;
         let (k, v) = match cache {
-            Some(c) => cache_write(c.slot, c.capacity, c.start, c.filled, &k, &v, p)?,
-            None => (k, v),
+            Some(c) => cache_write(c.slot, c.capacity, c.start, c.filled, &k, &p.contiguous(&v)?, p)?,
+            // The fused kernel reads the values where the projection wrote them (rows of `hd`, strided): no copy.
+            None if self.opts.fused_attention => (k, v),
+            None => (k, p.contiguous(&v)?),
         };
         let scale = 1.0 / (hd as f64).sqrt();
         if self.opts.fused_attention {
@@ -698,4 +710,29 @@ impl Greedy {
 pub fn argmax_rows(logits: &Tensor, banned: &[u32]) -> candle_core::Result<Vec<u32>> {
     let greedy = Greedy::new(logits.dim(D::Minus1)?, banned, logits.device())?;
     greedy.choose(logits)?.flatten_all()?.to_vec1::<u32>()
+}
+
+#[cfg(test)]
+mod tests {
+    use candle_core::{Device, Tensor};
+
+    use super::{Proj, SMALL_ROWS};
+    use crate::model::profile::Probe;
+
+    #[test]
+    fn a_few_rows_multiplied_the_other_way_round_give_the_same_bits() {
+        // At a real layer's width (the CPU gemm blocks its sums over `in`), and with a bias.
+        let (inp, out) = (2048, 384);
+        let w = Tensor::randn(0f32, 1.0, (out, inp), &Device::Cpu).unwrap();
+        let b = Tensor::randn(0f32, 1.0, out, &Device::Cpu).unwrap();
+        let proj = Proj { w: w.clone(), b: Some(b.clone()) };
+        for rows in [1, 3, 8, SMALL_ROWS, SMALL_ROWS + 1] {
+            let x = Tensor::randn(0f32, 1.0, (rows, inp), &Device::Cpu).unwrap();
+            let got = proj.forward(&x, &mut Probe::idle()).unwrap();
+            assert_eq!(got.dims(), [rows, out]);
+            let want = x.matmul(&w.t().unwrap()).unwrap().broadcast_add(&b).unwrap();
+            let (got, want) = (got.to_vec2::<f32>().unwrap(), want.to_vec2::<f32>().unwrap());
+            assert!(got == want, "{rows} rows: the products differ");
+        }
+    }
 }
