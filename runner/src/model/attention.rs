@@ -332,11 +332,12 @@ impl Fused<'_> {
         let group = heads / kv_heads;
         let r0 = blk * BLOCK_Q;
         let nr = BLOCK_Q.min(group * t - r0);
-        // Query rows in f32, scaled, padded to whole register tiles with zero rows.
+        // The tiles cover a key block, the padded head dimension and (the values' rows) the scores' rows.
         const {
             let lanes = S::F32_LANES;
             assert!(BLOCK_K.is_multiple_of(SV * lanes) && D_PAD.is_multiple_of(VV * lanes) && SR.is_multiple_of(VR));
         }
+        // Query rows in f32, scaled, padded to whole register tiles with zero rows.
         let nr_pad = nr.div_ceil(SR) * SR;
         let mut qb = vec![0f32; nr_pad * d];
         for r in 0..nr {
