@@ -17,7 +17,7 @@
 //! read as f32 ([`Mask`]). Work is split over (batch row, KV head, block of queries) tasks on rayon's pool, and
 //! the instruction set is chosen at run time (`pulp`: AVX-512, AVX2 + FMA, NEON or scalar), so one binary runs
 //! well on any x86-64 or aarch64 CPU. The two products are register-tiled microkernels written with `pulp`'s
-//! vector types, their tiles sized per vector width ([`Tiles`]); the softmax's loops are left to the
+//! vector types, their tiles sized per vector width (`Tiles`); the softmax's loops are left to the
 //! autovectoriser.
 //!
 //! CUDA has no fused attention yet: the sweep refuses `run.attention = "fused"` on a CUDA device.
