@@ -325,7 +325,8 @@ impl Proj {
     fn forward(&self, x: &Tensor, p: &mut Probe) -> candle_core::Result<Tensor> {
         // A few rows (a decode token) on the CPU: `(W x^T)^T`, so the rows go on the matmul's narrow side. The CPU
         // gemm pads the row count to its tile's height (16 rows with AVX2, 48 with AVX-512) and the column count
-        // to its width (6 or 8): 8 rows as columns cost less than half the work. The same sums, in the same order.
+        // to its width (6 or 8): 8 rows as columns cost less than half the work. The same sums in the same order
+        // (f32: the same bits, tested); the transposed result is copied by the caller's reshape (rows x out values).
         let y = if x.dim(0)? <= SMALL_ROWS && x.device().is_cpu() {
             p.op(self.w.matmul(&x.t()?))?.t()?
         } else {
