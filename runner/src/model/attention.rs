@@ -17,7 +17,7 @@
 //! read as f32 ([`Mask`]). Work is split over (batch row, KV head, block of queries) tasks on rayon's pool, and
 //! the instruction set is chosen at run time (`pulp`: AVX-512, AVX2 + FMA, NEON or scalar), so one binary runs
 //! well on any x86-64 or aarch64 CPU. The two products are register-tiled microkernels written with `pulp`'s
-//! vector types, their tiles sized per vector width (`Tiles`); the softmax's loops are left to the
+//! vector types, their register tiles sized per vector width; the softmax's loops are left to the
 //! autovectoriser.
 //!
 //! CUDA has no fused attention yet: the sweep refuses `run.attention = "fused"` on a CUDA device.
@@ -35,12 +35,6 @@ pub const BLOCK_K: usize = 128;
 const _: () = assert!(BLOCK_K.is_multiple_of(LANES));
 /// The value and output rows are zero-padded to a multiple of this many lanes (every value tile's width divides it).
 const D_PAD: usize = 64;
-
-/// The register tiles of the two products: `SR` query rows x `SV` vectors of keys for the scores, `VR` query rows x
-/// `VV` vectors of head-dimension lanes for the outputs, each accumulator one register. Chosen per vector width in
-/// [`Task::with_simd`] so the accumulators fill most of the registers without spilling.
-#[derive(Clone, Copy)]
-struct Tiles<const SR: usize, const SV: usize, const VR: usize, const VV: usize>;
 
 /// The additive attention mask as f32 rows: the ops path's bias `(B | 1, 1, T | 1, keys)`.
 #[derive(Debug, Clone)]
@@ -313,13 +307,14 @@ impl Fused<'_> {
     }
 
     /// One task: the query rows `blk * BLOCK_Q..` of KV head `g`'s group (row `r` is head `g * group + r / T`,
-    /// position `r % T`) against every key; returns their outputs, `d` f32 each.
+    /// position `r % T`) against every key; returns their outputs, `d` f32 each. The register tiles of the two
+    /// products, one accumulator a register: `SR` query rows x `SV` vectors of keys for the scores, `VR` rows x `VV`
+    /// vectors of head-dimension lanes for the outputs (chosen per vector width in `with_simd`).
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     fn task<S: pulp::Simd, T: Elem, const SR: usize, const SV: usize, const VR: usize, const VV: usize>(
         &self,
         simd: S,
-        _tiles: Tiles<SR, SV, VR, VV>,
         dims: &Dims,
         q: &[T],
         kv: Option<&KvBlocks>,
@@ -373,7 +368,8 @@ impl Fused<'_> {
                     (&kt_own, &vb_own)
                 }
             };
-            scores::<S, SR, SV>(simd, &qb, kt, &mut s, nr_pad, d);
+            // Scores: the scaled queries against the block's keys (transposed), overwriting the last block's.
+            product::<S, SR, SV>(simd, &qb, d, kt, BLOCK_K, &mut s, nr_pad, d, false);
             // Mask, then the online softmax's update of each row's max, sum and output.
             for r in 0..nr {
                 let srow = &mut s[r * BLOCK_K..(r + 1) * BLOCK_K];
@@ -407,7 +403,8 @@ impl Fused<'_> {
             for r in nr..nr_pad {
                 s[r * BLOCK_K..(r + 1) * BLOCK_K].fill(0.0);
             }
-            values::<S, VR, VV>(simd, &s, vb, &mut o, nr_pad, d_pad);
+            // Outputs: the weights times the block's values, added to the rescaled sums.
+            product::<S, VR, VV>(simd, &s, BLOCK_K, vb, d_pad, &mut o, nr_pad, BLOCK_K, true);
         }
         let mut out = vec![0f32; nr * d];
         for r in 0..nr {
@@ -444,9 +441,9 @@ impl<T: Elem> pulp::WithSimd for Task<'_, T> {
         // The tiles for the width `S` has (a constant: one branch is compiled). AVX-512, 32 registers of 16
         // lanes: 16 accumulators each; AVX2, 16 registers of 8 lanes: 8 each, as the loads need the rest.
         if S::F32_LANES >= 16 {
-            op.task(simd, Tiles::<8, 2, 4, 4>, dims, q, kv, &src, b, g, blk)
+            op.task::<S, T, 8, 2, 4, 4>(simd, dims, q, kv, &src, b, g, blk)
         } else {
-            op.task(simd, Tiles::<4, 2, 2, 4>, dims, q, kv, &src, b, g, blk)
+            op.task::<S, T, 4, 2, 2, 4>(simd, dims, q, kv, &src, b, g, blk)
         }
     }
 }
@@ -465,65 +462,41 @@ fn store<S: pulp::Simd, const V: usize>(x: &mut [f32], v: &[S::f32s; V]) {
     x.copy_from_slice(v);
 }
 
-/// `s (rows x BLOCK_K) = qb (rows x d) . kt (d x BLOCK_K)`, `rows` a multiple of `R`, in register tiles of `R`
-/// rows x `V` vectors of keys.
+/// `c (rows x n) (+)= a (rows x inner) . b (inner x n)`, row-major (`a`'s rows `lda` apart, `b`'s and `c`'s
+/// packed), in register tiles of `R` rows x `V` vectors of `S` (`rows` a multiple of `R`, `n` of the tile's lanes);
+/// `add`: `c` is added to, else overwritten. The scores (`q . k^T`, the keys transposed) and the values (`p . v`).
 #[inline(always)]
-fn scores<S: pulp::Simd, const R: usize, const V: usize>(
+#[allow(clippy::too_many_arguments)]
+fn product<S: pulp::Simd, const R: usize, const V: usize>(
     simd: S,
-    qb: &[f32],
-    kt: &[f32],
-    s: &mut [f32],
+    a: &[f32],
+    lda: usize,
+    b: &[f32],
+    n: usize,
+    c: &mut [f32],
     rows: usize,
-    d: usize,
+    inner: usize,
+    add: bool,
 ) {
     let w = V * S::F32_LANES;
-    // Columns outer: a column tile's keys (d x w) stay in L1 while every row tile reads them.
-    for c0 in (0..BLOCK_K).step_by(w) {
+    // Columns outer: a column tile of `b` (inner x w) stays in L1 while every row tile reads it.
+    for c0 in (0..n).step_by(w) {
         for r0 in (0..rows).step_by(R) {
-            let mut acc = [[simd.splat_f32s(0.0); V]; R];
-            for c in 0..d {
-                let k = load::<S, V>(&kt[c * BLOCK_K + c0..]);
-                for (rr, a) in acc.iter_mut().enumerate() {
-                    let q = simd.splat_f32s(qb[(r0 + rr) * d + c]);
-                    for (x, &y) in a.iter_mut().zip(&k) {
-                        *x = simd.mul_add_f32s(q, y, *x);
+            let mut acc: [[S::f32s; V]; R] = std::array::from_fn(|rr| match add {
+                true => load::<S, V>(&c[(r0 + rr) * n + c0..]),
+                false => [simd.splat_f32s(0.0); V],
+            });
+            for j in 0..inner {
+                let y = load::<S, V>(&b[j * n + c0..]);
+                for (rr, acc) in acc.iter_mut().enumerate() {
+                    let x = simd.splat_f32s(a[(r0 + rr) * lda + j]);
+                    for (acc, &y) in acc.iter_mut().zip(&y) {
+                        *acc = simd.mul_add_f32s(x, y, *acc);
                     }
                 }
             }
-            for (rr, a) in acc.iter().enumerate() {
-                store::<S, V>(&mut s[(r0 + rr) * BLOCK_K + c0..], a);
-            }
-        }
-    }
-}
-
-/// `o (rows x d_pad) += p (rows x BLOCK_K) . vb (BLOCK_K x d_pad)`, in register tiles of `R` rows x `V` vectors of
-/// lanes (`rows` a multiple of `R`, `d_pad` of the tile's lanes).
-#[inline(always)]
-fn values<S: pulp::Simd, const R: usize, const V: usize>(
-    simd: S,
-    p: &[f32],
-    vb: &[f32],
-    o: &mut [f32],
-    rows: usize,
-    d_pad: usize,
-) {
-    let w = V * S::F32_LANES;
-    // Lanes outer: a lane tile's values (BLOCK_K x w) stay in L1 while every row tile reads them.
-    for c0 in (0..d_pad).step_by(w) {
-        for r0 in (0..rows).step_by(R) {
-            let mut acc: [[S::f32s; V]; R] = std::array::from_fn(|rr| load::<S, V>(&o[(r0 + rr) * d_pad + c0..]));
-            for j in 0..BLOCK_K {
-                let v = load::<S, V>(&vb[j * d_pad + c0..]);
-                for (rr, a) in acc.iter_mut().enumerate() {
-                    let pv = simd.splat_f32s(p[(r0 + rr) * BLOCK_K + j]);
-                    for (x, &y) in a.iter_mut().zip(&v) {
-                        *x = simd.mul_add_f32s(pv, y, *x);
-                    }
-                }
-            }
-            for (rr, a) in acc.iter().enumerate() {
-                store::<S, V>(&mut o[(r0 + rr) * d_pad + c0..], a);
+            for (rr, acc) in acc.iter().enumerate() {
+                store::<S, V>(&mut c[(r0 + rr) * n + c0..], acc);
             }
         }
     }
