@@ -1,4 +1,5 @@
-//! Records the git commit of the source tree for bundle provenance, and what was dirty.
+//! Records the git commit of the source tree for bundle provenance, and what was dirty; with the `cuda` feature,
+//! compiles the runner's own CUDA kernels (`src/model/kernels.cu`) to PTX with nvcc.
 //!
 //! The compiled sources are the workspace's crates and configs (`SOURCES`): a change there makes cargo run this
 //! script again, so the commit, `-dirty` and the list of dirty paths are those of the tree the binary was built
@@ -23,7 +24,40 @@ const SOURCES: [&str; 13] = [
     "config",
 ];
 
+/// `src/model/kernels.cu` to `OUT_DIR/kernels.ptx` for the GPU `CUDA_COMPUTE_CAP` names (as candle's kernels:
+/// 90 for an H100 or H200), else the one `nvidia-smi` reports, else 80 (any GPU since the A100 runs it).
+fn compile_kernels() {
+    let src = "src/model/kernels.cu";
+    println!("cargo:rerun-if-changed={src}");
+    println!("cargo:rerun-if-env-changed=CUDA_COMPUTE_CAP");
+    let cap = std::env::var("CUDA_COMPUTE_CAP")
+        .ok()
+        .or_else(|| {
+            let out = Command::new("nvidia-smi").args(["--query-gpu=compute_cap", "--format=csv,noheader"]).output();
+            let text = String::from_utf8_lossy(&out.ok()?.stdout).lines().next()?.trim().replace('.', "");
+            (!text.is_empty()).then_some(text)
+        })
+        .unwrap_or_else(|| {
+            println!("cargo:warning=no CUDA_COMPUTE_CAP and no nvidia-smi: the runner's kernels compile for sm_80");
+            "80".into()
+        });
+    let out = std::path::PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("kernels.ptx");
+    let nvcc = std::env::var("NVCC").unwrap_or_else(|_| "nvcc".into());
+    let status = Command::new(&nvcc)
+        .args(["--ptx", "-O3", "-std=c++17", "--expt-relaxed-constexpr", &format!("-arch=sm_{cap}"), src, "-o"])
+        .arg(&out)
+        .status();
+    match status {
+        Ok(s) if s.success() => {}
+        Ok(s) => panic!("{nvcc} failed on {src} ({s}): see its messages above"),
+        Err(e) => panic!("cannot run {nvcc} ({e}): the cuda feature needs the CUDA toolkit's nvcc on PATH"),
+    }
+}
+
 fn main() {
+    if std::env::var_os("CARGO_FEATURE_CUDA").is_some() {
+        compile_kernels();
+    }
     let git_in = |dir: Option<&str>, args: &[&str]| {
         let mut c = Command::new("git");
         if let Some(d) = dir {

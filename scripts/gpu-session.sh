@@ -14,6 +14,9 @@
 #   kernels  `bench-kernels --shape 8b` (copy bandwidth, matmul rate, AR decode token, LLaDA step) and
 #            runner/bench/torch_reference.py (eager and SDPA) on the same shapes, both with --profile (each part of
 #            the forward), side by side (scripts/compare_profiles.py)
+#   fast     the switches that are off until a GPU confirms them (run.cuda_graphs, run.cuda_fused_ops): the tiny
+#            check grid with each on (f32 tokens against the plain CUDA run's, `compare --tokens`), then
+#            `bench-kernels --shape 8b` plain and with both (decode token B=1, LLaDA step B=8 N=1024) and the ratios
 #   grid     config/gpu_primary.toml (the primary grid on synthetic 8B weights) with W=$GRID_W R=$GRID_R
 #            (default 1/1), CUDA-event e2e times beside the host clock (`runner::timing=debug`)
 #   hf       jobs/hf_reference.py (HF transformers, eager attention) on K=$HF_STEPS (default 32) of the grid,
@@ -24,7 +27,7 @@ set -uo pipefail
 BIN="${1:?usage: scripts/gpu-session.sh BIN [DEADLINE_S] [STAGE...]}"
 DEADLINE="${2:-560}"
 shift $(( $# < 2 ? $# : 2 ))
-STAGES="${*:-env check kernels grid hf oom}"
+STAGES="${*:-env check kernels fast grid hf oom}"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT" || exit 1
 OUT_DIR="${OUT_DIR:-${OUT:?set OUT or OUT_DIR}}"
@@ -151,6 +154,40 @@ if has kernels; then
     capped 40 280 "$W/drift-8b.txt" "$BIN" bench-kernels --device cuda:0 --shape 8b --drift --batch 1 \
         --seq-len 512 --decode-tokens 8 --repetitions 2
     grep -E "against f32" "$W/drift-8b.txt" | tee -a "$SUMMARY"
+fi
+
+if has fast; then
+    say "stage fast"
+    # Correctness first: the tiny check grid (f32) with each switch, token for token against the plain CUDA run.
+    for sw in cuda-graphs cuda-fused-ops; do
+        capped 60 260 "$W/fast-$sw.log" "$BIN" run --config config/gpu_check.toml --device cuda "--$sw" \
+            --model-cache-dir "$HF" --run-dir "$W/fast-$sw" -q
+        if [ -f "$W/check-cuda/bundle.json" ] && [ -f "$W/fast-$sw/bundle.json" ]; then
+            "$BIN" compare --tokens "$W/check-cuda/bundle.json" "$W/fast-$sw/bundle.json" \
+                >"$W/fast-$sw-compare.txt" 2>&1
+            say "--$sw against the plain cuda run, f32 (rc=$?): $(tail -1 "$W/fast-$sw-compare.txt")"
+        fi
+    done
+    # Then speed at the 8B shapes: plain, then both switches (one binary, the same shapes and repetitions).
+    for v in plain fast; do
+        flags=()
+        [ "$v" = fast ] && flags=(--cuda-graphs --cuda-fused-ops)
+        capped 75 150 "$W/bench-$v.json" "$BIN" bench-kernels --device cuda:0 --shape 8b --json "${flags[@]}"
+    done
+    python3 - "$W/bench-plain.json" "$W/bench-fast.json" <<'PY' 2>&1 | tee -a "$SUMMARY"
+import json, sys
+runs = []
+for path in sys.argv[1:]:
+    try:
+        runs.append(json.load(open(path)))
+    except Exception as e:  # a stage that timed out leaves no JSON
+        print(f"{path}: no result ({e})")
+        sys.exit(0)
+for part in ("decode", "llada_step"):
+    a, b = (r[part]["ms"] for r in runs)
+    print(f"{part}: plain {a:.2f} ms, graphs + fused ops {b:.2f} ms: {a / b:.2f}x "
+          f"(B={runs[0][part]['batch']}, N={runs[0][part]['seq_len']})")
+PY
 fi
 
 if has grid; then

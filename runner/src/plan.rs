@@ -52,6 +52,14 @@ pub struct ConfigArgs {
     /// quality.parity_search).
     #[arg(long)]
     pub parity_search: bool,
+    /// Replay Llama's decode steps as CUDA graphs (sets run.cuda_graphs; CUDA only; off by default until a GPU run
+    /// has shown the eager decode's tokens and a speedup).
+    #[arg(long)]
+    pub cuda_graphs: bool,
+    /// Run RMSNorm, RoPE and SwiGLU as one CUDA kernel each (sets run.cuda_fused_ops; CUDA only; off by default
+    /// until a GPU run has shown the same tokens and a speedup).
+    #[arg(long)]
+    pub cuda_fused_ops: bool,
 }
 
 /// A sampler series by its config name.
@@ -179,6 +187,14 @@ pub fn resolve_with_base(args: &ConfigArgs, base: Option<(String, String, PathBu
     if let Some(r) = args.repetitions {
         note("repetitions", r.to_string());
         config.run.repetitions = r;
+    }
+    if args.cuda_graphs {
+        overrides.push("--cuda-graphs".into());
+        config.run.cuda_graphs = true;
+    }
+    if args.cuda_fused_ops {
+        overrides.push("--cuda-fused-ops".into());
+        config.run.cuda_fused_ops = true;
     }
     if args.parity_search {
         overrides.push("--parity-search".into());

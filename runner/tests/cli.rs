@@ -378,6 +378,23 @@ fn fused_attention_is_asked_for_by_the_config_recorded_and_refused_on_cuda() {
 }
 
 #[test]
+fn cuda_graphs_and_fused_cuda_ops_are_refused_on_the_cpu_naming_the_field() {
+    let sb = Sandbox::new();
+    for (flag, field) in [("--cuda-graphs", "run.cuda_graphs"), ("--cuda-fused-ops", "run.cuda_fused_ops")] {
+        let out = sb.cmd(&["plan", flag]);
+        assert_exit!(out, 2);
+        assert!(stderr(&out).contains(field), "{}", stderr(&out));
+        assert!(stderr(&out).contains(&format!("drop {flag}")), "{}", stderr(&out));
+        // On a CUDA device the plan stands (running it needs the GPU).
+        let out = sb.cmd(&["plan", flag, "--device", "cuda"]);
+        assert_exit!(out, 0);
+    }
+    let out = sb.cmd(&["bench-kernels", "--shape", "tiny", "--cuda-graphs"]);
+    assert_exit!(out, 2);
+    assert!(stderr(&out).contains("--device cuda"), "{}", stderr(&out));
+}
+
+#[test]
 fn guided_llada_cells_record_two_forward_passes_per_step() {
     let sb = Sandbox::new();
     let demo = std::fs::read_to_string(repo_file("config/demo.toml")).expect("demo");

@@ -1207,3 +1207,31 @@ fn fused_attention_computes_the_ops_paths_forward() {
     let got = generate_ar(&fu, &prompts, 8, EosPolicy::Ignore).expect("fused");
     assert_eq!(got.tokens, want.tokens);
 }
+
+// ---------------------------------------------------------------- static decode steps (run.cuda_graphs)
+
+#[test]
+fn static_decode_steps_choose_the_eager_decodes_tokens() {
+    // The steps a CUDA graph captures (the cache position on the device, attention over the whole cache behind a
+    // length mask, the chosen token written back on the device), run eagerly on the CPU: the same tokens as the
+    // eager decode, with and without padding, with EOS suppressed, for every output length down to one token.
+    use runner::model::TransformerOptions;
+    let graph = TransformerOptions { decode_graph: true, ..TransformerOptions::default() };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let files = tiny_files(dir.path(), ModelKind::Llama, &spec(7, None));
+    let eager = load(&files, ModelKind::Llama);
+    let fixed = LoadedModel::load_with(&files, ModelKind::Llama, &Device::Cpu, DType::F32, graph).expect("load");
+    let padded = vec![vec![5u32, 9, 200], vec![17, 3, 88, 120, 61, 7, 400], vec![42]];
+    let even = vec![vec![5u32, 9, 200, 4], vec![17, 3, 88, 120]];
+    for prompts in [&padded, &even] {
+        for eos in [EosPolicy::Ignore, EosPolicy::Suppress] {
+            for n_out in [1, 2, 3, 12] {
+                let want = generate_ar(&eager, prompts, n_out, eos).expect("eager");
+                let got = generate_ar(&fixed, prompts, n_out, eos).expect("static");
+                assert_eq!(got.tokens, want.tokens, "{n_out} tokens, {eos:?}, prompts {prompts:?}");
+                assert_eq!(got.token_ms.len(), n_out);
+                assert!(got.token_ms.iter().all(|&ms| ms >= 0.0) && got.e2e_ms >= got.prefill_ms);
+            }
+        }
+    }
+}

@@ -103,6 +103,13 @@ pub struct BenchArgs {
     /// "fused"`: online softmax over blocks, the scores never in memory).
     #[arg(long, value_enum, default_value = "ops")]
     pub attention: AttentionArg,
+    /// Decode tokens as CUDA-graph replays (`run.cuda_graphs`: the first step eager, the second captured, the rest
+    /// replayed; CUDA only). The decode profile (`--profile`) stays eager: a graph has no parts to time.
+    #[arg(long)]
+    pub cuda_graphs: bool,
+    /// RMSNorm, RoPE and SwiGLU as one CUDA kernel each (`run.cuda_fused_ops`; CUDA only).
+    #[arg(long)]
+    pub cuda_fused_ops: bool,
     /// Batch of the LLaDA step (B).
     #[arg(long, default_value_t = 8)]
     pub batch: usize,
@@ -428,9 +435,11 @@ pub fn run(args: &BenchArgs) -> Result<Report> {
     };
     Ok(Report {
         framework: format!(
-            "candle {} ({} attention)",
+            "candle {} ({} attention{}{})",
             candle_version(),
-            if args.attention == AttentionArg::Fused { "fused" } else { "ops" }
+            if args.attention == AttentionArg::Fused { "fused" } else { "ops" },
+            if args.cuda_graphs { ", CUDA-graph decode" } else { "" },
+            if args.cuda_fused_ops { ", fused CUDA norm/RoPE/SwiGLU" } else { "" }
         ),
         device: device_name,
         threads: (!cuda).then(candle_core::utils::get_num_threads),
@@ -464,7 +473,20 @@ fn bench_options(args: &BenchArgs, device: &Device) -> Result<TransformerOptions
         )
         .into());
     }
-    Ok(TransformerOptions { fused_attention, ..TransformerOptions::default() })
+    if (args.cuda_graphs || args.cuda_fused_ops) && !device.is_cuda() {
+        return Err(InputError(
+            "bench-kernels: --cuda-graphs and --cuda-fused-ops are CUDA's (the CPU always fuses norm, RoPE and \
+             SwiGLU); drop them on the CPU or run with --device cuda"
+                .into(),
+        )
+        .into());
+    }
+    Ok(TransformerOptions {
+        fused_attention,
+        decode_graph: args.cuda_graphs,
+        cuda_fused_ops: args.cuda_fused_ops,
+        ..TransformerOptions::default()
+    })
 }
 
 fn bench_config(args: &BenchArgs, kind: ModelKind) -> Result<ModelConfig> {

@@ -10,6 +10,7 @@ use super::plan::{decode_work, step_forward};
 use super::{BenchArgs, Drift, Phase, Selection, bench_options, random_ids, synthetic_transformer};
 use crate::device::peaks::{Reps, median_ms};
 use crate::device::timing::Stopwatch;
+use crate::generate::decode_greedy;
 use crate::model::transformer::Greedy;
 use crate::model::{LogitsSpan, ModelConfig, Part, Positions, Probe, Rope, Transformer};
 use crate::synth::rng::SplitMix64;
@@ -26,7 +27,12 @@ pub(super) fn decode_bench(
     let tf = synthetic_transformer(cfg, device, dtype, args.seed, bench_options(args, device)?)?;
     let (b, n, steps) = (args.decode_batch, args.seq_len, args.decode_tokens);
     let ids = decode_prompt(args, cfg, device)?;
-    let ms = median_ms(reps, || decode_run(&tf, &ids, steps, &mut Probe::idle()))?;
+    // `generate_ar`'s own decoding (eager, or CUDA-graph replays with `--cuda-graphs`): the mean of its per-token
+    // times after the prefill.
+    let ms = median_ms(reps, || {
+        let out = decode_greedy(&tf, &ids, None, steps + 1, &[])?;
+        Ok(out.token_ms[1..].iter().sum::<f64>() / steps as f64)
+    })?;
     let shape = cfg.shape();
     let (weights_bytes, flops) = decode_work(args, &shape, dtype.size_in_bytes() as u64);
     let floor_ms = weights_bytes as f64 / copy_bytes_per_s * 1e3;
@@ -41,8 +47,8 @@ pub(super) fn decode_prompt(args: &BenchArgs, cfg: &ModelConfig, device: &Device
 }
 
 /// A prefill of `ids`, then `steps` single-token forwards with the KV cache, each followed by the greedy choice
-/// on the device whose ids are the next forward's input, exactly the per-token work of `generate_ar`; `p`
-/// probes the decode tokens. Milliseconds per decode token.
+/// on the device whose ids are the next forward's input, the per-token work of `generate_ar`'s eager decoding,
+/// with `p` probing the decode tokens (`--profile`). Milliseconds per decode token.
 pub(super) fn decode_run(tf: &Transformer, ids: &Tensor, steps: usize, p: &mut Probe) -> Result<f64> {
     let device = tf.device();
     let (b, prompt) = ids.dims2()?;

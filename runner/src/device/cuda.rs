@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use candle_core::Device;
-use candle_core::cuda::cudarc::driver::{CudaContext, CudaEvent, CudaStream, DriverError, result, sys};
+use candle_core::cuda::cudarc::driver::{CudaContext, CudaEvent, CudaGraph, CudaStream, DriverError, result, sys};
 
 use super::MemoryPeaks;
 
@@ -102,6 +102,22 @@ fn get_u64(pool: sys::CUmemoryPool, attr: sys::CUmemPool_attribute) -> candle_co
     Ok(value)
 }
 
+/// The memory of captured CUDA graphs (their intermediates live in the driver's graph pool, not in the device pool
+/// `cuMemAllocAsync` draws from outside a capture): attribute `attr` of the device's graph memory.
+fn graph_mem(ctx: &CudaContext, attr: sys::CUgraphMem_attribute, set: Option<u64>) -> candle_core::Result<u64> {
+    let mut value = set.unwrap_or(0);
+    // SAFETY: a live context's device; the graph memory attributes are all `cuuint64_t`, read or written through
+    // `value`, which outlives the call; only the high-water marks are ever written (to 0, as the API allows).
+    let r = unsafe {
+        match set {
+            Some(_) => sys::cuDeviceSetGraphMemAttribute(ctx.cu_device(), attr, (&raw mut value).cast()),
+            None => sys::cuDeviceGetGraphMemAttribute(ctx.cu_device(), attr, (&raw mut value).cast()),
+        }
+    };
+    r.result().map_err(wrap)?;
+    Ok(value)
+}
+
 /// Keep reserved memory in the pool (release threshold u64::MAX): otherwise the pool returns its free memory to
 /// the driver at every synchronisation and each run pays the driver's allocation again.
 pub fn prepare(device: &Device) -> candle_core::Result<()> {
@@ -115,16 +131,24 @@ pub fn reset_peaks(device: &Device) -> candle_core::Result<()> {
     let ctx = context(device)?;
     let pool = pool(&ctx)?;
     set_u64(pool, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_HIGH, 0)?;
-    set_u64(pool, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, 0)
+    set_u64(pool, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, 0)?;
+    graph_mem(&ctx, sys::CUgraphMem_attribute::CU_GRAPH_MEM_ATTR_USED_MEM_HIGH, Some(0))?;
+    graph_mem(&ctx, sys::CUgraphMem_attribute::CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH, Some(0))?;
+    Ok(())
 }
 
-/// The high-water marks since the last reset and the device-wide used memory now.
+/// The high-water marks since the last reset and the device-wide used memory now. A run that replayed CUDA graphs
+/// adds their memory's marks (the graphs' intermediates come from the driver's graph pool): the sum of two
+/// high-water marks, at most the joint peak plus the smaller of them (0 without graphs).
 pub fn read_peaks(device: &Device) -> candle_core::Result<MemoryPeaks> {
     device.synchronize()?;
     let ctx = context(device)?;
     let pool = pool(&ctx)?;
-    let allocated = get_u64(pool, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_HIGH)?;
-    let reserved = get_u64(pool, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH)?;
+    let graphs = |attr| graph_mem(&ctx, attr, None);
+    let allocated = get_u64(pool, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_HIGH)?
+        + graphs(sys::CUgraphMem_attribute::CU_GRAPH_MEM_ATTR_USED_MEM_HIGH)?;
+    let reserved = get_u64(pool, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH)?
+        + graphs(sys::CUgraphMem_attribute::CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH)?;
     let (free, total) = ctx.mem_get_info().map_err(wrap)?;
     Ok(MemoryPeaks {
         allocated: Some(allocated),
@@ -150,4 +174,52 @@ pub fn uuid(device: &Device) -> candle_core::Result<String> {
     let b: Vec<u8> = id.bytes.iter().map(|&c| c as u8).collect();
     let hex = |r: std::ops::Range<usize>| b[r].iter().map(|x| format!("{x:02x}")).collect::<String>();
     Ok(format!("GPU-{}-{}-{}-{}-{}", hex(0..4), hex(4..6), hex(6..8), hex(8..10), hex(10..16)))
+}
+
+/// While alive, candle keeps every small host-to-device upload it makes (an op's dims and strides) on the device,
+/// keyed by its bytes, and reuses it: what a capture needs, since a capture may not copy from the host. Hold it
+/// over a first eager run of the work to capture (which fills the cache) and over the capture.
+pub struct GraphParams {
+    _guard: Box<dyn std::any::Any>,
+}
+
+impl GraphParams {
+    pub fn hold(device: &Device) -> candle_core::Result<Self> {
+        Ok(Self { _guard: Box::new(device.as_cuda_device()?.enable_cuda_graph_htod_cache()) })
+    }
+}
+
+/// Work captured from candle's stream as a CUDA graph: [`Graph::launch`] replays it, one launch for every kernel,
+/// copy and allocation recorded.
+pub struct Graph(CudaGraph);
+
+impl std::fmt::Debug for Graph {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Graph")
+    }
+}
+
+impl Graph {
+    /// Records what `work` queues on `device`'s stream (nothing runs) and instantiates it. The allocations made and
+    /// freed inside become the graph's own (freed again at each launch); `work` must leave its results in buffers
+    /// that existed before the capture. Hold a [`GraphParams`] over a first eager run of `work` and this call.
+    pub fn capture(device: &Device, work: impl FnOnce() -> candle_core::Result<()>) -> candle_core::Result<Self> {
+        let stream = stream(device)?;
+        stream.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).map_err(wrap)?;
+        let recorded = work();
+        // The capture ends in any case (a stream left capturing would refuse all later work).
+        let ended = stream
+            .end_capture(sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH)
+            .map_err(wrap);
+        recorded.map_err(|e| e.context("while capturing a CUDA graph"))?;
+        match ended? {
+            Some(graph) => Ok(Self(graph)),
+            None => candle_core::bail!("the CUDA graph capture recorded nothing"),
+        }
+    }
+
+    /// Queues one replay on the stream it was captured from (no host wait).
+    pub fn launch(&self) -> candle_core::Result<()> {
+        self.0.launch().map_err(wrap)
+    }
 }

@@ -24,6 +24,9 @@ pub mod timing;
 mod imp;
 
 pub(crate) use imp::{EventClock, EventMark};
+/// CUDA-graph capture and replay ([`Graph`]) and the upload cache a capture needs ([`GraphParams`]); without
+/// CUDA both refuse.
+pub use imp::{Graph, GraphParams};
 
 /// Test-only fault injection: a cell whose description (`CellKey`'s Display, e.g.
 /// `org/model N=48 B=2 K=8`) contains this variable's value fails its first measured run with a CUDA

@@ -56,3 +56,26 @@ pub fn release(_device: &Device) -> candle_core::Result<()> {
 pub fn uuid(_device: &Device) -> candle_core::Result<String> {
     Err(candle_core::Error::NotCompiledWithCudaSupport)
 }
+
+/// candle's upload cache for a capture: nothing to hold without CUDA.
+pub struct GraphParams;
+
+impl GraphParams {
+    pub fn hold(_device: &Device) -> candle_core::Result<Self> {
+        Err(candle_core::Error::NotCompiledWithCudaSupport)
+    }
+}
+
+/// A CUDA graph: uninhabited without CUDA.
+#[derive(Debug)]
+pub enum Graph {}
+
+impl Graph {
+    pub fn capture(_device: &Device, _work: impl FnOnce() -> candle_core::Result<()>) -> candle_core::Result<Self> {
+        Err(candle_core::Error::NotCompiledWithCudaSupport)
+    }
+
+    pub fn launch(&self) -> candle_core::Result<()> {
+        match *self {}
+    }
+}

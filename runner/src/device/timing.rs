@@ -94,6 +94,8 @@ impl Stopwatch {
 pub struct Marks {
     device: Device,
     marks: Vec<Mark>,
+    /// Per mark: the interval that ends at it is a gap, not a lap ([`Marks::restart`]).
+    gap: Vec<bool>,
 }
 
 #[derive(Debug)]
@@ -105,7 +107,7 @@ enum Mark {
 impl Marks {
     /// The first mark, after the work queued on `device` so far.
     pub fn start(device: &Device) -> candle_core::Result<Self> {
-        let mut m = Self { device: device.clone(), marks: Vec::new() };
+        let mut m = Self { device: device.clone(), marks: Vec::new(), gap: Vec::new() };
         if !device.is_cuda() {
             device.synchronize()?;
         }
@@ -120,14 +122,27 @@ impl Marks {
             _ => Mark::Host(Instant::now()),
         };
         self.marks.push(m);
+        self.gap.push(false);
         Ok(())
     }
 
-    /// Milliseconds between consecutive marks (one fewer than the marks); waits for the device.
+    /// A mark that starts the next lap without ending one: the time since the last mark (host work the device
+    /// may have waited for, such as a CUDA graph's capture) is in no lap.
+    pub fn restart(&mut self) -> candle_core::Result<()> {
+        self.mark()?;
+        if let Some(g) = self.gap.last_mut() {
+            *g = true;
+        }
+        Ok(())
+    }
+
+    /// Milliseconds between consecutive marks (one fewer than the marks, less the restarts); waits for the device.
     pub fn laps_ms(&self) -> candle_core::Result<Vec<f64>> {
         self.marks
             .windows(2)
-            .map(|w| match (&w[0], &w[1]) {
+            .zip(&self.gap[1..])
+            .filter(|(_, gap)| !**gap)
+            .map(|(w, _)| match (&w[0], &w[1]) {
                 (Mark::Host(a), Mark::Host(b)) => Ok((*b - *a).as_secs_f64() * 1e3),
                 (Mark::Event(a), Mark::Event(b)) => a.ms_to(b),
                 _ => candle_core::bail!("time marks from two clocks"),

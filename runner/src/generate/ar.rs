@@ -8,12 +8,13 @@
 //! its index among the row's real tokens (padding gets 0 and is never attended to). A row's tokens therefore do
 //! not depend on how much padding the batch gave it.
 
-use candle_core::Tensor;
+use candle_core::{DType, Tensor};
 use schema::grid::ModelKind;
 
 use super::{EosPolicy, GenerateError, check_finite, check_interrupted, left_pad, params_err};
 use crate::device::timing::Marks;
-use crate::model::transformer::Greedy;
+use crate::device::{Graph, GraphParams};
+use crate::model::transformer::{Greedy, Rope, Transformer};
 use crate::model::{LoadedModel, LogitsSpan, Positions};
 
 /// Result of [`generate_ar`].
@@ -54,32 +55,57 @@ pub fn generate_ar(
         EosPolicy::Ignore => &[],
         EosPolicy::Suppress => &model.special.stop,
     };
-    let tf = &model.transformer;
+    let flat: Vec<u32> = batch.rows.iter().flatten().copied().collect();
+    let ids = Tensor::from_vec(flat, (b, p), model.transformer.device())?;
+    decode_greedy(&model.transformer, &ids, batch.any_pad.then_some(batch.valid.as_slice()), n_out, banned)
+}
+
+/// The decoding of [`generate_ar`] from prompt ids `(batch, p)` on the device: `valid[b][j]` says whether position
+/// `j` of row `b` is a real token (left padding is not; `None`: no padding), `banned` ids are never chosen
+/// (`bench-kernels` times its decode tokens with it).
+pub(crate) fn decode_greedy(
+    tf: &Transformer,
+    ids: &Tensor,
+    valid: Option<&[Vec<bool>]>,
+    n_out: usize,
+    banned: &[u32],
+) -> Result<ArOutput, GenerateError> {
+    let (b, p) = ids.dims2()?;
+    if n_out == 0 {
+        return params_err("n_out must be at least 1");
+    }
     let device = tf.device();
     // Key validity over the whole run: padding, then real prompt tokens, then generated tokens.
-    let key_valid: Vec<Vec<bool>> =
-        batch.valid.iter().map(|v| v.iter().copied().chain(std::iter::repeat_n(true, n_out)).collect()).collect();
-    let n_pad: Vec<usize> = prompts.iter().map(|r| p - r.len()).collect();
+    let key_valid: Vec<Vec<bool>> = match valid {
+        Some(v) => v.iter().map(|v| v.iter().copied().chain(std::iter::repeat_n(true, n_out)).collect()).collect(),
+        None => Vec::new(),
+    };
+    let n_pad: Vec<usize> = match valid {
+        Some(v) => v.iter().map(|r| r.iter().filter(|&&ok| !ok).count()).collect(),
+        None => vec![0; b],
+    };
     // Every token fed: the padded prompt and the n_out - 1 generated tokens fed back (the KV cache's size).
     let fed = p + n_out - 1;
     // RoPE tables of every position fed, and the decode steps' key mask over all of them, made once before the
     // timed region (as a model's cos/sin cache is made at load): each forward takes a slice on the device and
     // nothing is computed on the host or uploaded per token. Left-padded rows count positions from their first
     // real token.
-    let positions = if batch.any_pad {
+    let positions = if valid.is_some() {
         Positions::PerRow(n_pad.iter().map(|&c| (0..fed).map(|j| j.saturating_sub(c) as u32).collect()).collect())
     } else {
         Positions::Range { start: 0, len: fed }
     };
     let rope_all = tf.rope(&positions)?;
-    let flat: Vec<u32> = batch.rows.iter().flatten().copied().collect();
-    let ids = Tensor::from_vec(flat, (b, p), device)?;
-    let valid = batch.any_pad.then_some(key_valid.as_slice());
+    let valid = valid.is_some().then_some(key_valid.as_slice());
     // `(B, 1, 1, fed)` (None without padding: a single query at the end of a causal sequence masks nothing).
     let decode_bias = tf.attention_bias(valid, b, fed - 1, 1, fed)?;
 
     let prefill_bias = tf.attention_bias(valid, b, 0, p, p)?;
     let greedy = Greedy::new(tf.config().vocab_size, banned, device)?;
+    let static_steps = match tf.options().decode_graph && n_out > 1 {
+        true => Some(StaticDecode::new(tf, decode_bias.clone(), b, p, n_out)?),
+        false => None,
+    };
 
     // The host never waits inside the loop: each chosen id stays on the device and is the next forward's input,
     // and each token's end is a time mark (a CUDA event) read after the last token, so on a GPU the next token's
@@ -87,20 +113,29 @@ pub fn generate_ar(
     let mut marks = Marks::start(device)?;
     let mut cache = tf.new_cache(fed);
     let rope = rope_all.narrow(0, p)?;
-    let mut logits = tf.forward(&ids, &rope, prefill_bias.as_ref(), Some(&mut cache), LogitsSpan::Last)?;
+    let mut logits = tf.forward(ids, &rope, prefill_bias.as_ref(), Some(&mut cache), LogitsSpan::Last)?;
     let mut next = greedy.choose(&logits.squeeze(1)?)?;
     marks.mark()?;
     let mut chosen = vec![next.clone()];
-    for s in 1..n_out {
-        check_interrupted()?;
-        // The token chosen at step s-1 sits at absolute index p + s - 1.
-        let pos = p + s - 1;
-        let rope = rope_all.narrow(pos, 1)?;
-        let bias = decode_bias.as_ref().map(|m| m.narrow(3, 0, pos + 1)).transpose()?;
-        logits = tf.forward(&next, &rope, bias.as_ref(), Some(&mut cache), LogitsSpan::Last)?;
-        next = greedy.choose(&logits.squeeze(1)?)?;
-        chosen.push(next.clone());
-        marks.mark()?;
+    // A captured graph is kept until the device is done with its replays (`laps_ms` waits).
+    let mut _graph = None;
+    if let Some(st) = &static_steps {
+        st.start(&next, &mut cache)?;
+        _graph = st.run(tf, &rope_all, &greedy, &mut cache, &mut marks, n_out)?;
+        logits = st.logits.unsqueeze(1)?;
+        chosen = vec![st.out.clone()];
+    } else {
+        for s in 1..n_out {
+            check_interrupted()?;
+            // The token chosen at step s-1 sits at absolute index p + s - 1.
+            let pos = p + s - 1;
+            let rope = rope_all.narrow(pos, 1)?;
+            let bias = decode_bias.as_ref().map(|m| m.narrow(3, 0, pos + 1)).transpose()?;
+            logits = tf.forward(&next, &rope, bias.as_ref(), Some(&mut cache), LogitsSpan::Last)?;
+            next = greedy.choose(&logits.squeeze(1)?)?;
+            chosen.push(next.clone());
+            marks.mark()?;
+        }
     }
     // Waits for the device: the prefill (to the first token), then one lap per decode token.
     let token_ms = marks.laps_ms()?;
@@ -111,4 +146,122 @@ pub fn generate_ar(
     check_finite(&logits, "the logits of the last decode step")?;
     debug_assert!(tokens.iter().all(|r| r.len() == n_out));
     Ok(ArOutput { tokens, prefill_ms, e2e_ms, token_ms, prompt_len: p })
+}
+
+/// The decode steps of [`TransformerOptions::decode_graph`](crate::model::TransformerOptions): every step has the
+/// same shapes and reads what changes (the position, the last token) from buffers on the device, so one step can be
+/// captured as a CUDA graph and replayed. Made before the timed region.
+struct StaticDecode {
+    /// `(1)` u32: the absolute index of the token a step feeds (the KV cache's cursor; its RoPE position's index).
+    cursor: Tensor,
+    /// `(batch, 1)` u32: the token a step feeds (the last one chosen).
+    ids: Tensor,
+    /// `(batch, n_out)` u32: every chosen token.
+    out: Tensor,
+    /// `(batch, vocab)`: the last step's logits (their finiteness is checked after the timed region).
+    logits: Tensor,
+    /// `(batch | 1, 1, 1, fed)`: the padding's bias over every key, `None` without padding.
+    pad_bias: Option<Tensor>,
+    /// `(fed)` u32 `0..fed`, and the length mask's two values `(fed)` (0 and -inf in the attention dtype).
+    keys: Tensor,
+    visible: Tensor,
+    hidden: Tensor,
+    /// `(1)` u32: `p - 1` (the column of the token a step chooses is `cursor - first`) and 1.
+    first: Tensor,
+    one: Tensor,
+    batch: usize,
+}
+
+impl StaticDecode {
+    fn new(tf: &Transformer, pad_bias: Option<Tensor>, b: usize, p: usize, n_out: usize) -> candle_core::Result<Self> {
+        let device = tf.device();
+        let fed = p + n_out - 1;
+        let u32s = |v: Vec<u32>| Tensor::from_vec(v, 1, device);
+        let ad = tf.attn_dtype();
+        Ok(Self {
+            cursor: u32s(vec![p as u32])?,
+            ids: Tensor::zeros((b, 1), DType::U32, device)?,
+            out: Tensor::zeros((b, n_out), DType::U32, device)?,
+            logits: Tensor::zeros((b, tf.config().vocab_size), tf.dtype(), device)?,
+            pad_bias,
+            keys: Tensor::arange(0u32, fed as u32, device)?,
+            visible: Tensor::zeros(fed, ad, device)?,
+            hidden: Tensor::full(f32::NEG_INFINITY, fed, device)?.to_dtype(ad)?,
+            first: u32s(vec![p as u32 - 1])?,
+            one: u32s(vec![1])?,
+            batch: b,
+        })
+    }
+
+    /// After the prefill: the first chosen token is fed next and is the first output; the cache's cursor moves to
+    /// the device.
+    fn start(&self, next: &Tensor, cache: &mut crate::model::KvCache) -> candle_core::Result<()> {
+        self.ids.slice_set(next, 1, 0)?;
+        self.out.slice_set(next, 1, 0)?;
+        cache.set_cursor(self.cursor.clone())
+    }
+
+    /// One decode step: feeds `ids` at `cursor`, writes the chosen token to `ids` and `out` and the logits to
+    /// `logits`, advances `cursor`. Nothing read back, nothing uploaded, no shape that changes.
+    fn step(
+        &self,
+        tf: &Transformer,
+        rope_all: &Rope,
+        greedy: &Greedy,
+        cache: &mut crate::model::KvCache,
+    ) -> candle_core::Result<()> {
+        let rope = rope_all.at(&self.cursor)?;
+        // Keys up to the cursor are visible (a causal query at the end of what is filled), the others hidden.
+        let fed = self.keys.dim(0)?;
+        let length = self.keys.broadcast_le(&self.cursor)?.where_cond(&self.visible, &self.hidden)?;
+        let length = length.reshape((1, 1, 1, fed))?;
+        let bias = match &self.pad_bias {
+            Some(pad) => pad.broadcast_add(&length)?,
+            None => length,
+        };
+        let logits = tf.forward(&self.ids, &rope, Some(&bias), Some(cache), LogitsSpan::Last)?.squeeze(1)?;
+        let next = greedy.choose(&logits)?;
+        self.ids.slice_set(&next, 1, 0)?;
+        let column = self.cursor.broadcast_sub(&self.first)?.reshape((1, 1))?;
+        self.out.scatter_set(&column.broadcast_as((self.batch, 1))?.contiguous()?, &next, 1)?;
+        self.logits.slice_set(&logits, 0, 0)?;
+        self.cursor.slice_set(&self.cursor.broadcast_add(&self.one)?, 0, 0)
+    }
+
+    /// Decode steps 1..n_out, one time mark each. On CUDA the first step runs eagerly (filling candle's upload
+    /// cache), the second is captured and every later one replays it (the capture's host time is left out of the
+    /// laps); the graph is returned, to outlive its queued launches. On the CPU every step runs eagerly.
+    fn run(
+        &self,
+        tf: &Transformer,
+        rope_all: &Rope,
+        greedy: &Greedy,
+        cache: &mut crate::model::KvCache,
+        marks: &mut Marks,
+        n_out: usize,
+    ) -> Result<Option<Graph>, GenerateError> {
+        let device = tf.device();
+        if !device.is_cuda() {
+            for _ in 1..n_out {
+                check_interrupted()?;
+                self.step(tf, rope_all, greedy, cache)?;
+                marks.mark()?;
+            }
+            return Ok(None);
+        }
+        let _params = GraphParams::hold(device)?;
+        self.step(tf, rope_all, greedy, cache)?;
+        marks.mark()?;
+        if n_out < 3 {
+            return Ok(None);
+        }
+        let graph = Graph::capture(device, || self.step(tf, rope_all, greedy, cache))?;
+        marks.restart()?;
+        for _ in 2..n_out {
+            check_interrupted()?;
+            graph.launch()?;
+            marks.mark()?;
+        }
+        Ok(Some(graph))
+    }
 }

@@ -8,6 +8,7 @@ mod ar;
 mod dream;
 mod llada;
 
+pub(crate) use ar::decode_greedy;
 pub use ar::{ArOutput, generate_ar};
 pub use dream::{
     DREAM_EPS, DreamOutput, DreamParams, dream_origin_probability, dream_timesteps, dream_transfer_count,

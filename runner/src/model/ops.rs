@@ -12,8 +12,11 @@
 //!   roundings of candle's element-wise `silu` and `mul` in the model dtype. (Before: `silu` on one projection,
 //!   `mul` with the other.)
 //!
-//! On CUDA the same functions run candle's ops in the order they replace (one kernel each: a CUDA version of
-//! these kernels is for a GPU run to confirm), so every device computes the same numbers.
+//! On CUDA the same functions run candle's ops in the order they replace, unless `run.cuda_fused_ops` asks for the
+//! CUDA versions of the three kernels (`kernels.cu`, compiled by `build.rs` with the `cuda` feature): each mirrors
+//! candle's CUDA ops (their f32 sums in the same order, their roundings), which differ from candle's CPU ops in
+//! places (its CUDA RMSNorm multiplies by `rsqrt`, its bf16 `silu` rounds once). Off by default until a GPU run
+//! shows the same tokens and a speedup.
 
 use candle_core::backend::BackendStorage;
 use candle_core::{CpuStorage, CustomOp1, CustomOp2, CustomOp3, DType, Layout, Shape, Tensor, bail};
@@ -121,12 +124,42 @@ impl CustomOp2 for RmsNorm {
             _ => bail!("rms_norm: unsupported dtypes {:?} and {:?}", s1.dtype(), s2.dtype()),
         }
     }
+
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        s1: &candle_core::CudaStorage,
+        l1: &Layout,
+        s2: &candle_core::CudaStorage,
+        l2: &Layout,
+    ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
+        use candle_core::cuda_backend::CudaStorageSlice as S;
+        let storage = match (&s1.slice, &s2.slice) {
+            (S::F32(x), S::F32(w)) => gpu::rms_norm(&s1.device, x, l1, w, l2, self.eps, "f32"),
+            (S::BF16(x), S::BF16(w)) => gpu::rms_norm(&s1.device, x, l1, w, l2, self.eps, "bf16"),
+            (S::F16(x), S::F16(w)) => gpu::rms_norm(&s1.device, x, l1, w, l2, self.eps, "f16"),
+            _ => bail!("rms_norm: unsupported dtypes {:?} and {:?}", s1.dtype(), s2.dtype()),
+        }?;
+        Ok((storage, l1.shape().clone()))
+    }
+}
+
+/// Whether the fused kernels run on `x`'s device: always on the CPU, on CUDA when `cuda_fused` (`run.cuda_fused_ops`).
+fn fused(x: &Tensor, cuda_fused: bool) -> bool {
+    x.device().is_cpu() || (cuda_fused && x.device().is_cuda())
 }
 
 /// RMSNorm of the last dimension of `x` (contiguous) scaled by `weight` (same dtype): see the module doc.
-pub fn rms_norm(x: &Tensor, weight: &Tensor, ones: &Tensor, eps: f32, p: &mut Probe) -> candle_core::Result<Tensor> {
+pub fn rms_norm(
+    x: &Tensor,
+    weight: &Tensor,
+    ones: &Tensor,
+    eps: f32,
+    cuda_fused: bool,
+    p: &mut Probe,
+) -> candle_core::Result<Tensor> {
     let x = p.contiguous(x)?;
-    if x.device().is_cpu() {
+    if fused(&x, cuda_fused) {
         return p.op(x.apply_op2_no_bwd(weight, &RmsNorm { eps }));
     }
     let xf = p.cast(&x, DType::F32)?;
@@ -209,13 +242,43 @@ impl CustomOp3 for RopeToHeads {
             _ => bail!("rope: unsupported dtype {:?}", s1.dtype()),
         }
     }
+
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        s1: &candle_core::CudaStorage,
+        l1: &Layout,
+        s2: &candle_core::CudaStorage,
+        l2: &Layout,
+        s3: &candle_core::CudaStorage,
+        l3: &Layout,
+    ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
+        use candle_core::cuda_backend::CudaStorageSlice as S;
+        let (S::F32(cos), S::F32(sin)) = (&s2.slice, &s3.slice) else {
+            bail!("rope: f32 tables expected, got {:?}", s2.dtype());
+        };
+        let tables = gpu::Tables { cos, lc: l2, sin, ls: l3 };
+        let dev = &s1.device;
+        match &s1.slice {
+            S::F32(x) => gpu::rope_to_heads(dev, x, l1, &tables, "f32"),
+            S::BF16(x) => gpu::rope_to_heads(dev, x, l1, &tables, "bf16"),
+            S::F16(x) => gpu::rope_to_heads(dev, x, l1, &tables, "f16"),
+            _ => bail!("rope: unsupported dtype {:?}", s1.dtype()),
+        }
+    }
 }
 
 /// Rotate-half RoPE of `x` `(B, T, heads, head_dim)` (a view, any strides) with the f32 tables `cos`/`sin`
 /// `(T, head_dim/2)` or `(B, T, head_dim/2)`, computed in f32; returns `(B, heads, T, head_dim)` contiguous in
 /// `x`'s dtype.
-pub fn rope_to_heads(x: &Tensor, cos: &Tensor, sin: &Tensor, p: &mut Probe) -> candle_core::Result<Tensor> {
-    if x.device().is_cpu() {
+pub fn rope_to_heads(
+    x: &Tensor,
+    cos: &Tensor,
+    sin: &Tensor,
+    cuda_fused: bool,
+    p: &mut Probe,
+) -> candle_core::Result<Tensor> {
+    if fused(x, cuda_fused) {
         return p.op(x.apply_op3_no_bwd(cos, sin, &RopeToHeads));
     }
     let xf = p.cast(&x.transpose(1, 2)?, DType::F32)?;
@@ -266,15 +329,155 @@ impl CustomOp1 for SiluMul {
             _ => bail!("silu_mul: unsupported dtype {:?}", s.dtype()),
         }
     }
+
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        s: &candle_core::CudaStorage,
+        l: &Layout,
+    ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
+        use candle_core::cuda_backend::CudaStorageSlice as S;
+        match &s.slice {
+            S::F32(x) => gpu::silu_mul(&s.device, x, l, "f32"),
+            S::BF16(x) => gpu::silu_mul(&s.device, x, l, "bf16"),
+            S::F16(x) => gpu::silu_mul(&s.device, x, l, "f16"),
+            _ => bail!("silu_mul: unsupported dtype {:?}", s.dtype()),
+        }
+    }
 }
 
 /// `silu(gate) * up` of the fused projection `(rows, 2 x ffn)` (gate columns first): `(rows, ffn)`.
-pub fn silu_mul(gate_up: &Tensor, p: &mut Probe) -> candle_core::Result<Tensor> {
+pub fn silu_mul(gate_up: &Tensor, cuda_fused: bool, p: &mut Probe) -> candle_core::Result<Tensor> {
     let gate_up = p.contiguous(gate_up)?;
-    if gate_up.device().is_cpu() {
+    if fused(&gate_up, cuda_fused) {
         return p.op(gate_up.apply_op1_no_bwd(&SiluMul));
     }
     let i = gate_up.dim(1)? / 2;
     let gate = p.op(gate_up.narrow(1, 0, i)?.silu())?;
     p.op(gate * gate_up.narrow(1, i, i)?)
+}
+
+/// Launching the kernels of `kernels.cu` (PTX compiled by `build.rs`, loaded once per device): allocating an
+/// output the kernel fills and launching it are cudarc's `unsafe` calls.
+#[cfg(feature = "cuda")]
+#[allow(unsafe_code)]
+mod gpu {
+    use candle_core::cuda_backend::cudarc::driver::{CudaSlice, CudaView, DeviceRepr, LaunchConfig, PushKernelArg};
+    use candle_core::cuda_backend::{CudaDType, WrapErr};
+    use candle_core::{CudaDevice, CudaStorage, Layout, Shape, bail};
+
+    const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/kernels.ptx"));
+    const MODULE: &str = "dllm_bench_kernels";
+    /// Threads per block of the element-wise kernels.
+    const THREADS: u32 = 256;
+
+    fn view<'a, T>(s: &'a CudaSlice<T>, l: &Layout, what: &str) -> candle_core::Result<CudaView<'a, T>> {
+        match l.contiguous_offsets() {
+            Some((a, b)) => Ok(s.slice(a..b)),
+            None => bail!("{what} has to be contiguous"),
+        }
+    }
+
+    fn blocks(n: usize) -> candle_core::Result<u32> {
+        u32::try_from(n.div_ceil(THREADS as usize)).map_err(|_| candle_core::Error::Msg(format!("{n} threads")))
+    }
+
+    pub(super) fn rms_norm<T: DeviceRepr + CudaDType>(
+        dev: &CudaDevice,
+        x: &CudaSlice<T>,
+        lx: &Layout,
+        w: &CudaSlice<T>,
+        lw: &Layout,
+        eps: f32,
+        suffix: &str,
+    ) -> candle_core::Result<CudaStorage> {
+        let (x, w) = (view(x, lx, "rms_norm input")?, view(w, lw, "rms_norm weight")?);
+        let cols = lw.shape().elem_count();
+        if cols == 0 || lx.dims().last() != Some(&cols) {
+            bail!("rms_norm: input {:?} against a weight of {cols}", lx.dims());
+        }
+        let rows = lx.shape().elem_count() / cols;
+        // SAFETY: every element is written by the kernel below.
+        let y = unsafe { dev.alloc::<T>(rows * cols) }?;
+        let f = dev.get_or_load_custom_func(&format!("dllm_rms_norm_{suffix}"), MODULE, PTX)?;
+        // As candle's rmsnorm: a warp per row below 1024 columns, else 1024 threads (the same sums).
+        let threads = if cols < 1024 { 32 } else { 1024 };
+        let cfg = LaunchConfig { grid_dim: (rows as u32, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
+        let cols = cols as i32;
+        let mut b = f.builder();
+        b.arg(&x).arg(&w).arg(&y).arg(&cols).arg(&eps);
+        // SAFETY: the arguments match the kernel's signature; `x` and `y` hold rows x cols elements, `w` cols.
+        unsafe { b.launch(cfg) }.w()?;
+        Ok(CudaStorage::wrap_cuda_slice(y, dev.clone()))
+    }
+
+    /// RoPE's f32 tables and their layouts.
+    pub(super) struct Tables<'a> {
+        pub cos: &'a CudaSlice<f32>,
+        pub lc: &'a Layout,
+        pub sin: &'a CudaSlice<f32>,
+        pub ls: &'a Layout,
+    }
+
+    pub(super) fn rope_to_heads<T: DeviceRepr + CudaDType>(
+        dev: &CudaDevice,
+        x: &CudaSlice<T>,
+        lx: &Layout,
+        tables: &Tables<'_>,
+        suffix: &str,
+    ) -> candle_core::Result<(CudaStorage, Shape)> {
+        let (b, t, h, d) = lx.shape().dims4()?;
+        let st = lx.stride();
+        if d % 2 != 0 || (st[3] != 1 && d > 1) {
+            bail!("rope: head dim {d} with stride {} (even, unit stride expected)", st[3]);
+        }
+        let per_row = tables.lc.dims().len() == 3;
+        let rows = if per_row { b } else { 1 };
+        let (cos, sin) = (view(tables.cos, tables.lc, "rope cos")?, view(tables.sin, tables.ls, "rope sin")?);
+        if cos.len() != rows * t * d / 2 || sin.len() != cos.len() {
+            bail!("rope: tables of {} values for {rows} x {t} positions x {}", cos.len(), d / 2);
+        }
+        // The view from its first element; the kernel adds the strides (the largest offset stays in the slice).
+        let x = x.slice(lx.start_offset()..);
+        let n = b * h * t * d;
+        // SAFETY: the kernel writes every element, one thread per pair of them.
+        let y = unsafe { dev.alloc::<T>(n) }?;
+        let f = dev.get_or_load_custom_func(&format!("dllm_rope_to_heads_{suffix}"), MODULE, PTX)?;
+        let cfg = LaunchConfig { grid_dim: (blocks(n / 2)?, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
+        let (b32, t32, h32, d32) = (b as u32, t as u32, h as u32, d as u32);
+        let (sb, s_t, sh) = (st[0] as u64, st[1] as u64, st[2] as u64);
+        let per_row = u32::from(per_row);
+        let mut l = f.builder();
+        l.arg(&x).arg(&cos).arg(&sin).arg(&y).arg(&b32).arg(&t32).arg(&h32).arg(&d32);
+        l.arg(&sb).arg(&s_t).arg(&sh).arg(&per_row);
+        // SAFETY: the arguments match the kernel's signature; every index it reads lies in `x`'s view (checked
+        // by candle's layout) and the tables (checked above).
+        unsafe { l.launch(cfg) }.w()?;
+        Ok((CudaStorage::wrap_cuda_slice(y, dev.clone()), Shape::from((b, h, t, d))))
+    }
+
+    pub(super) fn silu_mul<T: DeviceRepr + CudaDType>(
+        dev: &CudaDevice,
+        x: &CudaSlice<T>,
+        l: &Layout,
+        suffix: &str,
+    ) -> candle_core::Result<(CudaStorage, Shape)> {
+        let x = view(x, l, "silu_mul input")?;
+        let (rows, two_i) = l.shape().dims2()?;
+        if two_i % 2 != 0 {
+            bail!("silu_mul: {two_i} columns (gate then up: an even number expected)");
+        }
+        let inner = two_i / 2;
+        // SAFETY: the kernel writes every element.
+        let y = unsafe { dev.alloc::<T>(rows * inner) }?;
+        let f = dev.get_or_load_custom_func(&format!("dllm_silu_mul_{suffix}"), MODULE, PTX)?;
+        let cfg =
+            LaunchConfig { grid_dim: (blocks(rows * inner)?, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
+        let (r32, i32_) = (rows as u32, inner as u32);
+        let mut b = f.builder();
+        b.arg(&x).arg(&y).arg(&r32).arg(&i32_);
+        // SAFETY: the arguments match the kernel's signature; `x` holds rows x 2 inner elements, `y` rows x inner.
+        unsafe { b.launch(cfg) }.w()?;
+        Ok((CudaStorage::wrap_cuda_slice(y, dev.clone()), Shape::from((rows, inner))))
+    }
 }

@@ -148,6 +148,14 @@ pub struct TransformerOptions {
     /// Attention as one fused kernel ([`super::attention`]; CPU only): scores, mask, softmax and values over
     /// blocks with an online softmax in f32. Off: candle's matmul, softmax and matmul.
     pub fused_attention: bool,
+    /// Llama's decode steps with static shapes (`run.cuda_graphs`; [`crate::generate::generate_ar`]): the cache
+    /// position lives on the device ([`KvCache::set_cursor`]) and every step attends to the whole cache behind a
+    /// length mask, so one step can be captured as a CUDA graph and replayed. On a CUDA device the steps after the
+    /// first are replays; on the CPU (tests only: the config refuses it there) the same steps run eagerly.
+    pub decode_graph: bool,
+    /// RMSNorm, RoPE and SwiGLU as one kernel each on CUDA too (`run.cuda_fused_ops`; [`super::ops`]): the CPU
+    /// always runs them fused.
+    pub cuda_fused_ops: bool,
 }
 
 /// Which positions get logits.
@@ -179,6 +187,13 @@ pub struct Rope {
 }
 
 impl Rope {
+    /// The tables of the one position `cursor` (a `(1)` u32 tensor on the device) holds: `(1, head_dim/2)` of a
+    /// [`Positions::Range`] table, `(batch, 1, head_dim/2)` of a per-row one. Nothing read back to the host.
+    pub fn at(&self, cursor: &Tensor) -> candle_core::Result<Rope> {
+        let d = self.cos.rank() - 2;
+        Ok(Rope { cos: self.cos.index_select(cursor, d)?, sin: self.sin.index_select(cursor, d)? })
+    }
+
     /// The tables of `len` positions from `start` (of a [`Positions::Range`] table).
     pub fn narrow(&self, start: usize, len: usize) -> candle_core::Result<Rope> {
         let d = self.cos.rank() - 2;
@@ -197,10 +212,16 @@ impl Rope {
 /// appends (the write position is always the end); LLaDA's block caches rewrite a span in the middle: a prefix
 /// cache seeks to the block's start and feeds the block and everything after it, a dual cache seeks to the
 /// block's start and feeds the block only, attending to the cached positions after it as well.
+///
+/// A static decode ([`TransformerOptions::decode_graph`]) moves the write position to the device
+/// ([`KvCache::set_cursor`]): each forward of one token writes at the position the cursor holds and attends to the
+/// whole buffer, the caller masking the positions not yet written; the host's position stops moving.
 #[derive(Debug)]
 pub struct KvCache {
     /// `(keys, values)` per layer, each `(batch, kv_heads, capacity, head_dim)`, allocated at the first forward.
     layers: Vec<Option<(Tensor, Tensor)>>,
+    /// The write position as a `(1)` u32 tensor on the device, when set.
+    cursor: Option<Tensor>,
     /// Filled positions `0..len`.
     len: usize,
     /// Where the next forward writes.
@@ -212,7 +233,25 @@ impl KvCache {
     /// A cache for `capacity` positions per row (the buffers are allocated at the first forward, which fixes the
     /// batch and the dtype).
     pub fn new(num_layers: usize, capacity: usize) -> Self {
-        Self { layers: vec![None; num_layers], len: 0, pos: 0, capacity }
+        Self { layers: vec![None; num_layers], cursor: None, len: 0, pos: 0, capacity }
+    }
+
+    /// From now on each forward feeds one token, writes it at the position `cursor` (a `(1)` u32 tensor) holds when
+    /// the forward runs on the device, and attends to all `capacity` positions (see [`KvCache`]). Whoever runs the
+    /// forwards advances the cursor. The buffers must exist (a forward with the host's position first).
+    pub fn set_cursor(&mut self, cursor: Tensor) -> candle_core::Result<()> {
+        if cursor.dims() != [1] || cursor.dtype() != DType::U32 {
+            candle_core::bail!(
+                "KV cache cursor: a (1) u32 tensor expected, got {:?} {:?}",
+                cursor.dims(),
+                cursor.dtype()
+            );
+        }
+        if self.layers.iter().any(Option::is_none) {
+            candle_core::bail!("KV cache cursor: the buffers are allocated by a first forward");
+        }
+        self.cursor = Some(cursor);
+        Ok(())
     }
 
     /// Positions filled so far.
@@ -243,6 +282,22 @@ impl KvCache {
     pub fn allocated_bytes(&self) -> usize {
         self.layers.iter().flatten().map(|(k, v)| (k.elem_count() + v.elem_count()) * k.dtype().size_in_bytes()).sum()
     }
+}
+
+/// Writes one token's `k`, `v` `(batch, kv_heads, 1, head_dim)` of one layer at the position `at` holds
+/// (`(batch, kv_heads, 1, head_dim)` u32, every entry the cursor) and returns the whole buffers.
+fn cache_write_at(
+    slot: &Option<(Tensor, Tensor)>,
+    at: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    p: &mut Probe,
+) -> candle_core::Result<(Tensor, Tensor)> {
+    let Some((ck, cv)) = slot.as_ref() else { candle_core::bail!("KV cache cursor set before the buffers exist") };
+    let (k, v) = (p.contiguous(k)?, p.contiguous(v)?);
+    p.op(ck.scatter_set(at, &k, 2))?;
+    p.op(cv.scatter_set(at, &v, 2))?;
+    Ok((ck.clone(), cv.clone()))
 }
 
 /// Writes `k`, `v` `(batch, kv_heads, t, head_dim)` of one layer at position `start` of its buffers (allocating
@@ -292,8 +347,8 @@ impl RmsNorm {
     }
 
     /// Normalise in f32, round to the input dtype, then scale by the weight in that dtype ([`ops::rms_norm`]).
-    fn forward(&self, x: &Tensor, p: &mut Probe) -> candle_core::Result<Tensor> {
-        ops::rms_norm(x, &self.weight, &self.ones, self.eps, p)
+    fn forward(&self, x: &Tensor, cuda_fused: bool, p: &mut Probe) -> candle_core::Result<Tensor> {
+        ops::rms_norm(x, &self.weight, &self.ones, self.eps, cuda_fused, p)
     }
 }
 
@@ -420,6 +475,10 @@ impl Transformer {
         &self.cfg
     }
 
+    pub fn options(&self) -> TransformerOptions {
+        self.opts
+    }
+
     pub fn dtype(&self) -> DType {
         self.dtype
     }
@@ -502,7 +561,8 @@ impl Transformer {
         Ok(Some(t.to_dtype(self.attn_dtype())?))
     }
 
-    fn attn_dtype(&self) -> DType {
+    /// The dtype of the attention's scores and of its additive bias ([`Transformer::attention_bias`]).
+    pub fn attn_dtype(&self) -> DType {
         if self.opts.attention_f32 { DType::F32 } else { self.dtype }
     }
 
@@ -540,18 +600,34 @@ impl Transformer {
             _ => None,
         };
         let masking = Masking { bias, mask: mask.as_ref() };
+        // A cache with a device cursor: where every layer writes, made once (see `cache_write_at`).
+        let at = match cache.as_deref().and_then(|c| c.cursor.as_ref()) {
+            Some(cursor) => {
+                if t != 1 {
+                    candle_core::bail!("a KV cache with a device cursor takes one token a forward, not {t}");
+                }
+                p.enter(Part::CacheWrite)?;
+                let shape = (b, self.cfg.num_kv_heads, 1, self.cfg.head_dim);
+                Some(p.contiguous(&cursor.reshape((1, 1, 1, 1))?.broadcast_as(shape)?)?)
+            }
+            None => None,
+        };
         p.enter(Part::Embed)?;
         let mut x = p.op(self.embed.index_select(&ids.flatten_all()?, 0))?.reshape((b, t, h))?;
         for (l, block) in self.blocks.iter().enumerate() {
             let layer_cache = match cache.as_deref_mut() {
-                Some(c) => {
-                    Some(CacheSlot { slot: &mut c.layers[l], start: c.pos, filled: c.len, capacity: c.capacity })
-                }
+                Some(c) => Some(CacheSlot {
+                    slot: &mut c.layers[l],
+                    start: c.pos,
+                    filled: c.len,
+                    capacity: c.capacity,
+                    at: at.as_ref(),
+                }),
                 None => None,
             };
             x = self.block_forward(block, &x, rope, masking, layer_cache, p)?;
         }
-        if let Some(c) = cache {
+        if let Some(c) = cache.filter(|c| c.cursor.is_none()) {
             c.pos += t;
             c.len = c.len.max(c.pos);
         }
@@ -561,7 +637,7 @@ impl Transformer {
             LogitsSpan::Range { start, len } => x.narrow(1, start, len)?,
         };
         p.enter(Part::Norm)?;
-        let x = self.norm.forward(&x, p)?;
+        let x = self.norm.forward(&x, self.opts.cuda_fused_ops, p)?;
         let rows = x.dim(1)?;
         p.enter(Part::LmHead)?;
         self.lm_head.forward(&x.reshape((b * rows, h))?, p)?.reshape((b, rows, self.cfg.vocab_size))
@@ -579,16 +655,17 @@ impl Transformer {
     ) -> candle_core::Result<Tensor> {
         let (b, t, h) = x.dims3()?;
         p.enter(Part::Norm)?;
-        let hn = blk.attn_norm.forward(x, p)?;
+        let fused = self.opts.cuda_fused_ops;
+        let hn = blk.attn_norm.forward(x, fused, p)?;
         let a = self.attention(blk, &hn.reshape((b * t, h))?, (b, t), rope, masking, cache, p)?;
         p.enter(Part::Residual)?;
         let x = p.op(x + a.reshape((b, t, h))?)?;
         p.enter(Part::Norm)?;
-        let hn = blk.mlp_norm.forward(&x, p)?.reshape((b * t, h))?;
+        let hn = blk.mlp_norm.forward(&x, fused, p)?.reshape((b * t, h))?;
         p.enter(Part::GateUp)?;
         let gu = blk.gate_up.forward(&hn, p)?;
         p.enter(Part::Activation)?;
-        let act = ops::silu_mul(&gu, p)?;
+        let act = ops::silu_mul(&gu, fused, p)?;
         p.enter(Part::Down)?;
         let m = blk.down.forward(&act, p)?;
         p.enter(Part::Residual)?;
@@ -612,11 +689,13 @@ impl Transformer {
         // One projection for q, k and v; each a view `(b, t, heads, hd)` of its columns.
         let qkv = blk.qkv.forward(x, p)?.reshape((b, t, nh + 2 * nkv, hd))?;
         p.enter(Part::Rope)?;
-        let q = ops::rope_to_heads(&qkv.narrow(2, 0, nh)?, &rope.cos, &rope.sin, p)?;
-        let k = ops::rope_to_heads(&qkv.narrow(2, nh, nkv)?, &rope.cos, &rope.sin, p)?;
+        let fused = self.opts.cuda_fused_ops;
+        let q = ops::rope_to_heads(&qkv.narrow(2, 0, nh)?, &rope.cos, &rope.sin, fused, p)?;
+        let k = ops::rope_to_heads(&qkv.narrow(2, nh, nkv)?, &rope.cos, &rope.sin, fused, p)?;
         p.enter(Part::CacheWrite)?;
         let v = qkv.narrow(2, nh + nkv, nkv)?.transpose(1, 2)?;
         let (k, v) = match cache {
+            Some(CacheSlot { slot, at: Some(at), .. }) => cache_write_at(slot, at, &k, &v, p)?,
             Some(c) => cache_write(c.slot, c.capacity, c.start, c.filled, &k, &p.contiguous(&v)?, p)?,
             // The fused kernel reads the values where the projection wrote them (rows of `hd`, strided): no copy.
             None if self.opts.fused_attention => (k, v),
@@ -673,6 +752,8 @@ struct CacheSlot<'a> {
     start: usize,
     filled: usize,
     capacity: usize,
+    /// With a device cursor: where the token goes, `(batch, kv_heads, 1, head_dim)` u32 (instead of `start`).
+    at: Option<&'a Tensor>,
 }
 
 /// The greedy choice on the device: the logits in f32, the banned ids' -inf mask (made once) added, the argmax.

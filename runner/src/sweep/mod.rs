@@ -58,6 +58,25 @@ pub const ATTENTION: &str = "candle matmul-softmax-matmul attention in the run's
 /// The attention of a run as recorded in its bundle: [`ATTENTION`], or its f32 or fused variant when the config
 /// asks (the fused kernel widens q, k, v to f32 itself, so `attention_f32` changes nothing there).
 pub fn attention(cfg: &GridConfig) -> String {
+    let mut kernel = attention_kernel(cfg);
+    if cfg.run.cuda_fused_ops {
+        kernel = kernel.replace(
+            "on the CPU RMSNorm, RoPE and SwiGLU one fused kernel each",
+            "RMSNorm, RoPE and SwiGLU one fused kernel each, on the CPU and on CUDA (run.cuda_fused_ops)",
+        );
+    }
+    if cfg.run.cuda_graphs {
+        format!(
+            "{kernel}; llama's decode steps after the first with static shapes (the cache position on the device, \
+             attention over the whole cache behind a length mask) captured once per generation as a CUDA graph and \
+             replayed (run.cuda_graphs; the capture's host time is outside the timed tokens)"
+        )
+    } else {
+        kernel
+    }
+}
+
+fn attention_kernel(cfg: &GridConfig) -> String {
     if cfg.run.attention == AttentionKernel::Fused {
         ATTENTION.replace(
             "candle matmul-softmax-matmul attention in the run's precision",

@@ -67,6 +67,8 @@ pub(super) fn measure_keys(
         let opts = TransformerOptions {
             attention_f32: cfg.run.attention_f32,
             fused_attention: cfg.run.attention == AttentionKernel::Fused,
+            decode_graph: cfg.run.cuda_graphs,
+            cuda_fused_ops: cfg.run.cuda_fused_ops,
         };
         let model = LoadedModel::load_with(files, m.kind, env.device, env.dtype, opts)
             .with_context(|| format!("cannot load model {} from {}", m.id, files.snapshot_dir.display()))?;

@@ -396,6 +396,17 @@ pub struct RunSettings {
     /// on CUDA). Recorded in the bundle's `attention`.
     #[serde(default, skip_serializing_if = "AttentionKernel::is_default")]
     pub attention: AttentionKernel,
+    /// Llama's decode steps with static shapes (the cache position on the device, attention over the whole
+    /// preallocated cache behind a length mask), captured once per generation as a CUDA graph and replayed: one
+    /// launch a token instead of a thousand. CUDA only (refused on the CPU); off by default until a GPU run shows
+    /// the same tokens as the eager decode and a speedup. Recorded in the bundle's `attention`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cuda_graphs: bool,
+    /// RMSNorm, RoPE and SwiGLU as one CUDA kernel each (the runner's own, each computing what candle's CUDA ops
+    /// compute) instead of candle's two to four ops. CUDA only (the CPU always fuses them); off by default until a
+    /// GPU run shows the same tokens and a speedup. Recorded in the bundle's `attention`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cuda_fused_ops: bool,
 }
 
 fn default_device() -> String {

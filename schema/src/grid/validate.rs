@@ -117,6 +117,21 @@ fn run(run: &RunSettings, bad: Bad) -> Result<(), ConfigError> {
             "set run.attention = \"ops\" (the default) on a GPU, or run on the CPU",
         ));
     }
+    let cuda = matches!(DeviceSpec::parse(&run.device), Some(DeviceSpec::Cuda(_)));
+    if run.cuda_graphs && !cuda {
+        return Err(bad(
+            "run.cuda_graphs",
+            format!("CUDA graphs replay GPU work; run.device is {:?}", run.device),
+            "set run.cuda_graphs = false (or drop --cuda-graphs) on the CPU, or run on \"cuda\"",
+        ));
+    }
+    if run.cuda_fused_ops && !cuda {
+        return Err(bad(
+            "run.cuda_fused_ops",
+            format!("the CPU always runs RMSNorm, RoPE and SwiGLU fused; run.device is {:?}", run.device),
+            "set run.cuda_fused_ops = false (or drop --cuda-fused-ops) on the CPU, or run on \"cuda\"",
+        ));
+    }
     if run.repetitions == 0 {
         return Err(bad(
             "run.repetitions",
