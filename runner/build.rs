@@ -54,9 +54,56 @@ fn compile_kernels() {
     }
 }
 
+/// With the `cudnn` feature: `src/model/cudnn_attention.cpp` against cuDNN's frontend headers into a static library
+/// linked into the runner (C++ and `dlopen` from the system; cuDNN itself is loaded at run time).
+fn compile_cudnn() {
+    let src = "src/model/cudnn_attention.cpp";
+    println!("cargo:rerun-if-changed={src}");
+    for var in ["CUDNN_FRONTEND_INCLUDE", "CUDNN_INCLUDE", "CUDA_HOME", "CXX"] {
+        println!("cargo:rerun-if-env-changed={var}");
+    }
+    let dir = |var: &str| {
+        std::env::var(var).unwrap_or_else(|_| {
+            panic!(
+                "the cudnn feature needs ${var}: run scripts/install-cudnn-headers.sh and `. .tools/cudnn/env.sh` \
+                 (and the CUDA toolchain's env.sh for CUDA_HOME)"
+            )
+        })
+    };
+    let (frontend, cudnn, cuda) = (dir("CUDNN_FRONTEND_INCLUDE"), dir("CUDNN_INCLUDE"), dir("CUDA_HOME"));
+    let out = std::path::PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let obj = out.join("cudnn_attention.o");
+    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
+    let status = Command::new(&cxx)
+        .args(["-std=c++17", "-O2", "-fPIC", "-DNV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING", "-c", src, "-o"])
+        .arg(&obj)
+        .arg(format!("-I{frontend}"))
+        .arg(format!("-I{cudnn}"))
+        .arg(format!("-I{cuda}/include"))
+        .status();
+    match status {
+        Ok(s) if s.success() => {}
+        Ok(s) => panic!("{cxx} failed on {src} ({s}): see its messages above"),
+        Err(e) => panic!("cannot run {cxx} ({e}): the cudnn feature needs a C++17 compiler"),
+    }
+    let lib = out.join("libdllm_cudnn.a");
+    let _ = std::fs::remove_file(&lib);
+    let status = Command::new("ar").arg("crs").arg(&lib).arg(&obj).status();
+    if !matches!(status, Ok(s) if s.success()) {
+        panic!("ar could not archive {}", obj.display());
+    }
+    println!("cargo:rustc-link-search=native={}", out.display());
+    println!("cargo:rustc-link-lib=static=dllm_cudnn");
+    println!("cargo:rustc-link-lib=dylib=stdc++");
+    println!("cargo:rustc-link-lib=dylib=dl");
+}
+
 fn main() {
     if std::env::var_os("CARGO_FEATURE_CUDA").is_some() {
         compile_kernels();
+    }
+    if std::env::var_os("CARGO_FEATURE_CUDNN").is_some() {
+        compile_cudnn();
     }
     let git_in = |dir: Option<&str>, args: &[&str]| {
         let mut c = Command::new("git");

@@ -14,9 +14,11 @@
 #   kernels  `bench-kernels --shape 8b` (copy bandwidth, matmul rate, AR decode token, LLaDA step) and
 #            runner/bench/torch_reference.py (eager and SDPA) on the same shapes, both with --profile (each part of
 #            the forward), side by side (scripts/compare_profiles.py)
-#   fast     the switches that are off until a GPU confirms them (run.cuda_graphs, run.cuda_fused_ops): the tiny
-#            check grid with each on (f32 tokens against the plain CUDA run's, `compare --tokens`), then
-#            `bench-kernels --shape 8b` plain and with both (decode token B=1, LLaDA step B=8 N=1024) and the ratios
+#   fast     the switches that are off until a GPU confirms them (run.cuda_graphs, run.cuda_fused_ops,
+#            run.attention = "cudnn"): the tiny check grid with each on (f32 tokens against the plain CUDA run's,
+#            `compare --tokens`; cuDNN in bf16 against the plain bf16 run), then `bench-kernels --shape 8b` plain,
+#            with graphs and fused ops, and with cuDNN attention (decode token B=1, LLaDA step B=8 N=1024) and the
+#            ratios. BIN must be built with `--features cudnn` for the cuDNN runs.
 #   grid     config/gpu_primary.toml (the primary grid on synthetic 8B weights) with W=$GRID_W R=$GRID_R
 #            (default 1/1), CUDA-event e2e times beside the host clock (`runner::timing=debug`)
 #   hf       jobs/hf_reference.py (HF transformers, eager attention) on K=$HF_STEPS (default 32) of the grid,
@@ -75,6 +77,10 @@ fi
 # The CUDA 13 libraries the binary links (cuBLAS, cuRAND, the runtime) from PyTorch's wheels.
 CU13="$(python3 -c 'import nvidia, os; print(os.path.join(nvidia.__path__[0], "cu13", "lib"))' 2>/dev/null)"
 export LD_LIBRARY_PATH="${CU13:+$CU13:}${LD_LIBRARY_PATH:-}"
+# cuDNN 9 (loaded at run time by run.attention = "cudnn"), from PyTorch's wheels too.
+CUDNN_LIB="$(python3 -c 'import glob, nvidia, os
+print(next((os.path.dirname(p) for d in nvidia.__path__ for p in glob.glob(os.path.join(d, "**", "libcudnn.so.9"), recursive=True)), ""))' 2>/dev/null)"
+export LD_LIBRARY_PATH="${CUDNN_LIB:+$CUDNN_LIB:}$LD_LIBRARY_PATH"
 
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 
@@ -168,25 +174,34 @@ if has fast; then
             say "--$sw against the plain cuda run, f32 (rc=$?): $(tail -1 "$W/fast-$sw-compare.txt")"
         fi
     done
-    # Then speed at the 8B shapes: plain, then both switches (one binary, the same shapes and repetitions).
-    for v in plain fast; do
+    capped 60 240 "$W/fast-cudnn.log" "$BIN" run --config config/gpu_check.toml --device cuda --dtype bf16 \
+        --attention cudnn --model-cache-dir "$HF" --run-dir "$W/fast-cudnn" -q
+    if [ -f "$W/check-cuda-bf16/bundle.json" ] && [ -f "$W/fast-cudnn/bundle.json" ]; then
+        "$BIN" compare --tokens --report-only "$W/check-cuda-bf16/bundle.json" "$W/fast-cudnn/bundle.json" \
+            >"$W/fast-cudnn-compare.txt" 2>&1
+        say "--attention cudnn against the plain cuda run, bf16: $(tail -1 "$W/fast-cudnn-compare.txt")"
+    fi
+    # Then speed at the 8B shapes: plain, both CUDA switches, cuDNN attention (one binary, the same shapes).
+    for v in plain fast cudnn; do
         flags=()
         [ "$v" = fast ] && flags=(--cuda-graphs --cuda-fused-ops)
-        capped 75 150 "$W/bench-$v.json" "$BIN" bench-kernels --device cuda:0 --shape 8b --json "${flags[@]}"
+        [ "$v" = cudnn ] && flags=(--attention cudnn)
+        capped 75 120 "$W/bench-$v.json" "$BIN" bench-kernels --device cuda:0 --shape 8b --json "${flags[@]}"
     done
-    python3 - "$W/bench-plain.json" "$W/bench-fast.json" <<'PY' 2>&1 | tee -a "$SUMMARY"
+    python3 - "$W/bench-plain.json" "$W/bench-fast.json" "$W/bench-cudnn.json" <<'PY' 2>&1 | tee -a "$SUMMARY"
 import json, sys
-runs = []
+runs = {}
 for path in sys.argv[1:]:
     try:
-        runs.append(json.load(open(path)))
-    except Exception as e:  # a stage that timed out leaves no JSON
+        runs[path] = json.load(open(path))
+    except Exception as e:  # a run that failed or timed out leaves no JSON
         print(f"{path}: no result ({e})")
-        sys.exit(0)
-for part in ("decode", "llada_step"):
-    a, b = (r[part]["ms"] for r in runs)
-    print(f"{part}: plain {a:.2f} ms, graphs + fused ops {b:.2f} ms: {a / b:.2f}x "
-          f"(B={runs[0][part]['batch']}, N={runs[0][part]['seq_len']})")
+plain = runs.get(sys.argv[1])
+for path, r in runs.items():
+    for part in ("decode", "llada_step"):
+        ms = r[part]["ms"]
+        ratio = f", {plain[part]['ms'] / ms:.2f}x plain's speed" if plain else ""
+        print(f"{r['framework']}: {part} {ms:.2f} ms (B={r[part]['batch']}, N={r[part]['seq_len']}){ratio}")
 PY
 fi
 

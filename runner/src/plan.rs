@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
-use schema::grid::{DeviceSpec, GridConfig, ModelKind, Precision, SamplerVariant};
+use schema::grid::{AttentionKernel, DeviceSpec, GridConfig, ModelKind, Precision, SamplerVariant};
 
 use crate::InputError;
 
@@ -52,6 +52,10 @@ pub struct ConfigArgs {
     /// quality.parity_search).
     #[arg(long)]
     pub parity_search: bool,
+    /// Override the attention: ops (candle's matmul, softmax, matmul), fused (the CPU's kernel) or cudnn (cuDNN's
+    /// fused attention on CUDA, bf16; a build with the `cudnn` feature). Sets run.attention.
+    #[arg(long, value_name = "KIND", value_parser = parse_attention)]
+    pub attention: Option<AttentionKernel>,
     /// Replay Llama's decode steps as CUDA graphs (sets run.cuda_graphs; CUDA only; off by default until a GPU run
     /// has shown the eager decode's tokens and a speedup).
     #[arg(long)]
@@ -60,6 +64,16 @@ pub struct ConfigArgs {
     /// until a GPU run has shown the same tokens and a speedup).
     #[arg(long)]
     pub cuda_fused_ops: bool,
+}
+
+/// `--attention`: `run.attention`'s names.
+fn parse_attention(s: &str) -> Result<AttentionKernel, String> {
+    match s {
+        "ops" => Ok(AttentionKernel::Ops),
+        "fused" => Ok(AttentionKernel::Fused),
+        "cudnn" => Ok(AttentionKernel::Cudnn),
+        _ => Err(format!("{s:?} is not an attention; use ops, fused or cudnn")),
+    }
 }
 
 /// A sampler series by its config name.
@@ -187,6 +201,15 @@ pub fn resolve_with_base(args: &ConfigArgs, base: Option<(String, String, PathBu
     if let Some(r) = args.repetitions {
         note("repetitions", r.to_string());
         config.run.repetitions = r;
+    }
+    if let Some(a) = args.attention {
+        let name = match a {
+            AttentionKernel::Ops => "ops",
+            AttentionKernel::Fused => "fused",
+            AttentionKernel::Cudnn => "cudnn",
+        };
+        note("attention", name.to_string());
+        config.run.attention = a;
     }
     if args.cuda_graphs {
         overrides.push("--cuda-graphs".into());

@@ -395,6 +395,26 @@ fn cuda_graphs_and_fused_cuda_ops_are_refused_on_the_cpu_naming_the_field() {
 }
 
 #[test]
+fn cudnn_attention_is_refused_on_the_cpu_and_in_f32() {
+    let sb = Sandbox::new();
+    let out = sb.cmd(&["plan", "--attention", "cudnn"]);
+    assert_exit!(out, 2);
+    assert!(stderr(&out).contains("run.attention") && stderr(&out).contains("cuDNN"), "{}", stderr(&out));
+    // On CUDA it needs bf16 or f16 (cuDNN has no f32 flash attention).
+    let out = sb.cmd(&["plan", "--attention", "cudnn", "--device", "cuda", "--dtype", "f32"]);
+    assert_exit!(out, 2);
+    assert!(stderr(&out).contains("bf16"), "{}", stderr(&out));
+    let out = sb.cmd(&["plan", "--attention", "cudnn", "--device", "cuda", "--dtype", "bf16"]);
+    assert_exit!(out, 0);
+    let out = sb.cmd(&["plan", "--attention", "flash"]);
+    assert_exit!(out, 2);
+    assert!(stderr(&out).contains("ops, fused or cudnn"), "{}", stderr(&out));
+    let out = sb.cmd(&["bench-kernels", "--shape", "tiny", "--attention", "cudnn"]);
+    assert_exit!(out, 2);
+    assert!(stderr(&out).contains("--device cuda"), "{}", stderr(&out));
+}
+
+#[test]
 fn guided_llada_cells_record_two_forward_passes_per_step() {
     let sb = Sandbox::new();
     let demo = std::fs::read_to_string(repo_file("config/demo.toml")).expect("demo");

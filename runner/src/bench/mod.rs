@@ -67,6 +67,8 @@ pub enum AttentionArg {
     Ops,
     /// The fused CPU kernel.
     Fused,
+    /// cuDNN's fused attention (CUDA, bf16 or f16; a build with the `cudnn` feature) for the LLaDA step.
+    Cudnn,
 }
 
 /// `dllm-bench bench-kernels`.
@@ -437,7 +439,11 @@ pub fn run(args: &BenchArgs) -> Result<Report> {
         framework: format!(
             "candle {} ({} attention{}{})",
             candle_version(),
-            if args.attention == AttentionArg::Fused { "fused" } else { "ops" },
+            match args.attention {
+                AttentionArg::Ops => "ops",
+                AttentionArg::Fused => "fused",
+                AttentionArg::Cudnn => "cuDNN",
+            },
             if args.cuda_graphs { ", CUDA-graph decode" } else { "" },
             if args.cuda_fused_ops { ", fused CUDA norm/RoPE/SwiGLU" } else { "" }
         ),
@@ -468,8 +474,7 @@ fn bench_options(args: &BenchArgs, device: &Device) -> Result<TransformerOptions
     let fused_attention = args.attention == AttentionArg::Fused;
     if fused_attention && device.is_cuda() {
         return Err(InputError(
-            "bench-kernels: --attention fused is the CPU's kernel; there is no fused CUDA attention yet (use --attention ops)"
-                .into(),
+            "bench-kernels: --attention fused is the CPU's kernel; on CUDA use --attention ops or cudnn".into(),
         )
         .into());
     }
@@ -481,8 +486,15 @@ fn bench_options(args: &BenchArgs, device: &Device) -> Result<TransformerOptions
         )
         .into());
     }
+    let cudnn_attention = args.attention == AttentionArg::Cudnn;
+    if cudnn_attention && !device.is_cuda() {
+        return Err(
+            InputError("bench-kernels: --attention cudnn is cuDNN's, on CUDA (use --device cuda)".into()).into()
+        );
+    }
     Ok(TransformerOptions {
         fused_attention,
+        cudnn_attention,
         decode_graph: args.cuda_graphs,
         cuda_fused_ops: args.cuda_fused_ops,
         ..TransformerOptions::default()

@@ -102,7 +102,9 @@ pub fn plan(args: &BenchArgs) -> Result<Plan> {
     let precision = precision(args, spec);
     let e = dtype_of(precision).size_in_bytes() as u64;
     let planned = |shape: ModelShape, batch, (weights_bytes, flops), fwd: Forward, cached| {
-        let parts = Part::of_forward(args.attention == AttentionArg::Fused)
+        // cuDNN's attention is one part in forwards of more than one query (a decode token keeps the ops).
+        let fused = args.attention == AttentionArg::Fused || (args.attention == AttentionArg::Cudnn && fwd.tokens > 1);
+        let parts = Part::of_forward(fused)
             .map(|part| {
                 let (bytes, flops) = part_work(&shape, fwd, cached, e, part);
                 PlannedPart { part, bytes, flops }

@@ -7,6 +7,7 @@ pub mod attention;
 pub mod chat;
 pub mod check;
 pub mod config;
+pub mod cudnn;
 pub mod files;
 pub mod ops;
 pub mod profile;

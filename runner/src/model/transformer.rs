@@ -153,6 +153,9 @@ pub struct TransformerOptions {
     /// length mask, so one step can be captured as a CUDA graph and replayed. On a CUDA device the steps after the
     /// first are replays; on the CPU (tests only: the config refuses it there) the same steps run eagerly.
     pub decode_graph: bool,
+    /// cuDNN's fused attention (`run.attention = "cudnn"`; [`super::cudnn`]) for forwards of more than one query;
+    /// CUDA, bf16 or f16 only.
+    pub cudnn_attention: bool,
     /// RMSNorm, RoPE and SwiGLU as one kernel each on CUDA too (`run.cuda_fused_ops`; [`super::ops`]): the CPU
     /// always runs them fused.
     pub cuda_fused_ops: bool,
@@ -694,14 +697,23 @@ impl Transformer {
         let k = ops::rope_to_heads(&qkv.narrow(2, nh, nkv)?, &rope.cos, &rope.sin, fused, p)?;
         p.enter(Part::CacheWrite)?;
         let v = qkv.narrow(2, nh + nkv, nkv)?.transpose(1, 2)?;
+        // cuDNN takes forwards of more than one query (a decode token keeps the ops: see `super::cudnn`).
+        let cudnn = self.opts.cudnn_attention && t > 1;
         let (k, v) = match cache {
             Some(CacheSlot { slot, at: Some(at), .. }) => cache_write_at(slot, at, &k, &v, p)?,
             Some(c) => cache_write(c.slot, c.capacity, c.start, c.filled, &k, &p.contiguous(&v)?, p)?,
             // The fused kernel reads the values where the projection wrote them (rows of `hd`, strided): no copy.
-            None if self.opts.fused_attention => (k, v),
+            None if self.opts.fused_attention || cudnn => (k, v),
             None => (k, p.contiguous(&v)?),
         };
         let scale = 1.0 / (hd as f64).sqrt();
+        if cudnn {
+            // cuDNN reads q, k, v where they are and writes the rows the output projection reads.
+            p.enter(Part::Attention)?;
+            let y = p.op(super::cudnn::attention(&q, &k, &v, masking.bias, scale as f32))?.reshape((b * t, nh * hd))?;
+            p.enter(Part::OutProj)?;
+            return blk.o.forward(&y, p);
+        }
         if self.opts.fused_attention {
             // One kernel from q, k, v to the rows the output projection reads (widened to f32 inside).
             p.enter(Part::Attention)?;

@@ -55,8 +55,9 @@ pub const ATTENTION: &str = "candle matmul-softmax-matmul attention in the run's
                              positions and written in place, its greedy ids kept on the device; q/k/v and gate/up \
                              each one projection; on the CPU RMSNorm, RoPE and SwiGLU one fused kernel each";
 
-/// The attention of a run as recorded in its bundle: [`ATTENTION`], or its f32 or fused variant when the config
-/// asks (the fused kernel widens q, k, v to f32 itself, so `attention_f32` changes nothing there).
+/// The attention of a run as recorded in its bundle: [`ATTENTION`], or its f32, fused or cuDNN variant when the
+/// config asks (the fused kernel widens q, k, v to f32 itself, so `attention_f32` changes nothing there), with the
+/// fused CUDA kernels and the CUDA-graph decode when asked.
 pub fn attention(cfg: &GridConfig) -> String {
     let mut kernel = attention_kernel(cfg);
     if cfg.run.cuda_fused_ops {
@@ -86,6 +87,13 @@ fn attention_kernel(cfg: &GridConfig) -> String {
                 crate::model::attention::BLOCK_Q,
                 crate::model::attention::BLOCK_K
             ),
+        )
+    } else if cfg.run.attention == AttentionKernel::Cudnn {
+        ATTENTION.replace(
+            "candle matmul-softmax-matmul attention in the run's precision",
+            "cuDNN's fused scaled-dot-product attention (run.attention = \"cudnn\": flash attention, the scores never \
+             in memory, softmax and sums in f32, inputs and output in the run's precision) for every forward of more \
+             than one query; candle matmul-softmax-matmul attention in the run's precision for llama's decode tokens",
         )
     } else if cfg.run.attention_f32 {
         ATTENTION.replace("in the run's precision", "with q, k, v upcast to f32 (run.attention_f32)")

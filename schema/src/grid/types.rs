@@ -76,6 +76,10 @@ pub enum AttentionKernel {
     /// online softmax in f32, the scores never stored. The same function with other roundings: tokens may differ
     /// from the ops path's in the last bits of a logit.
     Fused,
+    /// cuDNN's fused attention on CUDA (a dllm-bench built with the `cudnn` feature; bf16 or f16) for forwards of
+    /// more than one query (a prefill, a LLaDA step); a decode token keeps the ops. Flash attention: the scores
+    /// never in memory, softmax and sums in f32.
+    Cudnn,
 }
 
 impl AttentionKernel {
@@ -392,8 +396,8 @@ pub struct RunSettings {
     /// the run's precision). Recorded in the bundle's `attention`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub attention_f32: bool,
-    /// `ops` (default: candle's matmul, softmax, matmul) or `fused` (one CPU kernel with an online softmax; refused
-    /// on CUDA). Recorded in the bundle's `attention`.
+    /// `ops` (default: candle's matmul, softmax, matmul), `fused` (one CPU kernel with an online softmax; refused
+    /// on CUDA) or `cudnn` (cuDNN's fused attention; CUDA only). Recorded in the bundle's `attention`.
     #[serde(default, skip_serializing_if = "AttentionKernel::is_default")]
     pub attention: AttentionKernel,
     /// Llama's decode steps with static shapes (the cache position on the device, attention over the whole

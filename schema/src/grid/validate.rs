@@ -3,8 +3,8 @@
 
 use super::types::{is_default_dream_algs, is_default_samplers};
 use super::{
-    AttentionKernel, ConfigError, DeviceSpec, GridAxes, GridConfig, ModelKind, ModelSpec, PromptConfig, PromptSource,
-    QualityConfig, RunSettings, SyntheticWeights, limits,
+    AttentionKernel, ConfigError, DeviceSpec, GridAxes, GridConfig, ModelKind, ModelSpec, Precision, PromptConfig,
+    PromptSource, QualityConfig, RunSettings, SyntheticWeights, limits,
 };
 
 /// Builds the error of a broken rule: `bad(field, problem, fix)`.
@@ -113,11 +113,28 @@ fn run(run: &RunSettings, bad: Bad) -> Result<(), ConfigError> {
     if run.attention == AttentionKernel::Fused && matches!(DeviceSpec::parse(&run.device), Some(DeviceSpec::Cuda(_))) {
         return Err(bad(
             "run.attention",
-            format!("\"fused\" is the CPU's kernel; there is no fused attention for {} yet", run.device),
-            "set run.attention = \"ops\" (the default) on a GPU, or run on the CPU",
+            format!("\"fused\" is the CPU's kernel; {} runs \"ops\" or \"cudnn\"", run.device),
+            "set run.attention = \"ops\" (the default) or \"cudnn\" (cuDNN's fused attention, bf16) on a GPU, or run \
+             on the CPU",
         ));
     }
     let cuda = matches!(DeviceSpec::parse(&run.device), Some(DeviceSpec::Cuda(_)));
+    if run.attention == AttentionKernel::Cudnn {
+        if !cuda {
+            return Err(bad(
+                "run.attention",
+                format!("\"cudnn\" is cuDNN's attention on a GPU; run.device is {:?}", run.device),
+                "set run.attention = \"ops\" or \"fused\" on the CPU, or run on \"cuda\"",
+            ));
+        }
+        if run.dtype == Precision::F32 || run.attention_f32 {
+            return Err(bad(
+                "run.attention",
+                "cuDNN's fused attention takes bf16 or f16 inputs (it has no f32 flash attention)".into(),
+                "run in bf16 (run.dtype = \"bf16\", without run.attention_f32), or use run.attention = \"ops\"",
+            ));
+        }
+    }
     if run.cuda_graphs && !cuda {
         return Err(bad(
             "run.cuda_graphs",
