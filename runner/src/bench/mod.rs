@@ -65,7 +65,7 @@ pub enum ShapeArg {
 pub enum AttentionArg {
     /// candle's matmul, softmax and matmul.
     Ops,
-    /// The fused CPU kernel.
+    /// The fused CPU kernel (online softmax over blocks).
     Fused,
     /// cuDNN's fused attention (CUDA, bf16 or f16; a build with the `cudnn` feature) for the LLaDA step.
     Cudnn,
@@ -101,8 +101,8 @@ pub struct BenchArgs {
     /// Override the vocabulary of both shapes.
     #[arg(long)]
     pub vocab: Option<usize>,
-    /// Attention: candle's ops (matmul, softmax, matmul; the default) or the fused CPU kernel (`run.attention =
-    /// "fused"`: online softmax over blocks, the scores never in memory).
+    /// Attention: candle's ops (matmul, softmax, matmul; the default), the fused CPU kernel (`run.attention =
+    /// "fused"`: online softmax over blocks, the scores never in memory) or cuDNN's on CUDA (`"cudnn"`).
     #[arg(long, value_enum, default_value = "ops")]
     pub attention: AttentionArg,
     /// Decode tokens as CUDA-graph replays (`run.cuda_graphs`: the first step eager, the second captured, the rest
