@@ -186,7 +186,8 @@ if has fast; then
         flags=()
         [ "$v" = fast ] && flags=(--cuda-graphs --cuda-fused-ops)
         [ "$v" = cudnn ] && flags=(--attention cudnn)
-        capped 75 120 "$W/bench-$v.json" "$BIN" bench-kernels --device cuda:0 --shape 8b --json "${flags[@]}"
+        capped 75 120 "$W/bench-$v.json" "$BIN" bench-kernels --device cuda:0 --shape 8b --json --repetitions 3 \
+            "${flags[@]}"
     done
     python3 - "$W/bench-plain.json" "$W/bench-fast.json" "$W/bench-cudnn.json" <<'PY' 2>&1 | tee -a "$SUMMARY"
 import json, sys

@@ -375,7 +375,7 @@ pub fn run(args: &BenchArgs) -> Result<Report> {
     check(args)?;
     let spec = DeviceSpec::parse(&args.device)
         .ok_or_else(|| InputError(format!("--device {:?} is not a device; fix: cpu, cuda or cuda:N", args.device)))?;
-    let device = crate::device::open(spec)?;
+    let device = crate::device::open_with(spec, args.cuda_graphs)?;
     let cuda = device.is_cuda();
     let precision = precision(args, spec);
     let dtype = dtype_of(precision);

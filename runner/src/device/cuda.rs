@@ -118,6 +118,15 @@ fn graph_mem(ctx: &CudaContext, attr: sys::CUgraphMem_attribute, set: Option<u64
     Ok(value)
 }
 
+/// A device opened on a stream of its own (`Device::new_cuda_with_stream`) puts cudarc in multi-stream mode, where
+/// every tensor records CUDA events at each use: off, before any tensor exists. Sound here because all the work
+/// of the device is queued on its one stream, in order.
+pub fn single_stream(device: &Device) -> candle_core::Result<()> {
+    // SAFETY: nothing else uses another stream of this context; see above.
+    unsafe { device.as_cuda_device()?.disable_event_tracking() };
+    Ok(())
+}
+
 /// Keep reserved memory in the pool (release threshold u64::MAX): otherwise the pool returns its free memory to
 /// the driver at every synchronisation and each run pays the driver's allocation again.
 pub fn prepare(device: &Device) -> candle_core::Result<()> {

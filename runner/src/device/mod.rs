@@ -38,6 +38,13 @@ pub const INJECT_OOM_ENV: &str = "DLLM_BENCH_INJECT_OOM";
 /// rebuild command instead of failing obscurely. On CUDA the memory pool is set to keep what it reserved
 /// (release threshold u64::MAX), so its reserved peak is the run's and not the driver's trimming policy.
 pub fn open(spec: DeviceSpec) -> Result<Device> {
+    open_with(spec, false)
+}
+
+/// [`open`], and with `for_graphs` a CUDA device on a stream of its own (candle's default is the per-thread
+/// default stream) with candle's per-tensor event tracking off: the plain stream a CUDA-graph capture expects
+/// (`run.cuda_graphs`), with no event recorded per op. Every op still runs on that one stream.
+pub fn open_with(spec: DeviceSpec, for_graphs: bool) -> Result<Device> {
     match spec {
         DeviceSpec::Cpu => {
             tracing::info!(threads = candle_core::utils::get_num_threads(), "device: cpu (asked for)");
@@ -53,7 +60,13 @@ pub fn open(spec: DeviceSpec) -> Result<Device> {
                 ))
                 .into());
             }
-            let device = Device::new_cuda(i).with_context(|| format!("cannot open CUDA device {i}"))?;
+            let device = if for_graphs {
+                let d = Device::new_cuda_with_stream(i).with_context(|| format!("cannot open CUDA device {i}"))?;
+                imp::single_stream(&d).with_context(|| format!("cannot configure CUDA device {i}'s stream"))?;
+                d
+            } else {
+                Device::new_cuda(i).with_context(|| format!("cannot open CUDA device {i}"))?
+            };
             imp::prepare(&device).with_context(|| format!("cannot configure the memory pool of CUDA device {i}"))?;
             tracing::info!(ordinal = i, "device: cuda (asked for); timing with CUDA events, memory from the pool");
             Ok(device)

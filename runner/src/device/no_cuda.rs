@@ -37,6 +37,10 @@ impl EventMark {
     }
 }
 
+pub fn single_stream(_device: &Device) -> candle_core::Result<()> {
+    Err(candle_core::Error::NotCompiledWithCudaSupport)
+}
+
 pub fn prepare(_device: &Device) -> candle_core::Result<()> {
     Err(candle_core::Error::NotCompiledWithCudaSupport)
 }

@@ -162,9 +162,6 @@ pub struct SweepOutcome {
     pub ending: Ending,
 }
 
-/// Opens the device a config asks for (moved to [`crate::device::open`], the one module with CUDA code).
-pub use crate::device::open as open_device;
-
 /// Runs the plan (or this shard of it), resuming what the run folder's journal holds, and writes the bundle.
 pub fn run(resolved: &ResolvedConfig, opts: &SweepOptions) -> Result<SweepOutcome> {
     // The model cache is a folder (made when missing); a file there is bad input, said once with the fix.
@@ -179,7 +176,8 @@ pub fn run(resolved: &ResolvedConfig, opts: &SweepOptions) -> Result<SweepOutcom
     }
     let cfg = &resolved.config;
     let spec = resolved.device();
-    let device = open_device(spec)?;
+    // A CUDA-graph decode captures on a stream of the device's own (see `device::open_with`).
+    let device = crate::device::open_with(spec, cfg.run.cuda_graphs)?;
     let dtype = dtype_of(cfg.run.dtype);
     let prompts = PromptSet::load(&cfg.prompts, &resolved.dir, &opts.model_cache_dir)?;
     let prompt_info = PromptSetInfo {
