@@ -150,3 +150,27 @@ impl Marks {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use candle_core::Device;
+
+    use super::Marks;
+
+    #[test]
+    fn a_restart_leaves_the_time_before_it_out_of_every_lap() {
+        let mut m = Marks::start(&Device::Cpu).unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+        m.mark().unwrap();
+        // What a capture's host time would be: in no lap.
+        std::thread::sleep(Duration::from_millis(600));
+        m.restart().unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+        m.mark().unwrap();
+        let laps = m.laps_ms().unwrap();
+        assert_eq!(laps.len(), 2, "{laps:?}");
+        assert!(laps.iter().all(|&ms| (5.0..500.0).contains(&ms)), "{laps:?}");
+    }
+}
