@@ -7,7 +7,7 @@
 #   SKIP_BROWSER=1 scripts/install-deps.sh  # only what building needs: no chromium, node >= 18 is enough
 #
 # Installs:
-#   apt:    chromium chromium-driver pkg-config libfontconfig1-dev fonts-dejavu-core (+ nodejs npm if missing)
+#   apt:    chromium chromium-driver pkg-config libfontconfig1-dev fonts-dejavu-core (+ nodejs npm g++ if missing)
 #   apt:    slurmctld slurmd slurm-client munge (the SLURM job tests; daemons are not started by the install:
 #           scripts/slurm-up.sh starts a private cluster; SKIP_SLURM=1 leaves SLURM out)
 #   rustup: the wasm32-unknown-unknown target
@@ -36,6 +36,8 @@ command -v python3 >/dev/null 2>&1 || APT_PKGS+=(python3)
 command -v curl >/dev/null 2>&1 || APT_PKGS+=(curl)
 # The venvs under .tools/ (Debian ships venv and ensurepip apart from python3).
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || APT_PKGS+=(python3-venv)
+# scripts/check-cuda-kernels.sh compiles the CUDA kernels' host harness with g++ (C++20).
+command -v g++ >/dev/null 2>&1 || APT_PKGS+=(g++)
 missing=()
 for p in "${APT_PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

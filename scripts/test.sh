@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, on a fresh Debian machine with rustup: installs what it needs (idempotently), then
-# checks formatting, lints (native, CUDA and wasm), that the CUDA build compiles (no GPU needed), docs, all
+# checks formatting, lints (native, CUDA and wasm), that the CUDA build compiles (no GPU needed) and its own
+# kernels compute what naive references do (run on the host), docs, all
 # native tests (the job scripts of jobs/ included, on a real one-node SLURM that the tests start on 127.0.0.1;
 # jobs/hf_reference.py against the runner, with CPU torch and transformers from a venv under .tools/),
 # and the explorer in headless Chromium.
@@ -29,6 +30,8 @@ scripts/install-cuda-toolchain.sh
     export CARGO_TARGET_DIR="${CUDA_CHECK_TARGET_DIR:-target/cuda-check}"
     cargo check -p runner --features cuda --locked
     cargo clippy -p runner --features cuda --all-targets --locked -- -D warnings
+    # The runner's own CUDA kernels, run on the host against naive references (no GPU needed).
+    scripts/check-cuda-kernels.sh
 )
 step "clippy (explorer and its charts, wasm32)"
 cargo clippy -p explorer -p dllm-bench-charts --target wasm32-unknown-unknown --locked -- -D warnings
