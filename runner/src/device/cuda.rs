@@ -173,7 +173,10 @@ pub fn release(device: &Device) -> candle_core::Result<()> {
     let ctx = context(device)?;
     let pool = pool(&ctx)?;
     // SAFETY: the device's live pool; trimming only returns unused reserved memory to the driver.
-    unsafe { result::mem_pool::trim_to(pool, 0) }.map_err(wrap)
+    unsafe { result::mem_pool::trim_to(pool, 0) }.map_err(wrap)?;
+    // The same for the memory CUDA graphs reserved (`run.cuda_graphs`; nothing when none was captured).
+    // SAFETY: a live context's device; the call only frees graph memory that no graph uses.
+    unsafe { sys::cuDeviceGraphMemTrim(ctx.cu_device()) }.result().map_err(wrap)
 }
 
 /// The device's UUID as NVML writes it (`GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`): the energy counter is read
