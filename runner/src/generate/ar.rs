@@ -42,9 +42,6 @@ pub fn generate_ar(
     if model.kind != ModelKind::Llama {
         return params_err("autoregressive decoding needs a causal (Llama) model; use generate_llada for LLaDA");
     }
-    if n_out == 0 {
-        return params_err("n_out must be at least 1");
-    }
     let batch = left_pad(prompts, model.special.pad)?;
     let (b, p) = (prompts.len(), batch.len);
     let max_pos = model.config.max_position_embeddings;
@@ -120,10 +117,10 @@ pub(crate) fn decode_greedy(
     // A captured graph is kept until the device is done with its replays (`laps_ms` waits).
     let mut _graph = None;
     if let Some(st) = &static_steps {
-        st.start(&next, &mut cache)?;
+        st.start(&next, p, &mut cache)?;
         _graph = st.run(tf, &rope_all, &greedy, &mut cache, &mut marks, n_out)?;
         logits = st.logits.unsqueeze(1)?;
-        chosen = vec![st.out.clone()];
+        chosen = vec![st.out.narrow(1, p, n_out)?];
     } else {
         for s in 1..n_out {
             check_interrupted()?;
@@ -156,7 +153,8 @@ struct StaticDecode {
     cursor: Tensor,
     /// `(batch, 1)` u32: the token a step feeds (the last one chosen).
     ids: Tensor,
-    /// `(batch, n_out)` u32: every chosen token.
+    /// `(batch, p + n_out)` u32: each chosen token at its absolute index (`p..p + n_out`; the prompt's columns
+    /// stay 0), so a step writes at `cursor + 1`, the cursor's next value.
     out: Tensor,
     /// `(batch, vocab)`: the last step's logits (their finiteness is checked after the timed region).
     logits: Tensor,
@@ -166,10 +164,8 @@ struct StaticDecode {
     keys: Tensor,
     visible: Tensor,
     hidden: Tensor,
-    /// `(1)` u32: `p - 1` (the column of the token a step chooses is `cursor - first`) and 1.
-    first: Tensor,
+    /// `(1)` u32: 1.
     one: Tensor,
-    batch: usize,
 }
 
 impl StaticDecode {
@@ -181,23 +177,21 @@ impl StaticDecode {
         Ok(Self {
             cursor: u32s(vec![p as u32])?,
             ids: Tensor::zeros((b, 1), DType::U32, device)?,
-            out: Tensor::zeros((b, n_out), DType::U32, device)?,
+            out: Tensor::zeros((b, p + n_out), DType::U32, device)?,
             logits: Tensor::zeros((b, tf.config().vocab_size), tf.dtype(), device)?,
             pad_bias,
             keys: Tensor::arange(0u32, fed as u32, device)?,
             visible: Tensor::zeros(fed, ad, device)?,
             hidden: Tensor::full(f32::NEG_INFINITY, fed, device)?.to_dtype(ad)?,
-            first: u32s(vec![p as u32 - 1])?,
             one: u32s(vec![1])?,
-            batch: b,
         })
     }
 
     /// After the prefill: the first chosen token is fed next and is the first output; the cache's cursor moves to
     /// the device.
-    fn start(&self, next: &Tensor, cache: &mut crate::model::KvCache) -> candle_core::Result<()> {
+    fn start(&self, next: &Tensor, p: usize, cache: &mut crate::model::KvCache) -> candle_core::Result<()> {
         self.ids.slice_set(next, 1, 0)?;
-        self.out.slice_set(next, 1, 0)?;
+        self.out.slice_set(next, 1, p)?;
         cache.set_cursor(self.cursor.clone())
     }
 
@@ -222,10 +216,12 @@ impl StaticDecode {
         let logits = tf.forward(&self.ids, &rope, Some(&bias), Some(cache), LogitsSpan::Last)?.squeeze(1)?;
         let next = greedy.choose(&logits)?;
         self.ids.slice_set(&next, 1, 0)?;
-        let column = self.cursor.broadcast_sub(&self.first)?.reshape((1, 1))?;
-        self.out.scatter_set(&column.broadcast_as((self.batch, 1))?.contiguous()?, &next, 1)?;
         self.logits.slice_set(&logits, 0, 0)?;
-        self.cursor.slice_set(&self.cursor.broadcast_add(&self.one)?, 0, 0)
+        // The chosen token sits at `cursor + 1`, where the next step feeds it.
+        let advanced = self.cursor.broadcast_add(&self.one)?;
+        let column = advanced.reshape((1, 1))?.broadcast_as(next.shape())?.contiguous()?;
+        self.out.scatter_set(&column, &next, 1)?;
+        self.cursor.slice_set(&advanced, 0, 0)
     }
 
     /// Decode steps 1..n_out, one time mark each. On CUDA the first step runs eagerly (filling candle's upload

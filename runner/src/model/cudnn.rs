@@ -16,20 +16,11 @@ use candle_core::Tensor;
 /// `d`; `heads` a multiple of `kv_heads`) with the additive `bias` `(b | 1, 1, t | 1, keys)` (or none) and the
 /// scale: `(b, t, heads, d)` contiguous, i.e. the rows `(b * t, heads * d)` of the output projection.
 pub fn attention(q: &Tensor, k: &Tensor, v: &Tensor, bias: Option<&Tensor>, scale: f32) -> candle_core::Result<Tensor> {
-    imp::attention(q, k, v, bias, scale)
-}
-
-#[cfg(not(feature = "cudnn"))]
-mod imp {
-    use candle_core::Tensor;
-
-    pub(super) fn attention(
-        _q: &Tensor,
-        _k: &Tensor,
-        _v: &Tensor,
-        _bias: Option<&Tensor>,
-        _scale: f32,
-    ) -> candle_core::Result<Tensor> {
+    #[cfg(feature = "cudnn")]
+    return imp::attention(q, k, v, bias, scale);
+    #[cfg(not(feature = "cudnn"))]
+    {
+        let _ = (q, k, v, bias, scale);
         candle_core::bail!(
             "run.attention = \"cudnn\": this dllm-bench was built without cuDNN; rebuild with \
              `--features cudnn` (see runner/PERF.md), or use run.attention = \"ops\""
