@@ -54,7 +54,7 @@ pub struct ConfigArgs {
     pub parity_search: bool,
     /// Override the attention: ops (candle's matmul, softmax, matmul), fused (the CPU's kernel) or cudnn (cuDNN's
     /// fused attention on CUDA, bf16; a build with the `cudnn` feature). Sets run.attention.
-    #[arg(long, value_name = "KIND", value_parser = parse_attention)]
+    #[arg(long, value_name = "KIND", value_parser = AttentionKernel::parse)]
     pub attention: Option<AttentionKernel>,
     /// Replay Llama's decode steps as CUDA graphs (sets run.cuda_graphs; CUDA only; off by default until a GPU run
     /// has shown the eager decode's tokens and a speedup).
@@ -64,16 +64,6 @@ pub struct ConfigArgs {
     /// until a GPU run has shown the same tokens and a speedup).
     #[arg(long)]
     pub cuda_fused_ops: bool,
-}
-
-/// `--attention`: `run.attention`'s names.
-fn parse_attention(s: &str) -> Result<AttentionKernel, String> {
-    match s {
-        "ops" => Ok(AttentionKernel::Ops),
-        "fused" => Ok(AttentionKernel::Fused),
-        "cudnn" => Ok(AttentionKernel::Cudnn),
-        _ => Err(format!("{s:?} is not an attention; use ops, fused or cudnn")),
-    }
 }
 
 /// A sampler series by its config name.
@@ -203,12 +193,7 @@ pub fn resolve_with_base(args: &ConfigArgs, base: Option<(String, String, PathBu
         config.run.repetitions = r;
     }
     if let Some(a) = args.attention {
-        let name = match a {
-            AttentionKernel::Ops => "ops",
-            AttentionKernel::Fused => "fused",
-            AttentionKernel::Cudnn => "cudnn",
-        };
-        note("attention", name.to_string());
+        note("attention", a.name().to_string());
         config.run.attention = a;
     }
     if args.cuda_graphs {

@@ -23,7 +23,7 @@ use anyhow::{Context, Result};
 use candle_core::{DType, Device};
 use candle_nn::VarBuilder;
 use schema::ModelShape;
-use schema::grid::{DeviceSpec, ModelKind, Precision};
+use schema::grid::{AttentionKernel, DeviceSpec, ModelKind, Precision};
 use serde::Serialize;
 
 use crate::InputError;
@@ -60,17 +60,6 @@ pub enum ShapeArg {
     EightB,
 }
 
-/// `bench-kernels --attention`: `run.attention`'s choices.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum AttentionArg {
-    /// candle's matmul, softmax and matmul.
-    Ops,
-    /// The fused CPU kernel (online softmax over blocks).
-    Fused,
-    /// cuDNN's fused attention (CUDA, bf16 or f16; a build with the `cudnn` feature) for the LLaDA step.
-    Cudnn,
-}
-
 /// `dllm-bench bench-kernels`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct BenchArgs {
@@ -102,9 +91,10 @@ pub struct BenchArgs {
     #[arg(long)]
     pub vocab: Option<usize>,
     /// Attention: candle's ops (matmul, softmax, matmul; the default), the fused CPU kernel (`run.attention =
-    /// "fused"`: online softmax over blocks, the scores never in memory) or cuDNN's on CUDA (`"cudnn"`).
-    #[arg(long, value_enum, default_value = "ops")]
-    pub attention: AttentionArg,
+    /// "fused"`: online softmax over blocks, the scores never in memory) or cudnn (cuDNN's on CUDA, bf16, for the
+    /// LLaDA step; a build with the `cudnn` feature).
+    #[arg(long, value_name = "KIND", default_value = "ops", value_parser = AttentionKernel::parse)]
+    pub attention: AttentionKernel,
     /// Decode tokens as CUDA-graph replays (`run.cuda_graphs`: the first step eager, the second captured, the rest
     /// replayed; CUDA only). The decode profile (`--profile`) stays eager: a graph has no parts to time.
     #[arg(long)]
@@ -439,11 +429,7 @@ pub fn run(args: &BenchArgs) -> Result<Report> {
         framework: format!(
             "candle {} ({} attention{}{})",
             candle_version(),
-            match args.attention {
-                AttentionArg::Ops => "ops",
-                AttentionArg::Fused => "fused",
-                AttentionArg::Cudnn => "cuDNN",
-            },
+            args.attention.name(),
             if args.cuda_graphs { ", CUDA-graph decode" } else { "" },
             if args.cuda_fused_ops { ", fused CUDA norm/RoPE/SwiGLU" } else { "" }
         ),
@@ -471,7 +457,7 @@ fn candle_version() -> &'static str {
 /// The config of `kind` at the chosen preset with the overrides.
 /// The forward's options `--attention` asks for (refused on CUDA for the fused kernel, which is the CPU's).
 fn bench_options(args: &BenchArgs, device: &Device) -> Result<TransformerOptions> {
-    let fused_attention = args.attention == AttentionArg::Fused;
+    let fused_attention = args.attention == AttentionKernel::Fused;
     if fused_attention && device.is_cuda() {
         return Err(InputError(
             "bench-kernels: --attention fused is the CPU's kernel; on CUDA use --attention ops or cudnn".into(),
@@ -486,7 +472,7 @@ fn bench_options(args: &BenchArgs, device: &Device) -> Result<TransformerOptions
         )
         .into());
     }
-    let cudnn_attention = args.attention == AttentionArg::Cudnn;
+    let cudnn_attention = args.attention == AttentionKernel::Cudnn;
     if cudnn_attention && !device.is_cuda() {
         return Err(
             InputError("bench-kernels: --attention cudnn is cuDNN's, on CUDA (use --device cuda)".into()).into()

@@ -7,11 +7,11 @@ use serde::Serialize;
 
 use super::profile::part_work;
 use super::text::shape_line;
-use super::{AttentionArg, BenchArgs, bench_config, check, precision};
+use super::{BenchArgs, bench_config, check, precision};
 use crate::InputError;
 use crate::device::dtype_of;
 use crate::model::Part;
-use schema::grid::{DeviceSpec, ModelKind};
+use schema::grid::{AttentionKernel, DeviceSpec, ModelKind};
 
 /// What `bench-kernels --plan` prints: the shapes and the work per forward of this run, nothing measured.
 #[derive(Debug, Clone, Serialize)]
@@ -103,7 +103,8 @@ pub fn plan(args: &BenchArgs) -> Result<Plan> {
     let e = dtype_of(precision).size_in_bytes() as u64;
     let planned = |shape: ModelShape, batch, (weights_bytes, flops), fwd: Forward, cached| {
         // cuDNN's attention is one part in forwards of more than one query (a decode token keeps the ops).
-        let fused = args.attention == AttentionArg::Fused || (args.attention == AttentionArg::Cudnn && fwd.tokens > 1);
+        let fused =
+            args.attention == AttentionKernel::Fused || (args.attention == AttentionKernel::Cudnn && fwd.tokens > 1);
         let parts = Part::of_forward(fused)
             .map(|part| {
                 let (bytes, flops) = part_work(&shape, fwd, cached, e, part);

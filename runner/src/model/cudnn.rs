@@ -12,6 +12,12 @@
 
 use candle_core::Tensor;
 
+/// What a build without the `cudnn` feature says when cuDNN's attention is asked for (before loading a model, and
+/// at a forward as a backstop).
+pub const NOT_BUILT: &str = "run.attention = \"cudnn\": this dllm-bench was built without cuDNN; fix: rebuild with \
+                             `cargo build --release -p runner --features cudnn` (cuDNN's headers: \
+                             scripts/install-cudnn-headers.sh), or use run.attention = \"ops\"";
+
 /// Attention of `q` `(b, heads, t, d)` against `k`, `v` `(b, kv_heads, keys, d)` (any strides, unit stride along
 /// `d`; `heads` a multiple of `kv_heads`) with the additive `bias` `(b | 1, 1, t | 1, keys)` (or none) and the
 /// scale: `(b, t, heads, d)` contiguous, i.e. the rows `(b * t, heads * d)` of the output projection.
@@ -21,10 +27,7 @@ pub fn attention(q: &Tensor, k: &Tensor, v: &Tensor, bias: Option<&Tensor>, scal
     #[cfg(not(feature = "cudnn"))]
     {
         let _ = (q, k, v, bias, scale);
-        candle_core::bail!(
-            "run.attention = \"cudnn\": this dllm-bench was built without cuDNN; rebuild with \
-             `--features cudnn` (see runner/PERF.md), or use run.attention = \"ops\""
-        )
+        candle_core::bail!("{NOT_BUILT}")
     }
 }
 

@@ -63,13 +63,7 @@ pub(super) fn measure_keys(
     let max_b = cfg.grid.batch_sizes.iter().copied().max().unwrap_or(1);
     let quality = cfg.quality.is_some();
     if cfg.run.attention == AttentionKernel::Cudnn && !cfg!(feature = "cudnn") {
-        return Err(crate::InputError(
-            "run.attention = \"cudnn\": this dllm-bench was built without cuDNN; fix: rebuild with \
-             `cargo build --release -p runner --features cudnn` (cuDNN's headers: scripts/install-cudnn-headers.sh), \
-             or set run.attention = \"ops\""
-                .into(),
-        )
-        .into());
+        return Err(crate::InputError(crate::model::cudnn::NOT_BUILT.into()).into());
     }
     for (m, files) in models {
         tracing::info!(model = %m.id, commit = %files.commit, "loading");

@@ -83,6 +83,27 @@ pub enum AttentionKernel {
 }
 
 impl AttentionKernel {
+    /// Every kernel, in the order the docs list them.
+    pub const ALL: [AttentionKernel; 3] = [Self::Ops, Self::Fused, Self::Cudnn];
+
+    /// The name a config (and `--attention`) writes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Ops => "ops",
+            Self::Fused => "fused",
+            Self::Cudnn => "cudnn",
+        }
+    }
+
+    /// The kernel a name stands for (one of [`AttentionKernel::ALL`]'s names).
+    pub fn parse(name: &str) -> Result<Self, String> {
+        Self::ALL.into_iter().find(|k| k.name() == name).ok_or_else(|| {
+            let names: Vec<&str> = Self::ALL.iter().map(|k| k.name()).collect();
+            let (last, rest) = names.split_last().expect("ALL is not empty");
+            format!("{name:?} is not an attention; use {} or {last}", rest.join(", "))
+        })
+    }
+
     /// Whether this is the default (left out of a written config).
     pub fn is_default(&self) -> bool {
         *self == Self::Ops
@@ -517,5 +538,22 @@ impl DeviceSpec {
             "cuda" => Some(DeviceSpec::Cuda(0)),
             _ => s.strip_prefix("cuda:")?.parse().ok().map(DeviceSpec::Cuda),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::AttentionKernel;
+
+    #[test]
+    fn attention_names_are_the_configs_and_parse_back() {
+        for k in AttentionKernel::ALL {
+            assert_eq!(serde_json::to_string(&k).unwrap(), format!("\"{}\"", k.name()));
+            assert_eq!(AttentionKernel::parse(k.name()), Ok(k));
+        }
+        assert_eq!(
+            AttentionKernel::parse("flash").unwrap_err(),
+            "\"flash\" is not an attention; use ops, fused or cudnn"
+        );
     }
 }
