@@ -306,6 +306,29 @@ fn filters_keep_the_ar_reference_and_change_the_chart() {
 }
 
 #[test]
+fn the_choices_of_several_bundles_are_the_union_of_each_ones_sorted() {
+    let (h, a, d) =
+        (h200(), load_bundle("demo.json", CPU_V1_0).unwrap(), load_bundle("draft.json", DRAFT_V0_1).unwrap());
+    let each = [&h, &a, &d].map(|b| views::filter_choices(&[b]));
+    let all = views::filter_choices(&[&d, &h, &a]);
+    fn union<T: Ord + Clone>(parts: [&Vec<T>; 3]) -> Vec<T> {
+        let mut v: Vec<T> = parts.into_iter().flatten().cloned().collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+    assert_eq!(all.models, union([&each[0].models, &each[1].models, &each[2].models]));
+    assert_eq!(all.samplers, union([&each[0].samplers, &each[1].samplers, &each[2].samplers]));
+    assert_eq!(all.steps, union([&each[0].steps, &each[1].steps, &each[2].steps]));
+    assert_eq!(all.batches, union([&each[0].batches, &each[1].batches, &each[2].batches]));
+    assert_eq!(all.seqs, union([&each[0].seqs, &each[1].seqs, &each[2].seqs]));
+    assert_eq!(all.precisions, union([&each[0].precisions, &each[1].precisions, &each[2].precisions]));
+    // The bundles differ, so the union is more than any one of them.
+    assert!(each.iter().all(|c| c != &all), "{each:?}");
+    assert_eq!(views::filter_choices(&[&a, &h, &d]), all, "the order of the bundles does not matter");
+}
+
+#[test]
 fn table_rows_sort_and_export_as_csv() {
     let b = h200();
     let mut r = rows(&[&b], &Filters { seq: Some(256), batch: Some(4), ..Filters::default() });

@@ -30,49 +30,61 @@ pub struct FilterChoices {
 
 /// The filter choices of the loaded bundles (each bundle's are computed once).
 pub fn filter_choices(bundles: &[&LoadedBundle]) -> FilterChoices {
+    let own = |lb: &LoadedBundle| lb.choices.0.get_or_init(|| own_choices(lb)).clone();
     if let [lb] = bundles {
-        return lb.choices.0.get_or_init(|| own_choices(lb)).clone();
+        return own(lb);
     }
-    let (mut m, mut s, mut p) = (BTreeSet::<&str>::new(), BTreeSet::<&str>::new(), BTreeSet::<&str>::new());
-    let (mut k, mut b, mut n) = (BTreeSet::<u32>::new(), BTreeSet::<u32>::new(), BTreeSet::<u32>::new());
+    let mut all = Sets::default();
     for lb in bundles {
         let c = lb.choices.0.get_or_init(|| own_choices(lb));
-        m.extend(c.models.iter().map(String::as_str));
-        s.extend(c.samplers.iter().map(String::as_str));
-        k.extend(c.steps.iter().copied());
-        b.extend(c.batches.iter().copied());
-        n.extend(c.seqs.iter().copied());
-        p.extend(c.precisions.iter().map(String::as_str));
+        all.models.extend(c.models.iter().map(String::as_str));
+        all.samplers.extend(c.samplers.iter().map(String::as_str));
+        all.steps.extend(c.steps.iter().copied());
+        all.batches.extend(c.batches.iter().copied());
+        all.seqs.extend(c.seqs.iter().copied());
+        all.precisions.extend(c.precisions.iter().map(String::as_str));
     }
-    FilterChoices {
-        models: m.iter().map(|x| x.to_string()).collect(),
-        samplers: s.iter().map(|x| x.to_string()).collect(),
-        steps: k.iter().copied().collect(),
-        batches: b.iter().copied().collect(),
-        seqs: n.iter().copied().collect(),
-        precisions: p.iter().map(|x| x.to_string()).collect(),
-    }
+    all.choices()
 }
 
 /// The filter choices of one bundle.
 fn own_choices(lb: &LoadedBundle) -> FilterChoices {
-    let (mut m, mut s, mut p) = (BTreeSet::<&str>::new(), BTreeSet::<&str>::new(), BTreeSet::<String>::new());
-    let (mut k, mut b, mut n) = (BTreeSet::<u32>::new(), BTreeSet::<u32>::new(), BTreeSet::<u32>::new());
+    let mut own = Sets::default();
     for c in &lb.bundle.cells {
-        m.insert(c.key.model.as_str());
-        s.insert(sampler_name(c.key.sampler));
-        k.extend(c.key.steps);
-        b.insert(c.key.batch_size);
-        n.insert(c.key.seq_len);
+        own.models.insert(c.key.model.as_str());
+        own.samplers.insert(sampler_name(c.key.sampler));
+        own.steps.extend(c.key.steps);
+        own.batches.insert(c.key.batch_size);
+        own.seqs.insert(c.key.seq_len);
     }
-    p.extend(lb.bundle.models.iter().map(|x| x.dtype.to_string()));
-    FilterChoices {
-        models: m.iter().map(|x| x.to_string()).collect(),
-        samplers: s.iter().map(|x| x.to_string()).collect(),
-        steps: k.iter().copied().collect(),
-        batches: b.iter().copied().collect(),
-        seqs: n.iter().copied().collect(),
-        precisions: p.iter().cloned().collect(),
+    let dtypes: Vec<String> = lb.bundle.models.iter().map(|x| x.dtype.to_string()).collect();
+    own.precisions.extend(dtypes.iter().map(String::as_str));
+    own.choices()
+}
+
+/// The distinct values of each filter, being collected.
+#[derive(Default)]
+struct Sets<'a> {
+    models: BTreeSet<&'a str>,
+    samplers: BTreeSet<&'a str>,
+    steps: BTreeSet<u32>,
+    batches: BTreeSet<u32>,
+    seqs: BTreeSet<u32>,
+    precisions: BTreeSet<&'a str>,
+}
+
+impl Sets<'_> {
+    /// The sorted choices.
+    fn choices(&self) -> FilterChoices {
+        let strings = |s: &BTreeSet<&str>| s.iter().map(|x| x.to_string()).collect();
+        FilterChoices {
+            models: strings(&self.models),
+            samplers: strings(&self.samplers),
+            steps: self.steps.iter().copied().collect(),
+            batches: self.batches.iter().copied().collect(),
+            seqs: self.seqs.iter().copied().collect(),
+            precisions: strings(&self.precisions),
+        }
     }
 }
 
