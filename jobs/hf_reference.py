@@ -38,7 +38,8 @@ What is measured, per cell (W warm-ups, then R repetitions, each stored raw):
   the timed region beyond what the work itself does); on the CPU time.perf_counter.
 - Memory: CUDA: torch.cuda.reset_peak_memory_stats before each measured run, max_memory_allocated /
   max_memory_reserved after it (weights included, as the runner's pool peaks), device-wide used memory from
-  torch.cuda.mem_get_info. CPU: the process's peak RSS (VmHWM, reset through /proc/self/clear_refs), else absent.
+  torch.cuda.mem_get_info; the cache emptied at each cell's start, so a cell's reserved peak is its own (the runner
+  trims its pool likewise). CPU: the process's peak RSS (VmHWM, reset through /proc/self/clear_refs), else absent.
 - Out of memory: the cell is recorded as `oom` with B, N and K in the message; the grid goes on.
 
 Deliberate differences from the runner (none changes what is timed):
@@ -464,7 +465,9 @@ def measure_cell(model, shape, ids, tokenizer, planned, config, count, device, a
                 rep[field] = out[field]
         rep["forward_passes"] = out["forward_passes"]
         generated = out["tokens"].tolist()
-        rep["output_tokens"] = sum(len(r) for r in generated)
+        # Valid output tokens (the runner's count): a position a diffusion model left masked generated none.
+        rep["output_tokens"] = sum(len(r) for r in generated) - (
+            sum(r.count(ids["mask"]) for r in generated) if key["sampler"] != "ar_greedy" else 0)
         rep["output_bytes"] = (
             sum(len(tokenizer.decode(r, skip_special_tokens=True).encode("utf-8")) for r in generated)
             if tokenizer is not None else None
@@ -487,6 +490,12 @@ def measure_cell(model, shape, ids, tokenizer, planned, config, count, device, a
 
     cell = {"key": key, "status": {"state": "ok"}, "warmup_runs": run["warmup"], "repetitions": reps,
             "execution": 0}
+    if cuda:
+        # The cell starts from what is allocated (the weights), so its reserved peak is its own and not the largest
+        # earlier cell's (the caching allocator keeps what it reserved; a peak reset starts from the current
+        # reservation), as the runner trims its pool at each cell's start.
+        gc.collect()
+        torch.cuda.empty_cache()
     try:
         for i in range(run["warmup"]):
             once(i, False)

@@ -11,7 +11,8 @@ use schema::bundle::{Cell, EnergyMeter, Repetition};
 
 use crate::derive::{Summary, summarize};
 
-/// Joules per generated token of one repetition: `energy_j` over the batch's generated tokens (B x N_out).
+/// Joules per generated token of one repetition: `energy_j` over the batch's generated tokens (B x N_out, less any
+/// position a diffusion model left masked).
 pub fn joules_per_token(rep: &Repetition) -> Option<f64> {
     let j = rep.energy_j?;
     (rep.output_tokens > 0).then(|| j / rep.output_tokens as f64)

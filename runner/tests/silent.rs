@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use schema::{CellStatus, Sampler};
 
 use crate::assert_exit;
-use crate::util::{Sandbox, poison, stderr, stdout};
+use crate::util::{Sandbox, poison, rewrite, stderr, stdout};
 
 fn demo() -> String {
     std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../config/demo.toml")).expect("demo")
@@ -69,6 +69,56 @@ fn a_perplexity_that_cannot_be_scored_is_recorded_and_fails_the_run() {
     }
     // The evaluators' precision is stated in the embedded config.
     assert_eq!(b.provenance.config.quality.as_ref().and_then(|q| q.dtype), Some(schema::grid::Precision::F32));
+}
+
+#[test]
+fn positions_left_masked_are_not_output_tokens() {
+    let sb = Sandbox::new();
+    // A LLaDA whose final hidden state keeps one dimension, x, and whose LM head gives the mask id the logit x and
+    // every other token 0: wherever x > 0 the prediction is the mask id itself, and the position stays masked.
+    let synth = sb.cmd(&["synth", "--kind", "llada", "--repo-id", "test/mask-llada", "--seed", "3"]);
+    assert_exit!(synth, 0);
+    let snapshot = PathBuf::from(stdout(&synth).trim());
+    let tokenizer: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(snapshot.join("tokenizer.json")).expect("tokenizer"))
+            .expect("json");
+    let mask =
+        tokenizer["added_tokens"].as_array().expect("added tokens").iter().find(|t| t["content"] == "<|mdm_mask|>");
+    let mask = mask.and_then(|t| t["id"].as_u64()).expect("the mask token") as usize;
+    // The weights file is a link into the blobs: write a copy in its place.
+    let weights = snapshot.join("model.safetensors");
+    let bytes = std::fs::read(&weights).expect("weights");
+    std::fs::remove_file(&weights).expect("unlink the blob link");
+    std::fs::write(&weights, &bytes).expect("copy");
+    rewrite(&weights, "model.transformer.ln_f.weight", |_, c| if c == 0 { 1.0 } else { 0.0 });
+    rewrite(&weights, "model.transformer.ff_out.weight", |r, c| if r == mask && c == 0 { 1.0 } else { 0.0 });
+    let cfg = demo().replacen(
+        "id = \"dllm-bench/synthetic-llada-tiny\"\n\n[models.synthetic]\npreset = \"tiny\"\nseed = 2\n",
+        "id = \"test/mask-llada\"\n",
+        1,
+    );
+    let cfg = cfg.split("\n[quality]").next().expect("config").to_string();
+    let path = sb.write("mask.toml", &cfg);
+    let mut args = vec!["run", "-c", path.to_str().expect("utf8"), "-o", "out"];
+    args.extend_from_slice(QUICK);
+    let out = sb.cmd(&args);
+    assert_exit!(out, 0);
+    let b = schema::read_bundle(&std::fs::read_to_string(sb.path().join(stdout(&out).trim())).expect("bundle"))
+        .expect("valid bundle");
+    let mut left_masked = 0;
+    for c in b.cells.iter().filter(|c| c.key.sampler != Sampler::ArGreedy) {
+        let positions = u64::from(c.key.batch_size) * u64::from(c.key.output_tokens);
+        for r in &c.repetitions {
+            // The tokens the steps committed are the output tokens; throughput counts those.
+            let committed: u64 = r.committed_per_step.as_ref().expect("committed").iter().map(|&n| u64::from(n)).sum();
+            assert_eq!(r.output_tokens, committed, "{}", c.key);
+            assert!(r.output_tokens <= positions, "{}", c.key);
+            left_masked += positions - r.output_tokens;
+            let t = metrics::derive::tokens_per_s(r).expect("throughput");
+            assert!((t - committed as f64 / (r.e2e_ms / 1000.0)).abs() <= 1e-9 * t, "{}", c.key);
+        }
+    }
+    assert!(left_masked > 0, "the planted model leaves positions masked");
 }
 
 #[test]

@@ -74,14 +74,20 @@ pub fn spawn(sb: &Sandbox, args: &[&str]) -> Child {
 
 /// Overwrites the values of one f32 tensor in a safetensors file with NaN.
 pub fn poison(file: &Path, tensor: &str) {
+    rewrite(file, tensor, |_, _| f32::NAN);
+}
+
+/// Overwrites the values of one 2-D (or 1-D: one row) f32 tensor in a safetensors file with `value(row, column)`.
+pub fn rewrite(file: &Path, tensor: &str, value: impl Fn(usize, usize) -> f32) {
     let mut bytes = std::fs::read(file).expect("weights");
     let n = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")) as usize;
     let header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + n]).expect("header");
     let info = &header[tensor];
     assert_eq!(info["dtype"], "F32", "{tensor}: {info}");
+    let cols = info["shape"].as_array().and_then(|s| s.last()).and_then(|c| c.as_u64()).expect("shape") as usize;
     let at = |i: usize| info["data_offsets"][i].as_u64().expect("offset") as usize;
-    for chunk in bytes[8 + n + at(0)..8 + n + at(1)].chunks_mut(4) {
-        chunk.copy_from_slice(&f32::NAN.to_le_bytes());
+    for (i, chunk) in bytes[8 + n + at(0)..8 + n + at(1)].chunks_mut(4).enumerate() {
+        chunk.copy_from_slice(&value(i / cols, i % cols).to_le_bytes());
     }
     std::fs::write(file, bytes).expect("write");
 }

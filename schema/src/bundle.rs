@@ -554,13 +554,15 @@ pub struct Repetition {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forward_passes: Option<u32>,
     /// Since 1.5: diffusion: tokens committed over the whole batch at each step, in order. They sum to
-    /// `output_tokens` but for the positions left masked at the end: a position whose predicted token is the mask
-    /// id itself stays masked when chosen (the reference samplers' behaviour; a trained model practically never
-    /// predicts it, a random synthetic one can). Not read by wasm32 builds (the explorer uses `forward_passes`).
+    /// `output_tokens` (in older bundles to less, by the positions left masked at the end): a position whose
+    /// predicted token is the mask id itself stays masked when chosen (the reference samplers' behaviour; a trained
+    /// model practically never predicts it, a random synthetic one can). Not read by wasm32 builds (the explorer uses `forward_passes`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub committed_per_step: Option<Vec<u32>>,
-    /// Tokens generated over the whole batch (B x N_out).
+    /// Tokens generated over the whole batch: B x N_out, less the positions a diffusion model left masked (the
+    /// study's valid output tokens, which T_gen counts; `committed_per_step` sums to it). Earlier runners counted
+    /// those positions too (in their bundles `committed_per_step` then sums to less).
     pub output_tokens: u64,
     /// UTF-8 bytes of the decoded continuations over the whole batch.
     pub output_bytes: u64,

@@ -537,14 +537,15 @@ fn check(b: &Bundle) -> Result<(), BundleError> {
             if let Some(&p) = r.prompt_indices.iter().find(|&&p| p >= prompts) {
                 return at(format!("prompt index {p} is outside the prompt set of {prompts} prompts"));
             }
-            // A run generates at most B x N_out tokens, and at least two per row where N_out has two (the
-            // inter-token latency is derived from the key's N_out, which a run of fewer tokens contradicts).
+            // A run generates at most B x N_out tokens; an AR run at least two per row where N_out has two (the
+            // inter-token latency is derived from the key's N_out, which a run of fewer tokens contradicts), a
+            // diffusion run possibly none (a position left masked generated no token).
             let (b, n_out) = (u64::from(k.batch_size), u64::from(k.output_tokens));
-            if r.output_tokens > b * n_out || r.output_tokens < b * n_out.min(2) {
+            let least = if k.sampler == crate::bundle::Sampler::ArGreedy { b * n_out.min(2) } else { 0 };
+            if r.output_tokens > b * n_out || r.output_tokens < least {
                 return at(format!(
-                    "output_tokens {} is not between {} and batch_size x output_tokens = {} of the cell's key",
+                    "output_tokens {} is not between {least} and batch_size x output_tokens = {} of the cell's key",
                     r.output_tokens,
-                    b * n_out.min(2),
                     b * n_out
                 ));
             }

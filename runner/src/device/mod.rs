@@ -144,13 +144,14 @@ pub fn read_peaks(device: &Device) -> MemoryPeaks {
     }
 }
 
-/// After a failed run (the run's tensors already dropped): waits for the device and returns the memory pool's
-/// free memory to the driver, so the next cell starts from the weights alone. A no-op on the CPU.
+/// Waits for the device and returns the memory pool's free memory to the driver, so that what follows starts from
+/// what is allocated (the weights): at each cell's start, and after a failed run (its tensors already dropped). A
+/// no-op on the CPU.
 pub fn release(device: &Device) {
     if let Device::Cuda(_) = device
         && let Err(e) = imp::release(device)
     {
-        tracing::warn!("cannot release device memory after a failure: {e}");
+        tracing::warn!("cannot release the device's free memory: {e}");
     }
 }
 

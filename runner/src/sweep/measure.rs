@@ -48,7 +48,7 @@ pub(super) fn measure_cell(
             (Some(m), Some(start)) => start.and_then(|s| m.finish(&model.device, &s)).map(Some),
             _ => Ok(None),
         };
-        let mut rep = count_output(model, &rows, rep)?;
+        let mut rep = count_output(model, key.sampler, &rows, rep)?;
         match used {
             Ok(used) => {
                 rep.energy_j = used.map(|u| u.joules);
@@ -73,6 +73,11 @@ pub(super) fn measure_cell(
         Ok(())
     };
     let schedule = (0..warmup as usize).map(|i| (i, false)).chain((0..cfg.run.repetitions as usize).map(|i| (i, true)));
+    // The pool starts the cell holding what is allocated (the weights) and no more, so that the reserved peaks of its
+    // measured runs are this cell's (the warm-ups grow the pool back to the cell's own need), not the largest
+    // earlier cell's: the pool keeps what it reserved (`device::prepare`) and a reset starts the high-water mark at
+    // the current reservation.
+    device::release(&model.device);
     let mut outcome = Ok(());
     for (i, measured) in schedule {
         if stop.requested().is_some() {
@@ -128,9 +133,12 @@ pub(super) fn oom_message(key: &CellKey, error: &str) -> String {
     )
 }
 
-/// A repetition's generated tokens and decoded bytes over the batch's `rows`.
-fn count_output(model: &LoadedModel, rows: &[Vec<u32>], mut rep: Repetition) -> Result<Repetition> {
-    rep.output_tokens = rows.iter().map(|r| r.len() as u64).sum();
+/// A repetition's generated tokens and decoded bytes over the batch's `rows`. The study's T_gen counts valid output
+/// tokens: a position a diffusion model left masked (it chose the mask id itself, which only random synthetic
+/// weights practically do) generated none, and decodes to nothing.
+fn count_output(model: &LoadedModel, sampler: Sampler, rows: &[Vec<u32>], mut rep: Repetition) -> Result<Repetition> {
+    let mask = model.special.mask.filter(|_| sampler != Sampler::ArGreedy);
+    rep.output_tokens = rows.iter().flatten().filter(|&&t| Some(t) != mask).count() as u64;
     for row in rows {
         let text = model.tokenizer.decode(row, true).map_err(|e| anyhow::anyhow!("tokenizer: {e}"))?;
         rep.output_bytes += text.len() as u64;
