@@ -3,8 +3,9 @@
 //! this module, so they cannot disagree.
 //!
 //! Definitions follow the study (section 3.1): ITL = (L_e2e - prefill) / (N_out - 1);
-//! T_gen = B x N_out / L_e2e; S_parity = min{ k : f_llada(k) at least as good as Q_llama };
-//! speedup = L_e2e(AR) / L_e2e(LLaDA at S_parity). A statistic of no values is `None`, never 0.
+//! T_gen = B x N_out / L_e2e (the valid output tokens: a position a diffusion model left masked is none);
+//! S_parity = min{ k : f_llada(k) at least as good as Q_llama }; speedup = L_e2e(AR) / L_e2e(LLaDA at S_parity).
+//! A statistic of no values is `None`, never 0.
 
 use serde::{Deserialize, Serialize};
 
@@ -26,8 +27,9 @@ pub struct Summary {
     pub min: f64,
     /// Largest value.
     pub max: f64,
-    /// Sample standard deviation (n - 1); 0 for one value.
-    pub std: f64,
+    /// Sample standard deviation (n - 1); `None` for one value (no spread was measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub std: Option<f64>,
 }
 
 /// Summarizes finite values; `None` when there are none.
@@ -43,13 +45,13 @@ fn summarize_owned(mut v: Vec<f64>) -> Option<Summary> {
         return None;
     }
     let mean = v.iter().sum::<f64>() / n as f64;
-    let var = if n > 1 { v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64 } else { 0.0 };
+    let std = (n > 1).then(|| (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt());
     let (min, max) = v.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| (lo.min(x), hi.max(x)));
     // The median by selection, not a full sort (a cell's thousands of step times are summarized at load).
     let (lower, &mut upper, _) = v.select_nth_unstable_by(n / 2, f64::total_cmp);
     let median =
         if n % 2 == 1 { upper } else { (lower.iter().copied().fold(f64::NEG_INFINITY, f64::max) + upper) / 2.0 };
-    Some(Summary { n, mean, median, min, max, std: var.sqrt() })
+    Some(Summary { n, mean, median, min, max, std })
 }
 
 /// Inter-token latency of one AR repetition, when it has a prefill time and more than one token per row.
@@ -58,7 +60,8 @@ pub fn itl_ms(rep: &Repetition, output_tokens_per_row: u32) -> Option<f64> {
     (output_tokens_per_row > 1).then(|| (rep.e2e_ms - prefill) / f64::from(output_tokens_per_row - 1))
 }
 
-/// Generation throughput of one repetition in tokens per second (B x N_out / L_e2e).
+/// Generation throughput of one repetition in tokens per second (B x N_out / L_e2e, counting the valid output
+/// tokens: `Repetition::output_tokens`).
 pub fn tokens_per_s(rep: &Repetition) -> Option<f64> {
     (rep.e2e_ms > 0.0).then(|| rep.output_tokens as f64 / (rep.e2e_ms / 1000.0))
 }

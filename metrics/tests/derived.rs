@@ -9,9 +9,10 @@ use crate::util::sample_bundle;
 fn summary_of_known_values() {
     let s = summarize(&[4.0, 1.0, 3.0, 2.0]).expect("values");
     assert_eq!((s.n, s.min, s.max, s.median, s.mean), (4, 1.0, 4.0, 2.5, 2.5));
-    assert!((s.std - (5.0f64 / 3.0).sqrt()).abs() < 1e-12);
+    assert!((s.std.unwrap() - (5.0f64 / 3.0).sqrt()).abs() < 1e-12);
     assert_eq!(summarize(&[]), None, "no values is absent, not 0");
     assert_eq!(summarize(&[f64::NAN]), None);
+    assert_eq!(summarize(&[3.0]).map(|s| (s.n, s.median, s.std)), Some((1, 3.0, None)), "one value has no spread");
 }
 
 #[test]

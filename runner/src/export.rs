@@ -6,13 +6,14 @@
 //!   Columns: the bundle and its device, whether its weights were synthetic; the cell's key and status; every raw
 //!   measurement of the repetition (lists as JSON arrays); what `metrics` derives per repetition (ITL, throughput,
 //!   achieved rates, activation memory, joules per token and per sequence, mean power); what `metrics` derives per
-//!   cell (the summaries of `cell_summary` and `energy::cell_energy` as `_median`, `_mean`, `_std`, `_min`, `_max`,
+//!   cell (the summaries of `cell_summary` and `energy::cell_energy` as `_median`, `_mean`, `_std` (empty for one repetition), `_min`, `_max`,
 //!   tokens per forward, the largest peaks); the energy counter that measured the cell (`energy_source`) or why it
 //!   has no energy (`energy_unavailable`); the cell's quality per metric and evaluator
 //!   (`metrics::parity::cell_quality`: its own, else its group's).
 //! - `parity`: one row per S_parity record and batch size (a record without speedup rows is one row with an empty
-//!   `batch_size`): the record as the bundle stores it, or, for a bundle that stores none, as
-//!   `metrics::parity::parity` computes it with the options its config asks for (the `source` column says which).
+//!   `batch_size`): the record as `metrics::parity::parity` computes it from the cells with the options the bundle's
+//!   config asks for, as `report` and the explorer do, or, for a bundle whose config names none, as it stores it
+//!   (the `source` column says which).
 //!
 //! Nothing is derived here: every number is a bundle's or a `metrics` function's. A value that was not measured is
 //! an empty CSV field and a null in Parquet and JSON Lines, never 0 (so are non-finite numbers, which no format
@@ -442,7 +443,7 @@ type SummaryOf = fn(&CellSummary) -> Option<Summary>;
 type EnergyOf = fn(&CellEnergy) -> Option<Summary>;
 
 /// A statistic of a summary (`median`, `std`, ...).
-type StatOf = fn(&Summary) -> f64;
+type StatOf = fn(&Summary) -> Option<f64>;
 
 fn repetitions_table(bundles: &[(&str, &Bundle)]) -> Table {
     // Derived once per cell, in bundle order.
@@ -552,11 +553,16 @@ fn repetitions_table(bundles: &[(&str, &Bundle)]) -> Table {
         ("bytes_per_s", |s| s.bytes_per_s),
         ("forward_passes", |s| s.forward_passes),
     ];
-    let stats: [(&str, StatOf); 5] =
-        [("median", |s| s.median), ("mean", |s| s.mean), ("std", |s| s.std), ("min", |s| s.min), ("max", |s| s.max)];
+    let stats: [(&str, StatOf); 5] = [
+        ("median", |s| Some(s.median)),
+        ("mean", |s| Some(s.mean)),
+        ("std", |s| s.std),
+        ("min", |s| Some(s.min)),
+        ("max", |s| Some(s.max)),
+    ];
     for (base, of) in summaries {
         for (stat, pick) in stats {
-            cols.push(float(format!("{base}_{stat}"), move |r: &RepRow| of(r.summary).as_ref().map(pick)));
+            cols.push(float(format!("{base}_{stat}"), move |r: &RepRow| of(r.summary).as_ref().and_then(pick)));
         }
     }
     cols.push(int("peak_allocated_bytes_max", |r: &RepRow| r.summary.peak_allocated_bytes));
@@ -570,7 +576,7 @@ fn repetitions_table(bundles: &[(&str, &Bundle)]) -> Table {
     ];
     for (base, of) in energies {
         for (stat, pick) in stats {
-            cols.push(float(format!("{base}_{stat}"), move |r: &RepRow| of(&r.energy).as_ref().map(pick)));
+            cols.push(float(format!("{base}_{stat}"), move |r: &RepRow| of(&r.energy).as_ref().and_then(pick)));
         }
     }
     // The counter that measured the cell, its idle power, or why the cell has no energy.
@@ -615,12 +621,14 @@ struct ParityRow<'a> {
 }
 
 fn parity_table(bundles: &[(&str, &Bundle)]) -> Table {
-    // The stored records; for a bundle that stores none, those its config asks for, computed from its cells.
+    // The records its config asks for, computed from its cells as `report` and the explorer compute them (a stored
+    // record that its cells no longer give is stale: `validate` says so); the stored ones for a bundle whose config
+    // names no options.
     let records: Vec<(Cow<'_, [ParityRecord]>, &'static str)> = bundles
         .iter()
-        .map(|(_, b)| match (b.parity.is_empty(), metrics::parity::ParityOptions::from_config(b)) {
-            (true, Some(opts)) => (Cow::Owned(metrics::parity::parity(b, &opts)), "recomputed"),
-            _ => (Cow::Borrowed(b.parity.as_slice()), "stored"),
+        .map(|(_, b)| match metrics::parity::ParityOptions::from_config(b) {
+            Some(opts) => (Cow::Owned(metrics::parity::parity(b, &opts)), "recomputed"),
+            None => (Cow::Borrowed(b.parity.as_slice()), "stored"),
         })
         .collect();
     let mut rows = Vec::new();

@@ -246,7 +246,7 @@ fn check_repetitions(rows: &[Row], b: &schema::Bundle, bundle_name: &str) {
         assert_eq!(num(row, "itl_ms"), rep.and_then(|r| metrics::derive::itl_ms(r, key.output_tokens)));
         let summary = &summaries[ci];
         assert_eq!(num(row, "e2e_ms_median"), summary.e2e_ms.map(|s| s.median));
-        assert_eq!(num(row, "tokens_per_s_std"), summary.tokens_per_s.map(|s| s.std));
+        assert_eq!(num(row, "tokens_per_s_std"), summary.tokens_per_s.and_then(|s| s.std));
         assert_eq!(num(row, "step_ms_mean"), summary.step_ms.map(|s| s.mean));
         assert_eq!(num(row, "tokens_per_forward"), summary.tokens_per_forward);
         assert_eq!(num(row, "peak_rss_bytes_max"), summary.peak_rss_bytes.map(|v| v as f64));
@@ -379,8 +379,10 @@ fn the_parity_table_has_a_row_per_record_and_batch_size() {
     let bundle = copy_fixture(&sb, "v1.5/demo-series.json", "demo.json");
     let b = schema::read_bundle(&std::fs::read_to_string(&bundle).expect("bundle")).expect("valid");
     assert!(!b.parity.is_empty(), "the fixture stores S_parity records");
-    let want: Vec<(&schema::parity::ParityRecord, Option<&schema::parity::SpeedupRow>)> = b
-        .parity
+    let opts = metrics::parity::ParityOptions::from_config(&b).expect("the fixture's config has a [quality] table");
+    let records = metrics::parity::parity(&b, &opts);
+    assert_eq!(records, b.parity, "the fixture's stored records are those its cells give");
+    let want: Vec<(&schema::parity::ParityRecord, Option<&schema::parity::SpeedupRow>)> = records
         .iter()
         .flat_map(|r| match r.speedups.is_empty() {
             true => vec![(r, None)],
@@ -397,7 +399,7 @@ fn the_parity_table_has_a_row_per_record_and_batch_size() {
         };
         assert_eq!(rows.len(), want.len(), "{file}");
         for (row, (record, speedup)) in rows.iter().zip(&want) {
-            assert_eq!(text(row, "source").as_deref(), Some("stored"));
+            assert_eq!(text(row, "source").as_deref(), Some("recomputed"));
             assert_eq!(flag(row, "synthetic_weights"), Some(true));
             assert_eq!(text(row, "metric").as_deref(), Some(record.metric.as_str()));
             assert_eq!(text(row, "evaluator"), record.evaluator.clone());
@@ -416,6 +418,22 @@ fn the_parity_table_has_a_row_per_record_and_batch_size() {
             assert_eq!(flag(row, "viable"), speedup.and_then(|s| s.viable));
         }
     }
+    // A stale stored record (the bundle edited after it was written): the table, like `report` and the explorer,
+    // gives what the cells give, and `validate` says the stored records are stale.
+    let mut json: serde_json::Value = serde_json::from_slice(&std::fs::read(&bundle).expect("bundle")).expect("json");
+    json["parity"][0]["baseline"]["value"] = serde_json::json!(12345.0);
+    let stale = sb.write("stale.json", &json.to_string());
+    let out = sb.path().join("stale.csv");
+    export(&sb, &[s(&stale), "--table", "parity", "-o", s(&out)]);
+    let (_, rows) = read_csv(&out);
+    assert_eq!(rows.len(), want.len());
+    assert!(rows.iter().all(|r| num(r, "baseline") != Some(12345.0)), "the stale value is not exported");
+    assert_eq!(num(&rows[0], "baseline"), Some(want[0].0.baseline.value));
+    let v = sb.cmd(&["validate", s(&stale)]);
+    assert_exit!(v, 0);
+    assert!(stdout(&v).contains("stale"), "{}", stdout(&v));
+    let v = sb.cmd(&["validate", s(&bundle)]);
+    assert!(!stdout(&v).contains("stale"), "{}", stdout(&v));
     // A bundle without quality: the header only, and a note.
     let old = copy_fixture(&sb, "v1.0/demo.json", "old.json");
     let out = sb.path().join("none.csv");

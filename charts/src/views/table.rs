@@ -154,7 +154,8 @@ pub fn cell_details(lb: &LoadedBundle, cell: usize) -> Vec<(String, String)> {
     ];
     let mut sum = |name: &str, v: Option<Summary>| {
         if let Some(v) = v {
-            out.push((name.to_string(), format!("{} (mean {:.3}, std {:.3})", ms(&v), v.mean, v.std)));
+            let std = v.std.map_or_else(|| "no std: one repetition".to_string(), |s| format!("std {s:.3}"));
+            out.push((name.to_string(), format!("{} (mean {:.3}, {std})", ms(&v), v.mean)));
         }
     };
     sum("L_e2e", s.e2e_ms);

@@ -38,6 +38,15 @@ pub fn main(args: ValidateArgs) -> Result<ExitCode> {
                         b.provenance.missing_cells.iter().map(|k| k.to_string()).collect::<Vec<_>>().join("; ")
                     );
                 }
+                if let Some(opts) = metrics::parity::ParityOptions::from_config(b)
+                    && !b.parity.is_empty()
+                    && metrics::parity::parity(b, &opts) != b.parity
+                {
+                    println!(
+                        "  stale: the stored S_parity records (`parity`) are not those its cells give (the bundle was \
+                         edited, or written by an older version); `report`, `export` and the explorer use the cells'"
+                    );
+                }
                 for c in b.cells.iter().filter(|c| !c.stalled_prompts.is_empty()) {
                     println!(
                         "  {}: {} prompts stalled (no continuation, not scored): {:?}",
