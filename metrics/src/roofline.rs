@@ -53,6 +53,13 @@ pub fn parameters(s: &ModelShape) -> u64 {
     2 * v * h + u64::from(s.layers) * (matrix_params_per_layer(s) + 2 * h) + h
 }
 
+/// The parameters a checkpoint stores: [`parameters`], less the LM head where it is the embedding (`tied_head`:
+/// `tie_word_embeddings`, LLaDA's `weight_tying`), whose one matrix serves both. (What a forward streams,
+/// [`streamed_parameters`], is the same either way: the head's matrix is read once.)
+pub fn stored_parameters(s: &ModelShape, tied_head: bool) -> u64 {
+    parameters(s) - if tied_head { u64::from(s.vocab) * u64::from(s.hidden) } else { 0 }
+}
+
 /// Parameters one forward streams whatever the batch: every block, the final norm and the LM head (not the
 /// embedding table).
 pub fn streamed_parameters(s: &ModelShape) -> u64 {

@@ -144,6 +144,10 @@ fn synth_sharded_llama_loads_with_index() {
     let a = m.forward_full(&ids, None).expect("fwd");
     let b = single.forward_full(&ids, None).expect("fwd");
     assert_eq!(max_abs_diff(&a, &b), 0.0);
+    // A snapshot with both a model.safetensors and an index loads the single file, as transformers does.
+    std::fs::copy(&single.files.weights[0], files.snapshot_dir.join("model.safetensors")).expect("copy");
+    let both = ModelFiles::from_hf_cache(dir.path(), repo_of(ModelKind::Llama), "main").expect("resolve");
+    assert_eq!((both.weights, both.index), (vec![files.snapshot_dir.join("model.safetensors")], None));
 }
 
 #[test]
@@ -277,7 +281,8 @@ fn config_with_unsupported_features_is_refused() {
     }
     let llada = serde_json::json!({
         "d_model": 64, "n_layers": 2, "n_heads": 4, "n_kv_heads": 4, "mlp_hidden_size": 128, "rms_norm_eps": 1e-5,
-        "rope_theta": 500000.0, "vocab_size": 512, "max_sequence_length": 1024, "alibi": true
+        "rope_theta": 500000.0, "vocab_size": 512, "max_sequence_length": 1024, "alibi": true, "weight_tying": false,
+        "rope": true, "layer_norm_type": "rms", "activation_type": "silu", "block_type": "llama"
     });
     let p = write_config(dir.path(), &llada);
     let err = ModelConfig::from_file(&p, ModelKind::Llada).expect_err("alibi").to_string();
@@ -373,11 +378,27 @@ fn olmo_fields_that_change_the_model_are_read_or_refused() {
     let llada = |extra: serde_json::Value| {
         let mut j = serde_json::json!({
             "d_model": 64, "n_layers": 2, "n_heads": 4, "mlp_hidden_size": 128, "rms_norm_eps": 1e-5,
-            "rope_theta": 500000.0, "vocab_size": 512, "max_sequence_length": 1024
+            "rope_theta": 500000.0, "vocab_size": 512, "max_sequence_length": 1024, "weight_tying": false,
+            "rope": true, "layer_norm_type": "rms", "activation_type": "silu", "block_type": "llama"
         });
-        j.as_object_mut().expect("obj").extend(extra.as_object().expect("obj").clone());
+        for (k, v) in extra.as_object().expect("obj") {
+            match v {
+                // A null drops the field.
+                serde_json::Value::Null if k != "multi_query_attention" => j.as_object_mut().expect("obj").remove(k),
+                _ => j.as_object_mut().expect("obj").insert(k.clone(), v.clone()),
+            };
+        }
         ModelConfig::from_file(&write_config(dir.path(), &j), ModelKind::Llada)
     };
+    // The fields that choose the architecture are never defaulted (upstream's defaults are not LLaDA-8B's).
+    for field in ["weight_tying", "rope", "layer_norm_type", "activation_type", "block_type"] {
+        let err = llada(serde_json::json!({ field: null })).expect_err(field).to_string();
+        assert!(
+            err.contains(&format!("`{field}` is missing: add \"{field}\"")) && err.contains("does not guess"),
+            "{err}"
+        );
+    }
+    assert!(llada(serde_json::json!({"weight_tying": true})).expect("tied").tied_lm_head);
     // OLMo's effective_n_kv_heads.
     let kv = |extra| llada(extra).expect("loads").num_kv_heads;
     assert_eq!(kv(serde_json::json!({"multi_query_attention": true})), 1);
@@ -1135,6 +1156,21 @@ fn special_tokens_come_from_the_checkpoints_files_with_their_source() {
     std::fs::write(none.snapshot_dir.join("tokenizer_config.json"), r#"{"bos_token": "<s>"}"#).expect("write");
     let err = LoadedModel::load(&none, ModelKind::Llama, &Device::Cpu, DType::F32).expect_err("no <s>").to_string();
     assert!(err.contains("tokenizer_config.json") && err.contains("bos_token") && err.contains("<s>"), "{err}");
+
+    // config.json's EOS is the end-of-turn token, as in Meta-Llama-3-8B-Instruct (128009): accepted, both stop.
+    let (end, eot) = (id("<|end_of_text|>"), id("<|eot_id|>"));
+    let instruct = write_checkpoint(dir.path(), "instruct", &files, &tensors, |c| c["eos_token_id"] = eot.into());
+    let m = load(&instruct, ModelKind::Llama);
+    assert_eq!(m.special.eos, eot);
+    assert!(m.special.stop.contains(&eot) && m.special.stop.contains(&end), "{:?}", m.special.stop);
+    assert!(m.special.sources.contains(&format!("eos {eot} (config.json eos_token_id)")), "{}", m.special.sources);
+    // Any other id there is a config of another model's tokenizer: refused, naming both.
+    let other = write_checkpoint(dir.path(), "other", &files, &tensors, |c| c["eos_token_id"] = 7.into());
+    let err = LoadedModel::load(&other, ModelKind::Llama, &Device::Cpu, DType::F32).expect_err("eos 7").to_string();
+    assert!(
+        err.contains("config.json") && err.contains("says 7") && err.contains(&format!("<|end_of_text|> to {end}")),
+        "{err}"
+    );
 }
 
 #[test]
@@ -1162,6 +1198,7 @@ fn synth_writes_the_llama_kinds_other_layouts_and_they_load_as_transformers_does
         }
         let out = generate_ar(&m, &[vec![5, 6, 7, 8]], 6, EosPolicy::Ignore).expect("generate");
         assert_eq!(out.tokens[0].len(), 6, "{layout:?}");
+        assert_eq!(m.parameter_count(), checkpoint_elements(&files), "{layout:?}: the tied head once, the biases");
         if let Some(python) = python {
             let d = max_abs_diff(&m.forward_full(&t, None).expect("ours"), &hf_logits(python, &files, &ids));
             assert!(d < 1e-4, "{layout:?}: max |ours - transformers| = {d}");

@@ -89,13 +89,13 @@ impl ModelConfig {
     /// Reads and converts `config.json` for `kind`.
     pub fn from_file(path: &Path, kind: ModelKind) -> Result<Self, ModelError> {
         let text =
-            std::fs::read_to_string(path).map_err(|source| ModelError::Io { path: path.to_path_buf(), source })?;
+            std::fs::read_to_string(path).map_err(|source| ModelError::Io { path: path.to_path_buf(), error: source })?;
         Self::from_json_str(&text, path, kind)
     }
 
     /// Converts the JSON text of `config.json`; `path` is only used in error messages.
     pub fn from_json_str(text: &str, path: &Path, kind: ModelKind) -> Result<Self, ModelError> {
-        let json_err = |source| ModelError::Json { path: path.to_path_buf(), source };
+        let json_err = |source| ModelError::Json { path: path.to_path_buf(), error: source };
         check_architecture(&serde_json::from_str(text).map_err(json_err)?, path, kind)?;
         match kind {
             ModelKind::Llama | ModelKind::Dream => {
@@ -111,9 +111,12 @@ impl ModelConfig {
         metrics::roofline::matrix_params_per_layer(&self.shape()) + 2 * self.hidden_size as u64
     }
 
-    /// Total parameters: embedding, blocks, final norm, untied LM head (`metrics::roofline::parameters`).
+    /// Total parameters the checkpoint holds: embedding, blocks, final norm, the LM head unless it is the
+    /// embedding (`metrics::roofline::stored_parameters`), and the attention biases where it has them.
     pub fn parameter_count(&self) -> u64 {
-        metrics::roofline::parameters(&self.shape())
+        let (q, kv) = ((self.num_heads * self.head_dim) as u64, (self.num_kv_heads * self.head_dim) as u64);
+        let biases = if self.qkv_bias { q + 2 * kv } else { 0 } + if self.o_bias { self.hidden_size as u64 } else { 0 };
+        metrics::roofline::stored_parameters(&self.shape(), self.tied_lm_head) + self.num_layers as u64 * biases
     }
 
     /// The shape summary a bundle records (and `metrics::roofline` computes from).
@@ -452,16 +455,14 @@ struct LladaConfigFile {
     rms_norm_eps: f64,
     rope_theta: Option<f64>,
     rope_parameters: Option<RopeParameters>,
-    #[serde(default = "yes")]
-    rope: bool,
+    rope: Option<bool>,
     vocab_size: usize,
     embedding_size: Option<usize>,
     max_sequence_length: usize,
     activation_type: Option<String>,
     block_type: Option<String>,
     layer_norm_type: Option<String>,
-    #[serde(default)]
-    weight_tying: bool,
+    weight_tying: Option<bool>,
     #[serde(default)]
     include_bias: bool,
     #[serde(default)]
@@ -488,13 +489,30 @@ struct LladaConfigFile {
     dllm_bench_synthetic: Option<serde_json::Value>,
 }
 
-fn yes() -> bool {
-    true
-}
-
 impl LladaConfigFile {
     fn into_config(self, path: &Path) -> Result<ModelConfig, ModelError> {
         let unsupported = unsupported_in(path);
+        // The fields that choose the architecture, whose upstream defaults are not LLaDA-8B's (a tied head, no RoPE,
+        // LayerNorm, OLMo's sequential SwiGLU block): a config that leaves one out is refused, not guessed at.
+        // LLaDA-8B's config.json states every one.
+        for (field, absent, value) in [
+            ("weight_tying", self.weight_tying.is_none(), "false"),
+            ("rope", self.rope.is_none(), "true"),
+            ("layer_norm_type", self.layer_norm_type.is_none(), "\"rms\""),
+            ("activation_type", self.activation_type.is_none(), "\"silu\""),
+            ("block_type", self.block_type.is_none(), "\"llama\""),
+        ] {
+            if absent {
+                return Err(ModelError::MissingField {
+                    path: path.to_path_buf(),
+                    field: field.into(),
+                    fix: format!(
+                        "add \"{field}\": {value} (LLaDA-8B's value; the upstream code's default for a config \
+                         without it is another architecture, so the runner does not guess)"
+                    ),
+                });
+            }
+        }
         let checks: [(&str, bool, &str); 7] = [
             ("include_bias", self.include_bias, "only bias-free projections are implemented"),
             (
@@ -513,7 +531,7 @@ impl LladaConfigFile {
                 return Err(unsupported(field, "true".into(), fix));
             }
         }
-        if !self.rope {
+        if self.rope == Some(false) {
             return Err(unsupported("rope", "false".into(), "only RoPE positions are implemented"));
         }
         if self.layer_norm_with_affine == Some(false) {
@@ -585,7 +603,7 @@ impl LladaConfigFile {
             mask_token_id: self.mask_token_id,
             checkpoint_dtype: self.torch_dtype.or(self.dtype),
             synthetic: self.dllm_bench_synthetic,
-            tied_lm_head: self.weight_tying,
+            tied_lm_head: self.weight_tying == Some(true),
             qkv_bias: false,
             o_bias: false,
             rope_scaling: None,

@@ -68,7 +68,7 @@ impl ModelFiles {
         let ref_path = repo.join("refs").join(revision);
         let commit = if ref_path.is_file() {
             std::fs::read_to_string(&ref_path)
-                .map_err(|source| ModelError::Io { path: ref_path.clone(), source })?
+                .map_err(|source| ModelError::Io { path: ref_path.clone(), error: source })?
                 .trim()
                 .to_string()
         } else if revision.len() == 40 && revision.chars().all(|c| c.is_ascii_hexdigit()) {
@@ -94,11 +94,15 @@ impl ModelFiles {
         let config = need("config.json")?;
         let tokenizer = need("tokenizer.json")?;
         let index_path = snapshot_dir.join("model.safetensors.index.json");
-        let (weights, index) = if index_path.is_file() {
+        let single = snapshot_dir.join("model.safetensors");
+        // transformers' order: a single model.safetensors first, then the sharded index.
+        let (weights, index) = if single.is_file() {
+            (vec![single], None)
+        } else if index_path.is_file() {
             let text = std::fs::read_to_string(&index_path)
-                .map_err(|source| ModelError::Io { path: index_path.clone(), source })?;
+                .map_err(|source| ModelError::Io { path: index_path.clone(), error: source })?;
             let json: serde_json::Value =
-                serde_json::from_str(&text).map_err(|source| ModelError::Json { path: index_path.clone(), source })?;
+                serde_json::from_str(&text).map_err(|source| ModelError::Json { path: index_path.clone(), error: source })?;
             let map = json.get("weight_map").and_then(|m| m.as_object()).ok_or_else(|| ModelError::MissingField {
                 path: index_path.clone(),
                 field: "weight_map".into(),
@@ -117,17 +121,13 @@ impl ModelFiles {
             let weights = shards.iter().map(|s| need(s)).collect::<Result<Vec<_>, _>>()?;
             (weights, Some(index_path))
         } else {
-            let single = snapshot_dir.join("model.safetensors");
-            if !single.is_file() {
-                return Err(ModelError::MissingFile {
-                    path: single,
-                    fix: format!(
-                        "neither model.safetensors nor model.safetensors.index.json is in the snapshot; {}",
-                        fix_for(repo_id)
-                    ),
-                });
-            }
-            (vec![single], None)
+            return Err(ModelError::MissingFile {
+                path: single,
+                fix: format!(
+                    "neither model.safetensors nor model.safetensors.index.json is in the snapshot; {}",
+                    fix_for(repo_id)
+                ),
+            });
         };
         let synthetic = std::fs::read_to_string(&config)
             .ok()
@@ -155,7 +155,7 @@ impl ModelFiles {
     pub fn weights_file_bytes(&self) -> Result<u64, ModelError> {
         self.weights
             .iter()
-            .map(|p| std::fs::metadata(p).map(|m| m.len()).map_err(|source| ModelError::Io { path: p.clone(), source }))
+            .map(|p| std::fs::metadata(p).map(|m| m.len()).map_err(|source| ModelError::Io { path: p.clone(), error: source }))
             .sum()
     }
 }

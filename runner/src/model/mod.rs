@@ -34,16 +34,17 @@ pub enum ModelError {
     MissingField { path: PathBuf, field: String, fix: String },
     #[error("{}: unsupported `{field}` = {value}: {fix}", path.display())]
     Unsupported { path: PathBuf, field: String, value: String, fix: String },
-    #[error("reading {}: {source}", path.display())]
-    Io { path: PathBuf, source: std::io::Error },
-    #[error("parsing {}: {source}", path.display())]
-    Json { path: PathBuf, source: serde_json::Error },
+    // The causes below are in the message and not the error's source, so that a chain (`{:#}`) says them once.
+    #[error("reading {}: {error}", path.display())]
+    Io { path: PathBuf, error: std::io::Error },
+    #[error("parsing {}: {error}", path.display())]
+    Json { path: PathBuf, error: serde_json::Error },
     #[error("loading tokenizer {}: {message}", path.display())]
     Tokenizer { path: PathBuf, message: String },
     #[error("{}: special token {what}: {message}", path.display())]
     Special { path: PathBuf, what: &'static str, message: String },
-    #[error("loading weights from {}: {source}", path.display())]
-    Weights { path: PathBuf, source: candle_core::Error },
+    #[error("loading weights from {}: {error}", path.display())]
+    Weights { path: PathBuf, error: candle_core::Error },
     #[error("{}: tensor `{tensor}` is missing: {fix}", path.display())]
     MissingTensor { path: PathBuf, tensor: String, fix: String },
     /// `message` says the shape found and the shape `config.json` implies.
@@ -124,8 +125,8 @@ impl SpecialFiles {
                 return Ok(None);
             }
             let text =
-                std::fs::read_to_string(&path).map_err(|source| ModelError::Io { path: path.clone(), source })?;
-            serde_json::from_str(&text).map(Some).map_err(|source| ModelError::Json { path, source })
+                std::fs::read_to_string(&path).map_err(|source| ModelError::Io { path: path.clone(), error: source })?;
+            serde_json::from_str(&text).map(Some).map_err(|source| ModelError::Json { path, error: source })
         };
         Ok(Self { generation: read("generation_config.json")?, tokenizer: read("tokenizer_config.json")? })
     }
@@ -157,21 +158,30 @@ fn special_ids(cfg: &ModelConfig, tok: &tokenizers::Tokenizer, files: &ModelFile
     let (bos_t, eos_t, mask_t, eot_t) = special_tokens(cfg.kind);
     // One special id, from the first source that names it: config.json, generation_config.json,
     // tokenizer_config.json's token string, the layout's token string in tokenizer.json. An id config.json states
-    // must agree with what the tokenizer maps the layout's token to (a config and tokenizer of different models).
+    // must be what the tokenizer maps the layout's token to, or one of the tokens `also` accepts (an Instruct
+    // checkpoint's EOS is its end-of-turn token: Meta-Llama-3-8B-Instruct's config.json says 128009, `<|eot_id|>`);
+    // another is a config and tokenizer of different models.
     let pick = |what: &'static str,
                 from_config: Option<u32>,
                 gen_field: Option<&str>,
                 tok_field: &str,
-                layout: Option<&str>|
+                layout: Option<&str>,
+                also: Option<&str>|
      -> Result<Option<(u32, String)>, ModelError> {
         let from_layout = layout.and_then(|t| tok.token_to_id(t).map(|id| (id, t)));
+        let accepted = |c: u32| also.and_then(|t| tok.token_to_id(t)) == Some(c);
         if let (Some(c), Some((t, name))) = (from_config, from_layout)
             && c != t
+            && !accepted(c)
         {
+            let or = also.and_then(|a| tok.token_to_id(a).map(|id| format!(" and {a} to {id}"))).unwrap_or_default();
             return Err(ModelError::Special {
                 path: path.to_path_buf(),
                 what,
-                message: format!("config.json says {c} but the tokenizer maps {name} to {t}"),
+                message: format!(
+                    "config.json says {c} but the tokenizer maps {name} to {t}{or}; fix: use the model's own \
+                     tokenizer files, or its config.json"
+                ),
             });
         }
         if let Some(c) = from_config {
@@ -205,17 +215,17 @@ fn special_ids(cfg: &ModelConfig, tok: &tokenizers::Tokenizer, files: &ModelFile
         })
     };
     let (bos, bos_src) =
-        need("bos", pick("bos", cfg.bos_token_id, Some("bos_token_id"), "bos_token", Some(bos_t))?, bos_t)?;
+        need("bos", pick("bos", cfg.bos_token_id, Some("bos_token_id"), "bos_token", Some(bos_t), None)?, bos_t)?;
     let (eos, eos_src) = need(
         "eos",
-        pick("eos", cfg.eos_token_ids.first().copied(), Some("eos_token_id"), "eos_token", Some(eos_t))?,
+        pick("eos", cfg.eos_token_ids.first().copied(), Some("eos_token_id"), "eos_token", Some(eos_t), eot_t)?,
         eos_t,
     )?;
     let mask = match mask_t {
-        Some(t) => Some(need("mask", pick("mask", cfg.mask_token_id, None, "mask_token", Some(t))?, t)?),
+        Some(t) => Some(need("mask", pick("mask", cfg.mask_token_id, None, "mask_token", Some(t), None)?, t)?),
         None => None,
     };
-    let (pad, pad_src) = match pick("pad", cfg.pad_token_id, Some("pad_token_id"), "pad_token", None)? {
+    let (pad, pad_src) = match pick("pad", cfg.pad_token_id, Some("pad_token_id"), "pad_token", None, None)? {
         Some(p) => p,
         None => (eos, "eos (no pad token given; left padding is masked out of attention)".to_string()),
     };
@@ -228,10 +238,13 @@ fn special_ids(cfg: &ModelConfig, tok: &tokenizers::Tokenizer, files: &ModelFile
             stop.push(id);
         }
     }
-    if let Some(eot) = eot_t.and_then(|t| tok.token_to_id(t))
-        && !stop.contains(&eot)
-    {
-        stop.push(eot);
+    // The layout's end-of-text and end-of-turn tokens stop too (an Instruct config.json names only the latter).
+    for t in [eos_t].into_iter().chain(eot_t) {
+        if let Some(id) = tok.token_to_id(t)
+            && !stop.contains(&id)
+        {
+            stop.push(id);
+        }
     }
     let mut sources = format!("bos {bos} ({bos_src}); eos {eos} ({eos_src}); pad {pad} ({pad_src})");
     if let Some((m, src)) = &mask {
@@ -281,7 +294,7 @@ impl LoadedModel {
             return Err(ModelError::Dtype { dtype });
         }
         let (config, tokenizer, special) = Self::checked(files, kind)?;
-        let weights_err = |source| ModelError::Weights { path: files.snapshot_dir.clone(), source };
+        let weights_err = |source| ModelError::Weights { path: files.snapshot_dir.clone(), error: source };
         let vb = mmap_weights(&files.weights, dtype, device).map_err(weights_err)?;
         let transformer = Transformer::load(vb, &config, opts).map_err(weights_err)?;
         Ok(Self { kind, config, tokenizer, special, dtype, device: device.clone(), files: files.clone(), transformer })

@@ -279,9 +279,11 @@ fn tokenizer_config_json(kind: ModelKind) -> serde_json::Value {
         ModelKind::Llada => LLADA_CHAT_TEMPLATE,
         ModelKind::Dream => DREAM_CHAT_TEMPLATE,
     };
+    // Meta-Llama-3-8B-Instruct's EOS is its end-of-turn token, in config.json and here.
+    let eos = if kind == ModelKind::Llama { token("eot") } else { token("eos_token_id") };
     json!({
         "bos_token": token("bos_token_id").or(token("eos_token_id")),
-        "eos_token": token("eos_token_id"),
+        "eos_token": eos,
         "chat_template": template,
         "tokenizer_class": "PreTrainedTokenizerFast",
     })
@@ -318,7 +320,8 @@ fn config_json(r: &Resolved, ids: &BTreeMap<&'static str, u32>) -> serde_json::V
             "attention_bias": false,
             "attention_dropout": 0.0,
             "bos_token_id": id("bos_token_id"),
-            "eos_token_id": id("eos_token_id"),
+            // An Instruct checkpoint's is its end-of-turn token, as Meta-Llama-3-8B-Instruct's (128009).
+            "eos_token_id": if r.chat_template { id("eot") } else { id("eos_token_id") },
             "hidden_act": "silu",
             "hidden_size": r.hidden,
             "initializer_range": 0.02,
