@@ -40,8 +40,19 @@ pub struct CompareArgs {
     #[arg(long, requires = "tokens")]
     pub report_only: bool,
     /// With --tokens: the largest relative difference of two perplexities that counts as equal.
-    #[arg(long, value_name = "X", default_value_t = 1e-3)]
+    #[arg(long, value_name = "X", default_value_t = 1e-3, value_parser = tolerance, allow_negative_numbers = true)]
     pub perplexity_rtol: f64,
+}
+
+/// `--perplexity-rtol`: a finite number >= 0 (NaN would count every difference as equal).
+fn tolerance(s: &str) -> std::result::Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!(
+            "{s:?} is not a tolerance: give a finite number >= 0, the largest relative difference of two \
+             perplexities that counts as equal (e.g. 1e-3)"
+        )),
+    }
 }
 
 /// Runs `compare`.

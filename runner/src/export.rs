@@ -97,7 +97,16 @@ pub fn main(args: &ExportArgs) -> Result<ExitCode> {
         None => format_of(&args.output)?,
     };
     let mut bundles = Vec::with_capacity(args.bundles.len());
+    let mut seen = std::collections::HashSet::new();
     for path in &args.bundles {
+        // One bundle twice would be every row twice.
+        if !seen.insert(std::fs::canonicalize(path).unwrap_or_else(|_| path.clone())) {
+            return Err(InputError(format!(
+                "{}: given twice; fix: name each bundle once (its rows would be in the table twice)",
+                path.display()
+            ))
+            .into());
+        }
         bundles.push(crate::input::read_bundle_file(path)?.bundle);
     }
     let names = bundle_names(&args.bundles);

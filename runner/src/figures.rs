@@ -49,12 +49,13 @@ const SVG_FONT_SHRINK: f64 = 1.24;
 /// The widest PNG drawn, in pixels (`--width` times `--dpi`).
 const MAX_PNG_WIDTH: f64 = 16_000.0;
 
-/// `--width` and `--height`: a positive number of inches, at most 40.
+/// `--width` and `--height`: a number of inches from 1 to 40 (below an inch a chart's 7 pt text leaves no plot,
+/// and plotters' dashed lines degenerate into millions of dashes).
 fn inches(s: &str) -> std::result::Result<f64, String> {
-    let fix = "give the figure's width or height in inches, a number above 0 and at most 40 (a journal's single \
-               column is about 3.5, a double column 7)";
+    let fix = "give the figure's width or height in inches, a number from 1 to 40 (a journal's single column is \
+               about 3.5, a double column 7)";
     match s.trim().parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 && v <= 40.0 => Ok(v),
+        Ok(v) if (1.0..=40.0).contains(&v) => Ok(v),
         _ => Err(format!("{s:?} is not a size: {fix}")),
     }
 }
@@ -411,6 +412,13 @@ pub fn main(args: &FiguresArgs) -> Result<ExitCode> {
     let (mut written, mut skipped) = (0usize, 0usize);
     // Fonts for PNG and PDF, found before anything is drawn (a node without fonts is told so at once).
     let raster = args.format.iter().any(|f| *f != FigureFormat::Svg);
+    // Each format once, in the order given (`--format svg,svg` writes each SVG once).
+    let mut formats: Vec<FigureFormat> = Vec::new();
+    for f in &args.format {
+        if !formats.contains(f) {
+            formats.push(*f);
+        }
+    }
     let fonts = raster.then(|| font_options(&args.font)).transpose()?;
     for spec in specs(&first) {
         if let Some(why) = &spec.skip {
@@ -448,7 +456,7 @@ pub fn main(args: &FiguresArgs) -> Result<ExitCode> {
             Ok((fig, text)) => {
                 // Parsed once for PNG and PDF.
                 let tree = fonts.as_ref().map(|opt| svg_tree(&text, opt)).transpose()?;
-                for format in &args.format {
+                for format in &formats {
                     let (file, bytes) = match (format, &tree) {
                         (FigureFormat::Svg, _) => (format!("{}.svg", spec.stem), text.clone().into_bytes()),
                         (FigureFormat::Png, Some(tree)) => (format!("{}.png", spec.stem), png(tree, args.dpi)?),

@@ -27,7 +27,15 @@ pub fn create_folder(dir: &Path) -> Result<()> {
         .into());
     }
     match std::fs::create_dir_all(dir) {
-        Err(e) if matches!(e.kind(), std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem) => {
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::PermissionDenied
+                    | std::io::ErrorKind::ReadOnlyFilesystem
+                    | std::io::ErrorKind::NotFound
+                    | std::io::ErrorKind::NotADirectory
+            ) =>
+        {
             Err(InputError(format!(
                 "cannot create the folder {}: {e}; fix: pass a folder you can write",
                 dir.display()
@@ -93,11 +101,13 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// Makes a temporary file (created 0600) readable by all, as a file written in place would be (0644): bundles and
+/// the shared model cache's files are read by other users.
 #[cfg(unix)]
-fn set_readable(f: &std::fs::File) {
+pub(crate) fn set_readable(f: &std::fs::File) {
     use std::os::unix::fs::PermissionsExt;
     let _ = f.set_permissions(std::fs::Permissions::from_mode(0o644));
 }
 
 #[cfg(not(unix))]
-fn set_readable(_: &std::fs::File) {}
+pub(crate) fn set_readable(_: &std::fs::File) {}

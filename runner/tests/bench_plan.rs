@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::assert_exit;
 use crate::measure::SMALL;
-use crate::util::{Sandbox, stdout};
+use crate::util::{Sandbox, stderr, stdout};
 
 fn json(v: &Value, key: &str) -> Value {
     v.get(key).unwrap_or_else(|| panic!("no {key:?} in {v}")).clone()
@@ -130,6 +130,12 @@ fn bench_kernels_plan_prints_the_shapes_and_work_of_the_run() {
     // Refused as a run is, before anything.
     let out = sb.cmd(&["bench-kernels", "--plan", "--seq-len", "8", "--decode-tokens", "8"]);
     assert_exit!(out, 2);
+    // A size of 0 would measure nothing and print a rate of it: refused, naming the flag.
+    for flag in ["--matmul-size", "--copy-mib", "--selection-batch", "--layers", "--vocab"] {
+        let out = sb.cmd(&["bench-kernels", "--plan", "--shape", "tiny", flag, "0"]);
+        assert_exit!(out, 2);
+        assert!(stderr(&out).contains(&format!("{flag} 0: nothing would be measured")), "{}", stderr(&out));
+    }
 }
 
 /// `report` (a `bench-kernels --json` or torch_reference.py output) has `plan`'s shapes, batches, work, and per

@@ -635,15 +635,17 @@ fn figures_are_as_wide_as_width_says_in_inches_with_text_of_7_points_or_more() {
         assert!(captions.contains(&format!("{inches} in wide")), "{captions}");
     }
     // A width that is not a size is refused (exit 2) naming the flag and what to give.
-    for bad in ["0", "-1", "abc", "1000"] {
+    for bad in ["0", "-1", "abc", "1000", "0.1", "0.99"] {
         let out = sb.cmd(&["figures", runner.as_str(), "-o", "bad", "--width", bad]);
         assert_exit!(out, 2);
         let err = stderr(&out);
         assert!(err.contains("--width") && err.contains("inches") && err.contains("3.5"), "--width {bad}: {err}");
     }
-    let out = sb.cmd(&["figures", runner.as_str(), "-o", "bad", "--height", "-2"]);
-    assert_exit!(out, 2);
-    assert!(stderr(&out).contains("--height") && stderr(&out).contains("inches"), "{}", stderr(&out));
+    for bad in ["-2", "0.00001"] {
+        let out = sb.cmd(&["figures", runner.as_str(), "-o", "bad", "--height", bad]);
+        assert_exit!(out, 2);
+        assert!(stderr(&out).contains("--height") && stderr(&out).contains("inches"), "{}", stderr(&out));
+    }
     // A PNG wider than the renderer takes is refused before anything is drawn.
     let out = sb.cmd(&["figures", runner.as_str(), "-o", "huge", "--format", "png", "--width", "40", "--dpi", "1200"]);
     assert_exit!(out, 2);
@@ -722,8 +724,11 @@ fn figures_writes_every_figure_the_bundle_can_fill_with_captions() {
         assert!(all.contains(&format!("N = {n}, B = {bs}")), "no facet for N = {n}, B = {bs}");
     }
     // PNG and PDF of every figure, drawn from its SVG with the system's fonts: valid files of the SVG's size.
-    let out = sb.cmd(&["figures", bundle.as_str(), "-o", "all", "--format", "svg,png,pdf"]);
+    let out = sb.cmd(&["figures", bundle.as_str(), "-o", "all", "--format", "svg,png,pdf,svg"]);
     assert_exit!(out, 0);
+    // A format given twice is written once (one caption each).
+    let captions = std::fs::read_to_string(sb.path().join("all/captions.md")).expect("captions");
+    assert_eq!(captions.matches(&format!("## {}\n", want[0])).count(), 1, "{captions}");
     for file in &want {
         let svg = std::fs::read_to_string(sb.path().join("all").join(file)).expect("svg");
         let (w, h) = svg_size(&svg);

@@ -1,7 +1,7 @@
 //! `dllm-bench compare`: two bundles of a tiny demo run, one of them with a token or a figure changed.
 
 use crate::assert_exit;
-use crate::util::{Sandbox, stdout};
+use crate::util::{Sandbox, stderr, stdout};
 
 /// A demo run with quality (continuations kept): 2 prompts, one repetition, K = 8, B = 1, N = 48.
 fn demo(sb: &Sandbox) -> serde_json::Value {
@@ -69,6 +69,12 @@ fn compare_names_each_difference_and_exits_1() {
     assert!(text.contains(&format!("repetition 0: forward_passes Some({f}) vs Some({})", f + 1)), "{text}");
     assert!(text.contains(&format!("summary: {cells} cells, 2 with a difference")), "{text}");
     assert_exit!(sb.cmd(&["compare", "--tokens", "--report-only", &pa, &pb]), 0);
+    // A tolerance that would count every difference as equal is refused.
+    for bad in ["nan", "inf", "-0.1"] {
+        let out = sb.cmd(&["compare", "--tokens", "--perplexity-rtol", bad, &pa, &pb]);
+        assert_exit!(out, 2);
+        assert!(stderr(&out).contains("--perplexity-rtol") && stderr(&out).contains(">= 0"), "{}", stderr(&out));
+    }
 
     // A cell missing from one side.
     let mut c = a.clone();

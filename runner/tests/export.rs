@@ -464,6 +464,7 @@ fn bad_exports_exit_2_naming_the_file_and_the_fix() {
         (vec![s(&bundle), "--format", "csv", "-o", s(&folder)], "is a folder"),
         (vec![s(&bundle), "-o", "out.csv", "--table", "cells"], "cells"),
         (vec!["missing.json", "-o", "out.csv"], "missing.json: no such file"),
+        (vec![s(&bundle), &dotted, "-o", "out.csv"], "given twice"),
         (vec![s(&not_json), "-o", "out.csv"], "notjson.json"),
     ];
     for (args, expect) in cases {

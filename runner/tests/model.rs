@@ -91,6 +91,16 @@ fn synth_single_file_llada_loads_through_cache_layout() {
     assert_eq!(commit.len(), 40);
     let link = std::fs::read_link(&files.config).expect("config.json is a symlink");
     assert!(link.starts_with("../../blobs"), "{link:?}");
+    // Readable by every user of a shared cache, as a download's files are.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let blobs = std::fs::read_dir(repo.join("blobs")).expect("blobs").map(|e| e.expect("entry").path());
+        for file in blobs.chain([repo.join("refs/main")]) {
+            let mode = std::fs::metadata(&file).expect("metadata").permissions().mode();
+            assert_eq!(mode & 0o044, 0o044, "{}: mode {mode:o}", file.display());
+        }
+    }
     // LLaDA's own (OLMo) field names.
     let cfg = config_json(&files);
     for key in ["d_model", "n_layers", "n_heads", "n_kv_heads", "mlp_hidden_size", "mask_token_id", "rope_theta"] {

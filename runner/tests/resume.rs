@@ -334,3 +334,19 @@ fn shards_merge_into_the_single_runs_cells_and_mismatches_are_refused() {
     assert_exit!(out, 0);
     assert!(!sb.path().join("x.json.tmp").exists());
 }
+
+#[test]
+fn a_run_folder_holding_a_bundle_without_its_journal_is_refused_and_left_alone() {
+    // A bundle.json that no journal of the folder accounts for (copied there, or its journal deleted) is not the
+    // run's to replace.
+    let sb = Sandbox::new();
+    let dir = sb.path().join("rd");
+    std::fs::create_dir(&dir).expect("mkdir");
+    let theirs = "{\"not\": \"ours\"}";
+    std::fs::write(dir.join("bundle.json"), theirs).expect("bundle");
+    let out = sb.cmd(&["run", "--run-dir", dir.to_str().expect("utf8"), "--seq-len", "40", "--batch-size", "1", "-q"]);
+    assert_exit!(out, 2);
+    let err = stderr(&out);
+    assert!(err.contains("bundle.json exists") && err.contains("no journal") && err.contains("fix"), "{err}");
+    assert_eq!(std::fs::read_to_string(dir.join("bundle.json")).expect("bundle"), theirs, "left as it was");
+}

@@ -311,6 +311,10 @@ fn check(args: &BenchArgs) -> Result<()> {
                 "{flag} {v} is more than {max}, the largest this benchmark runs; fix: a smaller {flag}"
             ));
         }
+        // Nothing measured is never a figure (a 0 x 0 matmul's rate, an empty copy's bandwidth).
+        if v == 0 {
+            return bad(format!("{flag} 0: nothing would be measured; fix: {flag} at least 1 (or leave it out)"));
+        }
     }
     Ok(())
 }

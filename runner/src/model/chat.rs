@@ -66,7 +66,8 @@ impl ChatTemplate {
                 fix: format!("the chat template is read from this file; fix: {NO_TEMPLATE_FIX}"),
             });
         }
-        let text = std::fs::read_to_string(&path).map_err(|source| ModelError::Io { path: path.clone(), error: source })?;
+        let text =
+            std::fs::read_to_string(&path).map_err(|source| ModelError::Io { path: path.clone(), error: source })?;
         let json: serde_json::Value =
             serde_json::from_str(&text).map_err(|source| ModelError::Json { path: path.clone(), error: source })?;
         Self::from_json(&json, &path)

@@ -64,8 +64,8 @@ fn read_header(path: &Path) -> Result<HashMap<String, Entry>, ModelError> {
             if name == "__metadata__" {
                 continue;
             }
-            let entry: Entry =
-                serde_json::from_value(v).map_err(|source| ModelError::Json { path: path.to_path_buf(), error: source })?;
+            let entry: Entry = serde_json::from_value(v)
+                .map_err(|source| ModelError::Json { path: path.to_path_buf(), error: source })?;
             // The tensor's bytes must be in the file: a download cut short is refused here, not read as garbage.
             if let Some([_, end]) = entry.data_offsets
                 && end.saturating_add(8 + len) > file_len
@@ -87,7 +87,8 @@ fn read_header(path: &Path) -> Result<HashMap<String, Entry>, ModelError> {
 
 /// The shard the index assigns to each tensor (sharded checkpoints).
 fn index_map(index: &Path) -> Result<HashMap<String, String>, ModelError> {
-    let text = std::fs::read_to_string(index).map_err(|source| ModelError::Io { path: index.to_path_buf(), error: source })?;
+    let text =
+        std::fs::read_to_string(index).map_err(|source| ModelError::Io { path: index.to_path_buf(), error: source })?;
     let json: serde_json::Value =
         serde_json::from_str(&text).map_err(|source| ModelError::Json { path: index.to_path_buf(), error: source })?;
     Ok(json

@@ -88,8 +88,8 @@ impl Llama3RopeScaling {
 impl ModelConfig {
     /// Reads and converts `config.json` for `kind`.
     pub fn from_file(path: &Path, kind: ModelKind) -> Result<Self, ModelError> {
-        let text =
-            std::fs::read_to_string(path).map_err(|source| ModelError::Io { path: path.to_path_buf(), error: source })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ModelError::Io { path: path.to_path_buf(), error: source })?;
         Self::from_json_str(&text, path, kind)
     }
 

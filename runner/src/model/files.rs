@@ -101,8 +101,8 @@ impl ModelFiles {
         } else if index_path.is_file() {
             let text = std::fs::read_to_string(&index_path)
                 .map_err(|source| ModelError::Io { path: index_path.clone(), error: source })?;
-            let json: serde_json::Value =
-                serde_json::from_str(&text).map_err(|source| ModelError::Json { path: index_path.clone(), error: source })?;
+            let json: serde_json::Value = serde_json::from_str(&text)
+                .map_err(|source| ModelError::Json { path: index_path.clone(), error: source })?;
             let map = json.get("weight_map").and_then(|m| m.as_object()).ok_or_else(|| ModelError::MissingField {
                 path: index_path.clone(),
                 field: "weight_map".into(),
@@ -155,7 +155,11 @@ impl ModelFiles {
     pub fn weights_file_bytes(&self) -> Result<u64, ModelError> {
         self.weights
             .iter()
-            .map(|p| std::fs::metadata(p).map(|m| m.len()).map_err(|source| ModelError::Io { path: p.clone(), error: source }))
+            .map(|p| {
+                std::fs::metadata(p)
+                    .map(|m| m.len())
+                    .map_err(|source| ModelError::Io { path: p.clone(), error: source })
+            })
             .sum()
     }
 }

@@ -124,8 +124,8 @@ impl SpecialFiles {
             if !path.is_file() {
                 return Ok(None);
             }
-            let text =
-                std::fs::read_to_string(&path).map_err(|source| ModelError::Io { path: path.clone(), error: source })?;
+            let text = std::fs::read_to_string(&path)
+                .map_err(|source| ModelError::Io { path: path.clone(), error: source })?;
             serde_json::from_str(&text).map(Some).map_err(|source| ModelError::Json { path, error: source })
         };
         Ok(Self { generation: read("generation_config.json")?, tokenizer: read("tokenizer_config.json")? })

@@ -68,6 +68,17 @@ pub(super) fn open_folder(resolved: &ResolvedConfig, opts: &SweepOptions, prompt
             crate::output::create_folder(dir)?;
             let lock = RunLock::acquire(dir)?;
             if !Journal::exists(dir) {
+                // A bundle no journal of this folder accounts for is not this run's to replace.
+                let bundle = dir.join("bundle.json");
+                if bundle.exists() {
+                    return Err(InputError(format!(
+                        "{} exists and {} has no journal of the run that wrote it, so it is not this run's to \
+                         replace; fix: move the bundle away, or give another --run-dir",
+                        bundle.display(),
+                        dir.display()
+                    ))
+                    .into());
+                }
                 return Ok(Opened {
                     dir: dir.clone(),
                     journal: None,
@@ -109,8 +120,8 @@ pub(super) fn check_same_run(
     if h.config_sha256 != resolved.sha256() {
         return refuse(format!(
             "the config changed since the run started (config sha256 {} then, {} now; started from {}, now {}).\n\
-             These fields differ (- then, + now):\n{}\n  fix: resume with the same config and overrides (or with \
-             no --config: the journal has it), or start a new run folder",
+             These fields differ (- then, + now):\n{}\n  fix: resume with the same config and overrides (or \
+             `--resume DIR` with no --config: the journal has it), or start a new run folder",
             short(&h.config_sha256),
             short(&resolved.sha256()),
             h.config_source,

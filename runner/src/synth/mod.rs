@@ -496,6 +496,7 @@ fn write_file(
     tmp.as_file().sync_all().map_err(io_err(&tmp_path))?;
     let sha = hex(&hasher.finalize());
     let blob = blobs.join(&sha);
+    crate::output::set_readable(tmp.as_file());
     tmp.persist(&blob).map_err(|e| io_err(&blob)(e.error))?;
     let link = snapshot.join(name);
     if link.symlink_metadata().is_ok() {
@@ -707,6 +708,7 @@ fn write_ref(refs: &Path, ref_main: &Path, commit: &str) -> Result<(), SynthErro
     std::fs::create_dir_all(refs).map_err(io_err(refs))?;
     let mut tmp = tempfile::Builder::new().prefix(".main.").tempfile_in(refs).map_err(io_err(refs))?;
     tmp.write_all(commit.as_bytes()).map_err(io_err(ref_main))?;
+    crate::output::set_readable(tmp.as_file());
     tmp.persist(ref_main).map_err(|e| io_err(ref_main)(e.error))?;
     Ok(())
 }
