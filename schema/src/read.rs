@@ -516,6 +516,25 @@ fn check(b: &Bundle) -> Result<(), BundleError> {
             if let Some(w) = r.energy_window_ms.filter(|w| !(w.is_finite() && *w >= 0.0)) {
                 return at(format!("energy_window_ms is {w}: a window must be finite and >= 0"));
             }
+            if r.forward_passes == Some(0) {
+                return at("forward_passes is 0: every run evaluates the network at least once".into());
+            }
+            // A diffusion step is one forward (two with classifier-free guidance), and a K-driven sampler runs at
+            // most K steps (fewer where a cached block ends when full).
+            if let (false, Some(f), Some(steps)) =
+                (k.sampler == crate::bundle::Sampler::ArGreedy, r.forward_passes, r.step_ms.as_ref())
+            {
+                let n = steps.len() as u64;
+                if u64::from(f) < n || u64::from(f) > 2 * n {
+                    return at(format!(
+                        "forward_passes {f} but step_ms has {n} steps: a diffusion step is one forward (two with \
+                         classifier-free guidance)"
+                    ));
+                }
+                if let Some(kk) = k.steps.filter(|&kk| n > u64::from(kk)) {
+                    return at(format!("step_ms has {n} steps, more than the cell's K = {kk}"));
+                }
+            }
             if let Some(c) = &r.committed_per_step {
                 let total: u64 = c.iter().map(|&n| u64::from(n)).sum();
                 // Less where positions were left masked (the model predicted the mask id), never more.

@@ -163,6 +163,39 @@ fn ar_rep(v: &mut serde_json::Value) -> &mut serde_json::Value {
     &mut cell["repetitions"][0]
 }
 
+/// The first repetition of a diffusion cell with step times (K = its key's steps).
+fn diffusion_rep(v: &mut serde_json::Value) -> (&mut serde_json::Value, u64) {
+    let cells = v["cells"].as_array_mut().expect("cells");
+    let cell = cells
+        .iter_mut()
+        .find(|c| c["key"]["steps"].is_u64() && c["repetitions"][0]["step_ms"].is_array())
+        .expect("a diffusion cell with step times");
+    let k = cell["key"]["steps"].as_u64().expect("K");
+    (&mut cell["repetitions"][0], k)
+}
+
+#[test]
+fn forwards_that_contradict_the_steps_are_refused() {
+    let series = include_str!("fixtures/v1.5/demo-series.json");
+    let refuse_in = |edit: &dyn Fn(&mut serde_json::Value), expect: &str| {
+        let mut v: serde_json::Value = serde_json::from_str(series).expect("fixture");
+        read_bundle(&v.to_string()).expect("the fixture reads");
+        edit(&mut v);
+        refuse(&v.to_string(), expect);
+    };
+    refuse_in(&|v| diffusion_rep(v).0["forward_passes"] = serde_json::json!(0), "forward_passes is 0");
+    refuse_in(&|v| diffusion_rep(v).0["forward_passes"] = serde_json::json!(1_000_000), "forward_passes 1000000 but");
+    refuse_in(
+        &|v| {
+            let (rep, k) = diffusion_rep(v);
+            rep["step_ms"] = serde_json::json!(vec![1e-3; k as usize + 1]);
+            rep["forward_passes"] = serde_json::json!(k + 1);
+            rep.as_object_mut().expect("rep").remove("committed_per_step");
+        },
+        "more than the cell's K",
+    );
+}
+
 #[test]
 fn numbers_that_contradict_each_other_are_refused() {
     refuse_value(|v| ar_rep(v)["prefill_ms"] = serde_json::json!(1e6), "prefill_ms 1000000 is more than e2e_ms");
