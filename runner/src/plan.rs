@@ -226,6 +226,16 @@ pub fn resolve_with_base(args: &ConfigArgs, base: Option<(String, String, PathBu
     config.validate(&source)?;
     config.check_used(&source)?;
     check_synthetic(&config, &source)?;
+    // The embedded set is known here (a file's or Wikitext's size only when it is read): `plan` refuses what `run`
+    // would.
+    let embedded = crate::prompts::embedded_count();
+    if config.prompts.source == schema::grid::PromptSource::Embedded && config.prompts.prompt_count() > embedded {
+        return Err(InputError(format!(
+            "{source}: field `prompts.count`: {} prompts, but the embedded set has {embedded}; fix:              prompts.count (or --max-prompts) at most {embedded}, or prompts from a file or Wikitext",
+            config.prompts.prompt_count()
+        ))
+        .into());
+    }
     let device = DeviceSpec::parse(&config.run.device).ok_or_else(|| {
         InputError(format!(
             "{source}: field `run.device`: {:?} is not a device; fix: use \"cpu\", \"cuda\" or \"cuda:N\"",

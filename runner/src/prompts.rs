@@ -20,6 +20,11 @@ use crate::InputError;
 /// Eight original encyclopedia-style paragraphs written for this project (not from any data set).
 const DEMO_PROMPTS: &str = include_str!("../assets/demo_prompts.txt");
 
+/// The prompts of the embedded set (`source = "embedded"`).
+pub fn embedded_count() -> u32 {
+    split_paragraphs(DEMO_PROMPTS).len() as u32
+}
+
 /// A prompt set ready to tokenize.
 #[derive(Debug, Clone, Default)]
 pub struct PromptSet {
