@@ -69,8 +69,11 @@ fi
 # handle signals meanwhile: SLURM's warning (USR1, from `--signal=B:USR1@N`) and SIGTERM (preemption,
 # `scontrol requeue`) are forwarded to the runner, which abandons the current cell, syncs its journal, writes
 # RUN_DIR/partial.json and exits 75. Then:
-# - 75 under SLURM: `scontrol requeue $SLURM_JOB_ID` and exit 0 (exiting non-zero would make the job FAILED
-#   and its `afterok` dependents never run); the requeued job runs the same command and resumes.
+# - 75 under SLURM, after the time-limit warning (USR1) or at the time limit itself (TERM, the job's Reason
+#   TimeLimit): `scontrol requeue $SLURM_JOB_ID` and exit 0 (exiting non-zero would make the job FAILED); the
+#   requeued job runs the same command and resumes. When SLURM requeued the job itself (`scontrol requeue`, a
+#   preemption that requeues: its Restarts is already past SLURM_RESTART_COUNT) nothing more is done. After a
+#   user's `scancel` the job stays cancelled, and the log says how to resume it.
 # - 1 with RUN_DIR/bundle.json written: some cells failed; they are recorded in the bundle, and the job
 #   succeeds so that the merge still runs.
 # - anything else: the job fails with that status.
@@ -81,7 +84,8 @@ dllm_bench_resumable() {
     echo "dllm-bench: $(date -u +%FT%TZ) host $(hostname) job ${SLURM_JOB_ID:-none} restart ${SLURM_RESTART_COUNT:-0}: run --run-dir $run_dir $*" >&2
     "$DLLM_BENCH" run --run-dir "$run_dir" "$@" &
     local child=$!
-    trap 'echo "dllm-bench: USR1 (time limit near): checkpointing" >&2; kill -USR1 '"$child"' 2>/dev/null' USR1
+    DLLM_BENCH_WARNED=""
+    trap 'DLLM_BENCH_WARNED=1; echo "dllm-bench: USR1 (time limit near): checkpointing" >&2; kill -USR1 '"$child"' 2>/dev/null' USR1
     # SLURM sends SIGTERM (scancel, requeue, preemption) to every process of the job, the runner included; a
     # second TERM forwarded from here would make it exit at once instead of writing its partial bundle.
     if [ -n "${SLURM_JOB_ID:-}" ]; then
@@ -101,8 +105,26 @@ dllm_bench_resumable() {
         0) return 0 ;;
         75)
             if [ -n "${SLURM_JOB_ID:-}" ]; then
-                echo "dllm-bench: interrupted; requeueing job $SLURM_JOB_ID (the rerun resumes from $run_dir)" >&2
-                scontrol requeue "$SLURM_JOB_ID"
+                # This job alone: an array task by ARRAYID_TASK (the id of an array's first task names the whole
+                # array, to `scontrol show` and to `scontrol requeue` alike).
+                local self="$SLURM_JOB_ID" job restarts reason
+                if [ -n "${SLURM_ARRAY_JOB_ID:-}" ] && [ -n "${SLURM_ARRAY_TASK_ID:-}" ]; then
+                    self="${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"
+                fi
+                job=$(scontrol show job "$self" -o 2>/dev/null | head -n 1)
+                restarts=$(grep -o 'Restarts=[0-9]*' <<<"$job" | cut -d= -f2)
+                reason=$(grep -o 'Reason=[^ ]*' <<<"$job" | cut -d= -f2)
+                if [ "${restarts:-0}" -gt "${SLURM_RESTART_COUNT:-0}" ]; then
+                    echo "dllm-bench: interrupted; SLURM requeued job $self (the rerun resumes from $run_dir)" >&2
+                    exit 0
+                fi
+                if [ -n "$DLLM_BENCH_WARNED" ] || [ "$reason" = TimeLimit ] || [ "$reason" = Preempted ]; then
+                    echo "dllm-bench: interrupted; requeueing job $self (the rerun resumes from $run_dir)" >&2
+                    scontrol requeue "$self"
+                    exit 0
+                fi
+                echo "dllm-bench: cancelled; job $self is not requeued. Its work is kept in $run_dir: resubmit \
+the same command to resume it (for a grid, jobs/submit.sh with the same --name)" >&2
                 exit 0
             fi
             return 75

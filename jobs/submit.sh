@@ -36,9 +36,12 @@ mkdir -p "$RUN_ROOT"
 
 array=$(sbatch --parsable --array=0-$((SHARDS - 1)) jobs/grid_array.sbatch "$CONFIG" "$RUN_ROOT" "$@")
 array="${array%%;*}"
-merge=$(sbatch --parsable --dependency=afterok:"$array" --kill-on-invalid-dep=yes \
-    jobs/merge.sbatch "$RUN_ROOT" "$RESULTS/$NAME.json")
+# afterany, not afterok: a task stopped by its time limit ends TIMEOUT (which would never satisfy afterok) and then
+# requeues itself to resume; the merge waits for every task of the array (jobs/merge.sbatch).
+merge=$(sbatch --parsable --dependency=afterany:"$array" --kill-on-invalid-dep=yes \
+    jobs/merge.sbatch "$RUN_ROOT" "$RESULTS/$NAME.json" "$array")
 merge="${merge%%;*}"
 echo "array job $array: $SHARDS shards of $CONFIG in $RUN_ROOT" >&2
 echo "merge job $merge: $RESULTS/$NAME.json once every shard succeeded" >&2
+echo "logs: $(pwd)/dllm-bench-shard-${array}_*.out and $(pwd)/dllm-bench-merge-$merge.out" >&2
 echo "$array $merge"

@@ -2,7 +2,10 @@
 //! fake GPUs so `--gres=gpu:1` is accepted), running config/experiments_slurm_test.toml on the CPU:
 //! - the array + merge jobs (jobs/submit.sh) give one bundle equal, cell for cell, to a single-process run;
 //! - the USR1 warning checkpoints, the job requeues itself and the rerun resumes to a complete bundle;
-//! - a preemption-like `scontrol requeue` (SIGTERM) resumes the same way.
+//! - a preemption-like `scontrol requeue` (SIGTERM) resumes the same way;
+//! - a user's `scancel` stops the job (not requeued), its log saying how to resume;
+//! - the time limit itself, with no warning, on an array task: the task requeues itself and resumes, and the merge
+//!   (afterany) waits for it instead of being cancelled (about 3 minutes).
 //!
 //! Skipped with a loud message when SLURM is not installed, unless DLLM_BENCH_REQUIRE_SLURM=1 (scripts/test.sh
 //! sets it), which turns the skip into a failure. One test function: the cluster is shared.
@@ -193,6 +196,55 @@ fn job_scripts_on_a_real_slurm() {
         assert!(log.contains("interrupted by SIG") && log.contains("cells already done"), "{case}: {log}");
         eprintln!("{case}: requeued and completed in {:.1} s", t.elapsed().as_secs_f64());
     }
+
+    // 4. A user's scancel: the job stops (it is not requeued) and its log says how to resume.
+    let run_dir = c.work.join("gpu-scancel");
+    let id = c.run(
+        "sbatch",
+        &["--parsable", "jobs/benchmark_gpu.sbatch", config, run_dir.to_str().expect("utf8"), "--repetitions", "25"],
+    );
+    c.wait_for_cell(&run_dir);
+    c.run("scancel", &[&id]);
+    assert_eq!(c.wait(&id, Duration::from_secs(120)), "CANCELLED", "scancel");
+    assert_eq!(c.field(&id, "Restarts"), "0", "scancel: not requeued");
+    let log = std::fs::read_to_string(c.work.join(format!("dllm-bench-{id}.out"))).expect("job output");
+    assert!(log.contains("is not requeued") && log.contains("resubmit the same command"), "scancel: {log}");
+
+    // 5. The time limit itself with no warning (SLURM's TERM at the limit) on an array task: the task requeues
+    //    itself (it ends TIMEOUT first, which must not cancel the merge), resumes, and the merge runs after it.
+    let t = Instant::now();
+    let ids = c
+        .cmd("jobs/submit.sh")
+        .args(["--shards", "1", "--config", config, "--results", &w("timeout"), "--name", "tl", "--"])
+        .args(["--repetitions", "1000"])
+        // A one-minute limit, and no USR1 warning (signal 23 is ignored; the scripts' B:USR1@120 would come at once).
+        .env("SBATCH_TIMELIMIT", "1")
+        .env("SBATCH_SIGNAL", "B:23@5")
+        .output()
+        .expect("submit");
+    assert!(ids.status.success(), "{}", String::from_utf8_lossy(&ids.stderr));
+    let ids = String::from_utf8_lossy(&ids.stdout).trim().to_string();
+    let (array, merge) = ids.split_once(' ').expect("two job ids");
+    let task = format!("{array}_0");
+    let start = Instant::now();
+    while c.field(&task, "Restarts") == "0" {
+        let state = c.field(&task, "JobState");
+        assert!(!matches!(state.as_str(), "COMPLETED" | "FAILED" | "CANCELLED" | "TIMEOUT"), "task ended {state}");
+        assert!(start.elapsed() < Duration::from_secs(300), "no time limit reached");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    // Requeued: the rerun gets the time to finish.
+    c.run("scontrol", &["update", &format!("JobId={task}"), "TimeLimit=30"]);
+    assert_eq!(c.field(merge, "JobState"), "PENDING", "the merge waits for the requeued task");
+    assert_eq!(c.wait(&task, Duration::from_secs(600)), "COMPLETED", "the task after its requeue");
+    assert_eq!(c.wait(merge, Duration::from_secs(300)), "COMPLETED", "the merge after the requeued task");
+    let merged = read(&c.work.join("timeout/tl.json"));
+    assert_eq!(merged.cells.len(), 12);
+    assert!(merged.cells.iter().all(|x| x.status == CellStatus::Ok));
+    assert!(merged.provenance.executions.len() >= 2, "the timed-out run and the resumed one");
+    let log = std::fs::read_to_string(c.work.join(format!("dllm-bench-shard-{array}.out"))).unwrap_or_default();
+    assert!(log.contains("DUE TO TIME LIMIT") && log.contains("requeueing job"), "{log}");
+    eprintln!("time limit: requeued, resumed and merged in {:.1} s", t.elapsed().as_secs_f64());
 
     // The token of the submitting shell reached the jobs' environment, and no file.
     for f in std::fs::read_dir(&c.work).expect("work").flatten() {

@@ -11,7 +11,9 @@ use crate::figure::{Axis, CellId, Figure, Mark, Plot, Style};
 
 use super::choices::{filter_choices, kept_where};
 use super::options::{Filters, Options};
-use super::series::{key_text, ms, push_mark, series_label, short_model, sort_marks, tag};
+use super::series::{
+    Palette, key_text, ms, point_label, push_mark, series_label, short_model, sort_marks, steps_axis, tag,
+};
 
 pub(super) fn ar_timing(bundles: &[&LoadedBundle], f: &Filters, o: &Options) -> Result<Figure, String> {
     let mut series = Vec::new();
@@ -73,6 +75,8 @@ pub(super) fn step_time(
     }
     let mut series = Vec::new();
     let batches: Vec<u32> = ch.batches.clone();
+    // A colour per series and B (two series at one B told apart; the same in a compared bundle, dashed).
+    let mut pal = Palette::of(bundles, o);
     for (bi, lb) in bundles.iter().enumerate() {
         let t = tag(bi, bundles.len());
         let cells: Vec<CellRef> = kept_where(lb, f, &|c| c.key.seq_len == n);
@@ -86,10 +90,12 @@ pub(super) fn step_time(
                 hi: Some(st.step_ms.max),
                 tip: format!("{}\ntime per step {}", key_text(&t, c), ms(&st.step_ms)),
                 cell: Some(CellId { bundle: bi, cell: st.cell }),
-                label: None,
+                // A threshold series is placed at its measured forwards: its points say their threshold.
+                label: c.key.threshold.map(|_| point_label(c, st.steps)),
             };
             let label = format!("{t}{} B={}", series_label(c), c.key.batch_size);
-            push_mark(&mut series, label, j, Style::Line, bi > 0, mark);
+            let colour = pal.colour(c) * batches.len() + j;
+            push_mark(&mut series, label, colour, Style::Line, bi > 0, mark);
         }
     }
     if series.is_empty() {
@@ -99,7 +105,7 @@ pub(super) fn step_time(
     Ok(Figure {
         title: format!("Time per diffusion step (median over all steps and repetitions), N = {n}"),
         plot: Plot::Xy {
-            x: Axis { pow2: true, ..Axis::numeric("diffusion steps K", true) },
+            x: steps_axis(&series),
             y: Axis::numeric("time per step (ms)", o.log_y),
             series,
             refs: Vec::new(),
