@@ -326,6 +326,11 @@ fn the_choices_of_several_bundles_are_the_union_of_each_ones_sorted() {
     // The bundles differ, so the union is more than any one of them.
     assert!(each.iter().all(|c| c != &all), "{each:?}");
     assert_eq!(views::filter_choices(&[&a, &h, &d]), all, "the order of the bundles does not matter");
+    // Filters keep only the values the bundles have.
+    let f = Filters { batch: Some(3), seq: all.seqs.first().copied(), model: Some("x/y".into()), ..Filters::default() };
+    let kept = f.within(&all);
+    assert_eq!((kept.batch, kept.seq, kept.model), (None, all.seqs.first().copied(), None));
+    assert_eq!(Filters::default().within(&all), Filters::default());
 }
 
 #[test]
@@ -668,6 +673,8 @@ fn the_answer_comes_first_with_the_report_s_numbers() {
             let hit = panels.iter().flat_map(|p| &p.cells).any(|c| {
                 c.tip.contains(&format!("N = {}, B = {}", r.seq_len, row.batch_size))
                     && c.tip.contains(&metrics::parity::s_parity_text(r))
+                    // S_parity's own interval, as `report` writes it, where the record has a bootstrap.
+                    && metrics::parity::s_parity_interval_text(r).is_none_or(|i| c.tip.contains(&i))
                     && match want {
                         Some(v) => c.value.is_some_and(|x| close(x, v.log2())) && c.text == format!("{v:.2}x"),
                         None => c.value.is_none() && c.text == "no parity",
@@ -677,6 +684,7 @@ fn the_answer_comes_first_with_the_report_s_numbers() {
         }
     }
     assert!(sentence.contains(&format!("faster in {faster} of the {cells}")), "{sentence}");
+    assert!(records.iter().any(|r| metrics::parity::s_parity_interval_text(r).is_some()), "a bootstrap to show");
     // Drawn as SVG: the cells' texts are there.
     let (svg_text, _) = svg(&f);
     assert!(svg_text.contains("x<") || svg_text.contains("no parity"), "verdict texts drawn");

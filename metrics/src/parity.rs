@@ -405,6 +405,15 @@ fn threshold_cells(bundle: &Bundle) -> HashMap<GroupKey, usize> {
     out
 }
 
+/// S_parity's bootstrap interval in words, as every reader writes it: `95% interval 4 to 16; parity reached in
+/// 80% of resamples` (an end where parity was not reached: `not reached (> K_max)`); `None` without a bootstrap.
+pub fn s_parity_interval_text(r: &ParityRecord) -> Option<String> {
+    let (i, f) = (r.s_parity_interval?, r.reached_fraction?);
+    let max = r.curve.iter().map(|c| c.steps).max().unwrap_or(0);
+    let end = |k: Option<u32>| k.map_or_else(|| format!("not reached (> {max})"), |k| k.to_string());
+    Some(format!("95% interval {} to {}; parity reached in {:.0}% of resamples", end(i.low), end(i.high), f * 100.0))
+}
+
 /// S_parity of a record in words, as every reader writes it: `K = 8`, `3 forwards (threshold 0.9)`, `not reached
 /// up to K = 128`, `not reached at any threshold`, `no data`.
 pub fn s_parity_text(r: &ParityRecord) -> String {

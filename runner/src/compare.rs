@@ -33,7 +33,8 @@ pub struct CompareArgs {
     #[arg(long)]
     pub markdown: bool,
     /// Compare what was generated instead of the timings: continuations, committed tokens per step, forward
-    /// passes, output bytes, perplexities. Exit 1 on any difference.
+    /// passes, output bytes, perplexities. Exit 1 on any difference, and when the bundles hold no continuations
+    /// (a grid without `[quality]`): then the tokens are not shown equal.
     #[arg(long)]
     pub tokens: bool,
     /// With --tokens: count the differences and exit 0.
@@ -320,7 +321,11 @@ pub fn tokens(a: &Bundle, b: &Bundle, rtol: f64, names: &[String; 2]) -> (String
         counts.max_ppl_rel
     );
     if counts.generations == 0 {
-        let _ = writeln!(out, "note: no continuations to compare (the grid needs a [quality] section)");
+        let _ = writeln!(
+            out,
+            "note: no continuations to compare (the grid needs a [quality] section), so the tokens are not shown \
+             equal: exit 1"
+        );
         bad += 1;
     }
     (out, bad)

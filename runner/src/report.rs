@@ -71,10 +71,6 @@ fn short(id: &str) -> &str {
     id.rsplit('/').next().unwrap_or(id)
 }
 
-fn steps_text(k: Option<u32>, max: u32) -> String {
-    k.map_or_else(|| format!("not reached (> {max})"), |k| k.to_string())
-}
-
 /// What a reader must know before the numbers: quality values that could not be computed (S_parity skips
 /// their K) and diffusion continuations with positions left masked (their text, and its perplexity, covers fewer
 /// tokens than N_out).
@@ -359,7 +355,6 @@ fn section(s: &mut String, bundle: &Bundle, quality: &[Vec<schema::bundle::Quali
         short(&r.ar_model)
     );
     let _ = writeln!(s, "Q_llama (the AR model's quality) = {}\n", est(&r.baseline));
-    let max = r.curve.iter().map(|c| c.steps).max().unwrap_or(0);
     if r.thresholded {
         let _ = writeln!(s, "| threshold | forwards | f [95%] | at least as good as Q_llama |\n|---:|---:|---|---|");
     } else {
@@ -380,14 +375,8 @@ fn section(s: &mut String, bundle: &Bundle, quality: &[Vec<schema::bundle::Quali
     }
     let _ = writeln!(s);
     let _ = write!(s, "S_parity: {}", s_parity_text(r));
-    if let (Some(i), Some(f)) = (r.s_parity_interval, r.reached_fraction) {
-        let _ = write!(
-            s,
-            " (95% interval {} to {}; parity reached in {:.0}% of resamples)",
-            steps_text(i.low, max),
-            steps_text(i.high, max),
-            f * 100.0
-        );
+    if let Some(interval) = metrics::parity::s_parity_interval_text(r) {
+        let _ = write!(s, " ({interval})");
     }
     let _ = writeln!(s, ".\n");
     let _ = writeln!(

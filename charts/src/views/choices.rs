@@ -28,6 +28,24 @@ pub struct FilterChoices {
     pub precisions: Vec<String>,
 }
 
+impl Filters {
+    /// The filters without the values the loaded bundles do not have (a bundle switched under the filters, or an
+    /// address naming a B another bundle had): such a value would keep no cell and empty every view, unseen in the
+    /// selects that only list the bundles' values.
+    pub fn within(&self, ch: &FilterChoices) -> Filters {
+        let has = |all: &[String], v: &Option<String>| v.clone().filter(|v| all.contains(v));
+        let has_n = |all: &[u32], v: Option<u32>| v.filter(|v| all.contains(v));
+        Filters {
+            model: has(&ch.models, &self.model),
+            sampler: has(&ch.samplers, &self.sampler),
+            steps: has_n(&ch.steps, self.steps),
+            batch: has_n(&ch.batches, self.batch),
+            seq: has_n(&ch.seqs, self.seq),
+            precision: has(&ch.precisions, &self.precision),
+        }
+    }
+}
+
 /// The filter choices of the loaded bundles (each bundle's are computed once).
 pub fn filter_choices(bundles: &[&LoadedBundle]) -> FilterChoices {
     let own = |lb: &LoadedBundle| lb.choices.0.get_or_init(|| own_choices(lb)).clone();

@@ -78,7 +78,7 @@ impl ViewKind {
             ViewKind::Throughput => "Throughput",
             ViewKind::Memory => "Memory",
             ViewKind::ArTiming => "TTFT / ITL (AR)",
-            ViewKind::StepTime => "Time per step (LLaDA)",
+            ViewKind::StepTime => "Time per step (diffusion)",
             ViewKind::Roofline => "Roofline",
             ViewKind::Details => "Run details",
         }

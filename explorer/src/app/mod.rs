@@ -331,6 +331,11 @@ fn Workspace(
         let r: Vec<&LoadedBundle> = v.iter().map(|b| b.as_ref()).collect();
         Arc::new(views::filter_choices(&r))
     };
+    // Values these bundles do not have (the address's, or the previous bundle's) would empty every view unseen.
+    let pruned = state.with_untracked(|s| s.filters.within(&choices));
+    if state.with_untracked(|s| s.filters != pruned) {
+        state.update(|s| s.filters = pruned);
+    }
     let metrics = {
         let r: Vec<&LoadedBundle> = bundles.iter().map(|b| b.as_ref()).collect();
         views::quality_metrics(&r)

@@ -42,13 +42,13 @@ pub(super) fn ParityView(
                                 <td data-testid="parity-speedup">{r.speedup_text()}</td>
                                 <td data-testid="parity-verdict">{r.verdict()}</td>
                                 <td class="mono">{r.matched_key.clone().unwrap_or_else(|| "-".into())} <br/> {r.ar_key.clone()}</td>
-                                <td data-testid="parity-warning">{r.entropy_warning.then_some("LLaDA's output entropy is far below LLaMA's: parity may come from degenerate text")}</td>
+                                <td data-testid="parity-warning">{r.entropy_warning.then_some("the diffusion model's output entropy is far below the AR model's: parity may come from degenerate text")}</td>
                             </tr>
                         }
                     })
                     .collect_view();
                 view! {
-                    <p class="note">"Quality metric: " {metric} ". S_parity = the fewest diffusion steps K at which LLaDA is at least as good as LLaMA (a threshold series: the fewest forwards, at the threshold named); speedup = L_e2e(LLaMA) / L_e2e(LLaDA at S_parity). One row per series, B and N."</p>
+                    <p class="note">"Quality metric: " {metric} ". S_parity = the fewest diffusion steps K at which the diffusion model (LLaDA) is at least as good as the AR model (LLaMA) (a threshold series: the fewest forwards, at the threshold named); speedup = L_e2e(AR) / L_e2e(diffusion at S_parity). One row per series, B and N."</p>
                     <table class="parity" data-testid="parity-table">
                         <thead><tr>
                             <th>"models"</th><th>"B"</th><th>"N"</th><th>"S_parity"</th><th>"grid interval"</th><th>"95% bootstrap"</th>
