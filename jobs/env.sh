@@ -34,19 +34,25 @@ dllm_bench_build() {
         features=cuda
     else
         features=""
-        echo "env.sh: no nvcc on PATH: building a CPU-only runner (set DLLM_BENCH_FEATURES=cuda to insist)" >&2
     fi
     profile_dir="$DLLM_BENCH_ROOT/target/release"
     DLLM_BENCH="$profile_dir/dllm-bench"
     local stale=""
     if [ ! -x "$DLLM_BENCH" ]; then
         stale="missing"
-    elif [ -n "$(find "$DLLM_BENCH_ROOT/runner" "$DLLM_BENCH_ROOT/schema" "$DLLM_BENCH_ROOT/config" \
-            "$DLLM_BENCH_ROOT/Cargo.toml" "$DLLM_BENCH_ROOT/Cargo.lock" -newer "$DLLM_BENCH" \
-            \( -name '*.rs' -o -name '*.toml' -o -name 'Cargo.lock' \) -print -quit 2>/dev/null)" ]; then
+    elif [ -n "$(find "$DLLM_BENCH_ROOT/runner" "$DLLM_BENCH_ROOT/schema" "$DLLM_BENCH_ROOT/metrics" \
+            "$DLLM_BENCH_ROOT/charts" "$DLLM_BENCH_ROOT/config" "$DLLM_BENCH_ROOT/Cargo.toml" \
+            "$DLLM_BENCH_ROOT/Cargo.lock" \( -path '*/tests' -o -path '*/benches' \) -prune -o -newer "$DLLM_BENCH" \
+            \( -name '*.rs' -o -name '*.toml' -o -name '*.cu' -o -name '*.cpp' -o -name '*.txt' -o -name 'Cargo.lock' \) \
+            -print -quit 2>/dev/null)" ]; then
+        # The binary's own sources (the crates it links, its configs and assets), not the tests' (which a build
+        # does not relink: every job would run cargo again).
         stale="older than its sources"
     fi
     if [ -n "$stale" ]; then
+        if [ -z "$features" ]; then
+            echo "env.sh: no nvcc on PATH: building a CPU-only runner (set DLLM_BENCH_FEATURES=cuda to insist)" >&2
+        fi
         echo "env.sh: $DLLM_BENCH is $stale: cargo build --release -p runner${features:+ --features $features}" >&2
         (cd "$DLLM_BENCH_ROOT" && cargo build --release --locked -p runner ${features:+--features "$features"}) || return 1
     fi

@@ -736,6 +736,16 @@ fn the_answer_comes_first_with_the_report_s_numbers() {
     // Without quality the answer says so and the view falls back to the latencies.
     let old = load_bundle("demo.json", include_str!("../../schema/tests/fixtures/v1.0/demo.json")).expect("1.0");
     assert_eq!(views::answer(&[&old], &Options::default()).unwrap_err(), views::NO_QUALITY);
+    // A bundle of one kind of model says which kind it lacks.
+    for (ar, lacks) in [(true, "only autoregressive cells"), (false, "only diffusion cells")] {
+        let series = include_str!("../../schema/tests/fixtures/v1.5/demo-series.json");
+        let mut v: serde_json::Value = serde_json::from_str(series).expect("json");
+        v["cells"].as_array_mut().expect("cells").retain(|c| (c["key"]["sampler"] == "ar_greedy") == ar);
+        v.as_object_mut().expect("bundle").remove("parity");
+        let one = load_bundle("one.json", &v.to_string()).expect("loads");
+        let err = views::answer(&[&one], &Options::default()).unwrap_err();
+        assert!(err.contains(lacks), "{err}");
+    }
     let cv = chart_view(ViewKind::Answer, &[&old], &Filters::default(), &Options::default());
     assert!(cv.figure.expect("latency").title.starts_with("Latency"));
     assert!(cv.notes.iter().any(|n| n == views::NO_QUALITY));

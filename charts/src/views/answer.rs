@@ -62,7 +62,13 @@ pub fn answer(bundles: &[&LoadedBundle], o: &Options) -> Result<(String, Figure)
         }
     }
     if panels.is_empty() {
-        return Err("no diffusion series against an AR model has quality values".into());
+        // Why: a bundle of one kind of model has no pair to judge.
+        let has = |ar: bool| lb.bundle.cells.iter().any(|c| (c.key.sampler == schema::Sampler::ArGreedy) == ar);
+        return Err(match (has(true), has(false)) {
+            (false, _) => "S_parity needs an autoregressive baseline: this bundle has only diffusion cells".into(),
+            (_, false) => "S_parity needs a diffusion model: this bundle has only autoregressive cells".into(),
+            _ => "no diffusion series against an AR model has quality values".into(),
+        });
     }
     let fastest = found.iter().max_by(|a, b| a.0.total_cmp(&b.0));
     let slowest = found.iter().min_by(|a, b| a.0.total_cmp(&b.0));
