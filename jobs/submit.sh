@@ -8,6 +8,10 @@
 # SBATCH_ACCOUNT, SBATCH_TIMELIMIT, ...), which sbatch reads for both jobs. Prints the array and merge job ids.
 # Builds the runner here first (jobs/env.sh), so that the array tasks do not race to build it.
 set -euo pipefail
+# --config and --results given relative are the caller's (the defaults, the repository's): made absolute before
+# the jobs are submitted from the repository's root.
+CALLER="$(pwd)"
+from_caller() { case "$1" in /*) echo "$1" ;; *) echo "$CALLER/$1" ;; esac; }
 cd "$(dirname "$0")/.."
 
 SHARDS=4
@@ -17,8 +21,8 @@ NAME=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --shards) SHARDS="$2"; shift 2 ;;
-        --config) CONFIG="$2"; shift 2 ;;
-        --results) RESULTS="$2"; shift 2 ;;
+        --config) CONFIG="$(from_caller "$2")"; shift 2 ;;
+        --results) RESULTS="$(from_caller "$2")"; shift 2 ;;
         --name) NAME="$2"; shift 2 ;;
         --) shift; break ;;
         *) echo "submit.sh: unknown option $1 (see the header of jobs/submit.sh)" >&2; exit 2 ;;
