@@ -231,7 +231,7 @@ pub fn resolve_with_base(args: &ConfigArgs, base: Option<(String, String, PathBu
     let embedded = crate::prompts::embedded_count();
     if config.prompts.source == schema::grid::PromptSource::Embedded && config.prompts.prompt_count() > embedded {
         return Err(InputError(format!(
-            "{source}: field `prompts.count`: {} prompts, but the embedded set has {embedded}; fix:              prompts.count (or --max-prompts) at most {embedded}, or prompts from a file or Wikitext",
+            "{source}: field `prompts.count`: {} prompts, but the embedded set has {embedded}; fix: prompts.count (or --max-prompts) at most {embedded}, or prompts from a file or Wikitext",
             config.prompts.prompt_count()
         ))
         .into());

@@ -131,7 +131,8 @@ fn bench_kernels_plan_prints_the_shapes_and_work_of_the_run() {
     let out = sb.cmd(&["bench-kernels", "--plan", "--seq-len", "8", "--decode-tokens", "8"]);
     assert_exit!(out, 2);
     // A size of 0 would measure nothing and print a rate of it: refused, naming the flag.
-    for flag in ["--matmul-size", "--copy-mib", "--selection-batch", "--layers", "--vocab"] {
+    for flag in ["--matmul-size", "--copy-mib", "--selection-batch", "--layers", "--vocab", "--batch", "--decode-batch"]
+    {
         let out = sb.cmd(&["bench-kernels", "--plan", "--shape", "tiny", flag, "0"]);
         assert_exit!(out, 2);
         assert!(stderr(&out).contains(&format!("{flag} 0: nothing would be measured")), "{}", stderr(&out));

@@ -107,7 +107,11 @@ fn unreadable_configs_and_prompt_files_say_what_is_wrong() {
     refused(&sb, &["plan", "-c", "folder.toml"], &["folder.toml", "is a folder"]);
     // More prompts than the embedded set has: `plan` refuses it as `run` does.
     sb.write("nine.toml", &CONFIG.replace("count = 2", "count = 9"));
-    refused(&sb, &["plan", "-c", "nine.toml"], &["nine.toml", "prompts.count", "the embedded set has 8", "fix"]);
+    refused(
+        &sb,
+        &["plan", "-c", "nine.toml"],
+        &["nine.toml", "prompts.count", "the embedded set has 8", "fix: prompts.count (or --max-prompts) at most 8"],
+    );
     // A config saved with a byte-order mark is read.
     sb.write("bom.toml", &format!("\u{feff}{CONFIG}"));
     assert_exit!(sb.cmd(&["plan", "-c", "bom.toml"]), 0);

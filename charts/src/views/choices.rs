@@ -48,13 +48,12 @@ impl Filters {
 
 /// The filter choices of the loaded bundles (each bundle's are computed once).
 pub fn filter_choices(bundles: &[&LoadedBundle]) -> FilterChoices {
-    let own = |lb: &LoadedBundle| lb.choices.0.get_or_init(|| own_choices(lb)).clone();
     if let [lb] = bundles {
-        return own(lb);
+        return own(lb).clone();
     }
     let mut all = Sets::default();
     for lb in bundles {
-        let c = lb.choices.0.get_or_init(|| own_choices(lb));
+        let c = own(lb);
         all.models.extend(c.models.iter().map(String::as_str));
         all.samplers.extend(c.samplers.iter().map(String::as_str));
         all.steps.extend(c.steps.iter().copied());
@@ -63,6 +62,11 @@ pub fn filter_choices(bundles: &[&LoadedBundle]) -> FilterChoices {
         all.precisions.extend(c.precisions.iter().map(String::as_str));
     }
     all.choices()
+}
+
+/// The filter choices of one bundle, computed once.
+fn own(lb: &LoadedBundle) -> &FilterChoices {
+    lb.choices.0.get_or_init(|| own_choices(lb))
 }
 
 /// The filter choices of one bundle.

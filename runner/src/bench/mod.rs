@@ -287,9 +287,6 @@ fn check(args: &BenchArgs) -> Result<()> {
     if args.block_length == 0 || args.block_length > args.seq_len {
         return bad(format!("--block-length ({}) must be in 1..=--seq-len ({})", args.block_length, args.seq_len));
     }
-    if args.batch == 0 || args.decode_batch == 0 {
-        return bad("--batch and --decode-batch must be at least 1".into());
-    }
     // The grid's own bounds (they keep every size below far from overflowing).
     let (max_b, max_n) = (schema::grid::limits::BATCH_SIZE as usize, schema::grid::limits::SEQ_LEN as usize);
     for (flag, v, max) in [
