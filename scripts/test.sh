@@ -9,8 +9,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+# No incremental caches: a run builds each crate once, and they were 1.4 GB of the 3.4 GB debug target. Set
+# CARGO_INCREMENTAL=1 when iterating on the code with this script.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 
-step() { printf '\n==> %s\n' "$*"; }
+# Disk: a run from scratch holds about 9 GB here (the torch venv 4.3 GB, targets, toolchains); CI machines have
+# had as little as 10 GB free. Every step prints what is left, and the CUDA check's target (0.9 GB, needed only
+# by its own step) is removed after that step when less than DLLM_BENCH_KEEP_GB (default 20) GB are free.
+free_gb() { df -Pk . | awk 'NR == 2 { printf "%.1f", $4 / 1048576 }'; }
+step() { printf '\n==> %s  [%s GB free]\n' "$*" "$(free_gb)"; }
 
 step "toolchain components"
 rustup component add rustfmt clippy >/dev/null
@@ -33,6 +40,12 @@ scripts/install-cuda-toolchain.sh
     # The runner's own CUDA kernels, run on the host against naive references (no GPU needed).
     scripts/check-cuda-kernels.sh
 )
+cuda_target="${CUDA_CHECK_TARGET_DIR:-target/cuda-check}"
+if awk -v f="$(free_gb)" -v k="${DLLM_BENCH_KEEP_GB:-20}" 'BEGIN { exit !(f < k) }'; then
+    echo "disk: $(free_gb) GB free (< ${DLLM_BENCH_KEEP_GB:-20}): removing $cuda_target, which only the CUDA" \
+        "check uses (the next run rebuilds it, about 10 minutes)"
+    rm -rf "$cuda_target"
+fi
 step "clippy (explorer and its charts, wasm32)"
 cargo clippy -p explorer -p dllm-bench-charts --target wasm32-unknown-unknown --locked -- -D warnings
 step "docs"
