@@ -148,8 +148,8 @@ say wasm-opt "$("$NODE_DIR/node_modules/.bin/wasm-opt" --version)"
 # --- Python venv for the tests of jobs/hf_reference.py (runner/tests/hf_reference.rs) -----------------
 # torch and transformers, used on the CPU. PyPI has no CPU-only torch for Linux x86_64: its wheel is the CUDA
 # build and pulls the CUDA libraries, about 2.8 GB of downloads and 4.3 GB installed (triton removed), about 2
-# minutes on a fast link. pip's cache is not used (it would keep a second copy). transformers 5.x: hf_reference.py relies on its
-# bidirectional mask for `is_causal = False` (it checks it at start).
+# minutes on a fast link. pip's cache is not used (it would keep a second copy). transformers 5.x: hf_reference.py
+# relies on its bidirectional mask for `is_causal = False` (it checks it at start).
 HF_VENV="$ROOT/.tools/hf-reference/venv"
 HF_PINS=(torch==2.11.0 transformers==5.23.0)
 if [ -n "${SKIP_HF:-}" ]; then

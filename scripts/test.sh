@@ -14,8 +14,11 @@ export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 
 # Disk: a run from scratch left 7.6 GB here (the torch venv 4.3 GB, target/ 2.9 GB, the CUDA compiler and npm's
-# packages 0.4 GB) and peaked at 7.8 GB, besides the cargo registry; CI machines have had as little as 10 GB free. Every step prints what is left, and the CUDA check's target (0.9 GB, needed only
-# by its own step) is removed after that step when less than DLLM_BENCH_KEEP_GB (default 20) GB are free.
+# packages 0.4 GB) and peaked at 7.8 GB, besides the cargo registry; CI machines have had as little as 10 GB free.
+# Every step prints what is left, and the CUDA check's target (about 0.5 GB, used by no later step) is removed
+# after its step when fewer than DLLM_BENCH_KEEP_GB (default 20) GB are free.
+KEEP_GB="${DLLM_BENCH_KEEP_GB:-20}"
+CUDA_TARGET="${CUDA_CHECK_TARGET_DIR:-target/cuda-check}"
 free_gb() { df -Pk . | awk 'NR == 2 { printf "%.1f", $4 / 1048576 }'; }
 step() { printf '\n==> %s  [%s GB free]\n' "$*" "$(free_gb)"; }
 
@@ -34,17 +37,16 @@ step "CUDA build check: CUDA 13.0 compiler from PyPI wheels, cargo check/clippy 
 scripts/install-cuda-toolchain.sh
 (
     . .tools/cuda/env.sh
-    export CARGO_TARGET_DIR="${CUDA_CHECK_TARGET_DIR:-target/cuda-check}"
+    export CARGO_TARGET_DIR="$CUDA_TARGET"
     cargo check -p runner --features cuda --locked
     cargo clippy -p runner --features cuda --all-targets --locked -- -D warnings
     # The runner's own CUDA kernels, run on the host against naive references (no GPU needed).
     scripts/check-cuda-kernels.sh
 )
-cuda_target="${CUDA_CHECK_TARGET_DIR:-target/cuda-check}"
-if awk -v f="$(free_gb)" -v k="${DLLM_BENCH_KEEP_GB:-20}" 'BEGIN { exit !(f < k) }'; then
-    echo "disk: $(free_gb) GB free (< ${DLLM_BENCH_KEEP_GB:-20}): removing $cuda_target, which only the CUDA" \
-        "check uses (the next run rebuilds it, about 10 minutes)"
-    rm -rf "$cuda_target"
+if awk -v f="$(free_gb)" -v k="$KEEP_GB" 'BEGIN { exit !(f < k) }'; then
+    echo "disk: $(free_gb) GB free (< $KEEP_GB): removing $CUDA_TARGET, which only the CUDA check uses (the next" \
+        "run rebuilds it, about 10 minutes)"
+    rm -rf "$CUDA_TARGET"
 fi
 step "clippy (explorer and its charts, wasm32)"
 cargo clippy -p explorer -p dllm-bench-charts --target wasm32-unknown-unknown --locked -- -D warnings

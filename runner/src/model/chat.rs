@@ -66,10 +66,9 @@ impl ChatTemplate {
                 fix: format!("the chat template is read from this file; fix: {NO_TEMPLATE_FIX}"),
             });
         }
-        let text =
-            std::fs::read_to_string(&path).map_err(|source| ModelError::Io { path: path.clone(), error: source })?;
+        let text = std::fs::read_to_string(&path).map_err(|error| ModelError::Io { path: path.clone(), error })?;
         let json: serde_json::Value =
-            serde_json::from_str(&text).map_err(|source| ModelError::Json { path: path.clone(), error: source })?;
+            serde_json::from_str(&text).map_err(|error| ModelError::Json { path: path.clone(), error })?;
         Self::from_json(&json, &path)
     }
 

@@ -30,7 +30,7 @@ struct Entry {
 
 /// Tensor name -> (dtype, shape) of one safetensors file, from its header.
 fn read_header(path: &Path) -> Result<HashMap<String, Entry>, ModelError> {
-    let io = |source| ModelError::Io { path: path.to_path_buf(), error: source };
+    let io = |error| ModelError::Io { path: path.to_path_buf(), error };
     let mut f = std::fs::File::open(path).map_err(io)?;
     let file_len = f.metadata().map_err(io)?.len();
     if file_len < 8 {
@@ -57,15 +57,15 @@ fn read_header(path: &Path) -> Result<HashMap<String, Entry>, ModelError> {
     let mut text = vec![0u8; len as usize];
     f.read_exact(&mut text).map_err(io)?;
     let value: serde_json::Value =
-        serde_json::from_slice(&text).map_err(|source| ModelError::Json { path: path.to_path_buf(), error: source })?;
+        serde_json::from_slice(&text).map_err(|error| ModelError::Json { path: path.to_path_buf(), error })?;
     let mut out = HashMap::new();
     if let serde_json::Value::Object(map) = value {
         for (name, v) in map {
             if name == "__metadata__" {
                 continue;
             }
-            let entry: Entry = serde_json::from_value(v)
-                .map_err(|source| ModelError::Json { path: path.to_path_buf(), error: source })?;
+            let entry: Entry =
+                serde_json::from_value(v).map_err(|error| ModelError::Json { path: path.to_path_buf(), error })?;
             // The tensor's bytes must be in the file: a download cut short is refused here, not read as garbage.
             if let Some([_, end]) = entry.data_offsets
                 && end.saturating_add(8 + len) > file_len
@@ -87,10 +87,9 @@ fn read_header(path: &Path) -> Result<HashMap<String, Entry>, ModelError> {
 
 /// The shard the index assigns to each tensor (sharded checkpoints).
 fn index_map(index: &Path) -> Result<HashMap<String, String>, ModelError> {
-    let text =
-        std::fs::read_to_string(index).map_err(|source| ModelError::Io { path: index.to_path_buf(), error: source })?;
+    let text = std::fs::read_to_string(index).map_err(|error| ModelError::Io { path: index.to_path_buf(), error })?;
     let json: serde_json::Value =
-        serde_json::from_str(&text).map_err(|source| ModelError::Json { path: index.to_path_buf(), error: source })?;
+        serde_json::from_str(&text).map_err(|error| ModelError::Json { path: index.to_path_buf(), error })?;
     Ok(json
         .get("weight_map")
         .and_then(|m| m.as_object())
@@ -112,7 +111,7 @@ fn same_bytes((pa, a): (&Path, &Entry), (pb, b): (&Path, &Entry)) -> Result<bool
         Ok(f.take(off[1] - off[0]))
     };
     fn io(path: &Path) -> impl Fn(std::io::Error) -> ModelError + '_ {
-        move |source| ModelError::Io { path: path.to_path_buf(), error: source }
+        move |error| ModelError::Io { path: path.to_path_buf(), error }
     }
     let (mut ra, mut rb) = (open(pa, oa).map_err(io(pa))?, open(pb, ob).map_err(io(pb))?);
     let (mut ba, mut bb) = (vec![0u8; 1 << 20], vec![0u8; 1 << 20]);

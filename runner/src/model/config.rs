@@ -88,14 +88,13 @@ impl Llama3RopeScaling {
 impl ModelConfig {
     /// Reads and converts `config.json` for `kind`.
     pub fn from_file(path: &Path, kind: ModelKind) -> Result<Self, ModelError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| ModelError::Io { path: path.to_path_buf(), error: source })?;
+        let text = std::fs::read_to_string(path).map_err(|error| ModelError::Io { path: path.to_path_buf(), error })?;
         Self::from_json_str(&text, path, kind)
     }
 
     /// Converts the JSON text of `config.json`; `path` is only used in error messages.
     pub fn from_json_str(text: &str, path: &Path, kind: ModelKind) -> Result<Self, ModelError> {
-        let json_err = |source| ModelError::Json { path: path.to_path_buf(), error: source };
+        let json_err = |error| ModelError::Json { path: path.to_path_buf(), error };
         check_architecture(&serde_json::from_str(text).map_err(json_err)?, path, kind)?;
         match kind {
             ModelKind::Llama | ModelKind::Dream => {

@@ -68,7 +68,7 @@ impl ModelFiles {
         let ref_path = repo.join("refs").join(revision);
         let commit = if ref_path.is_file() {
             std::fs::read_to_string(&ref_path)
-                .map_err(|source| ModelError::Io { path: ref_path.clone(), error: source })?
+                .map_err(|error| ModelError::Io { path: ref_path.clone(), error })?
                 .trim()
                 .to_string()
         } else if revision.len() == 40 && revision.chars().all(|c| c.is_ascii_hexdigit()) {
@@ -100,9 +100,9 @@ impl ModelFiles {
             (vec![single], None)
         } else if index_path.is_file() {
             let text = std::fs::read_to_string(&index_path)
-                .map_err(|source| ModelError::Io { path: index_path.clone(), error: source })?;
-            let json: serde_json::Value = serde_json::from_str(&text)
-                .map_err(|source| ModelError::Json { path: index_path.clone(), error: source })?;
+                .map_err(|error| ModelError::Io { path: index_path.clone(), error })?;
+            let json: serde_json::Value =
+                serde_json::from_str(&text).map_err(|error| ModelError::Json { path: index_path.clone(), error })?;
             let map = json.get("weight_map").and_then(|m| m.as_object()).ok_or_else(|| ModelError::MissingField {
                 path: index_path.clone(),
                 field: "weight_map".into(),
@@ -155,11 +155,7 @@ impl ModelFiles {
     pub fn weights_file_bytes(&self) -> Result<u64, ModelError> {
         self.weights
             .iter()
-            .map(|p| {
-                std::fs::metadata(p)
-                    .map(|m| m.len())
-                    .map_err(|source| ModelError::Io { path: p.clone(), error: source })
-            })
+            .map(|p| std::fs::metadata(p).map(|m| m.len()).map_err(|error| ModelError::Io { path: p.clone(), error }))
             .sum()
     }
 }

@@ -124,8 +124,7 @@ impl SpecialFiles {
             if !path.is_file() {
                 return Ok(None);
             }
-            let text = std::fs::read_to_string(&path)
-                .map_err(|source| ModelError::Io { path: path.clone(), error: source })?;
+            let text = std::fs::read_to_string(&path).map_err(|error| ModelError::Io { path: path.clone(), error })?;
             serde_json::from_str(&text).map(Some).map_err(|source| ModelError::Json { path, error: source })
         };
         Ok(Self { generation: read("generation_config.json")?, tokenizer: read("tokenizer_config.json")? })
@@ -294,7 +293,7 @@ impl LoadedModel {
             return Err(ModelError::Dtype { dtype });
         }
         let (config, tokenizer, special) = Self::checked(files, kind)?;
-        let weights_err = |source| ModelError::Weights { path: files.snapshot_dir.clone(), error: source };
+        let weights_err = |error| ModelError::Weights { path: files.snapshot_dir.clone(), error };
         let vb = mmap_weights(&files.weights, dtype, device).map_err(weights_err)?;
         let transformer = Transformer::load(vb, &config, opts).map_err(weights_err)?;
         Ok(Self { kind, config, tokenizer, special, dtype, device: device.clone(), files: files.clone(), transformer })
