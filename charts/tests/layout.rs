@@ -121,3 +121,28 @@ fn printed_text_is_never_under_7_points() {
         }
     }
 }
+
+#[test]
+fn screen_text_is_never_under_9_pixels_on_a_phone() {
+    // The explorer's canvas on a 390 px phone (372 CSS pixels wide), every view of the two H200 bundles compared:
+    // legends wrap rather than shrink to 7 px. SVG widths corrected as for print, so that labels do not fit here
+    // where a canvas, which measures them, would find they do not.
+    let (a, b) = bundles();
+    let both = [&a, &b];
+    let style = ChartStyle { text_width: 1.3, ..ChartStyle::screen(1.0) };
+    for view in ViewKind::ALL.into_iter().filter(|v| v.is_chart()) {
+        for multiples in [false, true] {
+            let options = Options { multiples, ..Options::default() };
+            let Ok(fig) = chart_view(view, &both, &Filters::default(), &options).figure else { continue };
+            let (svg, _, _) = draw(&fig, 372, style);
+            let least = svg
+                .split("font-size=\"")
+                .skip(1)
+                .map(|t| t.split('"').next().and_then(|v| v.parse().ok()).expect("a font size"))
+                .fold(f64::INFINITY, f64::min);
+            // plotters writes an SVG font size as the size drawn / 1.24.
+            let px = least * 1.24;
+            assert!(px >= 8.99, "{view:?} (multiples: {multiples}) at 372 px: a text of {px} px");
+        }
+    }
+}

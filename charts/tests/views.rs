@@ -178,7 +178,12 @@ fn ttft_itl_and_step_time() {
     assert_eq!(series.len(), 4, "TTFT and ITL per N");
     let ttft = series.iter().find(|s| s.label.contains("TTFT, N=128")).expect("ttft");
     assert_eq!(ttft.marks.iter().map(|m| m.x).collect::<Vec<_>>(), [1.0, 4.0]);
-    check_hits(&f, &svg(&f).1);
+    // B is a count: its linear axis ticks at 1, 2, 3, 4, never at a batch size of 1.5.
+    assert!(matches!(&f.plot, Plot::Xy { x, .. } if x.pow2 && !x.log));
+    let (out, d) = svg(&f);
+    assert!(out.contains("\n3\n</text>") || out.contains(">3</text>"), "a tick at B = 3");
+    assert!(!out.contains("1.5"), "no tick at B = 1.5");
+    check_hits(&f, &d);
 
     let f = fig(ViewKind::StepTime, &[&b], &Filters::default(), &Options::default());
     let (series, _) = xy(&f);
@@ -225,6 +230,10 @@ fn quality_vs_steps_marks_s_parity() {
     assert_eq!(series[0].marks.iter().map(|m| m.y).collect::<Vec<_>>(), [70.0, 25.0, 10.2, 9.5]);
     assert!(refs.iter().any(|r| !r.vertical && r.value == 10.5));
     assert!(refs.iter().any(|r| r.vertical && r.value == 32.0 && r.label.contains("S_parity = 32")));
+    // The S_parity line is its series': its colour, and its label names the series.
+    let line = refs.iter().find(|r| r.vertical).expect("an S_parity line");
+    assert_eq!(line.colour, series[0].colour);
+    assert!(line.label.ends_with(&format!("of {}", series[0].label)), "{}", line.label);
     let (out, _) = svg(&f);
     assert!(out.contains("S_parity = 32"));
 }
@@ -447,7 +456,7 @@ fn roofline_plots_intensity_and_achieved_rate_with_ceilings_when_given() {
     // A marker per point and one per legend entry.
     assert_eq!(out.matches("<circle").count(), ok + series.len());
     for t in
-        ["arithmetic intensity (FLOP per byte of weights read) (log scale)", "achieved FLOP rate (TFLOP/s) (log scale)"]
+        ["arithmetic intensity (FLOP/byte of weights read) (log scale)", "achieved FLOP rate (TFLOP/s) (log scale)"]
     {
         assert!(out.contains(t), "missing {t:?}");
     }

@@ -307,8 +307,23 @@ async function checkViews(page) {
   await redraw(page, () => view(page, 'quality'));
   fig = await figure(page);
   assert.ok(fig.plot.refs.some((r) => r.vertical && r.value === 32 && r.label.includes('S_parity = 32')));
+  // Each S_parity line in its series' colour, its label naming the series.
+  for (const r of fig.plot.refs.filter((x) => x.vertical)) {
+    assert.ok(fig.plot.series.some((s) => s.colour === r.colour && r.label.endsWith(`of ${s.label}`)), r.label);
+  }
   await page.screenshot({ path: `${SHOTS}-quality.png`, fullPage: true });
-  pass('quality vs steps: LLaMA reference and S_parity = 32 marked');
+  pass('quality vs steps: LLaMA reference and S_parity = 32 marked, in its series\' colour and named after it');
+
+  // Each view shows the log x / log y options only where they act (K is always on a log2 axis, heat maps and the
+  // log-log roofline have no linear axis).
+  const logX = ['answer', 'pareto', 'ttft-itl'];
+  const logY = ['answer', 'latency', 'pareto', 'quality', 'throughput', 'ttft-itl', 'step-time'];
+  for (const slug of ['answer', 'latency', 'pareto', 'parity', 'quality', 'throughput', 'memory', 'ttft-itl', 'step-time', 'roofline', 'details']) {
+    await view(page, slug);
+    assert.equal(await page.isVisible('[data-testid="log-x"]'), logX.includes(slug), `log x shown in ${slug}`);
+    assert.equal(await page.isVisible('[data-testid="log-y"]'), logY.includes(slug), `log y shown in ${slug}`);
+  }
+  pass('log x / log y show only in the views they act on');
 
   // S_parity panel.
   await page.click('[data-testid="reset-filters"]');
@@ -813,6 +828,10 @@ try {
   const firstListed = await page.$eval('[data-testid="bundle-select"] option:nth-child(2)', (o) => o.value);
   await waitLoaded(page, firstListed);
   pass(`the index lists ${BUNDLES.length} bundles; the first (${firstListed}) loads and draws without a click`);
+  // No two entries read the same (the schema's demo runs share a title: their file names tell them apart).
+  const optionTexts = await page.$$eval('[data-testid="bundle-select"] option', (os) => os.map((o) => o.textContent));
+  assert.equal(new Set(optionTexts).size, optionTexts.length, `duplicate bundle labels: ${optionTexts.join(' | ')}`);
+  pass('every bundle in the selector reads differently');
   for (const b of BUNDLES) {
     await page.selectOption('[data-testid="bundle-select"]', b.file);
     await waitLoaded(page, b.file);
@@ -838,6 +857,14 @@ try {
   assert.ok(width <= 420, `canvas ${width}px wide on a 420px screen`);
   await page.screenshot({ path: `${SHOTS}-narrow.png`, fullPage: true });
   pass(`narrow screen: the chart fits (${width} px)`);
+  // On a phone no view makes the page scroll sideways (wide tables scroll in their own box).
+  await page.setViewportSize({ width: 390, height: 844 });
+  for (const v of ['answer', 'latency', 'pareto', 'parity', 'quality', 'throughput', 'memory', 'ttft-itl', 'step-time', 'roofline', 'details']) {
+    await view(page, v);
+    const wide = await page.evaluate(() => document.documentElement.scrollWidth);
+    assert.ok(wide <= 390, `${v} at 390 px: the page is ${wide} px wide`);
+  }
+  pass('a phone (390 px): no view is wider than the screen');
 
   assert.deepEqual(pageErrors, [], 'uncaught errors in the page');
   pass('no uncaught page errors');

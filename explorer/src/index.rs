@@ -3,9 +3,13 @@
 
 use schema::{BundleIndex, IndexEntry};
 
-/// Text of an index entry in the bundle selector.
-pub fn option_label(e: &IndexEntry) -> String {
+/// Text of an index entry among `all` in the bundle selector: its title, with its file name where another entry has
+/// the same title (two runs of one config on one device read the same, and a closed selector cuts the date off).
+pub fn option_label(e: &IndexEntry, all: &[IndexEntry]) -> String {
     let mut s = if e.title.is_empty() { e.file.clone() } else { e.title.clone() };
+    if !e.title.is_empty() && all.iter().any(|o| o.title == e.title && o.file != e.file) {
+        s.push_str(&format!(": {}", e.file));
+    }
     if !e.created_at.is_empty() {
         s.push_str(&format!(" ({})", e.created_at));
     }

@@ -78,9 +78,29 @@ fn index_keeps_only_plain_file_names() {
     ]}"#;
     let entries = parse_index(idx).expect("index");
     assert_eq!(entries.len(), 1);
-    assert_eq!(option_label(&entries[0]), "demo on H200 (2026-11-21T15:17:00Z) [synthetic weights]");
+    assert_eq!(option_label(&entries[0], &entries), "demo on H200 (2026-11-21T15:17:00Z) [synthetic weights]");
     assert!(parse_index("{}").unwrap_err().contains("index.json"));
     for bad in ["", ".hidden", "a/b.json", "a\\b.json", "%2e%2e", "a?b", "x#y"] {
         assert!(!is_plain_file_name(bad), "{bad:?}");
     }
+}
+
+#[test]
+fn bundles_of_one_title_are_told_apart_by_file_name() {
+    // Two runs of one config on one device: the same title; a closed selector shows about 45 characters of it.
+    let idx = r#"{"bundles": [
+        {"file": "gpu-runner.json", "title": "gpu_primary on NVIDIA H200", "created_at": "2026-11-26T06:02:57Z", "synthetic_weights": false},
+        {"file": "gpu-again.json", "title": "gpu_primary on NVIDIA H200", "created_at": "2026-11-26T06:10:53Z", "synthetic_weights": false},
+        {"file": "cpu.json", "title": "demo on AMD EPYC", "created_at": "", "synthetic_weights": false}
+    ]}"#;
+    let entries = parse_index(idx).expect("index");
+    let labels: Vec<String> = entries.iter().map(|e| option_label(e, &entries)).collect();
+    assert_eq!(
+        labels,
+        [
+            "gpu_primary on NVIDIA H200: gpu-runner.json (2026-11-26T06:02:57Z)",
+            "gpu_primary on NVIDIA H200: gpu-again.json (2026-11-26T06:10:53Z)",
+            "demo on AMD EPYC",
+        ]
+    );
 }

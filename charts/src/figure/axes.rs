@@ -5,7 +5,7 @@ use std::ops::Range;
 
 use plotters::coord::ranged1d::{KeyPointHint, NoDefaultFormatting, Ranged, ReversibleRanged, ValueFormatter};
 
-use super::Axis;
+use super::{Axis, ChartStyle};
 
 /// A numeric range in drawing space (log10 of the value on a log axis) with explicit ticks.
 #[derive(Debug, Clone)]
@@ -123,6 +123,9 @@ pub(super) fn scaled(axis: &Axis, vals: &[f64], from_zero: bool) -> Scaled {
             }
         }
         t
+    } else if axis.pow2 {
+        // No batch size of 1.5.
+        nice_ticks(lo, hi, 8).into_iter().filter(|t| (t - t.round()).abs() < 1e-9).map(f64::round).collect()
     } else {
         nice_ticks(lo, hi, 8)
     };
@@ -142,6 +145,12 @@ pub(super) fn tick_label(axis: &Axis, v: f64) -> String {
         return fmt_num(if (x - r).abs() < 1e-6 * x.max(1.0) { r } else { x });
     }
     fmt_num(v)
+}
+
+/// The smallest size (CSS pixels) an axis' title shrinks to from its 14 px where it does not fit: 70%, or the
+/// style's smallest text.
+pub(super) fn axis_title_least(style: ChartStyle) -> f64 {
+    (if style.min_text > 0.0 { style.min_text } else { 14.0 * 0.7 }).min(14.0)
 }
 
 /// An axis' title as drawn.
@@ -173,5 +182,15 @@ mod tests {
         let sc = scaled(&ax, &[0.0, 4.0], false);
         let labels: Vec<String> = sc.ticks.iter().map(|t| tick_label(&ax, *t)).collect();
         assert_eq!(labels, ["1", "10", "100", "1000", "10000"]);
+    }
+
+    #[test]
+    fn linear_count_axes_tick_at_whole_numbers() {
+        // Batch sizes 1 and 4 on a linear axis: 1, 2, 3, 4, not 1, 1.5, 2, ...
+        let ax = Axis { pow2: true, ..Axis::numeric("B", false) };
+        let labels: Vec<String> = scaled(&ax, &[1.0, 4.0], false).ticks.iter().map(|t| tick_label(&ax, *t)).collect();
+        assert_eq!(labels, ["1", "2", "3", "4"]);
+        let sc = scaled(&ax, &[1.0], false);
+        assert_eq!(sc.ticks, [1.0]);
     }
 }

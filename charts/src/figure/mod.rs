@@ -22,6 +22,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use serde::Serialize;
 
+use axes::{axis_title, axis_title_least};
 use heat::{HEAT_BAR, draw_heat, heat_columns};
 use text::{legend_estimate, title_estimate};
 use xy::{draw_xy, legend_labels};
@@ -85,7 +86,8 @@ pub struct Axis {
     pub label: String,
     /// Logarithmic scale (non-positive values are not drawn).
     pub log: bool,
-    /// Ticks at powers of two (diffusion steps), on a log axis.
+    /// A count (diffusion steps, batch sizes): ticks at powers of two on a log axis, at whole numbers on a linear
+    /// one.
     pub pow2: bool,
     /// Category names, for a categorical axis.
     pub categories: Vec<String>,
@@ -315,7 +317,7 @@ impl Figure {
         }
     }
 
-    /// The height of the figure drawn `width` wide on a screen ([`Figure::height_for`] with the default style).
+    /// The height of the figure drawn `width` wide ([`Figure::height_for`] with the default style).
     pub fn height(&self, width: u32) -> u32 {
         self.height_for(width, ChartStyle::default())
     }
@@ -337,11 +339,15 @@ impl Figure {
                 let legend = legend_estimate(&legend_labels(refs, series), w, style).1;
                 ((title_estimate(&self.title, w, style) + facets + legend).round() as u32).max(single)
             }
-            Plot::Xy { series, refs, .. } => {
+            Plot::Xy { series, refs, y, .. } => {
                 let plot_w = w - Y_LABEL_AREA - 2.0 * PANEL_MARGIN;
                 let (box_w, strip) = legend_estimate(&legend_labels(refs, series), w, style);
                 let strip = if box_w > plot_w - 2.0 * LEGEND_MARGIN { strip } else { 0.0 };
-                let need = title_estimate(&self.title, w, style) + 2.0 * PANEL_MARGIN + 48.0 + plot_w * 0.5 + strip;
+                // The plot half as tall as wide, or as tall as the y axis' title at its smallest (a phone, a printed
+                // column), up to square.
+                let y_title = axis_title(y).chars().count() as f64 * 0.58 * axis_title_least(style);
+                let plot_h = (plot_w * 0.5).max(y_title + 8.0).min(plot_w);
+                let need = title_estimate(&self.title, w, style) + 2.0 * PANEL_MARGIN + 48.0 + plot_h + strip;
                 (need.round() as u32).max(single)
             }
             Plot::Pair { first, second } if width < PAIR_SIDE_BY_SIDE => {
@@ -461,6 +467,14 @@ impl Default for ChartStyle {
     }
 }
 
+impl ChartStyle {
+    /// The explorer's canvas at `scale` device pixels per CSS pixel: no text under 9 CSS pixels (a legend at 60% of
+    /// its 12 px was 7 px on a phone, too small to read), longer titles and legend labels wrap instead.
+    pub fn screen(scale: f64) -> Self {
+        Self { scale, min_text: 9.0, ..Self::default() }
+    }
+}
+
 /// What can go wrong while drawing.
 #[derive(Debug)]
 pub enum ChartError {
@@ -510,7 +524,10 @@ fn draw_plot<DB: DrawingBackend>(
             let css_w = (f64::from(w) / style.scale) as u32;
             let (a, b) = match css_w >= PAIR_SIDE_BY_SIDE {
                 true => root.split_horizontally(w * 11 / 20),
-                false => root.split_vertically(h * first.height(css_w) / fig.height(css_w).max(1)),
+                false => {
+                    let css = ChartStyle { scale: 1.0, ..style };
+                    root.split_vertically(h * first.height_for(css_w, css) / fig.height_for(css_w, css).max(1))
+                }
             };
             let mut drawn = draw_plot(&a, first, style)?;
             let offset = first.series_count();

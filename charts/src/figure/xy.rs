@@ -5,7 +5,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::axes::{Scaled, axis_title, scaled, tick_label, to_space};
+use super::axes::{Scaled, axis_title, axis_title_least, scaled, tick_label, to_space};
 use super::text::{Key, draw_legend, legend_layout, text_width, title_lines, title_text, titled};
 use super::{
     Axis, ChartError, ChartStyle, Drawn, FACET_MARGIN, FACET_X_TITLE, FACET_Y_TICKS, FACET_Y_TITLE, Grid, Hit,
@@ -138,7 +138,7 @@ pub(super) fn draw_xy<DB: DrawingBackend>(
     let (lw, lh) = left.dim_in_pixel();
     let (y_title, room) = (axis_title(ya), f64::from(lh) * 0.96);
     let long = text_width(&left, &y_title, &desc, style)?.0;
-    let least = s(14.0 * 0.7).max(s(style.min_text)).min(s(14.0));
+    let least = s(axis_title_least(style));
     let desc = match long > room {
         true => desc.clone().font.resize((s(14.0) * room / long).max(least)).into_text_style(&left),
         false => desc,
@@ -224,22 +224,31 @@ pub(super) fn xy_panel<'a, 'b, DB: DrawingBackend>(
     let (title_font, lines) = title_lines(area, caption, if small.is_some() { 14.0 } else { 18.0 }, xy.style)?;
     let mut builder = ChartBuilder::on(area);
     builder.margin(margin).x_label_area_size(si(x_area)).y_label_area_size(y_area);
-    if let [one] = lines.as_slice() {
-        builder.caption(one, title_font);
+    // The height the title takes above the plot (plotters' caption: its size and a margin as high).
+    let used_top = if let [one] = lines.as_slice() {
+        builder.caption(one, title_font.clone());
+        2 * title_font.get_size().round() as i32
     } else {
         let used = title_text(area, &lines, &title_font, margin as i32, xy.style)?;
         builder.margin_top(margin as i32 + used);
-    }
+        used
+    };
     let mut cc = builder.build_cartesian_2d(xr, yr).map_err(backend_err)?;
     let xfmt = |v: &f64| tick_label(xa, *v);
     let yfmt = |v: &f64| if show_y { tick_label(ya, *v) } else { String::new() };
     let desc = |a: &Axis| if titles { axis_title(a) } else { String::new() };
-    // The axes' titles at 14 px, smaller (to 70%, or the smallest text) where the x title is wider than the chart.
-    let room = f64::from(area.dim_in_pixel().0) * 0.9;
-    let wide = text_width(area, &desc(xa), &TextStyle::from(font(14.0)), xy.style)?.0;
-    let least = (14.0 * 0.7f64).max(xy.style.min_text).min(14.0) * xy.style.scale;
-    let desc_font = match wide > room {
-        true => FontDesc::from((FontFamily::SansSerif, (s(14.0) * room / wide).max(least))),
+    // The axes' titles at 14 px, smaller (to 70%, or the smallest text) where the x title is wider than the chart or
+    // the y title longer than the plot is tall (a phone).
+    let (aw, ah) = area.dim_in_pixel();
+    let plot_h = f64::from(ah) - f64::from(used_top) - f64::from(si(x_area)) - f64::from(2 * margin);
+    let fit = |text: String, room: f64| -> Result<f64, ChartError> {
+        let wide = text_width(area, &text, &TextStyle::from(font(14.0)), xy.style)?.0;
+        Ok(if wide > room { room / wide } else { 1.0 })
+    };
+    let shrink = fit(desc(xa), f64::from(aw) * 0.9)?.min(fit(desc(ya), plot_h * 0.96)?);
+    let least = axis_title_least(xy.style) * xy.style.scale;
+    let desc_font = match shrink < 1.0 {
+        true => FontDesc::from((FontFamily::SansSerif, (s(14.0) * shrink).max(least))),
         false => font(14.0),
     };
     let labels = if small.is_some() { 5 } else { 10 };

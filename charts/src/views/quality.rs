@@ -109,24 +109,26 @@ pub(super) fn quality_steps(
             let ar_model = &lb.bundle.cells[a.cell].key.model;
             let recs = parity_records(lb, &metric);
             for r in recs.iter().filter(|r| r.seq_len == n && r.ar_model == *ar_model) {
-                let drawn = pts.iter().any(|p| {
-                    let k = &lb.bundle.cells[p.cell].key;
-                    p.steps.is_some()
+                let drawn = pts.iter().map(|p| &lb.bundle.cells[p.cell]).find(|c| {
+                    let k = &c.key;
+                    k.steps.is_some()
                         && k.model == r.diffusion_model
                         && k.sampler == r.sampler
                         && k.variant() == r.variant()
                 });
-                if let (true, Parity::Reached { steps }) = (drawn, r.outcome) {
+                // In its series' colour, and named after it: with several series, each line says whose it is.
+                if let (Some(c), Parity::Reached { steps }) = (drawn, r.outcome) {
+                    let of = series_label(c);
                     let label = match r.parity_threshold {
-                        _ if o.multiples => format!("{t}S_parity"),
-                        Some(th) => format!("{t}S_parity = {steps} forwards (threshold {th})"),
-                        None => format!("{t}S_parity = {steps}"),
+                        _ if o.multiples => format!("{t}S_parity of {of}"),
+                        Some(th) => format!("{t}S_parity = {steps} forwards (threshold {th}) of {of}"),
+                        None => format!("{t}S_parity = {steps} of {of}"),
                     };
                     refs.push(RefLine {
                         label,
                         value: f64::from(steps),
                         vertical: true,
-                        colour: 5,
+                        colour: pal.colour(c),
                         alt: bi > 0,
                         facet: 0,
                     });

@@ -148,7 +148,7 @@ pub(super) fn roofline(
     Ok(Figure {
         title: "Roofline: achieved FLOP rate against arithmetic intensity".into(),
         plot: Plot::Xy {
-            x: Axis::numeric("arithmetic intensity (FLOP per byte of weights read)", true),
+            x: Axis::numeric("arithmetic intensity (FLOP/byte of weights read)", true),
             y: Axis::numeric("achieved FLOP rate (TFLOP/s)", true),
             series,
             refs: Vec::new(),

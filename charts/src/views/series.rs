@@ -68,8 +68,7 @@ pub(super) fn point_label(c: &Cell, steps: u32) -> String {
 pub(super) fn steps_axis(series: &[Series]) -> Axis {
     let thresholds =
         series.iter().flat_map(|s| &s.marks).any(|m| m.label.as_deref().is_some_and(|l| l.starts_with("t=")));
-    let title =
-        if thresholds { "diffusion steps K (threshold series: forwards measured)" } else { "diffusion steps K" };
+    let title = if thresholds { "diffusion steps K (thresholds: forwards measured)" } else { "diffusion steps K" };
     Axis { pow2: true, ..Axis::numeric(title, true) }
 }
 

@@ -53,7 +53,7 @@ pub(super) fn ar_timing(bundles: &[&LoadedBundle], f: &Filters, o: &Options) -> 
     Ok(Figure {
         title: "Autoregressive model: time to first token (TTFT) and inter-token latency (ITL)".into(),
         plot: Plot::Xy {
-            x: Axis { pow2: o.log_x, ..Axis::numeric("batch size B", o.log_x) },
+            x: Axis { pow2: true, ..Axis::numeric("batch size B", o.log_x) },
             y: Axis::numeric("median time (ms)", o.log_y),
             series,
             refs: Vec::new(),

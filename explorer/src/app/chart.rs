@@ -166,14 +166,14 @@ pub(super) fn draw_on(canvas: &web_sys::HtmlCanvasElement, fig: &figure::Figure)
         _ => CHART_CSS_SIZE.0,
     };
     // Small multiples are taller; the element keeps the drawing's proportions.
-    let css_h = fig.height(css_w);
+    let style = ChartStyle::screen(dpr);
+    let css_h = fig.height_for(css_w, ChartStyle::screen(1.0));
     attr("style", &format!("aspect-ratio: {css_w} / {css_h}"))?;
     canvas.set_width((f64::from(css_w) * dpr).round() as u32);
     canvas.set_height((f64::from(css_h) * dpr).round() as u32);
     let backend = CanvasBackend::with_canvas_object(canvas.clone()).ok_or("the browser gave no 2D canvas context")?;
     let root = backend.into_drawing_area();
-    let drawn =
-        figure::draw(&root, fig, ChartStyle { scale: dpr, ..ChartStyle::default() }).map_err(|e| e.to_string())?;
+    let drawn = figure::draw(&root, fig, style).map_err(|e| e.to_string())?;
     attr("data-figure", &serde_json::to_string(fig).map_err(|e| e.to_string())?)?;
     attr("data-hits", &serde_json::to_string(&drawn.hits).map_err(|e| e.to_string())?)?;
     attr("data-drawn", "true")?;

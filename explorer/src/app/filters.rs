@@ -124,12 +124,12 @@ pub(super) fn FilterBar(
             {filter_select("B", "filter-B", texts(&c.batches), |f| f.batch.map(|v| v.to_string()), |f, v| f.batch = v.and_then(|v| v.parse().ok()), state)}
             {filter_select("N", "filter-N", texts(&c.seqs), |f| f.seq.map(|v| v.to_string()), |f, v| f.seq = v.and_then(|v| v.parse().ok()), state)}
             {filter_select("Precision", "filter-precision", c.precisions.clone(), |f| f.precision.clone(), |f, v| f.precision = v.map(str::to_string), state)}
-            <label class="opt opt-chart">
+            <label class="opt opt-logx">
                 <input type="checkbox" data-testid="log-x" prop:checked=move || state.get().options.log_x
                     on:change=move |ev| state.update(|s| s.options.log_x = event_target_checked(&ev))/>
                 " log x"
             </label>
-            <label class="opt opt-chart">
+            <label class="opt opt-logy">
                 <input type="checkbox" data-testid="log-y" prop:checked=move || state.get().options.log_y
                     on:change=move |ev| state.update(|s| s.options.log_y = event_target_checked(&ev))/>
                 " log y"

@@ -197,16 +197,16 @@ pub fn App() -> impl IntoView {
             >
                 <option value="" selected=move || remote_name(&target.get()).is_none()>{none}</option>
                 {move || {
-                    entries()
-                        .into_iter()
-                        .map(|e: IndexEntry| {
+                    let all = entries();
+                    all.iter()
+                        .map(|e: &IndexEntry| {
                             let file = e.file.clone();
                             view! {
                                 <option
                                     value=e.file.clone()
                                     selected=move || remote_name(&target.get()).as_deref() == Some(file.as_str())
                                 >
-                                    {index::option_label(&e)}
+                                    {index::option_label(e, &all)}
                                 </option>
                             }
                         })
