@@ -175,6 +175,13 @@ fn unknown_model_kind() {
 fn unknown_field_is_a_typo_not_ignored() {
     let err = GridConfig::from_toml(&BASE.replace("warmup = 1", "warmpu = 1"), "my.toml").expect_err("refused");
     assert!(err.to_string().contains("warmpu"), "{err}");
+    // In an optional table and in a list of tables: the path as the config writes it, no `?` for the option.
+    let text = format!("{BASE}\n[quality]\nparity_metric = \"rouge_l_f1\"\nbootstrap_resampels = 10\n");
+    let err = GridConfig::from_toml(&text, "my.toml").expect_err("refused");
+    assert!(err.to_string().contains("unknown field `quality.bootstrap_resampels`"), "{err}");
+    let text = BASE.replace("id = \"a/llama\"", "id = \"a/llama\"\nsynthetic = { preset = \"tiny\", layerz = 2 }");
+    let err = GridConfig::from_toml(&text, "my.toml").expect_err("refused");
+    assert!(err.to_string().contains("unknown field `models[0].synthetic.layerz`"), "{err}");
 }
 
 #[test]
@@ -284,6 +291,12 @@ fn sizes_beyond_what_a_machine_holds_are_refused_naming_the_limit() {
         |t| format!("{t}\n[quality]\nparity_metric = \"rouge_l_f1\"\nbootstrap_resamples = 4000000000\n"),
         "quality.bootstrap_resamples",
         "1000",
+    );
+    // The fix names the limit the rule checks.
+    refuse(
+        |t| format!("{t}\n[quality]\nparity_metric = \"rouge_l_f1\"\nbootstrap_resamples = 0\n"),
+        "quality.bootstrap_resamples",
+        &format!("from 1 to {}", limits::BOOTSTRAP_RESAMPLES),
     );
     refuse(
         |t| t.replace("output_tokens = 32", "output_tokens = 32\ntemperature = 1e308"),

@@ -17,7 +17,7 @@ impl GridConfig {
         };
         let mut unknown = Vec::new();
         let de = toml::Deserializer::parse(text).map_err(parse_err)?;
-        let parsed: Result<GridConfig, _> = serde_ignored::deserialize(de, |path| unknown.push(path.to_string()));
+        let parsed: Result<GridConfig, _> = serde_ignored::deserialize(de, |path| unknown.push(field_path(&path)));
         // An unknown field is reported first: a typo (`warmpu`) also makes its field missing.
         if let Some(path) = unknown.first() {
             let key = path.rsplit('.').next().unwrap_or(path);
@@ -41,6 +41,21 @@ impl GridConfig {
     /// The TOML text of this config (the resolved form, overrides applied).
     pub fn to_toml(&self) -> String {
         toml::to_string(self).unwrap_or_else(|e| format!("# config not representable as TOML: {e}"))
+    }
+}
+
+/// An ignored field's path as the config's tables name it (`models[0].synthetic.layerz`): serde_ignored's own
+/// display writes `?` for every optional table on the way (`models.0.synthetic.?.layerz`).
+fn field_path(path: &serde_ignored::Path) -> String {
+    use serde_ignored::Path as P;
+    match path {
+        P::Root => String::new(),
+        P::Seq { parent, index } => format!("{}[{index}]", field_path(parent)),
+        P::Map { parent, key } => match field_path(parent) {
+            p if p.is_empty() => key.clone(),
+            p => format!("{p}.{key}"),
+        },
+        P::Some { parent } | P::NewtypeStruct { parent } | P::NewtypeVariant { parent } => field_path(parent),
     }
 }
 

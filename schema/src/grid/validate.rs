@@ -425,7 +425,7 @@ fn quality(q: &QualityConfig, models: &[ModelSpec], prompt_count: u32, bad: Bad)
                 q.bootstrap_resamples,
                 limits::BOOTSTRAP_RESAMPLES
             ),
-            "use 1000 (the default), or up to 100000",
+            &format!("use 1000 (the default), or any number from 1 to {}", limits::BOOTSTRAP_RESAMPLES),
         ));
     }
     Ok(())
