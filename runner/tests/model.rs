@@ -329,6 +329,38 @@ fn tiny_llama_tensors(dir: &Path) -> (ModelFiles, HashMap<String, Tensor>, Tenso
 }
 
 #[test]
+fn damaged_checkpoint_files_are_named_with_the_fix() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (files, tensors, _) = tiny_llama_tensors(dir.path());
+    let model = write_checkpoint(dir.path(), "damaged", &files, &tensors, |_| {});
+    let snap = model.config.parent().expect("snapshot").to_path_buf();
+    let resolve = || ModelFiles::from_hf_cache(dir.path(), "org/damaged", "main");
+    let check = |what: &str| LoadedModel::check_files(&resolve().expect(what), ModelKind::Llama).expect_err(what);
+    // A tokenizer cut short: the file and the way out.
+    let whole = std::fs::read(snap.join("tokenizer.json")).expect("tokenizer");
+    std::fs::write(snap.join("tokenizer.json"), &whole[..whole.len() / 2]).expect("cut");
+    let err = check("a cut tokenizer").to_string();
+    assert!(err.contains("tokenizer.json") && err.contains("fix: ") && err.contains("dllm-bench fetch"), "{err}");
+    std::fs::write(snap.join("tokenizer.json"), &whole).expect("restore");
+    // config.json without a field every model has.
+    let mut cfg: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(snap.join("config.json")).expect("config")).expect("json");
+    cfg.as_object_mut().expect("object").remove("hidden_size");
+    std::fs::write(snap.join("config.json"), cfg.to_string()).expect("config");
+    let err = check("no hidden_size").to_string();
+    assert!(err.contains("config.json") && err.contains("hidden_size") && err.contains("fix: "), "{err}");
+    // The weights' name taken by a folder, then by a link to a blob that is gone: not "missing".
+    std::fs::rename(snap.join("model.safetensors"), dir.path().join("weights")).expect("move");
+    std::fs::create_dir(snap.join("model.safetensors")).expect("folder");
+    let err = resolve().expect_err("a folder").to_string();
+    assert!(err.contains("model.safetensors: is a folder, not a file; fix: "), "{err}");
+    std::fs::remove_dir(snap.join("model.safetensors")).expect("rm");
+    std::os::unix::fs::symlink(dir.path().join("gone"), snap.join("model.safetensors")).expect("link");
+    let err = resolve().expect_err("a dangling link").to_string();
+    assert!(err.contains("model.safetensors: is a link to nothing (its blob is gone); fix: "), "{err}");
+}
+
+#[test]
 fn a_tied_lm_head_is_the_embedding() {
     // Llama-3.2-1B/3B and most small checkpoints have no lm_head tensor (tie_word_embeddings = true). Their logits
     // must equal an untied model's whose lm_head is a copy of the embedding.

@@ -38,7 +38,21 @@ fn fix_for(repo_id: &str) -> String {
     )
 }
 
+/// A folder of the checkpoint (the repository, a snapshot) that is not there, or is not a folder.
 fn missing(path: PathBuf, repo_id: &str) -> ModelError {
+    if path.symlink_metadata().is_ok() && !path.is_dir() {
+        let what = if path.is_file() { "a file, not a folder" } else { "a link to nothing (a dangling link)" };
+        return ModelError::Corrupt { path, message: format!("is {what}; fix: {}", fix_for(repo_id)) };
+    }
+    ModelError::MissingFile { path, fix: fix_for(repo_id) }
+}
+
+/// A file of the checkpoint that is not there, or is not a file (a folder; a link whose blob is gone).
+fn missing_file(path: PathBuf, repo_id: &str) -> ModelError {
+    if path.symlink_metadata().is_ok() {
+        let what = if path.is_dir() { "a folder, not a file" } else { "a link to nothing (its blob is gone)" };
+        return ModelError::Corrupt { path, message: format!("is {what}; fix: {}", fix_for(repo_id)) };
+    }
     ModelError::MissingFile { path, fix: fix_for(repo_id) }
 }
 
@@ -74,7 +88,7 @@ impl ModelFiles {
         } else if revision.len() == 40 && revision.chars().all(|c| c.is_ascii_hexdigit()) {
             revision.to_string()
         } else {
-            return Err(missing(ref_path, repo_id));
+            return Err(missing_file(ref_path, repo_id));
         };
         // A ref must name one snapshot: an empty one (or one with a path in it) would resolve elsewhere.
         if commit.is_empty() || commit.contains(['/', '\\']) || commit.starts_with('.') {
@@ -89,7 +103,7 @@ impl ModelFiles {
         }
         let need = |name: &str| {
             let p = snapshot_dir.join(name);
-            if p.is_file() { Ok(p) } else { Err(missing(p, repo_id)) }
+            if p.is_file() { Ok(p) } else { Err(missing_file(p, repo_id)) }
         };
         let config = need("config.json")?;
         let tokenizer = need("tokenizer.json")?;
@@ -120,6 +134,8 @@ impl ModelFiles {
             }
             let weights = shards.iter().map(|s| need(s)).collect::<Result<Vec<_>, _>>()?;
             (weights, Some(index_path))
+        } else if single.symlink_metadata().is_ok() {
+            return Err(missing_file(single, repo_id));
         } else {
             return Err(ModelError::MissingFile {
                 path: single,

@@ -25,6 +25,10 @@ pub use files::ModelFiles;
 pub use profile::{Part, PartTotals, Probe};
 pub use transformer::{KvCache, LogitsSpan, Positions, Rope, Transformer, TransformerOptions, WeightNames};
 
+/// The fix for a model file that cannot be read as what it must be: a download cut short, or another file.
+const REFETCH: &str = "the file is damaged or not the hub's: delete it and download the model again (`dllm-bench \
+                       fetch` fetches what is missing)";
+
 /// Errors of loading a model. Messages are lower-case, name the file, and carry the fix when there is one.
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
@@ -37,7 +41,7 @@ pub enum ModelError {
     // The causes below are in the message and not the error's source, so that a chain (`{:#}`) says them once.
     #[error("reading {}: {error}", path.display())]
     Io { path: PathBuf, error: std::io::Error },
-    #[error("parsing {}: {error}", path.display())]
+    #[error("parsing {}: {error}; fix: {REFETCH}", path.display())]
     Json { path: PathBuf, error: serde_json::Error },
     #[error("loading tokenizer {}: {message}", path.display())]
     Tokenizer { path: PathBuf, message: String },
@@ -125,7 +129,7 @@ impl SpecialFiles {
                 return Ok(None);
             }
             let text = std::fs::read_to_string(&path).map_err(|error| ModelError::Io { path: path.clone(), error })?;
-            serde_json::from_str(&text).map(Some).map_err(|source| ModelError::Json { path, error: source })
+            serde_json::from_str(&text).map(Some).map_err(|error| ModelError::Json { path, error })
         };
         Ok(Self { generation: read("generation_config.json")?, tokenizer: read("tokenizer_config.json")? })
     }
@@ -314,8 +318,10 @@ impl LoadedModel {
         kind: ModelKind,
     ) -> Result<(ModelConfig, tokenizers::Tokenizer, SpecialIds), ModelError> {
         let config = ModelConfig::from_file(&files.config, kind)?;
-        let tokenizer = tokenizers::Tokenizer::from_file(&files.tokenizer)
-            .map_err(|e| ModelError::Tokenizer { path: files.tokenizer.clone(), message: e.to_string() })?;
+        let tokenizer = tokenizers::Tokenizer::from_file(&files.tokenizer).map_err(|e| ModelError::Tokenizer {
+            path: files.tokenizer.clone(),
+            message: format!("{e}; fix: {REFETCH}"),
+        })?;
         let special = special_ids(&config, &tokenizer, files)?;
         check::check_weights(files, &config)?;
         Ok((config, tokenizer, special))
