@@ -188,6 +188,15 @@ fn parse_prompt_file(text: &str, path: &Path) -> Result<Vec<(String, Option<Stri
                 .into());
             }
         };
+        if prompt.trim().is_empty() {
+            return Err(InputError(format!(
+                "{}: line {}: \"prompt\" is empty: a prompt of no tokens measures nothing; fix: give it text, or \
+                 delete the line",
+                path.display(),
+                i + 1
+            ))
+            .into());
+        }
         out.push((prompt.to_string(), reference));
     }
     Ok(out)

@@ -347,6 +347,9 @@ fn jsonl_references_are_kept_and_hashed_and_plain_sets_keep_their_hash() {
         let empty = file(name, text, 1).expect_err("refused");
         assert!(format!("{empty:#}").contains(&format!("{name} is empty: no prompt in it")), "{empty:#}");
     }
+    // An empty prompt would fail every cell of the run later ("0 tokens"): refused here, naming its line.
+    let empty = file("empty-prompt.jsonl", "{\"prompt\": \"x\"}\n{\"prompt\": \" \"}\n", 2).expect_err("refused");
+    assert!(format!("{empty:#}").contains("empty-prompt.jsonl: line 2: \"prompt\" is empty"), "{empty:#}");
     let bad = file("bad.jsonl", "{\"prompt\": \"x\", \"reference\": 3}\n", 1).expect_err("refused");
     assert!(format!("{bad:#}").contains("bad.jsonl: line 1: \"reference\" is 3, not a string"), "{bad:#}");
 
