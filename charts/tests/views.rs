@@ -1003,3 +1003,24 @@ fn energy_replaces_latency_where_a_bundle_measured_it_and_is_absent_otherwise() 
         assert!(refs.iter().all(|r| r.value > 0.0));
     }
 }
+
+#[test]
+fn no_line_is_drawn_through_a_single_point() {
+    // A frontier or line of one point (a Dream run's Pareto frontier) is its marker only: a one-point polyline
+    // draws nothing and makes SVG renderers warn (usvg: "Polyline '' has less than 2 points").
+    let one_point_polylines = |f: &Figure| {
+        let (out, _) = svg(f);
+        let points =
+            out.split("<polyline").skip(1).map(|l| l.split("points=\"").nth(1).and_then(|p| p.split('"').next()));
+        points.map(|p| p.unwrap_or("").split_whitespace().count()).filter(|n| *n < 2).count()
+    };
+    let mut f = fig(ViewKind::Pareto, &[&h200()], &shape(1, 128), &Options::default());
+    assert_eq!(one_point_polylines(&f), 0);
+    let Plot::Xy { series, .. } = &mut f.plot else { panic!("not an xy plot") };
+    let styles: Vec<Style> = series.iter().map(|s| s.style).collect();
+    assert!(styles.contains(&Style::Frontier) && styles.contains(&Style::Line), "{styles:?}");
+    for s in series.iter_mut() {
+        s.marks.truncate(1);
+    }
+    assert_eq!(one_point_polylines(&f), 0);
+}

@@ -283,16 +283,22 @@ pub(super) fn xy_panel<'a, 'b, DB: DrawingBackend>(
         match se.style {
             Style::Frontier => {
                 let band = c.mix(0.45).stroke_width(si(9.0));
-                cc.draw_series(LineSeries::new(pts, band)).map_err(backend_err)?;
+                if pts.len() > 1 {
+                    cc.draw_series(LineSeries::new(pts, band)).map_err(backend_err)?;
+                }
                 legend.push((&se.label, Key::Line { style: band, dash: None, marker: None }));
                 continue;
             }
             Style::Line if se.alt => {
-                cc.draw_series(DashedLineSeries::new(pts.clone(), s(6.0), s(4.0), st)).map_err(backend_err)?;
+                if pts.len() > 1 {
+                    cc.draw_series(DashedLineSeries::new(pts.clone(), s(6.0), s(4.0), st)).map_err(backend_err)?;
+                }
                 legend.push((&se.label, Key::Line { style: st, dash: Some((s(6.0), s(4.0))), marker: Some(true) }));
             }
             Style::Line => {
-                cc.draw_series(LineSeries::new(pts.clone(), st)).map_err(backend_err)?;
+                if pts.len() > 1 {
+                    cc.draw_series(LineSeries::new(pts.clone(), st)).map_err(backend_err)?;
+                }
                 legend.push((&se.label, Key::Line { style: st, dash: None, marker: Some(false) }));
             }
             Style::Bars { width: w } => {
