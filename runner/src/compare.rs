@@ -3,7 +3,10 @@
 //! Latency (the default): per cell the median L_e2e of each, the ratio B / A (above 1: A is faster), the median
 //! ITL (AR) or step time (LLaDA) of each with its ratio, and the peak memory of each (CUDA: peak allocated bytes;
 //! CPU: peak RSS), all through `metrics::compare` (which `report --compare` shares). A value a bundle does not
-//! have is "-", never 0. Exit 1 when the bundles have no cell in common.
+//! have is "-", never 0. A bundle whose weights are synthetic says so beside its description.
+//!
+//! Two bundles with no cell in common are a usage problem (bundles of different grids): exit 2, naming both files
+//! and the fix, in either mode (as `report --compare`).
 //!
 //! Tokens (`--tokens`): do the two bundles generate the same thing (two devices, two precisions)? Per cell the
 //! status, the continuations of every prompt (decoded text and masked positions), each repetition's prompt
@@ -60,6 +63,9 @@ fn tolerance(s: &str) -> std::result::Result<f64, String> {
 pub fn run(args: &CompareArgs) -> Result<ExitCode> {
     let read = |p: &PathBuf| crate::input::read_bundle_file(p).map(|r| r.bundle);
     let (a, b) = (read(&args.first)?, read(&args.second)?);
+    if metrics::compare::paired_cells(&a, &b).is_empty() {
+        return Err(no_common_cell(&args.first, &args.second).into());
+    }
     let (text, ok) = if args.tokens {
         let (text, bad) = tokens(&a, &b, args.perplexity_rtol, &names(args));
         (text, bad == 0 || args.report_only)
@@ -68,6 +74,17 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode> {
     };
     print!("{text}");
     Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// The error of two bundles with no cell in common (`compare`, `report --compare`): exit 2.
+pub fn no_common_cell(first: &std::path::Path, second: &std::path::Path) -> crate::InputError {
+    crate::InputError(format!(
+        "{} and {} have no cell in common (no cell key is in both: different models, N, B or K), so there is nothing \
+         to compare; fix: give two bundles of the same grid (the same config and overrides; `dllm-bench plan` lists \
+         a config's cells)",
+        first.display(),
+        second.display()
+    ))
 }
 
 fn names(args: &CompareArgs) -> [String; 2] {
@@ -84,7 +101,12 @@ pub fn describe(b: &Bundle) -> String {
     }
     // The attention's first clause: the rest describes the implementation at length.
     let attention = p.attention.split(';').next().unwrap_or_default();
-    format!("{} {} ({attention}; {}; {dev})", p.tool, p.tool_version, p.config.run.dtype)
+    let weights = if crate::report::synthetic_weights(b) {
+        "; SYNTHETIC weights: timing is real, quality is meaningless"
+    } else {
+        ""
+    };
+    format!("{} {} ({attention}; {}; {dev}){weights}", p.tool, p.tool_version, p.config.run.dtype)
 }
 
 fn state(s: &CellStatus) -> &'static str {

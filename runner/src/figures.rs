@@ -344,7 +344,25 @@ fn parity_latex(b: &schema::Bundle, opts: &metrics::parity::ParityOptions) -> St
         _ => format!("{:.3}", e.value),
     };
     let mut s = String::new();
+    // What a reader must know is said above the table, in the text (a LaTeX comment would not print): synthetic
+    // weights, a partial bundle, and what the intervals cover.
     let _ = writeln!(s, "% dllm-bench figures: S_parity and the speedup at parity ({}).", esc(&opts.metric));
+    if crate::report::synthetic_weights(b) {
+        let _ = writeln!(s, "\\noindent\\emph{{SYNTHETIC weights: timing is real, quality is meaningless.}}\\par");
+    }
+    if let Some(x) = crate::commands::validate::partial(b) {
+        let _ = writeln!(
+            s,
+            "\\noindent\\emph{{PARTIAL bundle ({}): S\\_parity and the speedups may change when the rest is \
+             measured.}}\\par",
+            x.counts()
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\\noindent{{\\footnotesize 95\\% intervals: prompts resampled for quality only; latencies at their \
+         medians.}}\\par"
+    );
     let _ = writeln!(s, "\\begin{{tabular}}{{rlrlrrll}}\n\\toprule");
     let _ = writeln!(
         s,

@@ -67,6 +67,12 @@ fn num(v: f64) -> String {
     }
 }
 
+/// Whether any of the bundle's numbers come from synthetic (random) weights: the provenance's flag, or any model's
+/// (a hand-edited flag does not drop the label; `validate` refuses the contradiction).
+pub fn synthetic_weights(bundle: &Bundle) -> bool {
+    bundle.provenance.synthetic_weights || bundle.models.iter().any(|m| m.synthetic)
+}
+
 fn short(id: &str) -> &str {
     id.rsplit('/').next().unwrap_or(id)
 }
@@ -231,8 +237,22 @@ pub fn render(bundle: &Bundle, source: &str, o: &ReportOptions) -> String {
     let mut s = String::new();
     let p = &bundle.provenance;
     let _ = writeln!(s, "# dllm-bench report: {source}\n");
-    if p.synthetic_weights {
+    if synthetic_weights(bundle) {
         let _ = writeln!(s, "**SYNTHETIC weights: timing is real, quality is meaningless.**\n");
+    }
+    let partial = crate::commands::validate::partial(bundle);
+    if let Some(x) = &partial {
+        let unscored = match x.unscored.len() {
+            0 => String::new(),
+            n => format!("; {n} quality groups have no quality value yet, so their K are not in S_parity"),
+        };
+        let _ = writeln!(
+            s,
+            "**PARTIAL bundle: {}{unscored}.** S_parity, the speedups and the verdicts below come from the cells \
+             measured so far and may change when the rest of the grid is measured (resume the run, or merge every \
+             shard).\n",
+            x.counts()
+        );
     }
     let device = p.device.name.as_deref().map_or(p.device.kind.clone(), |n| format!("{} {n}", p.device.kind));
     let _ = writeln!(
@@ -287,20 +307,22 @@ pub fn render(bundle: &Bundle, source: &str, o: &ReportOptions) -> String {
     if let Some(b) = records.iter().find_map(|r| r.bootstrap) {
         let _ = writeln!(
             s,
-            "Intervals: 95% percentile bootstrap over the {} prompts ({} resamples, seed {}).",
+            "Intervals: 95% percentile bootstrap over the {} prompts ({} resamples, seed {}). The bootstrap \
+             resamples quality only: a speedup's interval is the spread of the K (or threshold) that reaches parity \
+             in each resample, with both latencies held at their measured medians, so it does not cover timing noise.",
             b.prompts, b.resamples, b.seed
         );
     }
-    summary(&mut s, &records);
+    summary(&mut s, &records, partial.is_some());
     let quality = cell_quality(bundle);
     for r in &records {
-        section(&mut s, bundle, &quality, r);
+        section(&mut s, bundle, &quality, r, partial.is_some());
     }
     s
 }
 
 /// One row per diffusion series and N: S_parity and the speedup at parity per batch size.
-fn summary(s: &mut String, records: &[ParityRecord]) {
+fn summary(s: &mut String, records: &[ParityRecord], partial: bool) {
     let _ = writeln!(
         s,
         "\n## Summary: one row per series\n\n| N | diffusion series | vs | S_parity | speedup at parity per B |\n\
@@ -322,7 +344,7 @@ fn summary(s: &mut String, records: &[ParityRecord]) {
             short(&r.diffusion_model),
             series_name(r),
             short(&r.ar_model),
-            s_parity_text(r),
+            s_parity_text(r) + if partial { " (partial bundle)" } else { "" },
             speedups.join(", ")
         );
     }
@@ -345,7 +367,13 @@ fn metrics_in(bundle: &Bundle) -> String {
     if set.is_empty() { "none".into() } else { set.into_iter().collect::<Vec<_>>().join(", ") }
 }
 
-fn section(s: &mut String, bundle: &Bundle, quality: &[Vec<schema::bundle::QualityValue>], r: &ParityRecord) {
+fn section(
+    s: &mut String,
+    bundle: &Bundle,
+    quality: &[Vec<schema::bundle::QualityValue>],
+    r: &ParityRecord,
+    partial: bool,
+) {
     let _ = writeln!(
         s,
         "\n## N = {}: {} {} vs {}\n",
@@ -378,11 +406,26 @@ fn section(s: &mut String, bundle: &Bundle, quality: &[Vec<schema::bundle::Quali
     if let Some(interval) = metrics::parity::s_parity_interval_text(r) {
         let _ = write!(s, " ({interval})");
     }
+    if partial {
+        let _ =
+            write!(s, " **(PARTIAL bundle: from the cells measured so far; may change when the rest is measured)**");
+    }
     let _ = writeln!(s, ".\n");
+    if let (Some(f), schema::parity::Parity::Reached { .. }) = (r.reached_fraction, &r.outcome)
+        && f < 1.0
+    {
+        let _ = writeln!(
+            s,
+            "**Warning: parity was reached in only {:.0}% of the bootstrap resamples**: S_parity is uncertain, and \
+             each speedup interval below is over those resamples alone (in the other {:.0}% there is no speedup).\n",
+            f * 100.0,
+            (1.0 - f) * 100.0
+        );
+    }
     let _ = writeln!(
         s,
-        "| B | L_e2e {} (ms) | L_e2e {} at S_parity (ms) | speedup [95%] | J/token {} | J/token {} at S_parity | verdict \
-         |\n|---:|---:|---:|---|---:|---:|---|",
+        "| B | L_e2e {} (ms) | L_e2e {} at S_parity (ms) | speedup [95%, quality only] | J/token {} | J/token {} at \
+         S_parity | verdict |\n|---:|---:|---:|---|---:|---:|---|",
         short(&r.ar_model),
         short(&r.diffusion_model),
         short(&r.ar_model),
@@ -402,6 +445,7 @@ fn section(s: &mut String, bundle: &Bundle, quality: &[Vec<schema::bundle::Quali
             ),
             _ => ("-".into(), "-".into(), format!("not viable: {}", row.note.as_deref().unwrap_or("no speedup"))),
         };
+        let verdict = if partial { format!("{verdict} (partial bundle)") } else { verdict };
         let ar_j = joules_per_token(bundle, &row.ar_cell);
         let diff_j = row.diffusion_cell.as_ref().map_or_else(|| "-".to_string(), |k| joules_per_token(bundle, k));
         let _ = writeln!(
@@ -474,17 +518,52 @@ pub fn compare_section(runner: &Bundle, reference: &Bundle, reference_source: &s
             );
         }
         let _ = writeln!(s);
+        let same = same_implementation(runner, reference);
+        if let Some(what) = &same {
+            let _ = writeln!(
+                s,
+                "**Both bundles come from the same implementation** ({what}): a ratio or factor away from 1 below is \
+                 run-to-run variation between two measurements, not a difference of implementations.\n"
+            );
+        }
         for f in &c.factors {
+            let arm = |ar: bool, model: &str| {
+                c.arms.iter().find(|a| a.autoregressive == ar && a.model == model && a.batch_size == f.batch_size)
+            };
+            // The factor's spread over the cells: the extreme per-cell ratios of the two arms.
+            let spread = match (arm(true, &f.ar_model), arm(false, &f.diffusion_model)) {
+                (Some(a), Some(d)) if d.max > 0.0 && d.min > 0.0 => {
+                    let (lo, hi) = (a.min / d.max, a.max / d.min);
+                    let within = if lo <= 1.0 && hi >= 1.0 { "; 1 is within it: the factor may be noise" } else { "" };
+                    format!(
+                        " (the per-cell ratios put it between {}x and {}x, over {} AR and {} diffusion cells{within})",
+                        num(lo),
+                        num(hi),
+                        a.cells,
+                        d.cells
+                    )
+                }
+                _ => String::new(),
+            };
+            let cause = match (&same, (f.factor - 1.0).abs() < 0.05) {
+                (Some(_), _) => {
+                    "both bundles are the same implementation, so that factor is run-to-run variation, not the \
+                     implementations'"
+                }
+                (None, true) => {
+                    "that factor comes from the implementations, not the models (here it is close to 1: the verdict \
+                     is the models')"
+                }
+                (None, false) => "that factor comes from the implementations, not the models",
+            };
             let _ = writeln!(
                 s,
                 "- B = {}: a speedup of {} over {} measured with the runner is **{}x** the one the reference gives on \
-                 the same cells (AR ratio / diffusion ratio): that factor comes from the implementations, not the \
-                 models{}.",
+                 the same cells (AR ratio / diffusion ratio){spread}: {cause}.",
                 f.batch_size,
                 short(&f.diffusion_model),
                 short(&f.ar_model),
                 num(f.factor),
-                if (f.factor - 1.0).abs() < 0.05 { " (here it is close to 1: the verdict is the models')" } else { "" }
             );
         }
     }
@@ -540,6 +619,30 @@ pub fn compare_section(runner: &Bundle, reference: &Bundle, reference_source: &s
     s
 }
 
+/// When two bundles come from the same implementation (the same tool, version, commit and dirty sources, device and
+/// attention), what they share in words; `None` when any of those differ.
+pub fn same_implementation(a: &Bundle, b: &Bundle) -> Option<String> {
+    let (p, q) = (&a.provenance, &b.provenance);
+    let device = |p: &schema::bundle::Provenance| (p.device.kind.clone(), p.device.name.clone());
+    let same = p.tool == q.tool
+        && p.tool_version == q.tool_version
+        && p.git_commit == q.git_commit
+        && p.git_dirty == q.git_dirty
+        && device(p) == device(q)
+        && p.attention == q.attention;
+    same.then(|| {
+        let d = &p.device;
+        let device = d.name.as_deref().map_or(d.kind.clone(), |n| format!("{} {n}", d.kind));
+        format!(
+            "{} {}, commit {}, on {device}, attention {}",
+            p.tool,
+            p.tool_version,
+            p.git_commit.as_deref().unwrap_or("unknown"),
+            p.attention.split(';').next().unwrap_or_default()
+        )
+    })
+}
+
 /// `dllm-bench report`.
 #[derive(Debug, clap::Args)]
 pub struct ReportArgs {
@@ -559,7 +662,8 @@ pub struct ReportArgs {
     #[arg(long)]
     pub seed: Option<u64>,
     /// A reference bundle of the same cells (jobs/hf_reference.py's): also print per arm and batch size the latency
-    /// ratio BUNDLE / REFERENCE and the speedup at parity under each stack side by side.
+    /// ratio BUNDLE / REFERENCE and the speedup at parity under each stack side by side. Exit 2 when the two have
+    /// no cell in common.
     #[arg(long, value_name = "REFERENCE")]
     pub compare: Option<std::path::PathBuf>,
     /// Write the report to this file (atomically) instead of stdout.
@@ -626,6 +730,9 @@ pub fn main(args: &ReportArgs) -> anyhow::Result<std::process::ExitCode> {
     let mut report = render(&bundle, &args.bundle.display().to_string(), &opts);
     if let Some(path) = &args.compare {
         let reference = crate::input::read_bundle_file(path)?.bundle;
+        if metrics::compare::paired_cells(&bundle, &reference).is_empty() {
+            return Err(crate::compare::no_common_cell(&args.bundle, path).into());
+        }
         report += &compare_section(&bundle, &reference, &path.display().to_string(), &opts);
     }
     match &args.output {
@@ -636,4 +743,38 @@ pub fn main(args: &ReportArgs) -> anyhow::Result<std::process::ExitCode> {
         None => print!("{report}"),
     }
     Ok(std::process::ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A record whose parity was reached in only part of the resamples warns, beside S_parity, that the speedup
+    /// interval covers those resamples alone.
+    #[test]
+    fn a_parity_reached_in_part_of_the_resamples_is_warned_of() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../schema/tests/fixtures/v1.5/demo-series.json");
+        let bundle = schema::read_bundle(&std::fs::read_to_string(path).expect("fixture")).expect("bundle");
+        let opts = resolve(&bundle, &ReportOptions::default()).expect("quality");
+        let records = parity(&bundle, &opts);
+        let mut r = records
+            .into_iter()
+            .find(|r| matches!(r.outcome, schema::parity::Parity::Reached { .. }) && r.reached_fraction.is_some())
+            .expect("a record at parity with a bootstrap");
+        let quality = cell_quality(&bundle);
+        let mut whole = String::new();
+        r.reached_fraction = Some(1.0);
+        section(&mut whole, &bundle, &quality, &r, false);
+        assert!(!whole.contains("Warning: parity was reached in only"), "{whole}");
+        r.reached_fraction = Some(0.62);
+        let mut s = String::new();
+        section(&mut s, &bundle, &quality, &r, false);
+        assert!(
+            s.contains(
+                "**Warning: parity was reached in only 62% of the bootstrap resamples**: S_parity is uncertain, and \
+                 each speedup interval below is over those resamples alone (in the other 38% there is no speedup)."
+            ),
+            "{s}"
+        );
+    }
 }

@@ -97,9 +97,19 @@ fn compare_names_each_difference_and_exits_1() {
     assert!(rows[0].starts_with("| cell | A e2e ms | B e2e ms | B/A |"), "{text}");
     assert_eq!(rows[1].matches("---").count(), 9, "{text}");
     assert_eq!(rows[2].split(" | ").nth(3), Some("2.00"), "{text}");
-    // No cell in common: exit 1.
+    // Each bundle's line says its weights are synthetic (the demo's are).
+    let a_line = text.lines().find(|l| l.starts_with("A: ")).expect("A line");
+    assert!(a_line.ends_with("; SYNTHETIC weights: timing is real, quality is meaningless"), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("B: ") && l.contains("SYNTHETIC weights")), "{text}");
+    // No cell in common: a usage problem, exit 2 naming both files and the fix (latency and tokens alike).
     let mut e = a.clone();
     e["cells"] = serde_json::json!([]);
     let pe = write("e.json", &e);
-    assert_exit!(sb.cmd(&["compare", &pa, &pe]), 1);
+    for args in [&["compare", &pa, &pe][..], &["compare", "--tokens", &pa, &pe]] {
+        let out = sb.cmd(args);
+        assert_exit!(out, 2);
+        let err = stderr(&out);
+        assert!(err.contains("have no cell in common") && err.contains(&pa) && err.contains(&pe), "{err}");
+        assert!(err.contains("fix:"), "{err}");
+    }
 }

@@ -1,6 +1,8 @@
 //! `dllm-bench report RUNNER --compare REFERENCE`: per arm and batch size the latency ratio runner / reference,
 //! the factor it puts into the speedup, and the speedup at parity under each stack, on the committed H200 pair
 //! (no quality: parity absent, said so) and on a demo run against a copy whose diffusion cells are twice as slow.
+//! Also what `validate` and `report` say of a partial bundle, `validate`'s refusal of inconsistent hand edits, the
+//! intervals' scope, and the synthetic label of `figures`' LaTeX table.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -68,6 +70,10 @@ fn report_compare_states_the_ratios_of_the_h200_pair_and_that_parity_is_absent()
         assert!(s.contains(&line), "no {line:?}:\n{s}");
     }
     assert!(s.contains("8 cells in both bundles (8 only in the runner's, 0 only in the reference's)"), "{s}");
+    // Two implementations (the runner and HF eager): the factor is theirs, with its spread over the cells.
+    assert!(!s.contains("same implementation"), "{s}");
+    assert!(s.contains("that factor comes from the implementations"), "{s}");
+    assert!(s.contains("(the per-cell ratios put it between "), "{s}");
     assert!(
         s.contains("Speedup at parity under each stack: absent (the runner's bundle: no quality values; the reference's: no quality values)"),
         "{s}"
@@ -120,6 +126,12 @@ fn report_compare_puts_the_implementations_factor_beside_each_stacks_speedup() {
     let row = s.lines().find(|l| l.starts_with("| diffusion synthetic-llada-tiny | 1 |")).expect("diffusion row");
     assert!(row.ends_with(" | 0.500 | 0.500 to 0.500 |"), "{s}");
     assert!(s.contains("is **2.000x** the one the reference gives"), "{s}");
+    // The "reference" is the runner's own bundle edited: the same tool, commit, device and attention, so the
+    // factor is run-to-run variation, not the implementations', and its spread is shown.
+    assert!(s.contains("**Both bundles come from the same implementation** (dllm-bench "), "{s}");
+    assert!(s.contains("both bundles are the same implementation, so that factor is run-to-run variation"), "{s}");
+    assert!(!s.contains("comes from the implementations"), "{s}");
+    assert!(s.contains("(the per-cell ratios put it between 2.000x and 2.000x, over 1 AR and "), "{s}");
     // Each stack's own S_parity and speedup: the same S_parity, the runner's speedup twice the reference's.
     let rows: Vec<&str> = s.lines().filter(|l| l.starts_with("| 48 |")).collect();
     assert_eq!(rows.len(), 2, "one row per series at B = 1:\n{s}");
@@ -132,4 +144,186 @@ fn report_compare_puts_the_implementations_factor_beside_each_stacks_speedup() {
         assert_eq!(cols[9], "2.000", "{row}");
     }
     assert!(!s.contains("No S_parity"), "{s}");
+
+    // Another tool (the reference implementation): the factor is the implementations'.
+    b["provenance"]["tool"] = "hf_reference.py".into();
+    let other = sb.write("other.json", &serde_json::to_string(&b).expect("json"));
+    let out = sb.cmd(&["report", runner.to_str().expect("utf8"), "--compare", other.to_str().expect("utf8")]);
+    assert_exit!(out, 0);
+    let text = stdout(&out);
+    let s = section(&text);
+    assert!(!s.contains("same implementation"), "{s}");
+    assert!(s.contains("**2.000x** the one the reference gives on the same cells (AR ratio / diffusion ratio)"), "{s}");
+    assert!(s.contains("that factor comes from the implementations, not the models"), "{s}");
+
+    // No cell in common: a usage problem, exit 2 naming both files and the fix.
+    b["cells"] = serde_json::json!([]);
+    let empty = sb.write("empty.json", &serde_json::to_string(&b).expect("json"));
+    let out = sb.cmd(&["report", runner.to_str().expect("utf8"), "--compare", empty.to_str().expect("utf8")]);
+    assert_exit!(out, 2);
+    let err = crate::util::stderr(&out);
+    assert!(err.contains("have no cell in common") && err.contains("empty.json"), "{err}");
+    assert!(err.contains(runner.to_str().expect("utf8")) && err.contains("fix:"), "{err}");
+}
+
+/// The demo with quality at K 2 and 8, B 1 and 4, N = 48: 12 cells, quality in each group's B = 4 cell.
+fn demo_b14(sb: &Sandbox) -> PathBuf {
+    let out = sb.cmd(&[
+        "run",
+        "--quiet",
+        "--max-prompts",
+        "2",
+        "--repetitions",
+        "1",
+        "--warmup",
+        "0",
+        "--steps",
+        "2,8",
+        "--batch-size",
+        "1,4",
+        "--seq-len",
+        "48",
+        "--run-dir",
+        sb.path().join("run").to_str().expect("utf8"),
+    ]);
+    assert_exit!(out, 0);
+    sb.path().join("run/bundle.json")
+}
+
+fn read(p: &std::path::Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(p).expect("bundle")).expect("json")
+}
+
+#[test]
+fn validate_and_report_say_a_bundle_is_partial() {
+    let sb = Sandbox::new();
+    let full = demo_b14(&sb);
+    let mut b = read(&full);
+    let planned = b["provenance"]["planned_cells"].as_u64().expect("planned_cells");
+    assert_eq!(planned, b["cells"].as_array().expect("cells").len() as u64);
+    // What an interrupted run leaves: the first cells (every B = 1 cell and the K = 2 group's B = 4 one), the
+    // planned count kept. K = 8 and the threshold series have no quality value yet.
+    b["cells"].as_array_mut().expect("cells").truncate(8);
+    b.as_object_mut().expect("bundle").remove("parity");
+    let partial = sb.write("partial.json", &serde_json::to_string(&b).expect("json"));
+    let p = partial.to_str().expect("utf8");
+
+    let out = sb.cmd(&["validate", p]);
+    assert_exit!(out, 0);
+    let text = stdout(&out);
+    assert!(text.contains(&format!("partial.json: valid but PARTIAL: 8 of {planned} planned cells")), "{text}");
+    assert!(!text.contains(": ok,"), "{text}");
+    assert!(text.contains(&format!("{} planned cells not measured yet", planned - 8)), "{text}");
+    assert!(text.contains("quality groups have no quality value yet"), "{text}");
+    // --complete refuses it, naming the file and the fix; the whole bundle passes.
+    let out = sb.cmd(&["validate", "--complete", p]);
+    assert_exit!(out, 2);
+    let err = crate::util::stderr(&out);
+    assert!(err.contains("partial.json (8 of") && err.contains("fix:"), "{err}");
+    let out = sb.cmd(&["validate", "--complete", full.to_str().expect("utf8")]);
+    assert_exit!(out, 0);
+    assert!(stdout(&out).contains(": ok, 12 cells") && !stdout(&out).contains("PARTIAL"), "{}", stdout(&out));
+
+    // The report: a warning before any number, beside S_parity and on each verdict.
+    let out = sb.cmd(&["report", p]);
+    assert_exit!(out, 0);
+    let text = stdout(&out);
+    let warning = text.find("**PARTIAL bundle: 8 of").unwrap_or_else(|| {
+        panic!(
+            "no partial warning:
+{text}"
+        )
+    });
+    assert!(warning < text.find("## Summary").expect("summary"), "{text}");
+    assert!(text.contains("may change when the rest of the grid is measured"), "{text}");
+    assert!(text.contains("(PARTIAL bundle: from the cells measured so far; may change"), "{text}");
+    assert!(
+        text.contains("faster at equal quality (partial bundle)")
+            || text.contains("slower at equal quality (partial bundle)"),
+        "{text}"
+    );
+    let out = sb.cmd(&["report", full.to_str().expect("utf8")]);
+    assert!(!stdout(&out).contains("PARTIAL") && !stdout(&out).contains("partial bundle"), "{}", stdout(&out));
+}
+
+#[test]
+fn report_says_what_the_speedup_interval_covers() {
+    let sb = Sandbox::new();
+    let full = demo_b14(&sb);
+    let out = sb.cmd(&["report", full.to_str().expect("utf8")]);
+    assert_exit!(out, 0);
+    let text = stdout(&out);
+    assert!(text.contains("The bootstrap resamples quality only"), "{text}");
+    assert!(
+        text.contains("with both latencies held at their measured medians, so it does not cover timing noise"),
+        "{text}"
+    );
+    assert!(text.contains("| speedup [95%, quality only] |"), "{text}");
+}
+
+#[test]
+fn validate_refuses_inconsistent_hand_edits_naming_the_field_and_the_fix() {
+    let sb = Sandbox::new();
+    let full = demo_b14(&sb);
+    let b = read(&full);
+    let refused = |name: &str, edit: &dyn Fn(&mut Value), want: &[&str]| {
+        let mut x = b.clone();
+        edit(&mut x);
+        let p = sb.write(name, &serde_json::to_string(&x).expect("json"));
+        let out = sb.cmd(&["validate", p.to_str().expect("utf8")]);
+        assert_exit!(out, 2);
+        let err = crate::util::stderr(&out);
+        assert!(err.contains(name) && err.contains("fix:"), "{name}: {err}");
+        for w in want {
+            assert!(err.contains(w), "{name}: no {w:?} in {err}");
+        }
+        p
+    };
+    // No synthetic label on a bundle of synthetic models: refused; report keeps the banner all the same.
+    let p = refused(
+        "unlabelled.json",
+        &|x| x["provenance"]["synthetic_weights"] = false.into(),
+        &["provenance.synthetic_weights is false but models[0]", "set provenance.synthetic_weights to true"],
+    );
+    let report = stdout(&sb.cmd(&["report", p.to_str().expect("utf8")]));
+    assert!(report.contains("**SYNTHETIC weights"), "{report}");
+    // Energy on a repetition of an execution that had no counter (this demo's: no RAPL here, or made so).
+    refused(
+        "energy.json",
+        &|x| {
+            x["provenance"]["executions"][0]["energy"] = serde_json::json!({"unavailable": "no RAPL"});
+            x["cells"][0]["repetitions"][0]["energy_j"] = 1.5.into();
+            x["cells"][0]["repetitions"][0]["energy_window_ms"] = 10.0.into();
+        },
+        &[
+            "cells[0].repetitions[0].energy_j is 1.5",
+            "provenance.executions[0].energy says energy was unavailable (no RAPL)",
+        ],
+    );
+    // Zeros where no measurement is 0.
+    for field in ["peak_rss_bytes", "kv_cache_bytes", "weights_read_bytes"] {
+        let msg = format!("cells[0].repetitions[0].{field} is 0");
+        refused(
+            &format!("zero-{field}.json"),
+            &|x| x["cells"][0]["repetitions"][0][field] = 0.into(),
+            &[&msg, "never 0"],
+        );
+    }
+    // The bundle as written passes.
+    assert_exit!(sb.cmd(&["validate", full.to_str().expect("utf8")]), 0);
+}
+
+#[test]
+fn figures_latex_table_says_synthetic_weights() {
+    let sb = Sandbox::new();
+    let full = demo_b14(&sb);
+    let out = sb.cmd(&["figures", full.to_str().expect("utf8"), "-o", "figs"]);
+    assert_exit!(out, 0);
+    let tex = std::fs::read_to_string(sb.path().join("figs/s_parity.tex")).expect("s_parity.tex");
+    // Printed text (not a LaTeX comment) above the table, which stays the last thing in the file.
+    let label = "\\noindent\\emph{SYNTHETIC weights: timing is real, quality is meaningless.}\\par";
+    assert!(tex.lines().any(|l| l == label), "{tex}");
+    assert!(tex.contains("intervals: prompts resampled for quality only; latencies at their medians"), "{tex}");
+    assert!(tex.find(label).expect("label") < tex.find("\\begin{tabular}").expect("tabular"), "{tex}");
+    assert!(tex.trim_end().ends_with("\\end{tabular}"), "{tex}");
 }

@@ -1,9 +1,19 @@
 //! `dllm-bench validate`: bundles read (upgrading older versions) and reported.
+//!
+//! Beyond what `schema` checks when it reads a bundle, `validate` refuses (exit 2, naming the field and the fix)
+//! what a hand edit can make inconsistent and the readers would then show wrongly: a model with synthetic weights
+//! in a bundle whose `provenance.synthetic_weights` is false (`report` would drop its SYNTHETIC banner), energy on a
+//! repetition whose execution says energy was unavailable, and a 0 where no measurement can be 0
+//! (`peak_rss_bytes`, `kv_cache_bytes`, `weights_read_bytes`: not measured is absent, never 0). It says when a
+//! bundle is partial ([`partial`]: fewer cells than the run planned, or a merge with missing cells): a valid file
+//! (exit 0, the line says PARTIAL) unless `--complete` asks for a whole grid (then exit 2).
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
+use schema::{Bundle, CellKey};
 
 use crate::InputError;
 
@@ -13,14 +23,153 @@ pub struct ValidateArgs {
     /// Bundle files.
     #[arg(required = true, value_name = "BUNDLE")]
     pub bundles: Vec<PathBuf>,
+    /// Also refuse (exit 2) a partial bundle: one with fewer cells than its run planned (an interrupted run's
+    /// `partial.json`) or a merge with missing cells. Without it a partial bundle is valid and said PARTIAL.
+    #[arg(long)]
+    pub complete: bool,
+}
+
+/// What a partial bundle lacks, from its own fields: `provenance.planned_cells` against its cells, and
+/// `provenance.missing_cells` (a merge with `--allow-missing`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Partial {
+    /// Cells the bundle holds.
+    pub present: usize,
+    /// Cells the run planned (`provenance.planned_cells`), when recorded.
+    pub planned: Option<u32>,
+    /// The planned cells the bundle does not hold, when they can be named: `provenance.missing_cells`, else the
+    /// cells of the embedded config (the bundle's shard of it) that are not in the bundle, when their number is the
+    /// one missing (a parity search adds cells the config does not list: then they are not named).
+    pub not_measured: Vec<CellKey>,
+    /// Groups of cells (a model, sampler, N and K: quality is measured once per group) of the planned grid with
+    /// no quality value in the bundle yet, each named by the cell that measures it (its largest B); empty
+    /// without a `[quality]` table.
+    pub unscored: Vec<CellKey>,
+}
+
+impl Partial {
+    /// `16 of 48 planned cells`, or `16 cells, 4 missing` without a planned count.
+    pub fn counts(&self) -> String {
+        match self.planned {
+            Some(p) => format!("{} of {p} planned cells", self.present),
+            None => format!("{} cells, {} of the grid missing", self.present, self.not_measured.len()),
+        }
+    }
+}
+
+/// The partial state of a bundle; `None` when it holds every cell it planned.
+pub fn partial(b: &Bundle) -> Option<Partial> {
+    let p = &b.provenance;
+    let short = p.planned_cells.is_some_and(|n| (b.cells.len() as u64) < u64::from(n));
+    if !short && p.missing_cells.is_empty() {
+        return None;
+    }
+    let present: BTreeSet<&CellKey> = b.cells.iter().map(|c| &c.key).collect();
+    let planned_keys = crate::shard::select(&p.config.cells(), p.shard);
+    let from_config: Vec<CellKey> = planned_keys.iter().filter(|k| !present.contains(k)).cloned().collect();
+    let missing = p.planned_cells.map(|n| (n as usize).saturating_sub(b.cells.len()));
+    let not_measured = if !p.missing_cells.is_empty() {
+        p.missing_cells.clone()
+    } else if missing == Some(from_config.len()) {
+        from_config
+    } else {
+        Vec::new()
+    };
+    let mut unscored = Vec::new();
+    if p.config.quality.is_some() {
+        // Per group (the key without B), the cell that measures its quality (the largest B), over every cell
+        // the bundle holds or lacks.
+        let mut groups: BTreeMap<metrics::parity::GroupKey, &CellKey> = BTreeMap::new();
+        for k in b.cells.iter().map(|c| &c.key).chain(&not_measured) {
+            let g = groups.entry(metrics::parity::GroupKey::of(k)).or_insert(k);
+            if k.batch_size > g.batch_size {
+                *g = k;
+            }
+        }
+        let scored: BTreeSet<metrics::parity::GroupKey> = b
+            .cells
+            .iter()
+            .filter(|c| !c.quality.is_empty() || !c.quality_errors.is_empty())
+            .map(|c| metrics::parity::GroupKey::of(&c.key))
+            .collect();
+        unscored = groups.into_iter().filter(|(g, _)| !scored.contains(g)).map(|(_, k)| k.clone()).collect();
+    }
+    Some(Partial { present: b.cells.len(), planned: p.planned_cells, not_measured, unscored })
+}
+
+/// Keys as a list, at most `n` named.
+fn list(keys: &[CellKey], n: usize) -> String {
+    let mut s = keys.iter().take(n).map(|k| k.to_string()).collect::<Vec<_>>().join("; ");
+    if keys.len() > n {
+        s.push_str(&format!("; ... and {} more", keys.len() - n));
+    }
+    s
+}
+
+/// What a hand edit can make inconsistent, each problem naming its field path and its fix.
+pub fn inconsistencies(b: &Bundle) -> Vec<String> {
+    let mut out = Vec::new();
+    let p = &b.provenance;
+    if !p.synthetic_weights {
+        for (i, m) in b.models.iter().enumerate().filter(|(_, m)| m.synthetic) {
+            out.push(format!(
+                "provenance.synthetic_weights is false but models[{i}] ({}) has `synthetic: true`: its numbers come \
+                 from random weights and every reader would show them unlabelled; fix: set \
+                 provenance.synthetic_weights to true (or models[{i}].synthetic to false if its weights are real)",
+                m.id
+            ));
+        }
+    }
+    // Fields where 0 cannot be a measurement: a process always has resident memory, a KV cache is written only
+    // where there is one (absent without: a LLaDA run without a block cache), and every forward reads weights.
+    type Bytes = fn(&schema::bundle::Repetition) -> Option<u64>;
+    let never_zero: [(&str, Bytes, &str); 3] = [
+        ("peak_rss_bytes", |r| r.peak_rss_bytes, "a process's resident set is never 0 bytes"),
+        ("kv_cache_bytes", |r| r.kv_cache_bytes, "a run without a KV cache has no kv_cache_bytes at all"),
+        ("weights_read_bytes", |r| r.weights_read_bytes, "every forward pass reads the model's weights"),
+    ];
+    for (i, c) in b.cells.iter().enumerate() {
+        let meter = c.execution.and_then(|e| p.executions.get(e as usize).map(|x| (e, x.energy.as_ref())));
+        for (j, r) in c.repetitions.iter().enumerate() {
+            for (field, get, why) in &never_zero {
+                if get(r) == Some(0) {
+                    out.push(format!(
+                        "cells[{i}].repetitions[{j}].{field} is 0 ({}): {why}; fix: remove the field (a value not \
+                         measured is absent, never 0)",
+                        c.key
+                    ));
+                }
+            }
+            if let (Some(j_), Some((e, Some(m)))) = (r.energy_j, meter)
+                && m.source.is_none()
+            {
+                out.push(format!(
+                    "cells[{i}].repetitions[{j}].energy_j is {j_} but provenance.executions[{e}].energy says energy \
+                     was unavailable ({}); fix: remove energy_j (and energy_window_ms), or record the counter that \
+                     measured it in provenance.executions[{e}].energy.source",
+                    m.unavailable.as_deref().unwrap_or("no counter")
+                ));
+            }
+        }
+    }
+    out
 }
 
 pub fn main(args: ValidateArgs) -> Result<ExitCode> {
     let mut bad = 0;
+    let mut incomplete = Vec::new();
     for path in &args.bundles {
         match crate::input::read_bundle_file(path) {
             Ok(r) => {
                 let b = &r.bundle;
+                let problems = inconsistencies(b);
+                if !problems.is_empty() {
+                    bad += 1;
+                    for p in &problems {
+                        eprintln!("{}: {p}", path.display());
+                    }
+                    continue;
+                }
                 let ok = b.cells.iter().filter(|c| c.status == schema::CellStatus::Ok).count();
                 let note = if r.upgraded() {
                     format!(" (schema {} upgraded to {})", r.file_version, schema::SchemaVersion::CURRENT)
@@ -29,13 +178,49 @@ pub fn main(args: ValidateArgs) -> Result<ExitCode> {
                 } else {
                     String::new()
                 };
-                println!("{}: ok, {} cells ({ok} ok), {} models{note}", path.display(), b.cells.len(), b.models.len());
+                let part = partial(b);
+                match &part {
+                    None => println!(
+                        "{}: ok, {} cells ({ok} ok), {} models{note}",
+                        path.display(),
+                        b.cells.len(),
+                        b.models.len()
+                    ),
+                    Some(x) => {
+                        println!(
+                            "{}: valid but PARTIAL: {} ({ok} ok), {} models{note}; S_parity, speedups and verdicts \
+                             from it may change when the rest is measured",
+                            path.display(),
+                            x.counts(),
+                            b.models.len()
+                        );
+                        incomplete.push((path, x.counts()));
+                    }
+                }
                 // What a partial bundle lacks, said where a user checks it.
                 if !b.provenance.missing_cells.is_empty() {
                     println!(
                         "  partial: {} cells of the grid are in no shard (merged with --allow-missing): {}",
                         b.provenance.missing_cells.len(),
                         b.provenance.missing_cells.iter().map(|k| k.to_string()).collect::<Vec<_>>().join("; ")
+                    );
+                } else if let Some(x) = &part {
+                    let what = match x.not_measured.is_empty() {
+                        true => String::new(),
+                        false => format!(": {}", list(&x.not_measured, 10)),
+                    };
+                    println!(
+                        "  partial: {} planned cells not measured yet (an interrupted run: resume it with dllm-bench \
+                         run --resume DIR){what}",
+                        x.planned.map_or(0, |p| (p as usize).saturating_sub(x.present))
+                    );
+                }
+                if let Some(x) = part.as_ref().filter(|x| !x.unscored.is_empty()) {
+                    println!(
+                        "  partial: {} quality groups have no quality value yet (S_parity leaves their K out), each \
+                         measured in: {}",
+                        x.unscored.len(),
+                        list(&x.unscored, 10)
                     );
                 }
                 if let Some(opts) = metrics::parity::ParityOptions::from_config(b)
@@ -64,6 +249,17 @@ pub fn main(args: ValidateArgs) -> Result<ExitCode> {
     }
     if bad > 0 {
         return Err(InputError(format!("{bad} of {} bundles are invalid", args.bundles.len())).into());
+    }
+    if args.complete && !incomplete.is_empty() {
+        let names: Vec<String> = incomplete.iter().map(|(p, c)| format!("{} ({c})", p.display())).collect();
+        return Err(InputError(format!(
+            "--complete: {} of {} bundles are partial: {}; fix: finish the run (dllm-bench run --resume DIR) or merge \
+             every shard's bundle, or leave out --complete to accept a partial bundle",
+            incomplete.len(),
+            args.bundles.len(),
+            names.join(", ")
+        ))
+        .into());
     }
     Ok(ExitCode::SUCCESS)
 }
