@@ -368,6 +368,15 @@ fn bundles_passed_around_by_hand_are_read_or_refused_with_the_file_and_a_fix() {
     refused(&sb, &["synth", "--kind", "llama", "--repo-id", "../../x"], &["--repo-id", "ORG/NAME"]);
     refused(&sb, &["synth", "--kind", "llama", "--repo-id", "a/x", "--shards", "4000000000"], &["--shards"]);
     refused(&sb, &["synth", "--kind", "llada", "--repo-id", "a/x", "--layout", "qwen2"], &["--layout", "--kind llada"]);
+    // The fix is the one for what was asked: the shards' range, not another layout.
+    let out = sb.cmd(&["synth", "--kind", "llada", "--repo-id", "a/x", "--shards", "0"]);
+    assert_exit!(out, 2);
+    assert!(
+        stderr(&out).contains("0 shards for the") && stderr(&out).contains("model; fix: use 1 to "),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!stderr(&out).contains("layout with"), "{}", stderr(&out));
 }
 
 #[test]
@@ -681,6 +690,58 @@ fn merge_never_replaces_one_of_its_inputs_and_an_unwritable_output_is_bad_input(
             refused(&sb, &["merge", "a.json", "-o", &nested], &["sub", "a folder you can write"]);
         }
         None => eprintln!("no folder this user cannot write: the unwritable-output case is not tested"),
+    }
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o755)).expect("chmod back");
+}
+
+#[test]
+fn an_output_folder_or_model_cache_that_cannot_be_written_is_bad_input_with_the_fix() {
+    let sb = Sandbox::new();
+    sb.write("t.toml", CONFIG);
+    sb.write("afile", "a user's file");
+    // A cache that is a file, or lies under one (what root cannot write either).
+    for cache in ["afile", "afile/hub"] {
+        let synth = ["synth", "--kind", "llama", "--repo-id", "t/x", "--model-cache-dir", cache];
+        refused(&sb, &synth, &["the model cache", "afile is a file", "--model-cache-dir"]);
+    }
+    // A synthetic checkpoint of a tiny preset is written without a progress word.
+    let out = sb.cmd(&["synth", "--kind", "llada", "--repo-id", "t/tiny"]);
+    assert_exit!(out, 0);
+    assert_eq!(stderr(&out), "", "nothing said for a tiny checkpoint");
+    // A folder the user may not write. Root writes a 0500 folder; /sys then.
+    use std::os::unix::fs::PermissionsExt;
+    let locked = sb.path().join("locked");
+    std::fs::create_dir(&locked).expect("mkdir");
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o500)).expect("chmod");
+    let denied = |dir: &Path| {
+        std::fs::create_dir(dir.join("dllm-bench-probe"))
+            .is_err_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied)
+    };
+    let unwritable = [locked.clone(), Path::new("/sys").to_path_buf()].into_iter().find(|d| denied(d));
+    match unwritable {
+        Some(dir) => {
+            let d = dir.to_str().expect("utf8");
+            let out = sb.cmd(&["run", "-c", "t.toml", "-o", d, "-q"]);
+            assert_exit!(out, 2);
+            let err = stderr(&out);
+            assert!(err.contains(&format!("cannot create the run folder {d}/t-")), "{err}");
+            assert!(err.contains("fix: choose an output folder you can write with -o"), "{err}");
+            let cache = dir.join("hub");
+            let c = cache.to_str().expect("utf8");
+            for args in [
+                &["synth", "--kind", "llada", "--repo-id", "t/y", "--model-cache-dir", c][..],
+                &["run", "-c", "t.toml", "-o", "out", "-q", "--model-cache-dir", c],
+            ] {
+                let out = sb.cmd(args);
+                assert_exit!(out, 2);
+                let err = stderr(&out);
+                assert!(err.contains(&format!("into the model cache {c}")), "{args:?}: {err}");
+                assert!(err.contains("fix: pass --model-cache-dir a folder you can write"), "{err}");
+                assert_eq!(err.matches("(os error").count(), 1, "the cause once: {err}");
+            }
+            assert!(!sb.path().join("out").exists(), "nothing run");
+        }
+        None => eprintln!("no folder this user cannot write: the unwritable-folder cases are not tested"),
     }
     std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o755)).expect("chmod back");
 }

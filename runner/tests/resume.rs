@@ -350,3 +350,101 @@ fn a_run_folder_holding_a_bundle_without_its_journal_is_refused_and_left_alone()
     assert!(err.contains("bundle.json exists") && err.contains("no journal") && err.contains("fix"), "{err}");
     assert_eq!(std::fs::read_to_string(dir.join("bundle.json")).expect("bundle"), theirs, "left as it was");
 }
+
+/// A new run in `sb.results()` of [`GRID`], stopped by SIGTERM as soon as its journal exists (exit 75): its run
+/// folder.
+fn interrupted_run(sb: &Sandbox) -> PathBuf {
+    let results = sb.results();
+    let mut args = vec!["run", "--output-dir", results.to_str().expect("utf8")];
+    args.extend_from_slice(GRID);
+    let child = spawn(sb, &args);
+    let start = Instant::now();
+    let run_dir = loop {
+        assert!(start.elapsed() < Duration::from_secs(60), "no journal in 60 s");
+        let dirs: Vec<PathBuf> = std::fs::read_dir(&results)
+            .map(|r| r.flatten().map(|e| e.path()).filter(|p| p.join("journal.jsonl").is_file()).collect())
+            .unwrap_or_default();
+        if let Some(d) = dirs.into_iter().next() {
+            break d;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    signal(&child, "-TERM");
+    let out = child.wait_with_output().expect("wait");
+    assert_exit!(out, 75);
+    run_dir
+}
+
+#[test]
+fn a_resume_removes_only_what_the_run_wrote_in_its_folder() {
+    let sb = Sandbox::new();
+    let run_dir = interrupted_run(&sb);
+    // The run folder copied elsewhere by hand, with a file of the user's in it.
+    let mine = sb.path().join("sub/myrun");
+    std::fs::create_dir_all(&mine).expect("mkdir");
+    for e in std::fs::read_dir(&run_dir).expect("run folder").flatten() {
+        std::fs::copy(e.path(), mine.join(e.file_name())).expect("copy");
+    }
+    std::fs::write(mine.join("notes.txt"), "keep\n").expect("notes");
+    let mine_s = mine.to_str().expect("utf8");
+    let out = sb.cmd(&["run", "--resume", mine_s, "-q"]);
+    assert_exit!(out, 0);
+    let bundle = PathBuf::from(stdout(&out).trim());
+    let name = run_dir.file_stem().and_then(|n| n.to_str()).expect("name");
+    assert_eq!(bundle, sb.path().join(format!("sub/{name}.json")), "the bundle beside the copy");
+    assert_eq!(read_bundle(&bundle).cells.len(), 24);
+    assert_eq!(std::fs::read_to_string(mine.join("notes.txt")).expect("the user's file is kept"), "keep\n");
+    let left: Vec<String> =
+        std::fs::read_dir(&mine).expect("kept").flatten().map(|e| e.file_name().to_string_lossy().into()).collect();
+    assert_eq!(left, ["notes.txt"], "the run's own files (journal, partial bundle, lock) are removed");
+    let err = stderr(&out);
+    assert!(err.contains(&format!("kept the run folder {mine_s}")) && err.contains("notes.txt"), "said: {err}");
+    // The original folder, which holds only what the run wrote, goes whole.
+    let out = sb.cmd(&["run", "--resume", run_dir.to_str().expect("utf8"), "-q"]);
+    assert_exit!(out, 0);
+    assert!(!run_dir.exists(), "the .run folder is removed once the bundle is written");
+    assert!(!stderr(&out).contains("kept"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_resume_never_replaces_a_bundle_that_is_not_its_own() {
+    let sb = Sandbox::new();
+    let run_dir = interrupted_run(&sb);
+    let dir_s = run_dir.to_str().expect("utf8");
+    let bundle = run_dir.with_extension("json");
+    std::fs::write(&bundle, "precious").expect("write");
+    let journal = run_dir.join("journal.jsonl");
+    let before = std::fs::read(&journal).expect("journal");
+    let mut run_dir_args = vec!["run", "--run-dir", dir_s];
+    run_dir_args.extend_from_slice(GRID);
+    for args in [&["run", "--resume", dir_s, "-q"][..], &run_dir_args] {
+        let start = Instant::now();
+        let out = sb.cmd(args);
+        assert_exit!(out, 2);
+        let err = stderr(&out);
+        assert!(err.contains(&format!("{} exists", bundle.display())), "{args:?}: {err}");
+        assert!(err.contains("not this run's to replace") && err.contains("fix: move that file away"), "{err}");
+        assert!(start.elapsed() < Duration::from_secs(20), "{args:?} measured before refusing");
+        assert_eq!(std::fs::read_to_string(&bundle).expect("bundle"), "precious", "left as it was");
+        assert_eq!(std::fs::read(&journal).expect("journal"), before, "nothing measured");
+    }
+    // Moved away, the resume completes.
+    std::fs::rename(&bundle, sb.path().join("precious.json")).expect("move");
+    let kept = sb.path().join("journal-link.jsonl");
+    std::fs::hard_link(&journal, &kept).expect("link: the journal is appended in place");
+    let out = sb.cmd(&["run", "--resume", dir_s, "-q"]);
+    assert_exit!(out, 0);
+    let first = read_bundle(&bundle);
+    assert_eq!(first.cells.len(), 24);
+    assert!(!run_dir.exists());
+    // Stopped after writing its bundle and before removing its folder: the bundle is its own, rewritten.
+    std::fs::create_dir(&run_dir).expect("mkdir");
+    std::fs::copy(&kept, &journal).expect("journal as the run ended");
+    let out = sb.cmd(&["run", "--resume", dir_s, "-q"]);
+    assert_exit!(out, 0);
+    assert_eq!(PathBuf::from(stdout(&out).trim()), bundle);
+    let again = read_bundle(&bundle);
+    assert_eq!(again.cells, first.cells, "nothing measured again");
+    assert_eq!(again.provenance.executions, first.provenance.executions);
+    assert!(!run_dir.exists());
+}

@@ -19,8 +19,9 @@ pub struct RunArgs {
     #[command(flatten)]
     pub cache: CacheArgs,
     /// Folder for the bundle. The run works in OUTPUT_DIR/NAME-STAMP.run/ (journal, partial bundle), writes
-    /// OUTPUT_DIR/NAME-STAMP.json at the end and removes the .run folder. Not with --run-dir or --resume (their
-    /// folder says where the bundle goes).
+    /// OUTPUT_DIR/NAME-STAMP.json at the end (never over a file that is not this run's) and removes its own files
+    /// from the .run folder, then the folder if that empties it. Not with --run-dir or --resume (their folder says
+    /// where the bundle goes).
     #[arg(long, short = 'o', default_value = "results", value_name = "DIR", conflicts_with_all = ["run_dir", "resume"])]
     pub output_dir: PathBuf,
     /// Run in this folder: start a new run if it has no journal, resume the one it has otherwise (what a job

@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use schema::ModelKind;
 use schema::grid::{Precision, SynthPreset, SyntheticWeights};
 
@@ -42,6 +42,9 @@ pub struct SynthArgs {
     /// Where models are.
     #[command(flatten)]
     pub cache: CacheArgs,
+    /// No progress output (a real-size checkpoint reports the weight files as it writes them).
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
 }
 
 /// `--layout` of `synth`: the llama-kind checkpoints the loader reads.
@@ -97,8 +100,10 @@ pub enum PresetArg {
 pub fn main(args: SynthArgs) -> Result<ExitCode> {
     let (kind, spec) = args.spec()?;
     let cache = args.cache.dir();
-    let dir = synth::write_synthetic(&cache, &args.repo_id, kind, &spec)
-        .with_context(|| format!("cannot write {} into {}", args.repo_id, cache.display()))?;
+    synth::check_cache_folder(&cache)?;
+    let report = synth::Report::stderr(!args.quiet);
+    let dir = synth::write_synthetic_with(&cache, &args.repo_id, kind, &spec, report)
+        .map_err(|e| synth::cache_error(e, &args.repo_id, &cache))?;
     println!("{}", dir.display());
     Ok(ExitCode::SUCCESS)
 }
@@ -143,10 +148,10 @@ impl SynthArgs {
             dtype: weights.dtype,
             ..synth::SynthSpec::from_config(&weights, Precision::F32, self.chat_template)
         };
+        // The flags set no shape: what check refuses is the shards or the layout, its message with the fix.
         spec.check(kind).map_err(|e| {
             InputError(format!(
-                "--shards {} / --layout: the runner cannot build this checkpoint: {e}; fix: fewer shards, or a \
-                 layout with --kind llama",
+                "--shards {} / --layout: the runner cannot build this checkpoint: {e}",
                 spec.resolve(kind).shards
             ))
         })?;

@@ -9,9 +9,9 @@ use schema::ShardInfo;
 use schema::bundle::PromptSetInfo;
 use schema::grid::{DeviceSpec, ModelSpec};
 
-use super::{RunFolder, SweepOptions};
+use super::{PARTIAL, RunFolder, SweepOptions};
 use crate::InputError;
-use crate::journal::{Header, JOURNAL_FORMAT, Journal, RunLock};
+use crate::journal::{Header, JOURNAL, JOURNAL_FORMAT, Journal, LOCK, RunLock};
 use crate::model::ModelFiles;
 use crate::plan::{ResolvedConfig, config_diff};
 
@@ -66,7 +66,8 @@ pub(super) fn open_folder(resolved: &ResolvedConfig, opts: &SweepOptions, prompt
         }
         RunFolder::At(dir) => {
             crate::output::create_folder(dir)?;
-            let lock = RunLock::acquire(dir)?;
+            let lock =
+                RunLock::acquire(dir).map_err(|e| unwritable(e, dir, "give --run-dir a folder you can write"))?;
             if !Journal::exists(dir) {
                 // A bundle no journal of this folder accounts for is not this run's to replace.
                 let bundle = dir.join("bundle.json");
@@ -90,12 +91,15 @@ pub(super) fn open_folder(resolved: &ResolvedConfig, opts: &SweepOptions, prompt
         }
         RunFolder::Resume(dir) => {
             Journal::require(dir)?;
-            (dir, RunLock::acquire(dir)?)
+            let fix = "copy the run folder to a place you can write and resume the copy";
+            (dir, RunLock::acquire(dir).map_err(|e| unwritable(e, dir, fix))?)
         }
     };
     let (resume_dir, lock) = resume_dir;
     let journal = Journal::open(resume_dir)?;
     check_same_run(&journal, resolved, opts, prompts)?;
+    // Before anything is measured: the bundle the run will write must be its own to write.
+    check_final_bundle(resume_dir, &journal)?;
     Ok(Opened { dir: resume_dir.clone(), journal: Some(journal), new_header: None, lock: Some(lock) })
 }
 
@@ -223,7 +227,11 @@ pub(super) fn create_journal(
                     break;
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(e).with_context(|| format!("cannot create the folder {}", candidate.display())),
+                Err(e) => {
+                    let e =
+                        anyhow::Error::new(e).context(format!("cannot create the run folder {}", candidate.display()));
+                    return Err(unwritable(e, &parent, "choose an output folder you can write with -o (--output-dir)"));
+                }
             }
         }
     } else {
@@ -231,7 +239,7 @@ pub(super) fn create_journal(
     }
     let lock = match lock {
         Some(l) => l,
-        None => RunLock::acquire(&dir)?,
+        None => RunLock::acquire(&dir).map_err(|e| unwritable(e, &dir, "choose a folder you can write"))?,
     };
     let journal = Journal::create(&dir, header)?;
     Ok((dir, journal, lock))
@@ -243,4 +251,115 @@ pub(super) fn final_bundle_path(dir: &Path, header: &Header) -> PathBuf {
         Ok(rest) => dir.parent().map(Path::to_path_buf).unwrap_or_default().join(rest),
         Err(_) => dir.join(&header.bundle),
     }
+}
+
+/// `err` (from creating or locking something in `dir`) as bad input (exit status 2) when an I/O error in its chain
+/// says the folder cannot be written there (no permission, a read-only file system, a path through a file), with
+/// `fix`; otherwise `err` as it is.
+fn unwritable(err: anyhow::Error, dir: &Path, fix: &str) -> anyhow::Error {
+    use std::io::ErrorKind::{NotADirectory, NotFound, PermissionDenied, ReadOnlyFilesystem};
+    let denied = err
+        .chain()
+        .filter_map(|c| c.downcast_ref::<std::io::Error>())
+        .find(|e| matches!(e.kind(), PermissionDenied | ReadOnlyFilesystem | NotADirectory | NotFound));
+    match denied {
+        // The context already says what could not be created; the cause once, then the fix.
+        Some(e) => InputError(format!("{err} (in the folder {}): {e}; fix: {fix}", dir.display())).into(),
+        None => err,
+    }
+}
+
+/// Whether `name` is a temporary file of [`crate::output::write_atomic`] (a journal's or a bundle's being written,
+/// left by a killed process): `.tmp-` and six letters or digits.
+fn is_temporary(name: &str) -> bool {
+    name.strip_prefix(".tmp-").is_some_and(|r| r.len() == 6 && r.chars().all(|c| c.is_ascii_alphanumeric()))
+}
+
+/// Once a run's final bundle (`bundle`) is written elsewhere, removes what the run wrote in its folder `dir`: the
+/// journal, the partial bundle, temporary files a killed attempt left, the lock (last); then the folder itself
+/// when that emptied it. A folder holding anything else (a user's notes, a copy of a file) is kept, with a
+/// warning naming what is left.
+pub(super) fn remove_run_files(dir: &Path, bundle: &Path) -> Result<()> {
+    let cannot = |what: &Path| format!("wrote {} but cannot remove {}", bundle.display(), what.display());
+    let mut ours = Vec::new();
+    let mut kept = Vec::new();
+    for entry in std::fs::read_dir(dir).with_context(|| cannot(dir))? {
+        let entry = entry.with_context(|| cannot(dir))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let file = entry.file_type().is_ok_and(|t| t.is_file());
+        let rank = match name.as_str() {
+            JOURNAL => 0,
+            PARTIAL => 1,
+            LOCK => 3,
+            n if is_temporary(n) => 2,
+            _ => 4,
+        };
+        if file && rank < 4 {
+            ours.push((rank, entry.path()));
+        } else {
+            kept.push(name);
+        }
+    }
+    ours.sort();
+    for (_, path) in &ours {
+        match std::fs::remove_file(path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e).with_context(|| cannot(path)),
+        }
+    }
+    if kept.is_empty() {
+        match std::fs::remove_dir(dir) {
+            Ok(()) => return Ok(()),
+            // Something appeared meanwhile: kept, as below.
+            Err(e) if e.kind() == std::io::ErrorKind::DirectoryNotEmpty => {
+                kept.push("files written while the run ended".into());
+            }
+            Err(e) => return Err(e).with_context(|| cannot(dir)),
+        }
+    }
+    kept.sort();
+    tracing::warn!(
+        "kept the run folder {}: it holds what the run did not write ({}); the run's own files in it (journal, \
+         partial bundle, lock) are removed, its bundle is {}",
+        dir.display(),
+        kept.join(", "),
+        bundle.display()
+    );
+    Ok(())
+}
+
+/// A final bundle outside the run folder (`../NAME.json`: a run started with `-o`) that is already there is only
+/// this run's to replace when it is the bundle this journal's run wrote (its start, config and executions are the
+/// journal's: the run completed, then stopped before removing its folder). Anything else there (a user's file,
+/// another run's bundle, a copy of this run folder finished elsewhere) is not, as with a `--run-dir`'s
+/// `bundle.json` no journal accounts for: exit status 2, naming the file and the fix.
+pub(super) fn check_final_bundle(dir: &Path, journal: &Journal) -> Result<()> {
+    let h = &journal.header;
+    if !h.bundle.starts_with("..") {
+        // `bundle.json` inside the folder: the journal accounts for it (see `open_folder`).
+        return Ok(());
+    }
+    let path = final_bundle_path(dir, h);
+    if path.symlink_metadata().is_err() || is_own_bundle(&path, journal) {
+        return Ok(());
+    }
+    Err(InputError(format!(
+        "{} exists and is not the bundle of the run in {} (its journal did not write it), so it is not this run's \
+         to replace; fix: move that file away (or rename it), then resume again: the journal keeps every finished \
+         cell",
+        path.display(),
+        dir.display()
+    ))
+    .into())
+}
+
+/// Whether the bundle at `path` is the one the run of `journal` wrote when it completed.
+fn is_own_bundle(path: &Path, journal: &Journal) -> bool {
+    let Ok(text) = std::fs::read_to_string(path) else { return false };
+    let Ok(bundle) = schema::read_bundle(&text) else { return false };
+    let (p, h) = (&bundle.provenance, &journal.header);
+    p.created_at == h.created_at
+        && p.config_sha256.as_deref() == Some(h.config_sha256.as_str())
+        && p.executions == journal.state.executions
 }

@@ -41,7 +41,9 @@ mod tokens;
 
 use assemble::assemble;
 pub(crate) use assemble::bundle_models;
-use folder::{check_same_sources, create_journal, final_bundle_path, open_folder};
+use folder::{
+    check_final_bundle, check_same_sources, create_journal, final_bundle_path, open_folder, remove_run_files,
+};
 use models::{chat_template, measure_keys, model_files};
 use progress::Progress;
 use scoring::score_all;
@@ -108,8 +110,9 @@ pub const PARTIAL: &str = "partial.json";
 /// Where the run folder (journal, partial bundle) is, and where the final bundle goes.
 #[derive(Debug, Clone)]
 pub enum RunFolder {
-    /// A new folder `OUTPUT/NAME-STAMP.run`; the final bundle is `OUTPUT/NAME-STAMP.json`, after which the
-    /// folder is removed.
+    /// A new folder `OUTPUT/NAME-STAMP.run`; the final bundle is `OUTPUT/NAME-STAMP.json` (never replacing a file
+    /// that is not this run's), after which the run's files in the folder are removed, and the folder when that
+    /// empties it (a folder resumed elsewhere may hold the user's files: kept, with a warning).
     New {
         /// The results folder.
         output_dir: PathBuf,
@@ -152,7 +155,7 @@ pub struct SweepOutcome {
     pub bundle: Bundle,
     /// Where: the final bundle, or the partial one.
     pub path: PathBuf,
-    /// The run folder (already removed when a new run completed).
+    /// The run folder (already removed when a new run completed, unless it held files the run did not write).
     pub run_dir: PathBuf,
     /// Cells whose status is not `ok`.
     pub failed_cells: usize,
@@ -165,15 +168,7 @@ pub struct SweepOutcome {
 /// Runs the plan (or this shard of it), resuming what the run folder's journal holds, and writes the bundle.
 pub fn run(resolved: &ResolvedConfig, opts: &SweepOptions) -> Result<SweepOutcome> {
     // The model cache is a folder (made when missing); a file there is bad input, said once with the fix.
-    if let Some(file) = opts.model_cache_dir.ancestors().find(|a| !a.as_os_str().is_empty() && a.is_file()) {
-        return Err(InputError(format!(
-            "the model cache {} is not a folder: {} is a file; fix: pass --model-cache-dir a folder (or set \
-             HF_HUB_CACHE or HF_HOME to one)",
-            opts.model_cache_dir.display(),
-            file.display()
-        ))
-        .into());
-    }
+    crate::synth::check_cache_folder(&opts.model_cache_dir)?;
     let cfg = &resolved.config;
     let spec = resolved.device();
     // A CUDA-graph decode captures on a stream of the device's own (see `device::open_with`).
@@ -214,7 +209,7 @@ pub fn run(resolved: &ResolvedConfig, opts: &SweepOptions) -> Result<SweepOutcom
     let mut to_load = Vec::new();
     for m in &cfg.models {
         if todo.iter().any(|k| k.model == m.id) {
-            let files = model_files(m, &opts.model_cache_dir, cfg.run.dtype, chat)?;
+            let files = model_files(m, &opts.model_cache_dir, cfg.run.dtype, chat, opts.progress)?;
             if chat {
                 chat_template(m, &files)?;
             }
@@ -226,7 +221,7 @@ pub fn run(resolved: &ResolvedConfig, opts: &SweepOptions) -> Result<SweepOutcom
     let mut evaluator_files = Vec::new();
     if cfg.quality.is_some() {
         for e in &evaluators {
-            let files = model_files(e, &opts.model_cache_dir, cfg.run.dtype, chat)?;
+            let files = model_files(e, &opts.model_cache_dir, cfg.run.dtype, chat, opts.progress)?;
             LoadedModel::check_files(&files, ModelKind::Llama).with_context(|| format!("evaluator {}", e.id))?;
             evaluator_files.push((e, files));
         }
@@ -280,7 +275,10 @@ pub fn run(resolved: &ResolvedConfig, opts: &SweepOptions) -> Result<SweepOutcom
         let keys: Vec<&CellKey> = extra.iter().collect();
         let mut files = Vec::new();
         for m in cfg.models.iter().filter(|m| extra.iter().any(|k| k.model == m.id)) {
-            files.push((m, model_files(m, &opts.model_cache_dir, cfg.run.dtype, cfg.prompts.chat_template)?));
+            files.push((
+                m,
+                model_files(m, &opts.model_cache_dir, cfg.run.dtype, cfg.prompts.chat_template, opts.progress)?,
+            ));
         }
         let mut p = Progress::new(extra.len(), 0, opts.progress);
         let r = measure_keys(&env, &keys, &files, &mut journal, &mut p, &planned, &mut exec);
@@ -304,11 +302,16 @@ pub fn run(resolved: &ResolvedConfig, opts: &SweepOptions) -> Result<SweepOutcom
         return Ok(SweepOutcome { bundle, path, run_dir, failed_cells, resumed_cells, ending });
     }
     let path = final_bundle_path(&run_dir, &journal.header);
+    // Checked again before writing: a file that appeared there during the run is not replaced either (the journal
+    // keeps the cells, and the partial bundle says what they are).
+    if let Err(e) = check_final_bundle(&run_dir, &journal) {
+        return env.keep_partial(Err(e), &journal, &planned);
+    }
     output::write_bundle(&path, &bundle)?;
     if journal.header.remove_when_done {
         drop(journal);
-        std::fs::remove_dir_all(&run_dir)
-            .with_context(|| format!("wrote {} but cannot remove {}", path.display(), run_dir.display()))?;
+        // Only what the run wrote there: a resumed folder may hold the user's files too.
+        remove_run_files(&run_dir, &path)?;
     } else {
         let _ = std::fs::remove_file(run_dir.join(PARTIAL));
     }

@@ -152,12 +152,19 @@ fn chat_frame(m: &ModelSpec, files: &ModelFiles, model: &LoadedModel) -> Result<
 
 /// Finds a model in the HF cache, first writing synthetic weights when the config asks for them (with a chat
 /// template when the synthetic table says so, by default when `chat` - the config's `prompts.chat_template` - is
-/// on).
-pub(super) fn model_files(m: &ModelSpec, cache: &Path, run_dtype: Precision, chat: bool) -> Result<ModelFiles> {
+/// on). Writing a large checkpoint reports its progress when `progress` (not `--quiet`); a cache that cannot be
+/// written is bad input.
+pub(super) fn model_files(
+    m: &ModelSpec,
+    cache: &Path,
+    run_dtype: Precision,
+    chat: bool,
+    progress: bool,
+) -> Result<ModelFiles> {
     if let Some(s) = &m.synthetic {
         let spec = synth::SynthSpec::from_config(s, run_dtype, chat);
-        synth::write_synthetic(cache, &m.id, m.kind, &spec)
-            .with_context(|| format!("cannot write synthetic weights for {} into {}", m.id, cache.display()))?;
+        synth::write_synthetic_with(cache, &m.id, m.kind, &spec, synth::Report::stderr(progress))
+            .map_err(|e| synth::cache_error(e, &m.id, cache))?;
     }
     ModelFiles::from_hf_cache(cache, &m.id, &m.revision).map_err(|e| {
         anyhow::Error::new(InputError(format!(

@@ -17,6 +17,7 @@
 
 /// The project's PRNG, shared with the schema crate's bootstrap.
 pub use metrics::rng;
+mod progress;
 mod tokenizer;
 mod weights;
 
@@ -29,11 +30,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
+use progress::Meter;
+pub use progress::{PROGRESS_MIN_BYTES, Report};
 pub use schema::grid::SynthPreset as Preset;
 use schema::grid::{Precision, SynthLayout, SyntheticWeights};
 pub use tokenizer::build_tokenizer;
-use weights::{HashWriter, Init, TensorSpec, dtype_size, torch_name, write_safetensors};
+use weights::{HashWriter, Init, TensorSpec, dtype_size, safetensors_len, torch_name, write_safetensors};
 
+use crate::InputError;
 use crate::model::files::repo_dir;
 use crate::model::{ModelConfig, ModelError, WeightNames};
 
@@ -148,7 +152,7 @@ impl SynthSpec {
         if kind != ModelKind::Llama && self.layout.is_some_and(|l| l != SynthLayout::Llama3) {
             return Err(SynthError::Spec(
                 "a layout (llama3.1, llama3.2, qwen2) is a checkpoint of the llama kind; LLaDA and Dream have one \
-                 layout each"
+                 layout each; fix: leave the layout out, or make the model of the llama kind"
                     .into(),
             ));
         }
@@ -157,7 +161,7 @@ impl SynthSpec {
         let tensors = WeightNames::for_kind(kind).tensors(&cfg).len();
         if r.shards == 0 || r.shards > tensors {
             return Err(SynthError::Spec(format!(
-                "{} shards for the {tensors} tensors of this model: use 1 to {tensors}",
+                "{} shards for the {tensors} tensors of this model; fix: use 1 to {tensors} shards",
                 r.shards
             )));
         }
@@ -201,8 +205,9 @@ pub struct Resolved {
 /// Errors of writing a synthetic checkpoint.
 #[derive(Debug, thiserror::Error)]
 pub enum SynthError {
-    #[error("writing {}: {source}", path.display())]
-    Io { path: PathBuf, source: std::io::Error },
+    // The cause is part of the message and not a `source`: a report of the error chain would say it twice.
+    #[error("writing {}: {error}", path.display())]
+    Io { path: PathBuf, error: std::io::Error },
     #[error("synthetic spec: {0}")]
     Spec(String),
     #[error("building the synthetic tokenizer: {0}")]
@@ -222,7 +227,53 @@ pub enum SynthError {
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SynthError + '_ {
-    move |source| SynthError::Io { path: path.to_path_buf(), source }
+    move |error| SynthError::Io { path: path.to_path_buf(), error }
+}
+
+impl SynthError {
+    /// The path and the error of a write that failed because of where the cache is (no permission, a read-only
+    /// file system, a path through a file): the user fixes it by choosing another cache folder.
+    pub fn unwritable(&self) -> Option<(&Path, &std::io::Error)> {
+        use std::io::ErrorKind::{NotADirectory, PermissionDenied, ReadOnlyFilesystem};
+        match self {
+            SynthError::Io { path, error }
+                if matches!(error.kind(), PermissionDenied | ReadOnlyFilesystem | NotADirectory) =>
+            {
+                Some((path, error))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The error of writing `repo_id`'s synthetic checkpoint into the cache `cache`, as a command reports it: a cache
+/// folder that cannot be written is bad input (exit status 2), naming the path, the cause (once) and the fix.
+pub fn cache_error(err: SynthError, repo_id: &str, cache: &Path) -> anyhow::Error {
+    match err.unwritable() {
+        Some((path, error)) => InputError(format!(
+            "cannot write synthetic weights for {repo_id} into the model cache {}: cannot write {}: {error}; fix: \
+             pass --model-cache-dir a folder you can write (or set HF_HUB_CACHE to one)",
+            cache.display(),
+            path.display()
+        ))
+        .into(),
+        None => anyhow::Error::new(err)
+            .context(format!("cannot write synthetic weights for {repo_id} into {}", cache.display())),
+    }
+}
+
+/// A model cache (made when missing) must be a folder: one that is a file, or lies under one, is bad input (exit
+/// status 2), said once with the fix.
+pub fn check_cache_folder(cache: &Path) -> Result<(), InputError> {
+    match cache.ancestors().find(|a| !a.as_os_str().is_empty() && a.is_file()) {
+        Some(file) => Err(InputError(format!(
+            "the model cache {} is not a folder: {} is a file; fix: pass --model-cache-dir a folder (or set \
+             HF_HUB_CACHE or HF_HOME to one)",
+            cache.display(),
+            file.display()
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// The chat template of a synthetic Llama-3-Instruct checkpoint: what Meta-Llama-3-8B-Instruct's renders (BOS,
@@ -575,12 +626,37 @@ fn complete(snapshot: &Path, marker: &serde_json::Value) -> bool {
 }
 
 /// Writes (or reuses) a synthetic `kind` checkpoint for `repo_id` under the hf-hub cache root `cache_dir`, and
-/// points `refs/main` at it. Returns the snapshot directory.
+/// points `refs/main` at it. Returns the snapshot directory. Writing a large checkpoint reports its progress on
+/// standard error ([`Report::default`]; [`write_synthetic_with`] chooses).
 pub fn write_synthetic(
     cache_dir: &Path,
     repo_id: &str,
     kind: ModelKind,
     spec: &SynthSpec,
+) -> Result<PathBuf, SynthError> {
+    write_synthetic_with(cache_dir, repo_id, kind, spec, Report::default())
+}
+
+/// [`write_synthetic`], reporting the progress of writing the weights as `report` says (a bar on a terminal, a
+/// line per weight file otherwise; nothing for small checkpoints or when off).
+pub fn write_synthetic_with(
+    cache_dir: &Path,
+    repo_id: &str,
+    kind: ModelKind,
+    spec: &SynthSpec,
+    report: Report,
+) -> Result<PathBuf, SynthError> {
+    write_reporting(cache_dir, repo_id, kind, spec, report, None)
+}
+
+/// [`write_synthetic_with`], its progress lines to `sink` when one is given.
+fn write_reporting(
+    cache_dir: &Path,
+    repo_id: &str,
+    kind: ModelKind,
+    spec: &SynthSpec,
+    report: Report,
+    sink: Option<&mut dyn FnMut(String)>,
 ) -> Result<PathBuf, SynthError> {
     let r = spec.resolve(kind);
     // Plan-level validation through the same config conversion the loader uses.
@@ -669,20 +745,29 @@ pub fn write_synthetic(
         )));
     }
     check_disk_space(&repo, tensors.iter().map(|t| (t.elems() * dtype_size(r.dtype)) as u64).sum())?;
-    if r.shards == 1 {
-        write_file(&repo, &snapshot, "model.safetensors", |w| write_safetensors(w, &tensors, r.dtype, r.seed))?;
+    let weight_files: Vec<(String, Vec<TensorSpec>)> = if r.shards == 1 {
+        vec![("model.safetensors".to_string(), tensors)]
     } else {
         let groups = split_shards(tensors, r.shards);
         let n = groups.len();
+        groups.into_iter().enumerate().map(|(i, g)| (format!("model-{:05}-of-{n:05}.safetensors", i + 1), g)).collect()
+    };
+    let bytes = |g: &[TensorSpec]| safetensors_len(g, r.dtype);
+    let total_bytes = weight_files.iter().map(|(_, g)| bytes(g)).sum();
+    let mut meter = Meter::start(report, repo_id, total_bytes, weight_files.len(), sink);
+    for (file, group) in &weight_files {
+        meter.begin_file(file);
+        write_file(&repo, &snapshot, file, |w| write_safetensors(&mut meter.counting(w), group, r.dtype, r.seed))?;
+        meter.end_file(file, bytes(group));
+    }
+    if weight_files.len() > 1 {
         let mut weight_map = BTreeMap::new();
         let mut total = 0usize;
-        for (i, group) in groups.iter().enumerate() {
-            let file = format!("model-{:05}-of-{n:05}.safetensors", i + 1);
+        for (file, group) in &weight_files {
             for t in group {
                 weight_map.insert(t.name.clone(), file.clone());
                 total += t.elems() * dtype_size(r.dtype);
             }
-            write_file(&repo, &snapshot, &file, |w| write_safetensors(w, group, r.dtype, r.seed))?;
         }
         let index = json!({ "metadata": { "total_size": total }, "weight_map": weight_map });
         let text = serde_json::to_string_pretty(&index).map_err(|e| SynthError::Spec(e.to_string()))?;
@@ -696,6 +781,7 @@ pub fn write_synthetic(
     std::fs::rename(&staged, &final_snapshot).map_err(io_err(&final_snapshot))?;
     write_ref(&refs, &ref_main, &commit)?;
     drop(lock);
+    meter.finish(&final_snapshot);
     Ok(final_snapshot)
 }
 
@@ -728,4 +814,57 @@ fn check_disk_space(dir: &Path, bytes: u64) -> Result<(), SynthError> {
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn written(report: Report, shards: usize) -> (PathBuf, Vec<String>, tempfile::TempDir) {
+        let cache = tempfile::tempdir().expect("temp dir");
+        let spec = SynthSpec { shards: Some(shards), ..SynthSpec::new(Preset::Tiny, 1) };
+        let mut lines = Vec::new();
+        let mut sink = |l: String| lines.push(l);
+        let snapshot = write_reporting(cache.path(), "t/progress", ModelKind::Llada, &spec, report, Some(&mut sink))
+            .expect("written");
+        (snapshot, lines, cache)
+    }
+
+    #[test]
+    fn writing_the_weights_says_each_file_with_the_bytes_written_and_the_total() {
+        let (snapshot, lines, _cache) = written(Report { enabled: true, min_bytes: 0 }, 3);
+        let sizes: Vec<u64> = (1..=3)
+            .map(|i| {
+                std::fs::metadata(snapshot.join(format!("model-{i:05}-of-00003.safetensors"))).expect("file").len()
+            })
+            .collect();
+        let total: u64 = sizes.iter().sum();
+        let h = |b: u64| indicatif::HumanBytes(b).to_string();
+        assert_eq!(lines.len(), 5, "{lines:#?}");
+        assert!(lines[0].starts_with(&format!("writing synthetic weights for t/progress: {} in 3 files", h(total))));
+        let mut so_far = 0;
+        for (i, size) in sizes.iter().enumerate() {
+            so_far += size;
+            let want = format!(
+                "  [{}/3] model-{:05}-of-00003.safetensors: {} written; {} of {} (",
+                i + 1,
+                i + 1,
+                h(*size),
+                h(so_far),
+                h(total)
+            );
+            assert!(lines[i + 1].starts_with(&want), "{:?} is not {want:?}...", lines[i + 1]);
+        }
+        assert!(lines[3].contains("(100%)"), "every byte counted: {}", lines[3]);
+        assert!(lines[4].starts_with(&format!("wrote {} of synthetic weights in ", h(total))), "{}", lines[4]);
+        assert!(lines[4].ends_with(&snapshot.display().to_string()), "{}", lines[4]);
+    }
+
+    #[test]
+    fn small_checkpoints_and_quiet_runs_write_without_a_word() {
+        for report in [Report::stderr(true), Report::stderr(false), Report { enabled: false, min_bytes: 0 }] {
+            let (_, lines, _cache) = written(report, 2);
+            assert!(lines.is_empty(), "{report:?}: {lines:?}");
+        }
+    }
 }

@@ -89,13 +89,8 @@ impl<W: Write> Write for HashWriter<W> {
     }
 }
 
-/// Writes `tensors` as one safetensors file (in the given order) with random values from `seed`.
-pub fn write_safetensors<W: Write + ?Sized>(
-    out: &mut W,
-    tensors: &[TensorSpec],
-    dtype: Precision,
-    seed: u64,
-) -> std::io::Result<()> {
+/// The JSON header of a safetensors file of `tensors` (in the given order), padded to a multiple of 8 bytes.
+fn safetensors_header(tensors: &[TensorSpec], dtype: Precision) -> String {
     let mut header = String::from("{\"__metadata__\":{\"format\":\"pt\"}");
     let mut offset = 0usize;
     for t in tensors {
@@ -115,6 +110,23 @@ pub fn write_safetensors<W: Write + ?Sized>(
     while header.len() % 8 != 0 {
         header.push(' ');
     }
+    header
+}
+
+/// The size in bytes of the safetensors file [`write_safetensors`] writes for `tensors`.
+pub fn safetensors_len(tensors: &[TensorSpec], dtype: Precision) -> u64 {
+    let data: usize = tensors.iter().map(|t| t.elems() * dtype_size(dtype)).sum();
+    (8 + safetensors_header(tensors, dtype).len() + data) as u64
+}
+
+/// Writes `tensors` as one safetensors file (in the given order) with random values from `seed`.
+pub fn write_safetensors<W: Write + ?Sized>(
+    out: &mut W,
+    tensors: &[TensorSpec],
+    dtype: Precision,
+    seed: u64,
+) -> std::io::Result<()> {
+    let header = safetensors_header(tensors, dtype);
     out.write_all(&(header.len() as u64).to_le_bytes())?;
     out.write_all(header.as_bytes())?;
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
