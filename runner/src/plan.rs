@@ -256,10 +256,16 @@ fn check_synthetic(config: &GridConfig, source: &str) -> Result<()> {
         if let Err(e) =
             crate::synth::SynthSpec::from_config(s, config.run.dtype, config.prompts.chat_template).check(kind)
         {
+            // The shards' and the layout's messages carry their fix; a shape the model cannot have gets this one.
+            let fix = match e {
+                crate::synth::SynthError::Spec(_) => "",
+                _ => {
+                    "\n  fix: remove hidden, layers and shards to use the preset's shapes, or choose a hidden size that \
+                     the preset's head count divides into an even head size"
+                }
+            };
             return Err(InputError(format!(
-                "{source}: field `{field}`: the runner cannot build this checkpoint: {e}\n  fix: remove hidden, \
-                 layers and shards to use the preset's shapes, or choose a hidden size that the preset's head count \
-                 divides into an even head size"
+                "{source}: field `{field}`: the runner cannot build this checkpoint: {e}{fix}"
             ))
             .into());
         }
