@@ -320,6 +320,29 @@ fn sigterm_interrupts_a_long_repetition_and_the_journal_stays_consistent() {
 }
 
 #[test]
+fn lengths_past_the_model_s_positions_are_refused_before_anything_is_measured() {
+    let sb = Sandbox::new();
+    long_prompts(&sb);
+    // The tiny LLaDA has 1024 positions: N = 1100 could only fail, cell after cell, with exit 1.
+    let cfg = sb.write(
+        "long-n.toml",
+        &llada_config("tiny", "seq_lengths = [64, 1100]\nbatch_sizes = [1]\nsteps = [4]\noutput_tokens = 32"),
+    );
+    let start = Instant::now();
+    let out = sb.cmd(&["run", "-c", cfg.to_str().expect("utf8"), "-o", "out"]);
+    assert_exit!(out, 2);
+    let err = stderr(&out);
+    assert!(
+        err.contains("model t/llada-tiny: N = 1100 (prompt + output tokens) is more than its 1024 positions"),
+        "{err}"
+    );
+    assert!(err.contains("config.json") && err.contains("fix: leave those lengths out of grid.seq_lengths"), "{err}");
+    assert!(start.elapsed() < Duration::from_secs(30), "it measured before refusing");
+    let written: Vec<_> = std::fs::read_dir(sb.path().join("out")).map(|d| d.flatten().collect()).unwrap_or_default();
+    assert!(written.is_empty(), "nothing written: {written:?}");
+}
+
+#[test]
 fn a_cell_that_cannot_fit_in_host_memory_is_oom_not_an_abort() {
     let sb = Sandbox::new();
     long_prompts(&sb);

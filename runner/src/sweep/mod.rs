@@ -20,11 +20,11 @@ use anyhow::{Context, Result};
 use candle_core::{DType, Device};
 use schema::ShardInfo;
 use schema::bundle::{Bundle, CellKey, CellStatus, PromptSetInfo};
-use schema::grid::{AttentionKernel, DeviceSpec, GridConfig, ModelKind};
+use schema::grid::{AttentionKernel, DeviceSpec, GridConfig, ModelKind, ModelSpec};
 
 use crate::device::dtype_of;
 use crate::journal::Journal;
-use crate::model::LoadedModel;
+use crate::model::{LoadedModel, ModelFiles};
 use crate::plan::ResolvedConfig;
 use crate::prompts::PromptSet;
 use crate::signals::Stop;
@@ -165,6 +165,29 @@ pub struct SweepOutcome {
     pub ending: Ending,
 }
 
+/// Every cell of `model` to run fits its positions (`max_position_embeddings`, LLaDA's `max_sequence_length`):
+/// refused before anything is measured (each such cell would fail when it runs, as generation checks it too).
+fn check_positions(model: &ModelSpec, files: &ModelFiles, todo: &[CellKey]) -> Result<()> {
+    let max = crate::model::ModelConfig::from_file(&files.config, model.kind)?.max_position_embeddings;
+    let long: BTreeSet<u32> = todo
+        .iter()
+        .filter(|k| k.model == model.id && (k.prompt_tokens + k.output_tokens) as usize > max)
+        .map(|k| k.seq_len)
+        .collect();
+    if long.is_empty() {
+        return Ok(());
+    }
+    let n: Vec<String> = long.iter().map(u32::to_string).collect();
+    Err(InputError(format!(
+        "model {}: N = {} (prompt + output tokens) is more than its {max} positions ({}); fix: leave those lengths out \
+         of grid.seq_lengths (or --seq-len), or use a model with a longer context",
+        model.id,
+        n.join(", "),
+        files.config.display()
+    ))
+    .into())
+}
+
 /// Runs the plan (or this shard of it), resuming what the run folder's journal holds, and writes the bundle.
 pub fn run(resolved: &ResolvedConfig, opts: &SweepOptions) -> Result<SweepOutcome> {
     // The model cache is a folder (made when missing); a file there is bad input, said once with the fix.
@@ -214,6 +237,7 @@ pub fn run(resolved: &ResolvedConfig, opts: &SweepOptions) -> Result<SweepOutcom
                 chat_template(m, &files)?;
             }
             LoadedModel::check_files(&files, m.kind).with_context(|| format!("model {}", m.id))?;
+            check_positions(m, &files, &todo)?;
             to_load.push((m, files));
         }
     }
