@@ -519,13 +519,13 @@ fn an_unknown_or_other_architecture_is_refused_by_name() {
 
 #[test]
 fn a_cell_that_fails_before_its_warm_ups_end_records_the_warm_ups_done() {
-    // N = 2048 leaves 2032 prompt tokens, more than the embedded prompts hold: every cell fails in its first
-    // warm-up, so none of the two asked for was done.
+    // N = 1000 leaves 984 prompt tokens, more than the embedded prompts hold (and within the tiny model's 1024
+    // positions): every cell fails in its first warm-up, so none of the two asked for was done.
     let sb = Sandbox::new();
     let cfg = sb.write(
         "w2.toml",
         "[run]\nname = \"w\"\ndevice = \"cpu\"\ndtype = \"f32\"\nwarmup = 2\nrepetitions = 1\n\n[prompts]\n\
-         source = \"embedded\"\ncount = 2\n\n[grid]\nseq_lengths = [2048]\nbatch_sizes = [1]\noutput_tokens = 16\n\n\
+         source = \"embedded\"\ncount = 2\n\n[grid]\nseq_lengths = [1000]\nbatch_sizes = [1]\noutput_tokens = 16\n\n\
          [[models]]\nkind = \"llama\"\nid = \"dllm-bench/synthetic-llama-tiny\"\n\n[models.synthetic]\npreset = \"tiny\"\n",
     );
     let out = sb.cmd(&["run", "--config", cfg.to_str().expect("utf8"), "-o", "res"]);
