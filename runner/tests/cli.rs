@@ -147,6 +147,12 @@ fn plan_prints_the_cells_of_the_primary_grid() {
     assert!(text.starts_with("# 16 cells from"), "{text}");
     assert_eq!(text.lines().filter(|l| l.starts_with("GSAI-ML/LLaDA-8B-Base")).count(), 12);
     assert_eq!(text.lines().filter(|l| l.starts_with("meta-llama/Meta-Llama-3-8B")).count(), 4);
+    assert!(!text.contains("SYNTHETIC"), "real checkpoints: {text}");
+    // The embedded demo's models are synthetic: said before its cells.
+    let demo = stdout(&sb.cmd(&["plan"]));
+    let said = "# SYNTHETIC weights (timing is real, quality is meaningless): dllm-bench/synthetic-llama-tiny, \
+                dllm-bench/synthetic-llada-tiny";
+    assert!(demo.lines().nth(2).is_some_and(|l| l.starts_with(said)), "{demo}");
 }
 
 #[test]
@@ -304,7 +310,8 @@ fn unknown_flag_exits_2() {
 
 #[test]
 fn failed_cells_are_recorded_and_the_run_exits_1() {
-    // N = 2000 needs longer prompts than the embedded set has: every cell fails, cleanly, and the grid goes on.
+    // N = 1000 (within the tiny models' 1024 positions) needs longer prompts than the embedded set has: every cell
+    // fails, cleanly, and the grid goes on.
     let sb = Sandbox::new();
     let results = sb.results();
     let out = sb.cmd(&[
@@ -312,7 +319,7 @@ fn failed_cells_are_recorded_and_the_run_exits_1() {
         "--output-dir",
         results.to_str().expect("utf8"),
         "--seq-len",
-        "2000",
+        "1000",
         "--batch-size",
         "1",
         "--steps",
@@ -328,7 +335,7 @@ fn failed_cells_are_recorded_and_the_run_exits_1() {
     assert_eq!(b.cells.len(), 2);
     for c in &b.cells {
         match &c.status {
-            CellStatus::Error { message } => assert!(message.contains("the cell needs 1967"), "{message}"),
+            CellStatus::Error { message } => assert!(message.contains("the cell needs 967"), "{message}"),
             other => panic!("{}: expected an error status, got {other:?}", c.key),
         }
         assert!(c.repetitions.is_empty());

@@ -73,6 +73,17 @@ pub fn main(args: PlanArgs) -> Result<ExitCode> {
         cfg.prompts.prompt_count(),
         file_name_of(cfg.prompts.source)
     );
+    // Every model and evaluator whose weights the runner writes, once each.
+    let evaluators = cfg.quality.iter().flat_map(|q| &q.evaluators).filter(|e| e.synthetic.is_some()).map(|e| &e.id);
+    let mut synthetic: Vec<&str> = Vec::new();
+    for id in cfg.models.iter().filter(|m| m.synthetic.is_some()).map(|m| &m.id).chain(evaluators) {
+        if !synthetic.contains(&id.as_str()) {
+            synthetic.push(id);
+        }
+    }
+    if !synthetic.is_empty() {
+        println!("# SYNTHETIC weights (timing is real, quality is meaningless): {}", synthetic.join(", "));
+    }
     println!(
         "{:<36} {:<40} {:>6} {:>4} {:>6} {:>7} {:>7} {:>6}",
         "model", "sampler", "K", "B", "N", "prompt", "output", "block"
