@@ -135,7 +135,7 @@ pub fn main(args: &ExportArgs) -> Result<ExitCode> {
         }
     );
     if args.table == ExportTable::Parity && table.rows.is_empty() {
-        crate::say!("note: no S_parity records (the runs had no [quality] table): the table has its header only");
+        crate::say!("note: no S_parity records (no quality values in the bundles): the table has its header only");
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -630,12 +630,12 @@ struct ParityRow<'a> {
 }
 
 fn parity_table(bundles: &[(&str, &Bundle)]) -> Table {
-    // The records its config asks for, computed from its cells as `report` and the explorer compute them (a stored
-    // record that its cells no longer give is stale: `validate` says so); the stored ones for a bundle whose config
-    // names no options.
+    // The records `report` gives by default, computed from the cells as it and the explorer compute them (its
+    // config's options; without a `[quality]` table, the metric its cells hold): a stored record that its cells no
+    // longer give is stale (`validate` says so). The stored ones only for a bundle without quality values.
     let records: Vec<(Cow<'_, [ParityRecord]>, &'static str)> = bundles
         .iter()
-        .map(|(_, b)| match metrics::parity::ParityOptions::from_config(b) {
+        .map(|(_, b)| match crate::report::resolve(b, &crate::report::ReportOptions::default()) {
             Some(opts) => (Cow::Owned(metrics::parity::parity(b, &opts)), "recomputed"),
             None => (Cow::Borrowed(b.parity.as_slice()), "stored"),
         })

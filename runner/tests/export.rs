@@ -374,6 +374,34 @@ fn a_cell_without_repetitions_is_one_row_with_its_status_and_nothing_measured() 
 }
 
 #[test]
+fn a_bundle_without_a_quality_table_exports_the_records_report_prints() {
+    // Format 1.0 with quality values but no [quality] table and no stored records: `report` finds the metric in
+    // the cells; the export's parity table has those records, not none.
+    let sb = Sandbox::new();
+    let bundle = sb.path().join("study.json");
+    let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../explorer/e2e/fixtures/study-h200.json");
+    std::fs::copy(fixture, &bundle).expect("copy");
+    let b = runner::input::read_bundle_file(&bundle).expect("reads").bundle;
+    assert!(b.parity.is_empty() && b.provenance.config.quality.is_none(), "the fixture is that bundle");
+    let opts = runner::report::resolve(&b, &runner::report::ReportOptions::default()).expect("quality in the cells");
+    let records = metrics::parity::parity(&b, &opts);
+    assert!(!records.is_empty());
+    let out = sb.path().join("parity.jsonl");
+    export(&sb, &[s(&bundle), "--table", "parity", "-o", s(&out)]);
+    let (_, rows) = read_jsonl(&out);
+    let rows_per_record: usize = records.iter().map(|r| r.speedups.len().max(1)).sum();
+    assert_eq!(rows.len(), rows_per_record);
+    for (row, record) in rows.iter().zip(records.iter().flat_map(|r| std::iter::repeat_n(r, r.speedups.len().max(1)))) {
+        assert_eq!(text(row, "source").as_deref(), Some("recomputed"));
+        assert_eq!(text(row, "s_parity_text"), Some(metrics::parity::s_parity_text(record)));
+    }
+    let report = stdout(&sb.cmd(&["report", s(&bundle)]));
+    for r in &records {
+        assert!(report.contains(&metrics::parity::s_parity_text(r)), "{report}");
+    }
+}
+
+#[test]
 fn the_parity_table_has_a_row_per_record_and_batch_size() {
     let sb = Sandbox::new();
     let bundle = copy_fixture(&sb, "v1.5/demo-series.json", "demo.json");
