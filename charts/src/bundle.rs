@@ -19,6 +19,9 @@ pub struct LoadedBundle {
     pub provenance: Vec<(&'static str, String)>,
     /// Timing is real, quality meaningless.
     pub synthetic_weights: bool,
+    /// For a bundle with fewer cells than its run planned, the counts (`8 of 12 planned cells`,
+    /// `metrics::coverage`): its S_parity and speedups may change when the rest is measured.
+    pub partial: Option<String>,
     /// The bundle in the current format.
     pub bundle: Bundle,
     /// `metrics::derive::cell_summary` of each cell, in bundle order, computed on first use ([`Self::summary`]):
@@ -75,6 +78,7 @@ impl LoadedBundle {
             source: source.to_string(),
             provenance,
             synthetic_weights: read.bundle.provenance.synthetic_weights,
+            partial: metrics::coverage::partial(&read.bundle).map(|p| p.counts()),
             summaries: Derived((0..cells).map(|_| OnceLock::new()).collect()),
             quality: Derived(OnceLock::new()),
             choices: Derived(OnceLock::new()),

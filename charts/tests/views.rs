@@ -1024,3 +1024,17 @@ fn no_line_is_drawn_through_a_single_point() {
     }
     assert_eq!(one_point_polylines(&f), 0);
 }
+
+#[test]
+fn a_bundle_with_fewer_cells_than_planned_is_partial() {
+    let whole = load_bundle("demo-series.json", include_str!("../../schema/tests/fixtures/v1.5/demo-series.json"))
+        .expect("fixture loads");
+    assert_eq!(whole.partial, None, "every planned cell is there");
+    let mut json: serde_json::Value =
+        serde_json::from_str(include_str!("../../schema/tests/fixtures/v1.5/demo-series.json")).expect("json");
+    let planned = json["cells"].as_array().expect("cells").len();
+    json["provenance"]["planned_cells"] = planned.into();
+    json["cells"].as_array_mut().expect("cells").truncate(5);
+    let cut = load_bundle("partial.json", &json.to_string()).expect("a partial bundle loads");
+    assert_eq!(cut.partial.as_deref(), Some(format!("5 of {planned} planned cells").as_str()));
+}

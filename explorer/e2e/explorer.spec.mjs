@@ -157,7 +157,15 @@ async function checkLatency(page, b) {
     assert.ok(prov.includes(s), `${b.file}: provenance does not show ${JSON.stringify(s)}`);
   }
   assert.equal(Boolean(await page.$('[data-testid="synthetic-badge"]')), Boolean(p.synthetic_weights));
-  pass(`${b.file}: provenance (tool, commit, created, host, device, CUDA, config, synthetic badge)`);
+  // A bundle with fewer cells than its run planned says so (metrics::coverage).
+  const partial = (p.planned_cells != null && bundle.cells.length < p.planned_cells)
+    || (p.missing_cells || []).length > 0;
+  const badge = await page.$('[data-testid="partial-badge"]');
+  assert.equal(Boolean(badge), partial, `${b.file}: partial badge`);
+  if (partial && p.planned_cells != null) {
+    assert.ok((await badge.textContent()).includes(`${bundle.cells.length} of ${p.planned_cells} planned cells`));
+  }
+  pass(`${b.file}: provenance (tool, commit, created, host, device, CUDA, config, synthetic and partial badges)`);
   // The landing view is the answer; the latencies are the next tab (the view stays when the bundle changes).
   if (await page.getAttribute('[data-testid="tab-latency"]', 'aria-selected') !== 'true') {
     await redraw(page, () => view(page, 'latency'));

@@ -5,6 +5,7 @@
 //! Where to find a metric:
 //! - [`compare`]: two bundles of the same cells (the runner's and a reference's) side by side: latency ratios per
 //!   cell and per arm, the speedup at parity under each;
+//! - [`coverage`]: whether a bundle holds every cell its run planned (a partial bundle);
 //! - [`derive`](mod@derive): summaries of repetitions (median, mean, ...), inter-token latency, throughput,
 //!   latency vs steps, Pareto front, memory heatmaps, the explorer's view data;
 //! - [`parity`]: quality per cell group, S_parity and the speedup at parity with bootstrap intervals;
@@ -16,6 +17,7 @@
 #![warn(missing_docs)]
 
 pub mod compare;
+pub mod coverage;
 pub mod derive;
 pub mod energy;
 pub mod parity;

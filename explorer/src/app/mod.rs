@@ -305,6 +305,11 @@ fn provenance(bundles: &[Arc<LoadedBundle>]) -> impl IntoView + use<> {
                         {label} "SYNTHETIC WEIGHTS: timing is real, quality is meaningless"
                     </span>
                 })}
+                {b.partial.clone().map(|counts| view! {
+                    <span class="badge-partial" data-testid="partial-badge">
+                        {label} "PARTIAL: " {counts} " (an unfinished run): S_parity and speedups may change"
+                    </span>
+                })}
                 <details class="provenance" data-testid=if i == 0 { "provenance" } else { "provenance-compare" }>
                     <summary>{label} <span class="source">{b.source.clone()}</span> ": " {line}</summary>
                     <dl>{rows}</dl>

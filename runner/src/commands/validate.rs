@@ -29,8 +29,8 @@ pub struct ValidateArgs {
     pub complete: bool,
 }
 
-/// What a partial bundle lacks, from its own fields: `provenance.planned_cells` against its cells, and
-/// `provenance.missing_cells` (a merge with `--allow-missing`).
+/// What a partial bundle lacks, from its own fields ([`metrics::coverage::partial`] says whether it is partial):
+/// `provenance.planned_cells` against its cells, and `provenance.missing_cells` (a merge with `--allow-missing`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Partial {
     /// Cells the bundle holds.
@@ -45,25 +45,21 @@ pub struct Partial {
     /// no quality value in the bundle yet, each named by the cell that measures it (its largest B); empty
     /// without a `[quality]` table.
     pub unscored: Vec<CellKey>,
+    /// The shortfall as every reader counts it.
+    pub shortfall: metrics::coverage::Partial,
 }
 
 impl Partial {
-    /// `16 of 48 planned cells`, or `16 cells, 4 missing` without a planned count.
+    /// `16 of 48 planned cells`, or `16 cells, 4 of the grid missing` without a planned count.
     pub fn counts(&self) -> String {
-        match self.planned {
-            Some(p) => format!("{} of {p} planned cells", self.present),
-            None => format!("{} cells, {} of the grid missing", self.present, self.not_measured.len()),
-        }
+        self.shortfall.counts()
     }
 }
 
 /// The partial state of a bundle; `None` when it holds every cell it planned.
 pub fn partial(b: &Bundle) -> Option<Partial> {
     let p = &b.provenance;
-    let short = p.planned_cells.is_some_and(|n| (b.cells.len() as u64) < u64::from(n));
-    if !short && p.missing_cells.is_empty() {
-        return None;
-    }
+    let shortfall = metrics::coverage::partial(b)?;
     let present: BTreeSet<&CellKey> = b.cells.iter().map(|c| &c.key).collect();
     let planned_keys = crate::shard::select(&p.config.cells(), p.shard);
     let from_config: Vec<CellKey> = planned_keys.iter().filter(|k| !present.contains(k)).cloned().collect();
@@ -94,7 +90,7 @@ pub fn partial(b: &Bundle) -> Option<Partial> {
             .collect();
         unscored = groups.into_iter().filter(|(g, _)| !scored.contains(g)).map(|(_, k)| k.clone()).collect();
     }
-    Some(Partial { present: b.cells.len(), planned: p.planned_cells, not_measured, unscored })
+    Some(Partial { present: b.cells.len(), planned: p.planned_cells, not_measured, unscored, shortfall })
 }
 
 /// Keys as a list, at most `n` named.
