@@ -85,26 +85,7 @@ fn report_compare_states_the_ratios_of_the_h200_pair_and_that_parity_is_absent()
 fn report_compare_puts_the_implementations_factor_beside_each_stacks_speedup() {
     let sb = Sandbox::new();
     // The demo (tiny synthetic models, with quality): AR and two LLaDA series at K 2 and 8, B = 1.
-    let out = sb.cmd(&[
-        "run",
-        "--quiet",
-        "--max-prompts",
-        "2",
-        "--repetitions",
-        "1",
-        "--warmup",
-        "0",
-        "--steps",
-        "2,8",
-        "--batch-size",
-        "1",
-        "--seq-len",
-        "48",
-        "--run-dir",
-        sb.path().join("run").to_str().expect("utf8"),
-    ]);
-    assert_exit!(out, 0);
-    let runner = sb.path().join("run/bundle.json");
+    let runner = demo_run(&sb, "1");
     let mut b: Value = serde_json::from_str(&std::fs::read_to_string(&runner).expect("bundle")).expect("json");
     // The "reference": the same cells, every diffusion repetition twice as long.
     for c in b["cells"].as_array_mut().expect("cells") {
@@ -166,8 +147,9 @@ fn report_compare_puts_the_implementations_factor_beside_each_stacks_speedup() {
     assert!(err.contains(runner.to_str().expect("utf8")) && err.contains("fix:"), "{err}");
 }
 
-/// The demo with quality at K 2 and 8, B 1 and 4, N = 48: 12 cells, quality in each group's B = 4 cell.
-fn demo_b14(sb: &Sandbox) -> PathBuf {
+/// The demo with quality at K 2 and 8, N = 48, at `batch_sizes` (B 1 and 4: 12 cells, quality in each group's
+/// B = 4 cell), in the run folder `run`: its bundle.
+fn demo_run(sb: &Sandbox, batch_sizes: &str) -> PathBuf {
     let out = sb.cmd(&[
         "run",
         "--quiet",
@@ -180,7 +162,7 @@ fn demo_b14(sb: &Sandbox) -> PathBuf {
         "--steps",
         "2,8",
         "--batch-size",
-        "1,4",
+        batch_sizes,
         "--seq-len",
         "48",
         "--run-dir",
@@ -197,7 +179,7 @@ fn read(p: &std::path::Path) -> Value {
 #[test]
 fn validate_and_report_say_a_bundle_is_partial() {
     let sb = Sandbox::new();
-    let full = demo_b14(&sb);
+    let full = demo_run(&sb, "1,4");
     let mut b = read(&full);
     let planned = b["provenance"]["planned_cells"].as_u64().expect("planned_cells");
     assert_eq!(planned, b["cells"].as_array().expect("cells").len() as u64);
@@ -249,7 +231,7 @@ fn validate_and_report_say_a_bundle_is_partial() {
 #[test]
 fn report_says_what_the_speedup_interval_covers() {
     let sb = Sandbox::new();
-    let full = demo_b14(&sb);
+    let full = demo_run(&sb, "1,4");
     let out = sb.cmd(&["report", full.to_str().expect("utf8")]);
     assert_exit!(out, 0);
     let text = stdout(&out);
@@ -264,7 +246,7 @@ fn report_says_what_the_speedup_interval_covers() {
 #[test]
 fn validate_refuses_inconsistent_hand_edits_naming_the_field_and_the_fix() {
     let sb = Sandbox::new();
-    let full = demo_b14(&sb);
+    let full = demo_run(&sb, "1,4");
     let b = read(&full);
     let refused = |name: &str, edit: &dyn Fn(&mut Value), want: &[&str]| {
         let mut x = b.clone();
@@ -316,7 +298,7 @@ fn validate_refuses_inconsistent_hand_edits_naming_the_field_and_the_fix() {
 #[test]
 fn figures_latex_table_says_synthetic_weights() {
     let sb = Sandbox::new();
-    let full = demo_b14(&sb);
+    let full = demo_run(&sb, "1,4");
     let out = sb.cmd(&["figures", full.to_str().expect("utf8"), "-o", "figs"]);
     assert_exit!(out, 0);
     let tex = std::fs::read_to_string(sb.path().join("figs/s_parity.tex")).expect("s_parity.tex");
