@@ -16,6 +16,13 @@ pub fn write_bundle(path: &Path, bundle: &schema::Bundle) -> Result<()> {
     write_atomic(path, schema::write_bundle(bundle).as_bytes())
 }
 
+/// Whether `e` says a path cannot be written where it is (no permission, a read-only file system, a path through a
+/// file): bad input (exit 2), fixed by choosing another folder, not a failure of the tool.
+pub fn unwritable_here(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{NotADirectory, PermissionDenied, ReadOnlyFilesystem};
+    matches!(e.kind(), PermissionDenied | ReadOnlyFilesystem | NotADirectory)
+}
+
 /// Creates the folder `dir` and its parents. A path through a file is bad input (exit 2), naming the file.
 pub fn create_folder(dir: &Path) -> Result<()> {
     if let Some(file) = dir.ancestors().find(|a| !a.as_os_str().is_empty() && a.exists() && !a.is_dir()) {
@@ -27,21 +34,11 @@ pub fn create_folder(dir: &Path) -> Result<()> {
         .into());
     }
     match std::fs::create_dir_all(dir) {
-        Err(e)
-            if matches!(
-                e.kind(),
-                std::io::ErrorKind::PermissionDenied
-                    | std::io::ErrorKind::ReadOnlyFilesystem
-                    | std::io::ErrorKind::NotFound
-                    | std::io::ErrorKind::NotADirectory
-            ) =>
-        {
-            Err(InputError(format!(
-                "cannot create the folder {}: {e}; fix: pass a folder you can write",
-                dir.display()
-            ))
-            .into())
-        }
+        Err(e) if unwritable_here(&e) || e.kind() == std::io::ErrorKind::NotFound => Err(InputError(format!(
+            "cannot create the folder {}: {e}; fix: pass a folder you can write",
+            dir.display()
+        ))
+        .into()),
         r => r.with_context(|| format!("cannot create the folder {}", dir.display())),
     }
 }
@@ -69,9 +66,6 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     create_folder(dir)?;
     // A folder the user may not write is bad input (exit 2), like a path through a file.
-    let denied = |e: &std::io::Error| {
-        matches!(e.kind(), std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem)
-    };
     let unwritable = |e: &std::io::Error| -> anyhow::Error {
         InputError(format!(
             "cannot write {}: {e} (in the folder {}); fix: name an output in a folder you can write",
@@ -82,7 +76,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     };
     let mut tmp = match tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir) {
         Ok(t) => t,
-        Err(e) if denied(&e) => return Err(unwritable(&e)),
+        Err(e) if unwritable_here(&e) => return Err(unwritable(&e)),
         Err(e) => return Err(e).with_context(|| format!("cannot create a temporary file in {}", dir.display())),
     };
     tmp.write_all(bytes).with_context(|| format!("cannot write {}", tmp.path().display()))?;
@@ -91,7 +85,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     tmp.as_file().sync_all().with_context(|| format!("cannot sync {}", tmp.path().display()))?;
     match tmp.persist(path) {
         Ok(_) => {}
-        Err(e) if denied(&e.error) => return Err(unwritable(&e.error)),
+        Err(e) if unwritable_here(&e.error) => return Err(unwritable(&e.error)),
         Err(e) => return Err(e).with_context(|| format!("cannot rename the temporary file to {}", path.display())),
     }
     // Make the rename itself durable.

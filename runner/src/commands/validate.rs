@@ -33,10 +33,8 @@ pub struct ValidateArgs {
 /// `provenance.planned_cells` against its cells, and `provenance.missing_cells` (a merge with `--allow-missing`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Partial {
-    /// Cells the bundle holds.
-    pub present: usize,
-    /// Cells the run planned (`provenance.planned_cells`), when recorded.
-    pub planned: Option<u32>,
+    /// The shortfall as every reader counts it: cells held, cells planned.
+    pub shortfall: metrics::coverage::Partial,
     /// The planned cells the bundle does not hold, when they can be named: `provenance.missing_cells`, else the
     /// cells of the embedded config (the bundle's shard of it) that are not in the bundle, when their number is the
     /// one missing (a parity search adds cells the config does not list: then they are not named).
@@ -45,8 +43,6 @@ pub struct Partial {
     /// no quality value in the bundle yet, each named by the cell that measures it (its largest B); empty
     /// without a `[quality]` table.
     pub unscored: Vec<CellKey>,
-    /// The shortfall as every reader counts it.
-    pub shortfall: metrics::coverage::Partial,
 }
 
 impl Partial {
@@ -90,7 +86,7 @@ pub fn partial(b: &Bundle) -> Option<Partial> {
             .collect();
         unscored = groups.into_iter().filter(|(g, _)| !scored.contains(g)).map(|(_, k)| k.clone()).collect();
     }
-    Some(Partial { present: b.cells.len(), planned: p.planned_cells, not_measured, unscored, shortfall })
+    Some(Partial { shortfall, not_measured, unscored })
 }
 
 /// Keys as a list, at most `n` named.
@@ -208,7 +204,7 @@ pub fn main(args: ValidateArgs) -> Result<ExitCode> {
                     println!(
                         "  partial: {} planned cells not measured yet (an interrupted run: resume it with dllm-bench \
                          run --resume DIR){what}",
-                        x.planned.map_or(0, |p| (p as usize).saturating_sub(x.present))
+                        x.shortfall.planned.map_or(0, |p| (p as usize).saturating_sub(x.shortfall.present))
                     );
                 }
                 if let Some(x) = part.as_ref().filter(|x| !x.unscored.is_empty()) {

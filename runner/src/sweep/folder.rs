@@ -257,11 +257,10 @@ pub(super) fn final_bundle_path(dir: &Path, header: &Header) -> PathBuf {
 /// says the folder cannot be written there (no permission, a read-only file system, a path through a file), with
 /// `fix`; otherwise `err` as it is.
 fn unwritable(err: anyhow::Error, dir: &Path, fix: &str) -> anyhow::Error {
-    use std::io::ErrorKind::{NotADirectory, NotFound, PermissionDenied, ReadOnlyFilesystem};
     let denied = err
         .chain()
         .filter_map(|c| c.downcast_ref::<std::io::Error>())
-        .find(|e| matches!(e.kind(), PermissionDenied | ReadOnlyFilesystem | NotADirectory | NotFound));
+        .find(|e| crate::output::unwritable_here(e) || e.kind() == std::io::ErrorKind::NotFound);
     match denied {
         // The context already says what could not be created; the cause once, then the fix.
         Some(e) => InputError(format!("{err} (in the folder {}): {e}; fix: {fix}", dir.display())).into(),

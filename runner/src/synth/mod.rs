@@ -234,13 +234,8 @@ impl SynthError {
     /// The path and the error of a write that failed because of where the cache is (no permission, a read-only
     /// file system, a path through a file): the user fixes it by choosing another cache folder.
     pub fn unwritable(&self) -> Option<(&Path, &std::io::Error)> {
-        use std::io::ErrorKind::{NotADirectory, PermissionDenied, ReadOnlyFilesystem};
         match self {
-            SynthError::Io { path, error }
-                if matches!(error.kind(), PermissionDenied | ReadOnlyFilesystem | NotADirectory) =>
-            {
-                Some((path, error))
-            }
+            SynthError::Io { path, error } if crate::output::unwritable_here(error) => Some((path, error)),
             _ => None,
         }
     }
