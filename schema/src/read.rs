@@ -394,6 +394,18 @@ fn check(b: &Bundle) -> Result<(), BundleError> {
     {
         return inconsistent(format!("provenance.shard is {}/{}: not a shard (0 <= index < count)", s.index, s.count));
     }
+    // Every reader labels a bundle's numbers synthetic from `provenance.synthetic_weights`: a hand edit that clears
+    // it beside a synthetic model would show random weights' numbers unlabelled.
+    if !b.provenance.synthetic_weights
+        && let Some((i, m)) = b.models.iter().enumerate().find(|(_, m)| m.synthetic)
+    {
+        return inconsistent(format!(
+            "provenance.synthetic_weights is false but models[{i}] ({}) has `synthetic: true`: its numbers come from \
+             random weights and every reader would show them unlabelled; fix: set provenance.synthetic_weights to \
+             true (or models[{i}].synthetic to false if its weights are real)",
+            m.id
+        ));
+    }
     let mut seen = std::collections::HashSet::with_capacity_and_hasher(b.cells.len(), KeyHasherBuild::default());
     for (i, e) in b.provenance.executions.iter().enumerate() {
         if let Some(p) = &e.device_peaks {
@@ -495,8 +507,36 @@ fn check(b: &Bundle) -> Result<(), BundleError> {
         if let Some(t) = k.threshold.filter(|t| !(t.value().is_finite() && t.value() >= 0.0)) {
             return inconsistent(format!("cells[{i}].key.threshold is {t}: it must be a finite number >= 0"));
         }
+        // The energy counter of the execution that measured the cell (its index was checked above).
+        let meter = cell.execution.and_then(|e| b.provenance.executions[e as usize].energy.as_ref().map(|m| (e, m)));
         for (j, r) in cell.repetitions.iter().enumerate() {
             let at = |what: String| inconsistent(format!("cells[{i}].repetitions[{j}]: {what}"));
+            // Fields where 0 cannot be a measurement: a process always has resident memory, a KV cache is written
+            // only where there is one (absent without: a LLaDA run without a block cache), and every forward reads
+            // weights. Not measured is absent, never 0.
+            for (field, v, why) in [
+                ("peak_rss_bytes", r.peak_rss_bytes, "a process's resident set is never 0 bytes"),
+                ("kv_cache_bytes", r.kv_cache_bytes, "a run without a KV cache has no kv_cache_bytes at all"),
+                ("weights_read_bytes", r.weights_read_bytes, "every forward pass reads the model's weights"),
+            ] {
+                if v == Some(0) {
+                    return inconsistent(format!(
+                        "cells[{i}].repetitions[{j}].{field} is 0 ({}): {why}; fix: remove the field (a value not \
+                         measured is absent, never 0)",
+                        cell.key
+                    ));
+                }
+            }
+            if let (Some(e_j), Some((e, m))) = (r.energy_j, meter)
+                && m.source.is_none()
+            {
+                return inconsistent(format!(
+                    "cells[{i}].repetitions[{j}].energy_j is {e_j} but provenance.executions[{e}].energy says energy was unavailable ({}); fix: \
+                     remove energy_j (and energy_window_ms), or record the counter that measured it in \
+                     provenance.executions[{e}].energy.source",
+                    m.unavailable.as_deref().unwrap_or("no counter")
+                ));
+            }
             let times = [Some(r.e2e_ms), r.prefill_ms, r.first_block_ms].into_iter().flatten();
             let steps = r.step_ms.iter().flatten().copied();
             if let Some(t) = times.chain(steps).find(|t| !(t.is_finite() && *t >= 0.0)) {

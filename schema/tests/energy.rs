@@ -111,3 +111,16 @@ fn impossible_energy_is_refused() {
     refuse(&|v| v["provenance"]["executions"][0]["energy"]["idle_energy_j"] = (-2.0).into(), "found -2");
     refuse(&|v| v["provenance"]["executions"][0]["energy"]["source"] = "smi".into(), "unknown variant `smi`");
 }
+
+#[test]
+fn energy_from_an_execution_without_a_counter_is_refused() {
+    let mut b = sample_bundle();
+    b.provenance.executions = vec![execution(Some(unavailable("no RAPL")))];
+    b.cells[0].execution = Some(0);
+    read_bundle(&write_bundle(&b)).expect("no energy where there was no counter: reads");
+    b.cells[0].repetitions[0].energy_j = Some(1.5);
+    let err = read_bundle(&write_bundle(&b)).expect_err("must be refused").to_string();
+    let want = "cells[0].repetitions[0].energy_j is 1.5 but provenance.executions[0].energy says energy was unavailable \
+                (no RAPL); fix: remove energy_j";
+    assert!(err.contains(want), "{err:?}");
+}

@@ -322,3 +322,21 @@ fn times_are_rfc_3339_and_a_status_is_an_object() {
         "provenance.missing_cells[0]",
     );
 }
+
+#[test]
+fn what_a_hand_edit_can_contradict_is_refused_by_every_reader() {
+    // A synthetic model in a bundle not labelled synthetic: every reader would show its numbers unlabelled.
+    refuse_value(
+        |v| v["provenance"]["synthetic_weights"] = serde_json::json!(false),
+        "provenance.synthetic_weights is false but models[0]",
+    );
+    // Zeros where no measurement is 0.
+    for field in ["peak_rss_bytes", "kv_cache_bytes", "weights_read_bytes"] {
+        refuse_value(|v| ar_rep(v)[field] = serde_json::json!(0), &format!("{field} is 0"));
+        refuse_value(|v| ar_rep(v)[field] = serde_json::json!(0), "never 0");
+    }
+    // The same fields when measured read.
+    let mut v = valid();
+    ar_rep(&mut v)["peak_rss_bytes"] = serde_json::json!(1 << 20);
+    read_bundle(&v.to_string()).expect("a measured resident set reads");
+}

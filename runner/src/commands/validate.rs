@@ -1,12 +1,10 @@
 //! `dllm-bench validate`: bundles read (upgrading older versions) and reported.
 //!
-//! Beyond what `schema` checks when it reads a bundle, `validate` refuses (exit 2, naming the field and the fix)
-//! what a hand edit can make inconsistent and the readers would then show wrongly: a model with synthetic weights
-//! in a bundle whose `provenance.synthetic_weights` is false (`report` would drop its SYNTHETIC banner), energy on a
-//! repetition whose execution says energy was unavailable, and a 0 where no measurement can be 0
-//! (`peak_rss_bytes`, `kv_cache_bytes`, `weights_read_bytes`: not measured is absent, never 0). It says when a
-//! bundle is partial ([`partial`]: fewer cells than the run planned, or a merge with missing cells): a valid file
-//! (exit 0, the line says PARTIAL) unless `--complete` asks for a whole grid (then exit 2).
+//! It refuses (exit 2, naming the field and the fix) what every reader refuses (`schema::check_bundle`: among them
+//! what a hand edit can make inconsistent, such as a model with synthetic weights in a bundle whose
+//! `provenance.synthetic_weights` is false, or a 0 where no measurement can be 0). It says when a bundle is
+//! partial ([`partial`]: fewer cells than the run planned, or a merge with missing cells): a valid file (exit 0, the
+//! line says PARTIAL) unless `--complete` asks for a whole grid (then exit 2).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -98,55 +96,6 @@ fn list(keys: &[CellKey], n: usize) -> String {
     s
 }
 
-/// What a hand edit can make inconsistent, each problem naming its field path and its fix.
-pub fn inconsistencies(b: &Bundle) -> Vec<String> {
-    let mut out = Vec::new();
-    let p = &b.provenance;
-    if !p.synthetic_weights {
-        for (i, m) in b.models.iter().enumerate().filter(|(_, m)| m.synthetic) {
-            out.push(format!(
-                "provenance.synthetic_weights is false but models[{i}] ({}) has `synthetic: true`: its numbers come \
-                 from random weights and every reader would show them unlabelled; fix: set \
-                 provenance.synthetic_weights to true (or models[{i}].synthetic to false if its weights are real)",
-                m.id
-            ));
-        }
-    }
-    // Fields where 0 cannot be a measurement: a process always has resident memory, a KV cache is written only
-    // where there is one (absent without: a LLaDA run without a block cache), and every forward reads weights.
-    type Bytes = fn(&schema::bundle::Repetition) -> Option<u64>;
-    let never_zero: [(&str, Bytes, &str); 3] = [
-        ("peak_rss_bytes", |r| r.peak_rss_bytes, "a process's resident set is never 0 bytes"),
-        ("kv_cache_bytes", |r| r.kv_cache_bytes, "a run without a KV cache has no kv_cache_bytes at all"),
-        ("weights_read_bytes", |r| r.weights_read_bytes, "every forward pass reads the model's weights"),
-    ];
-    for (i, c) in b.cells.iter().enumerate() {
-        let meter = c.execution.and_then(|e| p.executions.get(e as usize).map(|x| (e, x.energy.as_ref())));
-        for (j, r) in c.repetitions.iter().enumerate() {
-            for (field, get, why) in &never_zero {
-                if get(r) == Some(0) {
-                    out.push(format!(
-                        "cells[{i}].repetitions[{j}].{field} is 0 ({}): {why}; fix: remove the field (a value not \
-                         measured is absent, never 0)",
-                        c.key
-                    ));
-                }
-            }
-            if let (Some(j_), Some((e, Some(m)))) = (r.energy_j, meter)
-                && m.source.is_none()
-            {
-                out.push(format!(
-                    "cells[{i}].repetitions[{j}].energy_j is {j_} but provenance.executions[{e}].energy says energy \
-                     was unavailable ({}); fix: remove energy_j (and energy_window_ms), or record the counter that \
-                     measured it in provenance.executions[{e}].energy.source",
-                    m.unavailable.as_deref().unwrap_or("no counter")
-                ));
-            }
-        }
-    }
-    out
-}
-
 pub fn main(args: ValidateArgs) -> Result<ExitCode> {
     let mut bad = 0;
     let mut incomplete = Vec::new();
@@ -154,14 +103,6 @@ pub fn main(args: ValidateArgs) -> Result<ExitCode> {
         match crate::input::read_bundle_file(path) {
             Ok(r) => {
                 let b = &r.bundle;
-                let problems = inconsistencies(b);
-                if !problems.is_empty() {
-                    bad += 1;
-                    for p in &problems {
-                        eprintln!("{}: {p}", path.display());
-                    }
-                    continue;
-                }
                 let ok = b.cells.iter().filter(|c| c.status == schema::CellStatus::Ok).count();
                 let note = if r.upgraded() {
                     format!(" (schema {} upgraded to {})", r.file_version, schema::SchemaVersion::CURRENT)
