@@ -1,6 +1,6 @@
 //! The command line: parse, turn arguments into a plan, dispatch. Exit status: 0 ok, 1 a failed run (a
 //! cell failed, an I/O error), 2 bad input (config, flags, bundle), 75 a run stopped by a signal that
-//! `--resume` continues.
+//! `--resume` continues (or the writing of synthetic weights, which the same command writes again).
 
 use std::process::ExitCode;
 
@@ -23,7 +23,9 @@ use crate::commands::validate::ValidateArgs;
 ///
 /// Exit status: 0 success; 1 a failed run (a cell failed: its status is in the bundle) or a failed check;
 /// 2 bad input (config, flags, bundle, a refused resume or merge); 75 a run stopped by SIGTERM, SIGINT or
-/// SIGUSR1 after writing its partial bundle: `dllm-bench run --resume DIR` (or the same `--run-dir`) continues it.
+/// SIGUSR1 after writing its partial bundle: `dllm-bench run --resume DIR` (or the same `--run-dir`) continues it;
+/// stopped while writing synthetic weights (`run`, `synth`), what they wrote is removed: run the same command
+/// again.
 #[derive(Debug, Parser)]
 #[command(name = "dllm-bench", version, about, long_about)]
 pub struct Cli {

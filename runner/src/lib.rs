@@ -63,9 +63,13 @@ pub struct InputError(pub String);
 /// Exit status of a run stopped early by a signal, resumable: see [`signals::EXIT_INTERRUPTED`] (75).
 pub use signals::EXIT_INTERRUPTED;
 
-/// Exit status for an error: 2 when the input was bad (a config, a flag, a bundle, an unloadable checkpoint), 1
-/// otherwise.
+/// Exit status for an error: 2 when the input was bad (a config, a flag, a bundle, an unloadable checkpoint), 75
+/// when a stop signal ended the writing of a synthetic checkpoint, 1 otherwise.
 pub fn exit_code(err: &anyhow::Error) -> i32 {
+    // A stop signal during the writing of a synthetic checkpoint: the command can be run again (75, as a run).
+    if err.chain().any(|c| matches!(c.downcast_ref::<synth::SynthError>(), Some(synth::SynthError::Stopped { .. }))) {
+        return i32::from(EXIT_INTERRUPTED);
+    }
     // `downcast_ref` also finds an `InputError` attached with `.context(..)`, which `chain` does not expose.
     let bad_input = err.downcast_ref::<InputError>().is_some()
         || err.chain().any(|c| {

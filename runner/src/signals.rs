@@ -24,6 +24,21 @@ pub fn interrupted() -> bool {
     INSTALLED.get().is_some_and(|s| s.load(Ordering::Relaxed) != 0)
 }
 
+/// The signal that asked the process to stop since [`Stop::install`], if any (None when none is installed).
+pub fn requested() -> Option<&'static str> {
+    INSTALLED.get().and_then(|s| signal_name(s.load(Ordering::SeqCst)))
+}
+
+fn signal_name(signal: usize) -> Option<&'static str> {
+    match signal {
+        0 => None,
+        s if s == SIGTERM as usize => Some("SIGTERM"),
+        s if s == SIGINT as usize => Some("SIGINT"),
+        s if s == SIGUSR1 as usize => Some("SIGUSR1"),
+        _ => Some("a signal"),
+    }
+}
+
 /// A stop request set by a signal handler and read by the sweep.
 #[derive(Debug, Clone, Default)]
 pub struct Stop {
@@ -56,12 +71,6 @@ impl Stop {
 
     /// The signal that asked the run to stop, if any.
     pub fn requested(&self) -> Option<&'static str> {
-        match self.signal.load(Ordering::SeqCst) {
-            0 => None,
-            s if s == SIGTERM as usize => Some("SIGTERM"),
-            s if s == SIGINT as usize => Some("SIGINT"),
-            s if s == SIGUSR1 as usize => Some("SIGUSR1"),
-            _ => Some("a signal"),
-        }
+        signal_name(self.signal.load(Ordering::SeqCst))
     }
 }

@@ -21,4 +21,5 @@ mod sampler;
 mod serve;
 mod silent;
 mod slurm;
+mod synth;
 mod util;

@@ -101,6 +101,8 @@ pub fn main(args: SynthArgs) -> Result<ExitCode> {
     let (kind, spec) = args.spec()?;
     let cache = args.cache.dir();
     synth::check_cache_folder(&cache)?;
+    // A stop signal ends the writing and removes what it wrote (a real-size checkpoint is 16 GB).
+    crate::signals::Stop::install().map_err(|e| anyhow::anyhow!("cannot install the signal handlers: {e}"))?;
     let report = synth::Report::stderr(!args.quiet);
     let dir = synth::write_synthetic_with(&cache, &args.repo_id, kind, &spec, report)
         .map_err(|e| synth::cache_error(e, &args.repo_id, &cache))?;

@@ -224,6 +224,13 @@ pub enum SynthError {
         cache.display()
     )]
     RealCheckpoint { repo_id: String, cache: PathBuf, commit: String },
+    /// A stop signal (SIGTERM, SIGINT, SIGUSR1: a SLURM time limit, a preemption, Ctrl-C) arrived while the weights
+    /// were written: what this attempt wrote is removed (a real-size checkpoint is 16 GB).
+    #[error(
+        "stopped by {signal} while writing the synthetic checkpoint: nothing of it is left in the cache; fix: run \
+         the same command again to write it whole"
+    )]
+    Stopped { signal: &'static str },
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SynthError + '_ {
@@ -521,10 +528,40 @@ fn remove_stale_staging(repo: &Path) {
 /// How long staging files go unmodified before [`remove_stale_staging`] takes them for a dead writer's.
 const STALE_STAGING: std::time::Duration = std::time::Duration::from_secs(6 * 3600);
 
-/// Writes a blob under `blobs/` by streaming through `write`, then links `snapshot/name` to it.
+/// The blobs one writing of a checkpoint created (a blob already there before it, which another snapshot may
+/// share, is not among them): removed when the writing fails or is stopped, kept once its snapshot is in place.
+/// Dropped while the repository's lock is held, so no other writer counts on them.
+#[derive(Default)]
+struct NewBlobs {
+    paths: Vec<PathBuf>,
+    kept: bool,
+}
+
+impl Drop for NewBlobs {
+    fn drop(&mut self) {
+        if !self.kept {
+            for p in &self.paths {
+                let _ = std::fs::remove_file(p);
+            }
+        }
+    }
+}
+
+/// The error of a write that failed: [`SynthError::Stopped`] when a stop signal ended it (the blob writer checks
+/// for one at each write), else the I/O error at `path`.
+fn write_err(path: &Path) -> impl FnOnce(std::io::Error) -> SynthError + '_ {
+    move |error| match crate::signals::requested() {
+        Some(signal) => SynthError::Stopped { signal },
+        None => SynthError::Io { path: path.to_path_buf(), error },
+    }
+}
+
+/// Writes a blob under `blobs/` by streaming through `write`, then links `snapshot/name` to it. A stop signal ends
+/// the writing at the next chunk (the partial file is removed).
 fn write_file(
     repo: &Path,
     snapshot: &Path,
+    new_blobs: &mut NewBlobs,
     name: &str,
     write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<(), SynthError> {
@@ -536,14 +573,18 @@ fn write_file(
     let tmp = tmp.map_err(io_err(&blobs))?;
     let tmp_path = tmp.path().to_path_buf();
     let mut w = HashWriter { inner: BufWriter::with_capacity(1 << 20, tmp), hasher: Sha256::new() };
-    write(&mut w).and_then(|()| w.flush()).map_err(io_err(&tmp_path))?;
+    write(&mut w).and_then(|()| w.flush()).map_err(write_err(&tmp_path))?;
     let HashWriter { inner, hasher } = w;
-    let tmp = inner.into_inner().map_err(|e| io_err(&tmp_path)(e.into_error()))?;
+    let tmp = inner.into_inner().map_err(|e| write_err(&tmp_path)(e.into_error()))?;
     tmp.as_file().sync_all().map_err(io_err(&tmp_path))?;
     let sha = hex(&hasher.finalize());
     let blob = blobs.join(&sha);
     crate::output::set_readable(tmp.as_file());
+    let existed = blob.exists();
     tmp.persist(&blob).map_err(|e| io_err(&blob)(e.error))?;
+    if !existed {
+        new_blobs.paths.push(blob.clone());
+    }
     let link = snapshot.join(name);
     if link.symlink_metadata().is_ok() {
         std::fs::remove_file(&link).map_err(io_err(&link))?;
@@ -706,15 +747,17 @@ fn write_reporting(
     let staging = staging.map_err(io_err(&snapshots))?;
     let final_snapshot = snapshot;
     let snapshot = staging.path().to_path_buf();
+    // Declared after the lock: dropped (on an error, removing the blobs it holds) before the lock is released.
+    let mut new_blobs = NewBlobs::default();
 
     let cfg_text = serde_json::to_string_pretty(&config).map_err(|e| SynthError::Spec(e.to_string()))?;
-    write_file(&repo, &snapshot, "config.json", |w| w.write_all(cfg_text.as_bytes()))?;
+    write_file(&repo, &snapshot, &mut new_blobs, "config.json", |w| w.write_all(cfg_text.as_bytes()))?;
     let tok_text = tok.to_string(true).map_err(|e| SynthError::Tokenizer(e.to_string()))?;
-    write_file(&repo, &snapshot, "tokenizer.json", |w| w.write_all(tok_text.as_bytes()))?;
+    write_file(&repo, &snapshot, &mut new_blobs, "tokenizer.json", |w| w.write_all(tok_text.as_bytes()))?;
     if r.chat_template {
         let text =
             serde_json::to_string_pretty(&tokenizer_config_json(kind)).map_err(|e| SynthError::Spec(e.to_string()))?;
-        write_file(&repo, &snapshot, "tokenizer_config.json", |w| w.write_all(text.as_bytes()))?;
+        write_file(&repo, &snapshot, &mut new_blobs, "tokenizer_config.json", |w| w.write_all(text.as_bytes()))?;
     }
 
     let model_cfg = ModelConfig::from_json_str(&config.to_string(), &snapshot.join("config.json"), kind)?;
@@ -752,7 +795,9 @@ fn write_reporting(
     let mut meter = Meter::start(report, repo_id, total_bytes, weight_files.len(), sink);
     for (file, group) in &weight_files {
         meter.begin_file(file);
-        write_file(&repo, &snapshot, file, |w| write_safetensors(&mut meter.counting(w), group, r.dtype, r.seed))?;
+        write_file(&repo, &snapshot, &mut new_blobs, file, |w| {
+            write_safetensors(&mut meter.counting(w), group, r.dtype, r.seed)
+        })?;
         meter.end_file(file, bytes(group));
     }
     if weight_files.len() > 1 {
@@ -766,14 +811,18 @@ fn write_reporting(
         }
         let index = json!({ "metadata": { "total_size": total }, "weight_map": weight_map });
         let text = serde_json::to_string_pretty(&index).map_err(|e| SynthError::Spec(e.to_string()))?;
-        write_file(&repo, &snapshot, "model.safetensors.index.json", |w| w.write_all(text.as_bytes()))?;
+        write_file(&repo, &snapshot, &mut new_blobs, "model.safetensors.index.json", |w| w.write_all(text.as_bytes()))?;
     }
     // Leftovers of an interrupted writer of an older version (files written in place) are replaced whole.
     if final_snapshot.exists() {
         std::fs::remove_dir_all(&final_snapshot).map_err(io_err(&final_snapshot))?;
     }
     let staged = staging.keep();
-    std::fs::rename(&staged, &final_snapshot).map_err(io_err(&final_snapshot))?;
+    if let Err(e) = std::fs::rename(&staged, &final_snapshot) {
+        let _ = std::fs::remove_dir_all(&staged);
+        return Err(io_err(&final_snapshot)(e));
+    }
+    new_blobs.kept = true;
     write_ref(&refs, &ref_main, &commit)?;
     drop(lock);
     meter.finish(&final_snapshot);

@@ -79,6 +79,11 @@ pub struct HashWriter<W: Write> {
 
 impl<W: Write> Write for HashWriter<W> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        // A stop signal (run and synth install the handlers) ends the file at its next chunk; the writer removes
+        // what it wrote (not `ErrorKind::Interrupted`, which `write_all` retries).
+        if crate::signals::interrupted() {
+            return Err(std::io::Error::other("stopped by a signal"));
+        }
         let n = self.inner.write(buf)?;
         self.hasher.update(&buf[..n]);
         Ok(n)

@@ -1,0 +1,89 @@
+//! Writing a synthetic checkpoint stopped by a signal: a SLURM time limit (USR1, then TERM) or a preemption may
+//! come while a run writes a real-size checkpoint (16 GB, minutes). The writing ends at its next chunk, removes
+//! what it wrote, and the run exits 75 so that the job script requeues it.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::assert_exit;
+use crate::util::{Sandbox, spawn, stderr};
+
+/// One Llama of the real shapes cut to 1 layer and hidden size 1024 (about 0.6 GB in bf16, four weight files):
+/// long enough to write that a signal comes in the middle.
+const BIG: &str = r#"
+[run]
+name = "stop"
+device = "cpu"
+dtype = "f32"
+warmup = 0
+repetitions = 1
+seed = 0
+
+[prompts]
+source = "embedded"
+count = 2
+
+[grid]
+seq_lengths = [48]
+batch_sizes = [1]
+output_tokens = 16
+
+[[models]]
+kind = "llama"
+id = "t/big-llama"
+
+[models.synthetic]
+preset = "real"
+layers = 1
+hidden = 1024
+dtype = "bf16"
+"#;
+
+/// Every file under `dir` (none when it does not exist).
+fn files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() { out.extend(files(&p)) } else { out.push(p) }
+    }
+    out
+}
+
+#[test]
+fn a_stop_signal_while_weights_are_written_leaves_nothing_of_them() {
+    let sb = Sandbox::new();
+    let config = sb.write("big.toml", BIG);
+    let results = sb.results();
+    let args = ["run", "--config", config.to_str().expect("utf8"), "--output-dir", results.to_str().expect("utf8")];
+    let child = spawn(&sb, &args);
+    let repo = sb.cache().join("models--t--big-llama");
+    // A weight file's temporary blob with some of its bytes written.
+    let start = Instant::now();
+    let partial = loop {
+        assert!(start.elapsed() < Duration::from_secs(120), "no weight file being written in 120 s");
+        let writing = files(&repo.join("blobs")).into_iter().find(|p| {
+            let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            name.starts_with(".model") && name.ends_with(".partial") && p.metadata().is_ok_and(|m| m.len() > 1 << 20)
+        });
+        if let Some(p) = writing {
+            break p;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let ok = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill").success();
+    assert!(ok, "kill -TERM");
+    let stopped = Instant::now();
+    let out = child.wait_with_output().expect("wait");
+    assert_exit!(out, 75);
+    assert!(stopped.elapsed() < Duration::from_secs(20), "the stop took {:?}", stopped.elapsed());
+    let err = stderr(&out);
+    assert!(err.contains("stopped by SIGTERM while writing the synthetic checkpoint"), "{err}");
+    assert!(err.contains("fix: run the same command again"), "{err}");
+    assert!(!partial.exists(), "{} is left", partial.display());
+    // Nothing of the checkpoint: no blob (the config and tokenizer written before it are removed too), no staging
+    // snapshot, no ref; the repository's lock file alone. No run folder: models come before it.
+    let left: Vec<PathBuf> = files(&repo).into_iter().filter(|p| !p.ends_with(".dllm-bench.lock")).collect();
+    assert!(left.is_empty(), "left in the cache: {left:?}");
+    assert!(files(&results).is_empty(), "a run folder was made: {:?}", files(&results));
+}
