@@ -1,6 +1,7 @@
 //! `dllm-bench compare A B`: two bundles of one grid, cell by cell, matched by their [`CellKey`].
 //!
-//! Latency (the default): per cell the median L_e2e of each, the ratio B / A (above 1: A is faster), the median
+//! Latency (the default): per cell the median L_e2e of each, the ratio A / B (below 1: A is faster; the direction
+//! of `report BUNDLE --compare REFERENCE` and of the explorer's comparison, runner over reference), the median
 //! ITL (AR) or step time (LLaDA) of each with its ratio, and the peak memory of each (CUDA: peak allocated bytes;
 //! CPU: peak RSS), all through `metrics::compare` (which `report --compare` shares). A value a bundle does not
 //! have is "-", never 0. A bundle whose weights are synthetic says so beside its description.
@@ -26,7 +27,7 @@ use schema::{Bundle, Cell, CellKey, CellStatus};
 /// `dllm-bench compare`.
 #[derive(Debug, clap::Args)]
 pub struct CompareArgs {
-    /// The first bundle (for latency: the runner's; the ratios are B / A).
+    /// The first bundle (for latency: the runner's; the ratios are A / B, below 1 where A is faster).
     #[arg(value_name = "A")]
     pub first: PathBuf,
     /// The second bundle (e.g. jobs/hf_reference.py's, or the same grid on another device).
@@ -126,8 +127,8 @@ fn ms(v: Option<f64>) -> String {
     }
 }
 
-fn ratio(second: Option<f64>, first: Option<f64>) -> String {
-    metrics::compare::ratio(second, first).map_or_else(|| "-".into(), |r| format!("{r:.2}"))
+fn ratio(first: Option<f64>, second: Option<f64>) -> String {
+    metrics::compare::ratio(first, second).map_or_else(|| "-".into(), |r| format!("{r:.2}"))
 }
 
 fn mib(v: Option<u64>) -> String {
@@ -160,10 +161,10 @@ pub fn latency(a: &Bundle, b: &Bundle, markdown: bool) -> (String, bool) {
         "cell",
         "A e2e ms",
         "B e2e ms",
-        "B/A",
+        "A/B",
         "A ITL/step ms",
         "B ITL/step ms",
-        "B/A",
+        "A/B",
         &format!("A {mem} MiB"),
         &format!("B {mem} MiB"),
     ]
@@ -187,10 +188,10 @@ pub fn latency(a: &Bundle, b: &Bundle, markdown: bool) -> (String, bool) {
             label,
             ms(x.e2e_ms),
             ms(y.e2e_ms),
-            ratio(y.e2e_ms, x.e2e_ms),
+            ratio(x.e2e_ms, y.e2e_ms),
             ms(x.unit_ms),
             ms(y.unit_ms),
-            ratio(y.unit_ms, x.unit_ms),
+            ratio(x.unit_ms, y.unit_ms),
             mib(x.peak_bytes),
             mib(y.peak_bytes),
         ]);

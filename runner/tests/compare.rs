@@ -84,7 +84,8 @@ fn compare_names_each_difference_and_exits_1() {
     assert_exit!(missing, 1);
     assert!(stdout(&missing).contains("missing from"), "{}", stdout(&missing));
 
-    // Latency: a Markdown table of a header, its rule and one row per common cell; a doubled time is a 2.00 ratio.
+    // Latency: a Markdown table of a header, its rule and one row per common cell; A / B as `report --compare`
+    // gives BUNDLE / REFERENCE: B's time doubled is a 0.50 ratio.
     let mut d = a.clone();
     let e2e = d["cells"][0]["repetitions"][0]["e2e_ms"].as_f64().expect("e2e");
     d["cells"][0]["repetitions"][0]["e2e_ms"] = (e2e * 2.0).into();
@@ -94,9 +95,9 @@ fn compare_names_each_difference_and_exits_1() {
     let text = stdout(&table);
     let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("| ")).collect();
     assert_eq!(rows.len(), cells + 2, "{text}");
-    assert!(rows[0].starts_with("| cell | A e2e ms | B e2e ms | B/A |"), "{text}");
+    assert!(rows[0].starts_with("| cell | A e2e ms | B e2e ms | A/B |"), "{text}");
     assert_eq!(rows[1].matches("---").count(), 9, "{text}");
-    assert_eq!(rows[2].split(" | ").nth(3), Some("2.00"), "{text}");
+    assert_eq!(rows[2].split(" | ").nth(3), Some("0.50"), "{text}");
     // Each bundle's line says its weights are synthetic (the demo's are).
     let a_line = text.lines().find(|l| l.starts_with("A: ")).expect("A line");
     assert!(a_line.ends_with("; SYNTHETIC weights: timing is real, quality is meaningless"), "{text}");
