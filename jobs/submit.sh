@@ -1,5 +1,6 @@
 #!/bin/bash
-# Submits a grid as a SLURM job array of N shards plus a merge that runs when every shard succeeded.
+# Submits a grid as a SLURM job array of N shards plus a merge that runs once every shard has ended (afterany:
+# the merge itself checks that each shard's bundle is there, see jobs/merge.sbatch).
 #
 #   jobs/submit.sh [--shards N] [--config FILE] [--results DIR] [--name NAME] [-- extra `dllm-bench run` flags]
 #

@@ -19,7 +19,8 @@ use crate::commands::validate::ValidateArgs;
 /// Measure LLaDA (masked diffusion) against Llama-3 (autoregressive): latency, throughput, memory.
 ///
 /// With no arguments, `dllm-bench run` runs the embedded demo (tiny synthetic models, CPU) and writes a
-/// bundle under results/; `dllm-bench serve` then shows it in the explorer.
+/// bundle under results/; `dllm-bench serve` then shows it in the explorer (built by scripts/demo.sh, which does
+/// both).
 ///
 /// Exit status: 0 success; 1 a failed run (a cell failed: its status is in the bundle) or a failed check;
 /// 2 bad input (config, flags, bundle, a refused resume or merge); 75 a run stopped by SIGTERM, SIGINT or

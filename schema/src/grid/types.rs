@@ -5,7 +5,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::key::{DreamAlg, ModelKind, Precision, SamplerVariant};
 
-/// What the AR model does when EOS is its greedy choice before N_out tokens (models.md, "pitfalls").
+/// What the AR model does when EOS is its greedy choice before N_out tokens (runner/MODEL.md, "Generation": the
+/// study measures a fixed output length).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum EosPolicy {
