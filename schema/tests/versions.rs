@@ -54,6 +54,7 @@ fn every_v1_fixture_reads() {
         ("v1.3", SchemaVersion::V1_3.number()),
         ("v1.4", SchemaVersion::V1_4.number()),
         ("v1.5", SchemaVersion::V1_5.number()),
+        ("v1.7", SchemaVersion::V1_7.number()),
     ] {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(minor);
         let mut n = 0;
@@ -300,3 +301,18 @@ fn a_bundle_whose_config_has_fields_that_drive_nothing_stays_readable() {
     let err = schema::GridConfig::from_toml(&b.provenance.config.to_toml(), "again.toml").expect_err("refused now");
     assert!(err.to_string().contains("grid.steps") && err.to_string().contains("add a diffusion model"), "{err}");
 }
+
+/// The current version's sample (a demo run of this version: both sampler series, quality, energy unavailable) is
+/// written back byte for byte: a change to how 1.7 is written fails here, and needs a new minor version.
+#[test]
+fn the_current_versions_sample_writes_back_unchanged() {
+    let text = fixture("v1.7/demo.json");
+    let r = read_bundle_detailed(&text).expect("1.7 fixture");
+    assert!(!r.upgraded() && !r.newer_minor());
+    assert_eq!(write_bundle(&r.bundle), text.trim_end(), "the bytes a 1.7 bundle is written as");
+    let p = &r.bundle.provenance;
+    assert!(p.synthetic_weights && p.planned_cells == Some(r.bundle.cells.len() as u32));
+    assert!(p.executions.iter().all(|e| e.energy.as_ref().is_some_and(|m| m.unavailable.is_some())));
+    assert!(!r.bundle.parity.is_empty() && r.bundle.cells.iter().any(|c| c.key.threshold.is_some()));
+}
+
