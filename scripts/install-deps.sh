@@ -154,8 +154,8 @@ HF_VENV="$ROOT/.tools/hf-reference/venv"
 HF_PINS=(torch==2.11.0 transformers==5.23.0)
 if [ -n "${SKIP_HF:-}" ]; then
     say hf-reference "SKIPPED (SKIP_HF set): the jobs/hf_reference.py tests will not run"
-elif ! python3 -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 11))' >/dev/null 2>&1; then
-    echo "hf-reference: needs python3 >= 3.11 with venv (hf_reference.py reads TOML with tomllib); found" \
+elif ! python3 -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 10))' >/dev/null 2>&1; then
+    echo "hf-reference: needs python3 >= 3.10 with venv (the oldest that torch 2.11 and transformers 5 support); found" \
         "$(python3 --version 2>&1)" >&2
     exit 1
 else

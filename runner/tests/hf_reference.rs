@@ -37,7 +37,7 @@ fn hf_python() -> Option<&'static Path> {
                 .map(PathBuf::from)
                 .unwrap_or_else(|| repo().join(".tools/hf-reference/venv/bin/python"));
             let check = Command::new(&python)
-                .args(["-c", "import tomllib, torch, transformers; print(torch.__version__, transformers.__version__)"])
+                .args(["-c", "import torch, transformers; print(torch.__version__, transformers.__version__)"])
                 .output();
             match check {
                 Ok(o) if o.status.success() => {
