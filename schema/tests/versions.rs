@@ -315,4 +315,3 @@ fn the_current_versions_sample_writes_back_unchanged() {
     assert!(p.executions.iter().all(|e| e.energy.as_ref().is_some_and(|m| m.unavailable.is_some())));
     assert!(!r.bundle.parity.is_empty() && r.bundle.cells.iter().any(|c| c.key.threshold.is_some()));
 }
-
