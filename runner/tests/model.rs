@@ -13,6 +13,8 @@ use runner::model::{LoadedModel, LogitsSpan, ModelConfig, ModelFiles, Positions}
 use runner::synth::{Preset, SynthSpec, write_synthetic};
 use schema::grid::{ModelKind, Precision};
 
+use crate::util::max_abs_diff;
+
 const LLAMA: &str = "test-org/tiny-llama";
 const LLADA: &str = "test-org/tiny-llada";
 
@@ -496,19 +498,6 @@ fn pad_equal_to_mask_is_refused_at_load() {
 }
 
 // ---------------------------------------------------------------- the transformer against candle-transformers
-
-fn max_abs_diff(a: &Tensor, b: &Tensor) -> f32 {
-    (a - b)
-        .expect("sub")
-        .abs()
-        .expect("abs")
-        .flatten_all()
-        .expect("flat")
-        .max(0)
-        .expect("max")
-        .to_scalar::<f32>()
-        .expect("scalar")
-}
 
 #[test]
 fn llama_logits_match_candle_transformers() {

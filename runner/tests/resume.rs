@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
 use schema::{Bundle, CellKey, CellStatus};
@@ -121,24 +121,8 @@ fn sigkill_at_random_moments_loses_no_finished_cell() {
 fn sigterm_writes_a_partial_bundle_and_exits_75_then_resume_completes() {
     let sb = Sandbox::new();
     let results = sb.results();
-    let mut args = vec!["run", "--output-dir", results.to_str().expect("utf8")];
-    args.extend_from_slice(GRID);
-    let child = spawn(&sb, &args);
-    // Wait for the first finished cell, then ask the run to stop.
-    let start = Instant::now();
-    let run_dir = loop {
-        assert!(start.elapsed() < Duration::from_secs(60), "no cell finished in 60 s");
-        let dirs: Vec<PathBuf> = std::fs::read_dir(&results)
-            .map(|r| r.flatten().map(|e| e.path()).filter(|p| p.join("partial.json").exists()).collect())
-            .unwrap_or_default();
-        if let Some(d) = dirs.into_iter().next() {
-            break d;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    signal(&child, "-TERM");
-    let out = child.wait_with_output().expect("wait");
-    assert_exit!(out, 75);
+    // Stopped once the first cell has finished (its partial bundle written).
+    let (run_dir, out) = interrupted_run(&sb, "partial.json");
     let err = stderr(&out);
     assert!(err.contains("interrupted by SIGTERM") && err.contains("--resume"), "{err}");
     assert!(run_dir.extension().is_some_and(|e| e == "run"), "{run_dir:?}");
@@ -351,18 +335,18 @@ fn a_run_folder_holding_a_bundle_without_its_journal_is_refused_and_left_alone()
     assert_eq!(std::fs::read_to_string(dir.join("bundle.json")).expect("bundle"), theirs, "left as it was");
 }
 
-/// A new run in `sb.results()` of [`GRID`], stopped by SIGTERM as soon as its journal exists (exit 75): its run
-/// folder.
-fn interrupted_run(sb: &Sandbox) -> PathBuf {
+/// A new run in `sb.results()` of [`GRID`], stopped by SIGTERM as soon as its run folder holds the file `file`
+/// (exit 75): its run folder and its output.
+fn interrupted_run(sb: &Sandbox, file: &str) -> (PathBuf, Output) {
     let results = sb.results();
     let mut args = vec!["run", "--output-dir", results.to_str().expect("utf8")];
     args.extend_from_slice(GRID);
     let child = spawn(sb, &args);
     let start = Instant::now();
     let run_dir = loop {
-        assert!(start.elapsed() < Duration::from_secs(60), "no journal in 60 s");
+        assert!(start.elapsed() < Duration::from_secs(60), "no {file} in 60 s");
         let dirs: Vec<PathBuf> = std::fs::read_dir(&results)
-            .map(|r| r.flatten().map(|e| e.path()).filter(|p| p.join("journal.jsonl").is_file()).collect())
+            .map(|r| r.flatten().map(|e| e.path()).filter(|p| p.join(file).is_file()).collect())
             .unwrap_or_default();
         if let Some(d) = dirs.into_iter().next() {
             break d;
@@ -372,13 +356,13 @@ fn interrupted_run(sb: &Sandbox) -> PathBuf {
     signal(&child, "-TERM");
     let out = child.wait_with_output().expect("wait");
     assert_exit!(out, 75);
-    run_dir
+    (run_dir, out)
 }
 
 #[test]
 fn a_resume_removes_only_what_the_run_wrote_in_its_folder() {
     let sb = Sandbox::new();
-    let run_dir = interrupted_run(&sb);
+    let (run_dir, _) = interrupted_run(&sb, "journal.jsonl");
     // The run folder copied elsewhere by hand, with a file of the user's in it.
     let mine = sb.path().join("sub/myrun");
     std::fs::create_dir_all(&mine).expect("mkdir");
@@ -409,7 +393,7 @@ fn a_resume_removes_only_what_the_run_wrote_in_its_folder() {
 #[test]
 fn a_resume_never_replaces_a_bundle_that_is_not_its_own() {
     let sb = Sandbox::new();
-    let run_dir = interrupted_run(&sb);
+    let (run_dir, _) = interrupted_run(&sb, "journal.jsonl");
     let dir_s = run_dir.to_str().expect("utf8");
     let bundle = run_dir.with_extension("json");
     std::fs::write(&bundle, "precious").expect("write");

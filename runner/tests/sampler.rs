@@ -18,6 +18,8 @@ use runner::model::{LoadedModel, ModelConfig, ModelFiles, WeightNames};
 use runner::synth::{Preset, SynthSpec, write_synthetic};
 use schema::grid::ModelKind;
 
+use crate::util::max_abs_diff;
+
 const REPO: &str = "test-org/crafted-llada";
 
 /// Writes a tiny synthetic LLaDA checkpoint into `dir` and loads it (f32, CPU).
@@ -175,6 +177,28 @@ fn commit_steps(m: &LoadedModel, prompt: &[u32], n_out: usize, params: &LladaPar
     (at.into_iter().map(|a| a.expect("every position committed")).collect(), out.tokens[0].clone())
 }
 
+/// The steps [`commit_steps`] must see when each block of `bl` commits its positions in one fixed order, `rank(i)`
+/// the turn of the block's position i (0 first), each step taking its count of the schedule of `steps` over the
+/// `n_out / bl` blocks. (Right to left and left to right are the two orders the crafted models force.)
+fn commit_steps_in_order(n_out: usize, bl: usize, steps: usize, rank: impl Fn(usize) -> usize) -> Vec<usize> {
+    let spb = steps / (n_out / bl);
+    let schedule = transfer_schedule(bl, spb);
+    (0..n_out)
+        .map(|j| {
+            let (block, rank) = (j / bl, rank(j % bl));
+            let mut done = 0;
+            let s = schedule
+                .iter()
+                .position(|&k| {
+                    done += k;
+                    done > rank
+                })
+                .expect("scheduled");
+            block * spb + s
+        })
+        .collect()
+}
+
 #[test]
 fn llada_commits_by_confidence_right_to_left_on_a_crafted_model() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -197,23 +221,8 @@ fn llada_commits_by_confidence_right_to_left_on_a_crafted_model() {
     // (n_out, block_length, steps): one commit per step; two per step over two blocks; an uneven schedule.
     for (n_out, bl, steps) in [(16, 16, 16), (16, 8, 8), (12, 4, 6), (15, 15, 4)] {
         let params = LladaParams { steps, block_length: bl, ..LladaParams::default() };
-        let spb = steps / (n_out / bl);
-        let schedule = transfer_schedule(bl, spb);
         // Within a block, the right-most masked position first; block by block, each step its scheduled count.
-        let expected: Vec<usize> = (0..n_out)
-            .map(|j| {
-                let (block, rank) = (j / bl, (j / bl + 1) * bl - 1 - j);
-                let mut done = 0;
-                let s = schedule
-                    .iter()
-                    .position(|&k| {
-                        done += k;
-                        done > rank
-                    })
-                    .expect("scheduled");
-                block * spb + s
-            })
-            .collect();
+        let expected = commit_steps_in_order(n_out, bl, steps, |i| bl - 1 - i);
         let (at, tokens) = commit_steps(&m, &[PROMPT], n_out, &params);
         let case = format!("n_out {n_out}, block {bl}, steps {steps}");
         assert_eq!(at, expected, "{case}: step at which each position was committed");
@@ -302,16 +311,16 @@ fn llada_commits_the_most_confident_positions_of_a_random_model() {
 const SUPPORT: [u32; 4] = [300, 301, 302, 303];
 const SUPPORT_LOGITS: [f32; 4] = [0.0, 0.6, 1.2, 1.8];
 
-/// A model whose logits at every masked position are `SUPPORT_LOGITS` on `SUPPORT` and -100 on every other
-/// token: no layer writes anything, so a position's final state is its token's embedding, and the LM head reads
-/// the mask's dimension (scaled by 1/sqrt(hidden), as the final norm makes a one-hot embedding sqrt(hidden)).
-fn fixed_logits_llada(dir: &Path) -> LoadedModel {
+/// A model whose logits at every masked position are `logits` on `SUPPORT` and `rest` on every other token: no
+/// layer writes anything, so a position's final state is its token's embedding, and the LM head reads the mask's
+/// dimension (scaled by 1/sqrt(hidden), as the final norm makes a one-hot embedding sqrt(hidden)).
+fn fixed_logits_llada(dir: &Path, logits: [f32; 4], rest: f32) -> LoadedModel {
     crafted_llada(dir, |w| {
         w.one_hot_embeddings();
         let scale = 1.0 / (w.cfg.hidden_size as f32).sqrt();
         let head = w.lm_head();
         for t in 0..w.cfg.vocab_size {
-            let logit = SUPPORT.iter().position(|&s| s as usize == t).map_or(-100.0, |i| SUPPORT_LOGITS[i]);
+            let logit = SUPPORT.iter().position(|&s| s as usize == t).map_or(rest, |i| logits[i]);
             w.set(&head, t, MASK_DIM, logit * scale);
         }
     })
@@ -333,7 +342,8 @@ fn softmax(logits: &[f64], temperature: f64) -> Vec<f64> {
 #[test]
 fn llada_temperature_samples_from_softmax_of_logits_over_t() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let m = fixed_logits_llada(dir.path());
+    // -100 elsewhere: every draw falls in the support.
+    let m = fixed_logits_llada(dir.path(), SUPPORT_LOGITS, -100.0);
     let mask = m.special.mask.expect("mask");
     // One block of n_out masks filled in one step: every position is an independent draw of the sampler.
     let n_out = 512;
@@ -417,33 +427,11 @@ fn f32_confidence_breaks_ties_towards_the_lower_position_and_token() {
     // logit: the argmax ties between tokens and the confidence ties between positions. Both precisions pick the
     // lower token id and commit left to right.
     let dir = tempfile::tempdir().expect("tempdir");
-    let m = crafted_llada(dir.path(), |w| {
-        w.one_hot_embeddings();
-        let scale = 1.0 / (w.cfg.hidden_size as f32).sqrt();
-        let head = w.lm_head();
-        for (&t, logit) in SUPPORT.iter().zip([1.5f32, 1.5, 0.5, -0.5]) {
-            w.set(&head, t as usize, MASK_DIM, logit * scale);
-        }
-    });
+    let m = fixed_logits_llada(dir.path(), [1.5, 1.5, 0.5, -0.5], 0.0);
     for (n_out, bl, steps) in [(8, 8, 8), (8, 4, 4), (12, 4, 6), (6, 6, 4)] {
         let params = LladaParams { steps, block_length: bl, ..LladaParams::default() };
-        let spb = steps / (n_out / bl);
-        let schedule = transfer_schedule(bl, spb);
         // Left to right within each block: position j of a block goes at the step its rank j is scheduled.
-        let expected: Vec<usize> = (0..n_out)
-            .map(|j| {
-                let (block, rank) = (j / bl, j % bl);
-                let mut done = 0;
-                let s = schedule
-                    .iter()
-                    .position(|&k| {
-                        done += k;
-                        done > rank
-                    })
-                    .expect("scheduled");
-                block * spb + s
-            })
-            .collect();
+        let expected = commit_steps_in_order(n_out, bl, steps, |i| i);
         for dtype in [Confidence::F32, Confidence::F64, Confidence::Logits] {
             let case = format!("n_out {n_out}, block {bl}, steps {steps}, {dtype:?}");
             let (at, tokens) = commit_steps(&m, &[PROMPT], n_out, &LladaParams { confidence: dtype, ..params });
@@ -581,19 +569,7 @@ fn cached_forwards_right_after_a_refresh_equal_the_full_forward() {
         let mut cache = tf.new_cache(len);
         let full = tf.forward(&ids(0, len), &rope, bias.as_ref(), Some(&mut cache), full_span).expect("full");
         let plain = tf.forward(&ids(0, len), &rope, bias.as_ref(), None, full_span).expect("no cache");
-        let diff = |a: &Tensor, b: &Tensor| {
-            (a - b)
-                .expect("sub")
-                .abs()
-                .expect("abs")
-                .flatten_all()
-                .expect("flat")
-                .max(0)
-                .expect("max")
-                .to_scalar::<f32>()
-                .expect("scalar")
-        };
-        assert!(diff(&full, &plain) == 0.0, "filling the cache changes nothing");
+        assert!(max_abs_diff(&full, &plain) == 0.0, "filling the cache changes nothing");
         for (to, span) in [
             (len, runner::model::LogitsSpan::Range { start: 0, len: bl }),
             (start + bl, runner::model::LogitsSpan::All),
@@ -608,7 +584,7 @@ fn cached_forwards_right_after_a_refresh_equal_the_full_forward() {
                     span,
                 )
                 .expect("cached forward");
-            let d = diff(&part, &full);
+            let d = max_abs_diff(&part, &full);
             assert!(d < 1e-4, "block {block}, feeding {start}..{to}: logits differ by {d}");
             assert_eq!(cache.len(), len, "the cache stays filled");
         }
@@ -620,14 +596,7 @@ fn thresholds_commit_every_position_at_or_above_them_and_ties_together() {
     // The tie model: every masked position has the same confidence c. Below c a block goes in one step (all tied
     // positions qualify); above it one position per step, the lower first.
     let dir = tempfile::tempdir().expect("tempdir");
-    let m = crafted_llada(dir.path(), |w| {
-        w.one_hot_embeddings();
-        let scale = 1.0 / (w.cfg.hidden_size as f32).sqrt();
-        let head = w.lm_head();
-        for (&t, logit) in SUPPORT.iter().zip([3.0f32, 0.5, 0.0, -0.5]) {
-            w.set(&head, t as usize, MASK_DIM, logit * scale);
-        }
-    });
+    let m = fixed_logits_llada(dir.path(), [3.0, 0.5, 0.0, -0.5], 0.0);
     let (n_out, bl) = (8, 4);
     let confidence = {
         let mask = m.special.mask.expect("mask");

@@ -1,7 +1,10 @@
-//! Test harness: a temp dir and a command builder for the real `dllm-bench` binary.
+//! Test harness: a temp dir and a command builder for the real `dllm-bench` binary, and the helpers several
+//! modules share (a weight file rewritten, two tensors compared).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+
+use candle_core::Tensor;
 
 /// A scratch folder with a model cache and an output folder, removed on drop.
 pub struct Sandbox {
@@ -70,6 +73,20 @@ macro_rules! assert_exit {
 /// `dllm-bench ARGS` started in the background with the sandbox's cache (stdout discarded, stderr piped).
 pub fn spawn(sb: &Sandbox, args: &[&str]) -> Child {
     sb.command(args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("spawn dllm-bench")
+}
+
+/// The largest absolute difference between two f32 tensors of one shape.
+pub fn max_abs_diff(a: &Tensor, b: &Tensor) -> f32 {
+    (a - b)
+        .expect("sub")
+        .abs()
+        .expect("abs")
+        .flatten_all()
+        .expect("flat")
+        .max(0)
+        .expect("max")
+        .to_scalar::<f32>()
+        .expect("scalar")
 }
 
 /// Overwrites the values of one f32 tensor in a safetensors file with NaN.

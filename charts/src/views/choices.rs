@@ -147,3 +147,13 @@ pub fn shape(bundles: &[&LoadedBundle], f: &Filters) -> Option<((u32, u32), Opti
         .then(|| format!("Showing B = {b}, N = {n} (the smallest; choose B and N in the filters for another shape)."));
     Some(((b, n), note))
 }
+
+/// The N a view drawn over every B (throughput, time per step) shows: the filters', else the smallest the bundles
+/// have, said in `notes`.
+pub(super) fn seq_len(ch: &FilterChoices, f: &Filters, notes: &mut Vec<String>) -> Option<u32> {
+    let n = f.seq.or_else(|| ch.seqs.first().copied())?;
+    if f.seq.is_none() {
+        notes.push(format!("Showing N = {n} (the smallest; choose N in the filters for another length)."));
+    }
+    Some(n)
+}

@@ -7,7 +7,7 @@ use schema::{Cell, Sampler};
 use crate::bundle::LoadedBundle;
 use crate::figure::{Axis, CellId, Figure, Mark, Plot, Series, Style};
 
-use super::choices::{filter_choices, kept_where, set};
+use super::choices::{filter_choices, kept_where, seq_len, set};
 use super::options::{Filters, Options};
 use super::series::{PointPalette, key_text, point_suffix, push_mark, series_label, sort_marks, tag};
 
@@ -18,10 +18,7 @@ pub(super) fn throughput(
     notes: &mut Vec<String>,
 ) -> Result<Figure, String> {
     let ch = filter_choices(bundles);
-    let n = f.seq.or_else(|| ch.seqs.first().copied()).ok_or("no cells")?;
-    if f.seq.is_none() {
-        notes.push(format!("Showing N = {n} (the smallest; choose N in the filters for another length)."));
-    }
+    let n = seq_len(&ch, f, notes).ok_or("no cells")?;
     // (bundle, cell index, cell, tokens/s, bytes/s)
     let mut bars: Vec<(usize, usize, &Cell, Summary, Summary)> = Vec::new();
     for (bi, lb) in bundles.iter().enumerate() {

@@ -9,7 +9,7 @@ use schema::Sampler;
 use crate::bundle::LoadedBundle;
 use crate::figure::{Axis, CellId, Figure, Mark, Plot, Style};
 
-use super::choices::{filter_choices, kept_where};
+use super::choices::{filter_choices, kept_where, seq_len};
 use super::options::{Filters, Options};
 use super::series::{
     Palette, key_text, ms, point_label, push_mark, series_label, short_model, sort_marks, steps_axis, tag,
@@ -69,10 +69,7 @@ pub(super) fn step_time(
     notes: &mut Vec<String>,
 ) -> Result<Figure, String> {
     let ch = filter_choices(bundles);
-    let n = f.seq.or_else(|| ch.seqs.first().copied()).ok_or("no cells")?;
-    if f.seq.is_none() {
-        notes.push(format!("Showing N = {n} (the smallest; choose N in the filters for another length)."));
-    }
+    let n = seq_len(&ch, f, notes).ok_or("no cells")?;
     let mut series = Vec::new();
     let batches: Vec<u32> = ch.batches.clone();
     // A colour per series and B (two series at one B told apart; the same in a compared bundle, dashed).

@@ -63,6 +63,35 @@ pub(super) fn peak_input(
     .into_any()
 }
 
+/// A `<select>` of two choices bound to one yes/no option: `choices` are the (value, text) of no, then of yes.
+/// Plain functions as in [`filter_select`], so one copy of this view code serves each such option in the wasm.
+#[allow(clippy::too_many_arguments)]
+fn two_way_select(
+    class: &'static str,
+    title: Option<&'static str>,
+    label: &'static str,
+    testid: &'static str,
+    choices: [(&'static str, &'static str); 2],
+    get: fn(&views::Options) -> bool,
+    set: fn(&mut views::Options, bool),
+    state: RwSignal<PageState>,
+) -> AnyView {
+    let [(no, no_text), (yes, yes_text)] = choices;
+    view! {
+        <label class=class title=title>
+            {label}
+            <select data-testid=testid on:change=move |ev| {
+                let v = event_target_value(&ev);
+                state.update(|s| set(&mut s.options, v == yes));
+            }>
+                <option value=no selected=move || !get(&state.get().options)>{no_text}</option>
+                <option value=yes selected=move || get(&state.get().options)>{yes_text}</option>
+            </select>
+        </label>
+    }
+    .into_any()
+}
+
 pub(super) fn texts<T: ToString>(values: &[T]) -> Vec<String> {
     values.iter().map(T::to_string).collect()
 }
@@ -81,18 +110,16 @@ pub(super) fn FilterBar(
 ) -> impl IntoView {
     let c = choices;
     let cost_select = energy.then(|| {
-        view! {
-            <label class="opt opt-cost" title="Latency vs steps and the Pareto frontier over latency: time, or joules per generated token">
-                "Cost "
-                <select data-testid="cost-axis" on:change=move |ev| {
-                    let v = event_target_value(&ev);
-                    state.update(|s| s.options.energy = v == "energy");
-                }>
-                    <option value="time" selected=move || !state.get().options.energy>"time (ms)"</option>
-                    <option value="energy" selected=move || state.get().options.energy>"energy (J/token)"</option>
-                </select>
-            </label>
-        }
+        two_way_select(
+            "opt opt-cost",
+            Some("Latency vs steps and the Pareto frontier over latency: time, or joules per generated token"),
+            "Cost ",
+            "cost-axis",
+            [("time", "time (ms)"), ("energy", "energy (J/token)")],
+            |o| o.energy,
+            |o, v| o.energy = v,
+            state,
+        )
     });
     let metric_select = (!metrics.is_empty()).then(|| {
         let opts = metrics
@@ -139,16 +166,16 @@ pub(super) fn FilterBar(
                     on:change=move |ev| state.update(|s| s.options.multiples = event_target_checked(&ev))/>
                 " every shape"
             </label>
-            <label class="opt opt-mem">
-                "Memory "
-                <select data-testid="memory-metric" on:change=move |ev| {
-                    let v = event_target_value(&ev);
-                    state.update(|s| s.options.memory = if v == "reserved" { MemoryMetric::Reserved } else { MemoryMetric::Allocated });
-                }>
-                    <option value="allocated" selected=move || state.get().options.memory != MemoryMetric::Reserved>"peak allocated"</option>
-                    <option value="reserved" selected=move || state.get().options.memory == MemoryMetric::Reserved>"peak reserved"</option>
-                </select>
-            </label>
+            {two_way_select(
+                "opt opt-mem",
+                None,
+                "Memory ",
+                "memory-metric",
+                [("allocated", "peak allocated"), ("reserved", "peak reserved")],
+                |o| o.memory == MemoryMetric::Reserved,
+                |o, v| o.memory = if v { MemoryMetric::Reserved } else { MemoryMetric::Allocated },
+                state,
+            )}
             <label class="opt opt-px">
                 "Pareto x "
                 <select data-testid="pareto-x" on:change=move |ev| {
@@ -161,16 +188,16 @@ pub(super) fn FilterBar(
                 </select>
             </label>
             {cost_select}
-            <label class="opt opt-tp">
-                "Throughput in "
-                <select data-testid="throughput-unit" on:change=move |ev| {
-                    let v = event_target_value(&ev);
-                    state.update(|s| s.options.bytes = v == "bytes");
-                }>
-                    <option value="tokens" selected=move || !state.get().options.bytes>"tokens/s"</option>
-                    <option value="bytes" selected=move || state.get().options.bytes>"bytes/s"</option>
-                </select>
-            </label>
+            {two_way_select(
+                "opt opt-tp",
+                None,
+                "Throughput in ",
+                "throughput-unit",
+                [("tokens", "tokens/s"), ("bytes", "bytes/s")],
+                |o| o.bytes,
+                |o, v| o.bytes = v,
+                state,
+            )}
             {metric_select}
             {peak_input("Peak bandwidth (TB/s) ", "peak-bw", "e.g. 4.8", |o| o.peak_bw_tbs, |o, v| o.peak_bw_tbs = v, state)}
             {peak_input("Peak FLOP rate (TFLOP/s) ", "peak-flops", "e.g. 989", |o| o.peak_tflops, |o, v| o.peak_tflops = v, state)}
