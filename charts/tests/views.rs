@@ -693,6 +693,18 @@ fn the_answer_comes_first_with_the_report_s_numbers() {
         }
     }
     assert!(sentence.contains(&format!("faster in {faster} of the {cells}")), "{sentence}");
+    // The demo's primary evaluator is independent: no caution. Its second is the AR model itself: scored by it,
+    // the answer says that the baseline scores its own text.
+    assert!(!sentence.contains("Caution"), "{sentence}");
+    let own = Options { metric: Some("perplexity [dllm-bench/synthetic-llama-tiny]".into()), ..Options::default() };
+    let (sentence, _) = views::answer(&[&b], &own).expect("an answer under the AR model's scoring");
+    assert!(
+        sentence.contains(
+            "Caution: perplexity is scored by dllm-bench/synthetic-llama-tiny, which is also the autoregressive model \
+             compared: a model scoring its own greedy text favours it"
+        ),
+        "{sentence}"
+    );
     assert!(records.iter().any(|r| metrics::parity::s_parity_interval_text(r).is_some()), "a bootstrap to show");
     // Drawn as SVG: the cells' texts are there.
     let (svg_text, _) = svg(&f);

@@ -428,6 +428,23 @@ pub fn s_parity_text(r: &ParityRecord) -> String {
     }
 }
 
+/// The caveat every reader prints when the evaluator that scored a record is one of the models it compares (the
+/// study's primary grid scores with Meta-Llama-3-8B, its AR arm): the baseline quality is then that model's
+/// perplexity on its own greedy text, which favours it, so S_parity may come later than under an independent
+/// evaluator. `None` when no record is scored by a compared model.
+pub fn self_scored_note(records: &[ParityRecord]) -> Option<String> {
+    let r =
+        records.iter().find(|r| r.evaluator.as_ref().is_some_and(|e| *e == r.ar_model || *e == r.diffusion_model))?;
+    let e = r.evaluator.as_deref().unwrap_or_default();
+    let arm = if *e == r.ar_model { "the autoregressive model" } else { "the diffusion model" };
+    Some(format!(
+        "{metric} is scored by {e}, which is also {arm} compared: a model scoring its own greedy text favours it, so \
+         the baseline quality may be out of the other model's reach and S_parity later than under an independent \
+         evaluator (add one as another [[quality.evaluators]] table and read its S_parity too)",
+        metric = r.metric
+    ))
+}
+
 /// Whether `point` of a record's curve is its S_parity point (the threshold at parity for a threshold series).
 pub fn is_parity_point(r: &ParityRecord, point: &StepQuality) -> bool {
     match (r.outcome, r.thresholded) {

@@ -304,6 +304,9 @@ pub fn render(bundle: &Bundle, source: &str, o: &ReportOptions) -> String {
         Direction::HigherIsBetter => "higher is better",
     };
     let _ = writeln!(s, "Quality: {label} ({dir}).");
+    if let Some(note) = metrics::parity::self_scored_note(&records) {
+        let _ = writeln!(s, "\n**Caution:** {note}.\n");
+    }
     if let Some(b) = records.iter().find_map(|r| r.bootstrap) {
         let _ = writeln!(
             s,

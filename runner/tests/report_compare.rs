@@ -295,6 +295,24 @@ fn validate_refuses_inconsistent_hand_edits_naming_the_field_and_the_fix() {
 }
 
 #[test]
+fn report_cautions_when_the_evaluator_is_a_model_it_compares() {
+    let sb = Sandbox::new();
+    let full = demo_run(&sb, "1");
+    let p = full.to_str().expect("utf8");
+    // The demo's primary evaluator is an independent model; its second is the AR model itself.
+    let independent = stdout(&sb.cmd(&["report", p]));
+    assert!(!independent.contains("**Caution:**"), "{independent}");
+    let own = stdout(&sb.cmd(&["report", p, "--evaluator", "dllm-bench/synthetic-llama-tiny"]));
+    assert!(
+        own.contains(
+            "**Caution:** perplexity is scored by dllm-bench/synthetic-llama-tiny, which is also the autoregressive \
+             model compared: a model scoring its own greedy text favours it"
+        ),
+        "{own}"
+    );
+}
+
+#[test]
 fn figures_latex_table_says_synthetic_weights() {
     let sb = Sandbox::new();
     let full = demo_run(&sb, "1,4");

@@ -85,6 +85,10 @@ pub fn answer(bundles: &[&LoadedBundle], o: &Options) -> Result<(String, Figure)
              judged: there is no speedup at parity to report."
         ),
     };
+    let sentence = match metrics::parity::self_scored_note(&parity_records(lb, &metric)) {
+        Some(note) => format!("{sentence} Caution: {note}."),
+        None => sentence,
+    };
     let figure = Figure {
         title: "Speedup at parity, L_e2e(AR) / L_e2e(diffusion at S_parity)".into(),
         plot: Plot::Heat {
