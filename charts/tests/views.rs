@@ -684,6 +684,8 @@ fn the_answer_comes_first_with_the_report_s_numbers() {
                     && c.tip.contains(&metrics::parity::s_parity_text(r))
                     // S_parity's own interval, as `report` writes it, where the record has a bootstrap.
                     && metrics::parity::s_parity_interval_text(r).is_none_or(|i| c.tip.contains(&i))
+                    // What the grid's steps say of it, as `report` writes it.
+                    && metrics::parity::s_parity_bracket_text(r).is_none_or(|i| c.tip.contains(&i))
                     && match want {
                         Some(v) => c.value.is_some_and(|x| close(x, v.log2())) && c.text == format!("{v:.2}x"),
                         None => c.value.is_none() && c.text == "no parity",
@@ -706,6 +708,25 @@ fn the_answer_comes_first_with_the_report_s_numbers() {
         "{sentence}"
     );
     assert!(records.iter().any(|r| metrics::parity::s_parity_interval_text(r).is_some()), "a bootstrap to show");
+    // A K series reached at K: the largest K tried below it brackets the true fewest steps; none below: K is the
+    // fewest tried. Threshold series and misses have no bracket.
+    let mut bracketed = 0;
+    for r in &records {
+        let text = metrics::parity::s_parity_bracket_text(r);
+        match (r.outcome, r.thresholded) {
+            (metrics::parity::Parity::Reached { steps }, false) => {
+                let text = text.expect("a bracket");
+                let want = match r.curve.iter().map(|c| c.steps).filter(|&k| k < steps).max() {
+                    Some(below) => format!("lie in ({below}, {steps}]"),
+                    None => format!("{steps} is the fewest steps tried"),
+                };
+                assert!(text.contains(&want), "{text} / {want}");
+                bracketed += 1;
+            }
+            _ => assert!(text.is_none(), "{text:?}"),
+        }
+    }
+    assert!(bracketed > 0, "the fixture has a K series that reached parity");
     // Drawn as SVG: the cells' texts are there.
     let (svg_text, _) = svg(&f);
     assert!(svg_text.contains("x<") || svg_text.contains("no parity"), "verdict texts drawn");

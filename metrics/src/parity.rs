@@ -414,6 +414,24 @@ pub fn s_parity_interval_text(r: &ParityRecord) -> Option<String> {
     Some(format!("95% interval {} to {}; parity reached in {:.0}% of resamples", end(i.low), end(i.high), f * 100.0))
 }
 
+/// What the grid's steps say of a K series' S_parity, as every reader writes it: S_parity is the fewest steps *tried*
+/// that reach parity, so the true fewest lie above the largest K tried below it (`K = 32 did not reach parity: the
+/// fewest steps that do lie in (32, 64]; run --parity-search measures the K between`), or, at the smallest K tried,
+/// may be fewer still. `None` for a threshold series and where parity was not reached.
+pub fn s_parity_bracket_text(r: &ParityRecord) -> Option<String> {
+    let Parity::Reached { steps } = r.outcome else { return None };
+    if r.thresholded {
+        return None;
+    }
+    Some(match r.curve.iter().map(|c| c.steps).filter(|&k| k < steps).max() {
+        Some(below) => format!(
+            "K = {below} did not reach parity: the fewest steps that do lie in ({below}, {steps}]; run --parity-search \
+             measures the K between"
+        ),
+        None => format!("{steps} is the fewest steps tried: fewer may reach parity too"),
+    })
+}
+
 /// S_parity of a record in words, as every reader writes it: `K = 8`, `3 forwards (threshold 0.9)`, `not reached
 /// up to K = 128`, `not reached at any threshold`, `no data`.
 pub fn s_parity_text(r: &ParityRecord) -> String {

@@ -409,6 +409,9 @@ fn section(
     if let Some(interval) = metrics::parity::s_parity_interval_text(r) {
         let _ = write!(s, " ({interval})");
     }
+    if let Some(bracket) = metrics::parity::s_parity_bracket_text(r) {
+        let _ = write!(s, ". {bracket}");
+    }
     if partial {
         let _ =
             write!(s, " **(PARTIAL bundle: from the cells measured so far; may change when the rest is measured)**");

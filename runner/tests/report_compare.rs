@@ -302,6 +302,16 @@ fn report_cautions_when_the_evaluator_is_a_model_it_compares() {
     // The demo's primary evaluator is an independent model; its second is the AR model itself.
     let independent = stdout(&sb.cmd(&["report", p]));
     assert!(!independent.contains("**Caution:**"), "{independent}");
+    // A K series' S_parity says what the grid's steps bracket (metrics::parity::s_parity_bracket_text).
+    let reached: Vec<&str> = independent.lines().filter(|l| l.starts_with("S_parity: K = ")).collect();
+    assert!(!reached.is_empty(), "the demo's reference series reaches parity: {independent}");
+    for l in &reached {
+        assert!(
+            l.contains("did not reach parity: the fewest steps that do lie in (")
+                || l.contains("is the fewest steps tried"),
+            "{l}"
+        );
+    }
     let own = stdout(&sb.cmd(&["report", p, "--evaluator", "dllm-bench/synthetic-llama-tiny"]));
     assert!(
         own.contains(

@@ -49,9 +49,10 @@ pub fn answer(bundles: &[&LoadedBundle], o: &Options) -> Result<(String, Figure)
                 text: e.map_or("no parity".into(), |e| format!("{:.2}x", e.value)),
                 oom: false,
                 tip: format!(
-                    "{series}\nN = {n}, B = {b}\nS_parity: {}{}\nspeedup at parity: {}",
+                    "{series}\nN = {n}, B = {b}\nS_parity: {}{}{}\nspeedup at parity: {}",
                     metrics::parity::s_parity_text(r),
                     metrics::parity::s_parity_interval_text(r).map_or(String::new(), |i| format!(" ({i})")),
+                    metrics::parity::s_parity_bracket_text(r).map_or(String::new(), |i| format!("\n{i}")),
                     e.map_or("-".into(), |e| match (e.low, e.high) {
                         (Some(l), Some(h)) => format!("{:.3}x [{l:.3}, {h:.3}]", e.value),
                         _ => format!("{:.3}x", e.value),
