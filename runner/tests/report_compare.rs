@@ -290,8 +290,20 @@ fn validate_refuses_inconsistent_hand_edits_naming_the_field_and_the_fix() {
             &[&msg, "never 0"],
         );
     }
-    // The bundle as written passes.
-    assert_exit!(sb.cmd(&["validate", full.to_str().expect("utf8")]), 0);
+    // The bundle as written passes, without a warning.
+    let ok = sb.cmd(&["validate", full.to_str().expect("utf8")]);
+    assert_exit!(ok, 0);
+    assert!(!stdout(&ok).contains("warning"), "{}", stdout(&ok));
+    // A misspelled field is valid JSON every reader ignores: validate names it (its value is lost to them).
+    let mut x = b.clone();
+    let rep = &mut x["cells"][0]["repetitions"][0];
+    let e2e = rep["e2e_ms"].clone();
+    rep["e2e_msec"] = e2e;
+    let p = sb.write("typo.json", &serde_json::to_string(&x).expect("json"));
+    let out = sb.cmd(&["validate", p.to_str().expect("utf8")]);
+    assert_exit!(out, 0);
+    let text = stdout(&out);
+    assert!(text.contains("warning: cells[0].repetitions[0].e2e_msec is not a field of schema"), "{text}");
 }
 
 #[test]

@@ -28,6 +28,8 @@ pub use bundle::{
 };
 pub use grid::{ConfigError, GridConfig, ModelKind};
 pub use index::{BundleIndex, IndexEntry};
+#[cfg(not(target_arch = "wasm32"))]
+pub use read::unknown_fields;
 pub use read::{BundleError, ReadBundle, check_bundle, read_bundle, read_bundle_detailed, write_bundle};
 pub use version::{SchemaVersion, VersionNumber};
 

@@ -36,6 +36,8 @@ impl<'de> Deserialize<'de> for Parity {
             NoData,
         }
         #[derive(Deserialize)]
+        #[serde(expecting = "an S_parity outcome: an object with `outcome` (reached, not_reached or no_data) and its \
+                             `steps` (reached) or `max_steps` (not_reached)")]
         struct Repr {
             outcome: Outcome,
             #[serde(default)]

@@ -90,14 +90,14 @@ pub fn read_bundle_detailed(json: &str) -> Result<ReadBundle, BundleError> {
     if !json.trim_start().starts_with('{') {
         return Err(match serde_json::from_str::<serde::de::IgnoredAny>(json) {
             Ok(_) => BundleError::NotABundle("the top level is not a JSON object".into()),
-            Err(e) => not_json(&e),
+            Err(e) => not_json_in(json, &e),
         });
     }
     // Bundles this crate writes start with `schema_version`: read it without a pass over the whole text (the
     // typed parse below reports syntax errors as such). Anything else takes the full header pass.
     let schema_version = match leading_version(json) {
         Some(v) => Some(Value::String(v.to_string())),
-        None => serde_json::from_str::<Header>(json).map_err(|e| not_json(&e))?.schema_version,
+        None => serde_json::from_str::<Header>(json).map_err(|e| not_json_in(json, &e))?.schema_version,
     };
     let raw = match schema_version {
         Some(Value::String(s)) => s,
@@ -114,14 +114,17 @@ pub fn read_bundle_detailed(json: &str) -> Result<ReadBundle, BundleError> {
     let Some(version) = SchemaVersion::latest_of_major(file_version.major) else {
         return Err(BundleError::NewerVersion { found: file_version, supported: SchemaVersion::CURRENT });
     };
-    let invalid = |path: String, message: String| BundleError::Invalid { version: file_version, path, message };
+    let invalid = |path: String, message: String| {
+        let path = if path.is_empty() { "(the top level)".to_string() } else { path };
+        BundleError::Invalid { version: file_version, path, message }
+    };
     // Older majors are upgraded as JSON, one version step at a time, and written back to text, so the typed
     // parse below exists once (from text, no intermediate tree: large bundles load fast, the wasm stays small).
     let upgraded;
     let text = if version == SchemaVersion::CURRENT {
         json
     } else {
-        let mut value: Value = serde_json::from_str(json).map_err(|e| not_json(&e))?;
+        let mut value: Value = serde_json::from_str(json).map_err(|e| not_json_in(json, &e))?;
         let mut at = version;
         while at != SchemaVersion::CURRENT {
             at = upgrade_step(at, &mut value).map_err(|(path, message)| invalid(path, message))?;
@@ -132,10 +135,20 @@ pub fn read_bundle_detailed(json: &str) -> Result<ReadBundle, BundleError> {
     // A plain typed parse (one monomorphization of the bundle's deserializer: fast, and small in wasm); when it
     // fails, the field is named from where in the text the parser stopped.
     let mut bundle: Bundle = serde_json::from_str(text).map_err(|e| {
-        if e.is_syntax() || e.is_eof() {
-            return not_json(&e);
-        }
         let at = byte_offset(text, e.line(), e.column());
+        if e.is_syntax() || e.is_eof() {
+            // serde_json reports a value of the wrong JSON type where a name is expected (`"sampler": null`, a
+            // number) as a syntax error: the text is JSON all the same, and the field is named.
+            if serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok() {
+                return invalid(
+                    json_path_at(text, at),
+                    "a value of the wrong type: this field takes one of the names in quotes that \
+                     schema/bundle.schema.json lists for it"
+                        .into(),
+                );
+            }
+            return not_json_in(text, &e);
+        }
         invalid(json_path_at(text, at), message_of(&e))
     })?;
     if file_version < SchemaVersion::V1_4.number() {
@@ -147,6 +160,19 @@ pub fn read_bundle_detailed(json: &str) -> Result<ReadBundle, BundleError> {
     }
     check(&bundle)?;
     Ok(ReadBundle { bundle, file_version })
+}
+
+/// The fields of a bundle's text that no reader knows, each by its path (`cells[0].repetitions[1].prefil_ms`): every
+/// reader ignores them (a newer minor's fields; in a file of this version or an older one, a misspelling, whose
+/// value is lost). Native readers only: `validate` warns of them.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn unknown_fields(json: &str) -> Vec<String> {
+    let json = json.strip_prefix('\u{feff}').unwrap_or(json);
+    let mut unknown = Vec::new();
+    let mut de = serde_json::Deserializer::from_str(json);
+    let _: Result<Bundle, _> =
+        serde_ignored::deserialize(&mut de, |p| unknown.push(crate::grid::parse::field_path(&p)));
+    unknown
 }
 
 /// The value of `schema_version` when it is the object's first member and a plain string (no escapes).
@@ -228,8 +254,37 @@ fn json_path_at(text: &str, offset: usize) -> String {
     path
 }
 
+/// A number in a message: as written for everyday magnitudes, in exponent form for the huge and the tiny (`1e300`
+/// has 301 digits written out).
+fn number_text(v: f64) -> String {
+    match v.abs() {
+        a if a == 0.0 || (1e-4..1e12).contains(&a) || !a.is_finite() => format!("{v}"),
+        _ => format!("{v:e}"),
+    }
+}
+
 fn not_json(e: &serde_json::Error) -> BundleError {
     BundleError::NotJson { message: message_of(e), line: e.line(), column: e.column() }
+}
+
+/// [`not_json`] for an error in `text`, saying so where the parser stopped at `NaN` or `Infinity` (what Python's
+/// `json.dump` writes for a float that is not finite unless `allow_nan=False`), with the field.
+fn not_json_in(text: &str, e: &serde_json::Error) -> BundleError {
+    let at = byte_offset(text, e.line(), e.column());
+    let near = text.get(at.saturating_sub(2)..(at + 9).min(text.len())).unwrap_or_default();
+    if near.contains("NaN") || near.contains("Infinity") {
+        let start = at.saturating_sub(2) + near.find(['N', 'I', '-']).unwrap_or(0);
+        return BundleError::NotJson {
+            message: format!(
+                "`{}` holds NaN or Infinity, which JSON has no place for (Python's json.dump writes them unless \
+                 allow_nan=False); a value that was not measured is left out (absent), never NaN",
+                json_path_at(text, start)
+            ),
+            line: e.line(),
+            column: e.column(),
+        };
+    }
+    not_json(e)
 }
 
 /// Writes a bundle as pretty JSON in the current version.
@@ -389,10 +444,24 @@ fn check(b: &Bundle) -> Result<(), BundleError> {
             ));
         }
     }
-    if let Some(s) = b.provenance.shard
-        && (s.count == 0 || s.index >= s.count || s.count > crate::grid::limits::SHARDS)
-    {
-        return inconsistent(format!("provenance.shard is {}/{}: not a shard (0 <= index < count)", s.index, s.count));
+    let shards = std::iter::once(("provenance.shard".to_string(), b.provenance.shard)).chain(
+        b.provenance.executions.iter().enumerate().map(|(i, e)| (format!("provenance.executions[{i}].shard"), e.shard)),
+    );
+    for (field, s) in shards {
+        if let Some(s) = s
+            && (s.count == 0 || s.index >= s.count || s.count > crate::grid::limits::SHARDS)
+        {
+            return inconsistent(format!("{field} is {}/{}: not a shard (0 <= index < count)", s.index, s.count));
+        }
+    }
+    if let Some((i, m)) = b.models.iter().enumerate().find(|(_, m)| m.generation != m.kind.generation()) {
+        return inconsistent(format!(
+            "models[{i}].generation is {:?} but its kind {:?} generates {:?}; fix: set generation to {:?}",
+            m.generation,
+            m.kind,
+            m.kind.generation(),
+            m.kind.generation()
+        ));
     }
     // Every reader labels a bundle's numbers synthetic from `provenance.synthetic_weights`: a hand edit that clears
     // it beside a synthetic model would show random weights' numbers unlabelled.
@@ -429,9 +498,16 @@ fn check(b: &Bundle) -> Result<(), BundleError> {
                     "names either the counter read (`source`) or why there was none (`unavailable`), one of them",
                 );
             }
-            let mut idle = [m.idle_energy_j, m.idle_window_ms].into_iter().flatten();
-            if let Some(v) = idle.find(|v| !(v.is_finite() && *v >= 0.0)) {
-                return at(&format!("idle energy and window must be finite and >= 0, found {v}"));
+            for (field, v) in [("idle_energy_j", m.idle_energy_j), ("idle_window_ms", m.idle_window_ms)] {
+                if let Some(v) = v.filter(|v| !(v.is_finite() && *v >= 0.0)) {
+                    return at(&format!("{field} is {}: it must be finite and >= 0", number_text(v)));
+                }
+            }
+            if m.idle_energy_j.is_some() != m.idle_window_ms.is_some()
+                || (m.idle_energy_j.is_some() && m.source.is_none())
+            {
+                return at("idle_energy_j and idle_window_ms come together, and only with the counter that read them \
+                           (`source`)");
             }
         }
     }
@@ -516,6 +592,9 @@ fn check(b: &Bundle) -> Result<(), BundleError> {
             // weights. Not measured is absent, never 0.
             for (field, v, why) in [
                 ("peak_rss_bytes", r.peak_rss_bytes, "a process's resident set is never 0 bytes"),
+                ("peak_allocated_bytes", r.peak_allocated_bytes, "a run's device memory holds at least the weights"),
+                ("peak_reserved_bytes", r.peak_reserved_bytes, "a run's device memory holds at least the weights"),
+                ("flop_count", r.flop_count, "every forward pass computes"),
                 ("kv_cache_bytes", r.kv_cache_bytes, "a run without a KV cache has no kv_cache_bytes at all"),
                 ("weights_read_bytes", r.weights_read_bytes, "every forward pass reads the model's weights"),
             ] {
@@ -531,16 +610,19 @@ fn check(b: &Bundle) -> Result<(), BundleError> {
                 && m.source.is_none()
             {
                 return inconsistent(format!(
-                    "cells[{i}].repetitions[{j}].energy_j is {e_j} but provenance.executions[{e}].energy says energy was unavailable ({}); fix: \
-                     remove energy_j (and energy_window_ms), or record the counter that measured it in \
-                     provenance.executions[{e}].energy.source",
+                    "cells[{i}].repetitions[{j}].energy_j is {e_j} but provenance.executions[{e}].energy says energy \
+                     was unavailable ({}); fix: remove energy_j (and energy_window_ms), or record the counter that \
+                     measured it in provenance.executions[{e}].energy.source",
                     m.unavailable.as_deref().unwrap_or("no counter")
                 ));
             }
-            let times = [Some(r.e2e_ms), r.prefill_ms, r.first_block_ms].into_iter().flatten();
-            let steps = r.step_ms.iter().flatten().copied();
-            if let Some(t) = times.chain(steps).find(|t| !(t.is_finite() && *t >= 0.0)) {
-                return at(format!("has a time of {t} ms: times must be finite and >= 0"));
+            let times = [("e2e_ms".to_string(), Some(r.e2e_ms)), ("prefill_ms".into(), r.prefill_ms)]
+                .into_iter()
+                .chain([("first_block_ms".into(), r.first_block_ms)])
+                .filter_map(|(f, t)| t.map(|t| (f, t)));
+            let steps = r.step_ms.iter().flatten().enumerate().map(|(k, &t)| (format!("step_ms[{k}]"), t));
+            if let Some((field, t)) = times.chain(steps).find(|(_, t)| !(t.is_finite() && *t >= 0.0)) {
+                return at(format!("{field} is {} ms: times must be finite and >= 0", number_text(t)));
             }
             for (name, part) in [("prefill_ms", r.prefill_ms), ("first_block_ms", r.first_block_ms)] {
                 if let Some(p) = part.filter(|&p| p > r.e2e_ms) {
@@ -551,10 +633,18 @@ fn check(b: &Bundle) -> Result<(), BundleError> {
                 }
             }
             if let Some(e) = r.energy_j.filter(|e| !(e.is_finite() && *e >= 0.0)) {
-                return at(format!("energy_j is {e}: energy must be finite and >= 0 (absent when not measured)"));
+                return at(format!(
+                    "energy_j is {}: energy must be finite and >= 0 (absent when not measured)",
+                    number_text(e)
+                ));
             }
             if let Some(w) = r.energy_window_ms.filter(|w| !(w.is_finite() && *w >= 0.0)) {
-                return at(format!("energy_window_ms is {w}: a window must be finite and >= 0"));
+                return at(format!("energy_window_ms is {}: a window must be finite and >= 0", number_text(w)));
+            }
+            if r.energy_j.is_some() != r.energy_window_ms.is_some() {
+                return at("energy_j and energy_window_ms come together (the joules and the window they cover): \
+                           remove the one left, or both"
+                    .into());
             }
             if r.forward_passes == Some(0) {
                 return at("forward_passes is 0: every run evaluates the network at least once".into());
@@ -608,10 +698,9 @@ fn check(b: &Bundle) -> Result<(), BundleError> {
                     b * n_out
                 ));
             }
-            if r.peak_allocated_bytes.zip(r.peak_reserved_bytes).is_some_and(|(a, res)| a > res) {
+            if let Some((a, res)) = r.peak_allocated_bytes.zip(r.peak_reserved_bytes).filter(|(a, res)| a > res) {
                 return at(format!(
-                    "peak_allocated_bytes {:?} is more than peak_reserved_bytes {:?}: the pool holds what is allocated",
-                    r.peak_allocated_bytes, r.peak_reserved_bytes
+                    "peak_allocated_bytes {a} is more than peak_reserved_bytes {res}: the pool holds what is allocated"
                 ));
             }
         }
@@ -659,6 +748,10 @@ fn check(b: &Bundle) -> Result<(), BundleError> {
         }
         if let Some((j, k)) = b.provenance.missing_cells.iter().enumerate().find(|(_, k)| seen.contains(k)) {
             return inconsistent(format!("provenance.missing_cells[{j}] ({k}) is a cell the bundle holds"));
+        }
+        let m = &b.provenance.missing_cells;
+        if let Some(j) = (1..m.len()).find(|&j| m[..j].contains(&m[j])) {
+            return inconsistent(format!("provenance.missing_cells[{j}] ({}) is listed twice", m[j]));
         }
     }
     Ok(())

@@ -108,8 +108,16 @@ fn impossible_energy_is_refused() {
         &|v| v["provenance"]["executions"][0]["energy"] = serde_json::json!({}),
         "provenance.executions[0].energy: names either",
     );
-    refuse(&|v| v["provenance"]["executions"][0]["energy"]["idle_energy_j"] = (-2.0).into(), "found -2");
+    refuse(&|v| v["provenance"]["executions"][0]["energy"]["idle_energy_j"] = (-2.0).into(), "idle_energy_j is -2:");
     refuse(&|v| v["provenance"]["executions"][0]["energy"]["source"] = "smi".into(), "unknown variant `smi`");
+    refuse(
+        &|v| drop(v["provenance"]["executions"][0]["energy"].as_object_mut().map(|m| m.remove("idle_window_ms"))),
+        "idle_energy_j and idle_window_ms come together",
+    );
+    refuse(
+        &|v| v["provenance"]["executions"][0]["shard"] = serde_json::json!({"index": 2, "count": 2}),
+        "executions[0].shard is 2/2",
+    );
 }
 
 #[test]
@@ -120,7 +128,7 @@ fn energy_from_an_execution_without_a_counter_is_refused() {
     read_bundle(&write_bundle(&b)).expect("no energy where there was no counter: reads");
     b.cells[0].repetitions[0].energy_j = Some(1.5);
     let err = read_bundle(&write_bundle(&b)).expect_err("must be refused").to_string();
-    let want = "cells[0].repetitions[0].energy_j is 1.5 but provenance.executions[0].energy says energy was unavailable \
-                (no RAPL); fix: remove energy_j";
+    let want = "cells[0].repetitions[0].energy_j is 1.5 but provenance.executions[0].energy says energy was \
+                unavailable (no RAPL); fix: remove energy_j";
     assert!(err.contains(want), "{err:?}");
 }

@@ -340,3 +340,57 @@ fn what_a_hand_edit_can_contradict_is_refused_by_every_reader() {
     ar_rep(&mut v)["peak_rss_bytes"] = serde_json::json!(1 << 20);
     read_bundle(&v.to_string()).expect("a measured resident set reads");
 }
+
+#[test]
+fn a_missing_top_level_field_and_a_parity_outcome_of_the_wrong_shape_say_what_they_are() {
+    refuse_value(
+        |v| drop(v.as_object_mut().map(|o| o.remove("cells"))),
+        "field `(the top level)`: missing field `cells`",
+    );
+    let mut v: serde_json::Value = serde_json::from_str(include_str!("fixtures/v1.7/demo.json")).expect("fixture");
+    v["parity"][0]["outcome"] = serde_json::json!(3);
+    refuse(&v.to_string(), "expected an S_parity outcome: an object with `outcome`");
+}
+
+#[test]
+fn a_value_of_the_wrong_type_where_a_name_goes_names_the_field() {
+    // serde_json calls a non-string enum value a syntax error; the file is JSON, and the field is named.
+    for bad in [serde_json::json!(null), serde_json::json!(3), serde_json::json!([])] {
+        let mut v = valid();
+        v["cells"][0]["key"]["sampler"] = bad.clone();
+        let err = read_bundle(&v.to_string()).expect_err("must be refused");
+        // (Inside an array the parser stops at its first element.)
+        let named = matches!(err, BundleError::Invalid { ref path, .. } if path.starts_with("cells[0].key.sampler"));
+        assert!(named, "{bad}: {err}");
+        assert!(err.to_string().contains("one of the names in quotes"), "{err}");
+    }
+}
+
+#[test]
+fn nan_and_infinity_are_named_as_such_with_their_field() {
+    let text = valid().to_string();
+    let e2e = text.find("\"e2e_ms\":").expect("a time") + "\"e2e_ms\":".len();
+    let end = e2e + text[e2e..].find([',', '}']).expect("its end");
+    for bad in ["NaN", "Infinity", "-Infinity"] {
+        let err = read_bundle(&format!("{}{bad}{}", &text[..e2e], &text[end..])).expect_err("not JSON").to_string();
+        assert!(err.starts_with("not a valid JSON file"), "{err}");
+        assert!(err.contains("`cells[0].repetitions[0].e2e_ms` holds NaN or Infinity"), "{bad}: {err}");
+        assert!(err.contains("left out (absent), never NaN"), "{err}");
+    }
+}
+
+#[test]
+fn fields_that_come_together_or_agree_with_each_other_are_checked() {
+    refuse_value(|v| v["models"][0]["generation"] = serde_json::json!("diffusion"), "models[0].generation is");
+    refuse_value(|v| ar_rep(v)["energy_window_ms"] = serde_json::json!(12.0), "energy_j and energy_window_ms come");
+    refuse_value(|v| ar_rep(v)["peak_reserved_bytes"] = serde_json::json!(0), "peak_reserved_bytes is 0");
+    refuse_value(|v| ar_rep(v)["prefill_ms"] = serde_json::json!(-1e300), "prefill_ms is -1e300 ms");
+    refuse_value(
+        |v| {
+            let k = v["cells"][0]["key"].clone();
+            v["cells"].as_array_mut().expect("cells").remove(0);
+            v["provenance"]["missing_cells"] = serde_json::json!([k, k]);
+        },
+        "provenance.missing_cells[1]",
+    );
+}

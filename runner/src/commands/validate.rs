@@ -156,6 +156,18 @@ pub fn main(args: ValidateArgs) -> Result<ExitCode> {
                         list(&x.unscored, 10)
                     );
                 }
+                // A field no reader knows, in a file of this version: misspelled (`prefil_ms`), its value lost to
+                // every reader. (An older file's fields are upgraded; a newer minor's are said above.)
+                if r.file_version == schema::SchemaVersion::CURRENT.number() {
+                    let text = std::fs::read_to_string(path).unwrap_or_default();
+                    for field in schema::unknown_fields(&text) {
+                        println!(
+                            "  warning: {field} is not a field of schema {}: every reader ignores it (misspelled? its \
+                             value is lost to them; `dllm-bench schema` lists the fields)",
+                            schema::SchemaVersion::CURRENT
+                        );
+                    }
+                }
                 if let Some(opts) = metrics::parity::ParityOptions::from_config(b)
                     && !b.parity.is_empty()
                     && metrics::parity::parity(b, &opts) != b.parity

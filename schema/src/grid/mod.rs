@@ -12,7 +12,7 @@
 mod error;
 mod expand;
 pub mod limits;
-mod parse;
+pub(crate) mod parse;
 mod types;
 mod validate;
 

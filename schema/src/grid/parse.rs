@@ -46,7 +46,7 @@ impl GridConfig {
 
 /// An ignored field's path as the config's tables name it (`models[0].synthetic.layerz`): serde_ignored's own
 /// display writes `?` for every optional table on the way (`models.0.synthetic.?.layerz`).
-fn field_path(path: &serde_ignored::Path) -> String {
+pub(crate) fn field_path(path: &serde_ignored::Path) -> String {
     use serde_ignored::Path as P;
     match path {
         P::Root => String::new(),
