@@ -55,6 +55,7 @@ pub struct Provenance {
     #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub git_dirty: Vec<String>,
     /// Creation time, RFC 3339 UTC.
+    #[schemars(extend("format" = "date-time"))]
     pub created_at: String,
     /// Host name, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -109,6 +110,7 @@ impl std::fmt::Display for ShardInfo {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Execution {
     /// When the process started measuring, RFC 3339 UTC.
+    #[schemars(extend("format" = "date-time"))]
     pub started_at: String,
     /// Host name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -157,9 +159,11 @@ pub struct EnergyMeter {
     /// baseline of the repetitions' mean power (`metrics::energy::idle_power_w`). Absent without a `source` or
     /// when that reading failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub idle_energy_j: Option<f64>,
     /// The idle window, ms (host monotonic clock between the two readings). Present with `idle_energy_j`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub idle_window_ms: Option<f64>,
 }
 
@@ -539,19 +543,24 @@ pub struct Repetition {
     /// Indices into the prompt set of the B prompts of this run.
     pub prompt_indices: Vec<u32>,
     /// End-to-end latency: token ids on the device to the last token / last diffusion step.
+    #[schemars(range(min = 0))]
     pub e2e_ms: f64,
     /// AR prompt pass that yields the first token (TTFT).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub prefill_ms: Option<f64>,
     /// Diffusion: time until the first block is fully committed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub first_block_ms: Option<f64>,
     /// Diffusion: time of each step (forward + commit), in order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(inner(range(min = 0)))]
     pub step_ms: Option<Vec<f64>>,
     /// Forward evaluations of the network (AR: 1 prefill + N_out - 1 decodes; diffusion: the steps run, K for a
     /// K-driven sampler, measured for a threshold sampler; twice that with classifier-free guidance).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub forward_passes: Option<u32>,
     /// Since 1.5: diffusion: tokens committed over the whole batch at each step, in order. They sum to
     /// `output_tokens` (in older bundles to less, by the positions left masked at the end): a position whose
@@ -598,10 +607,12 @@ pub struct Repetition {
     /// Derived per token, per sequence and as mean power by `metrics::energy`. Absent when no counter was
     /// readable (the execution's `energy.unavailable` says why), never 0 for "unknown".
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub energy_j: Option<f64>,
     /// Since 1.7: the window `energy_j` covers, ms (host monotonic clock between the two readings: `e2e_ms` and
     /// the synchronisations around it). Present with `energy_j`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub energy_window_ms: Option<f64>,
 }
 

@@ -296,12 +296,14 @@ pub struct CellKey {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steps: Option<u32>,
     /// Batch size B.
+    #[schemars(range(min = 1))]
     pub batch_size: u32,
     /// Sequence length N = prompt + output tokens.
     pub seq_len: u32,
     /// Prompt tokens per sequence.
     pub prompt_tokens: u32,
     /// Generated tokens per sequence (N_out).
+    #[schemars(range(min = 1))]
     pub output_tokens: u32,
     /// Block length (diffusion samplers only).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -35,8 +35,37 @@ pub use version::{SchemaVersion, VersionNumber};
 
 /// The JSON Schema of the current bundle format, for third-party readers (`schema/bundle.schema.json`).
 pub fn bundle_json_schema() -> String {
-    let schema = schemars::schema_for!(Bundle);
+    let mut schema = schemars::schema_for!(Bundle);
+    // Through the map, so that the schema still writes its keywords in their usual order.
+    schema.as_object_mut().into_iter().flat_map(|m| m.values_mut()).for_each(for_other_readers);
     let mut text = serde_json::to_string_pretty(&schema).unwrap_or_default();
     text.push('\n');
     text
+}
+
+/// What a validator other than ours needs of the generated schema: each unsigned integer's largest value (schemars
+/// writes `format: uint32`, which validators ignore: a batch size of 2^32 would pass), and descriptions without
+/// rustdoc's link brackets (``[`Execution::energy`]`` reads `Execution::energy`).
+fn for_other_readers(v: &mut serde_json::Value) {
+    use serde_json::Value;
+    match v {
+        Value::Object(m) => {
+            let max = match m.get("format").and_then(Value::as_str) {
+                Some("uint8") => Some(u64::from(u8::MAX)),
+                Some("uint16") => Some(u64::from(u16::MAX)),
+                Some("uint32") => Some(u64::from(u32::MAX)),
+                Some("uint64") => Some(u64::MAX),
+                _ => None,
+            };
+            if let Some(max) = max {
+                m.entry("maximum").or_insert(max.into());
+            }
+            if let Some(Value::String(d)) = m.get_mut("description") {
+                *d = d.replace("[`", "`").replace("`]", "`");
+            }
+            m.values_mut().for_each(for_other_readers);
+        }
+        Value::Array(a) => a.iter_mut().for_each(for_other_readers),
+        _ => {}
+    }
 }

@@ -159,8 +159,9 @@ impl schemars::JsonSchema for SchemaVersion {
     fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         schemars::json_schema!({
             "type": "string",
-            "pattern": "^[0-9]+\\.[0-9]+$",
-            "description": "Bundle format version MAJOR.MINOR; this schema describes major 1."
+            "pattern": "^1\\.[0-9]+$",
+            "description": "Bundle format version MAJOR.MINOR; this schema describes major 1 (readers upgrade 0.1 \
+                            files, and refuse a newer major)."
         })
     }
 }
