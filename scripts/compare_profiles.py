@@ -5,8 +5,9 @@
     scripts/compare_profiles.py RUNNER.json TORCH-EAGER.json TORCH-SDPA.json
 
 Prints per phase one row per part (the union of the parts, in the first file's order, then the others'): ms and
-ops in each file, and each file's ms over the first's. A part a framework does not have (`sdpa` in the runner;
-`inputs` outside it) shows `-`. Standard library only.
+ops in each file, and the first's ms over each file's (the direction of `dllm-bench compare`, A / B: below 1 where
+the first is faster; runner / PyTorch). A part a framework does not have (`sdpa` in the runner; `inputs` outside it)
+shows `-`. A file that cannot be read (a run that failed or timed out) is named and left out. Standard library only.
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ def main(paths: list[str]) -> int:
             with open(p, encoding="utf-8") as f:
                 reports.append(json.load(f))
         except (OSError, ValueError) as e:
-            print(f"{p}: cannot read a JSON report: {e}", file=sys.stderr)
-            return 2
+            print(f"{p}: cannot read a JSON report, left out: {e}", file=sys.stderr)
+    if not reports:
+        return 2
     for i, r in enumerate(reports):
         d, s = r.get("decode", {}), r.get("llada_step", {})
         print(f"[{i}] {label(r)} on {r.get('device', '?')}, {r.get('dtype', '?')}: copy "
@@ -47,7 +49,8 @@ def main(paths: list[str]) -> int:
             for part in (p or {}).get("parts", []):
                 if part["part"] not in names:
                     names.append(part["part"])
-        print(f"\n{phase} (ms per token / step; ops; ratio to {label(reports[0])})")
+        print(f"\n{phase} (ms per token / step; ops; ratio: [0] {label(reports[0])}'s ms over each's, below 1 where [0] "
+              "is faster)")
         print("  " + " | ".join(f"[{i}] {label(r)} ({r.get('device', '?')}, {r.get('dtype', '?')})"
                                  for i, r in enumerate(reports)))
         head = f"  {'part':<12}" + "".join(f" {'[' + str(i) + '] ms':>11} {'ops':>5} {'ratio':>6}"
@@ -70,7 +73,7 @@ def main(paths: list[str]) -> int:
                     continue
                 if i == 0:
                     base = c["ms"]
-                ratio = f"{c['ms'] / base:.2f}" if base else "-"
+                ratio = f"{base / c['ms']:.2f}" if base is not None and c["ms"] > 0 else "-"
                 row += f" {c['ms']:>11.4f} {c['ops']:>5} {ratio:>6}"
             print(row)
         unprof = " | ".join(f"[{i}] {p['unprofiled_ms']:.4f} ms" for i, p in enumerate(profiles) if p)
