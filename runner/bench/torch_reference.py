@@ -119,17 +119,18 @@ class Parts:
 
 
 class CountOps(TorchDispatchMode):
-    """Counts the aten ops each part dispatches (views excluded)."""
+    """Counts the aten ops each part dispatches (views excluded); none before the first part (a decode's prefill,
+    which runs unprofiled, is not the first token's embedding)."""
 
     def __init__(self):
         super().__init__()
-        self.part, self.ops = "embed", {}
+        self.part, self.ops = None, {}
 
     def enter(self, name):
         self.part = name
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if not getattr(func, "is_view", False):
+        if self.part is not None and not getattr(func, "is_view", False):
             self.ops[self.part] = self.ops.get(self.part, 0) + 1
         return func(*args, **(kwargs or {}))
 
