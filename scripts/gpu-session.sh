@@ -25,13 +25,17 @@
 #            W=$HF_W R=$HF_R (default 1/1), then `dllm-bench compare`
 #   oom      config/gpu_oom.toml: a LLaDA cell that exhausts the card, then cells that must still run (measured
 #            in issue 12: not in the default stages, name it to run it)
+#   energy   the NVML check (runner/PERF.md, "The NVML check a GPU session must run"): the counter and the GPU it
+#            names (`nvidia-smi -L`), idle power against 5 s of nvidia-smi samples, and config/gpu_energy.toml (one
+#            Llama decode cell of about 10 s) with power sampled every 50 ms: its energy_j against the samples' mean
+#            power x energy_window_ms (target: within 5%). Not in the default stages (about 60 s)
 #   synth    write the synthetic 8B checkpoints (into HF_CACHE_DIR, default /tmp/dllm-hf) in the background and
 #            wait for them before the script ends: grid, hf and oom start it too (and wait before they run)
 #
 # One call of the default stages does not fit 555 s (the stages need about 630 s). Two calls on a warm machine
 # (the next within the machine's idle release, so the checkpoints in /tmp are still there), in issue 29's order:
 #   OUT_DIR=$OUT scripts/gpu-session.sh .gpu/dllm-bench.gz 330 env check kernels fast synth
-#   OUT_DIR=$OUT scripts/gpu-session.sh .gpu/dllm-bench.gz 540 grid hf      # GRID_R=3 for the issue's R
+#   OUT_DIR=$OUT scripts/gpu-session.sh .gpu/dllm-bench.gz 540 grid hf      # GRID_R=3 for the issue's R; energy
 # A cold second machine writes the checkpoints again first (about 130 s of the second call).
 set -uo pipefail
 
@@ -117,7 +121,7 @@ fi
 # The synthetic 8B checkpoints that grid, hf and oom read (about 16 GB each, CPU-bound) are written in the
 # background on all but 4 cores while check and kernels use the GPU; run reuses a complete one.
 SYNTH_PID=""
-if has grid || has hf || has oom || has synth; then
+if has grid || has hf || has oom || has energy || has synth; then
     pin=()
     command -v taskset >/dev/null && (( $(nproc) > 8 )) && pin=(taskset -c "4-$(( $(nproc) - 1 ))")
     (
@@ -263,6 +267,67 @@ for f in ("bundle.json", "partial.json"):
         break
 PY
 fi
+if has energy; then
+    wait_synth
+    say "stage energy"
+    nvidia-smi -L >"$W/energy-gpus.txt" 2>&1
+    field=power.draw.instant
+    nvidia-smi --query-gpu=$field --format=csv,noheader >/dev/null 2>&1 || field=power.draw
+    # Idle power: 5 s of samples on the idle GPU, just before.
+    timeout 5 nvidia-smi --query-gpu=$field --format=csv,noheader,nounits -lms 100 >"$W/energy-idle.csv" 2>&1
+    nvidia-smi --query-gpu=timestamp,$field --format=csv,noheader,nounits -lms 50 >"$W/energy-power.csv" 2>&1 &
+    smi=$!
+    capped 90 10 "$W/energy.log" "$BIN" run --config config/gpu_energy.toml --model-cache-dir "$HF" \
+        --run-dir "$W/energy" -q
+    kill "$smi" 2>/dev/null
+    [ -f "$W/energy/bundle.json" ] && cp "$W/energy/bundle.json" "$OUT_DIR/gpu_energy-bundle.json"
+    python3 - "$W" "$field" <<'PY' 2>&1 | tee -a "$SUMMARY"
+import datetime, json, os, sys
+w, field = sys.argv[1], sys.argv[2]
+def num(x):
+    try:
+        return float(x)
+    except ValueError:
+        return None
+try:
+    path = os.path.join(w, "energy", "bundle.json")
+    b = json.load(open(path))
+except Exception as e:  # the run failed or timed out
+    sys.exit(f"energy: no bundle ({e})")
+m = b["provenance"]["executions"][0].get("energy") or {}
+print("energy: source", m.get("source"), "| scope", m.get("scope"), "| unavailable", m.get("unavailable"))
+print("energy: nvidia-smi -L:", open(os.path.join(w, "energy-gpus.txt")).read().strip().replace("\n", "; "))
+idle = [v for v in map(num, open(os.path.join(w, "energy-idle.csv")).read().split()) if v is not None]
+if m.get("idle_energy_j") is not None and m.get("idle_window_ms"):
+    runner_w = m["idle_energy_j"] / (m["idle_window_ms"] / 1e3)
+    smi_w = sum(idle) / len(idle) if idle else float("nan")
+    print(f"energy: idle {runner_w:.1f} W (counter) against {smi_w:.1f} W ({field}, {len(idle)} samples)")
+rep = b["cells"][0]["repetitions"][0]
+if rep.get("energy_j") is None:
+    sys.exit("energy: the repetition has no energy_j")
+end = os.path.getmtime(path)
+start = end - rep["energy_window_ms"] / 1e3
+inside = []
+for line in open(os.path.join(w, "energy-power.csv")):
+    parts = [p.strip() for p in line.split(",")]
+    if len(parts) != 2 or num(parts[1]) is None:
+        continue
+    try:
+        t = datetime.datetime.strptime(parts[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
+    except ValueError:
+        continue
+    if start <= t <= end:
+        inside.append(num(parts[1]))
+if not inside:
+    sys.exit("energy: no power sample inside the repetition's window")
+mean = sum(inside) / len(inside)
+est = mean * rep["energy_window_ms"] / 1e3
+print(f"energy: cell {rep['energy_j']:.1f} J over {rep['energy_window_ms']:.0f} ms (e2e {rep['e2e_ms']:.0f} ms); "
+      f"{field} mean {mean:.1f} W over {len(inside)} samples x the window = {est:.1f} J; ratio {rep['energy_j'] / est:.3f} "
+      "(target: within 5%)")
+PY
+fi
+
 # Checkpoints still being written (stage synth without grid, hf or oom): waited for within the deadline, so that
 # the next call finds them whole.
 if [ -n "$SYNTH_PID" ]; then
