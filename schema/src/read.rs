@@ -277,7 +277,8 @@ fn not_json_in(text: &str, e: &serde_json::Error) -> BundleError {
         return BundleError::NotJson {
             message: format!(
                 "`{}` holds NaN or Infinity, which JSON has no place for (Python's json.dump writes them unless \
-                 allow_nan=False); a value that was not measured is left out (absent), never NaN",
+                 allow_nan=False); fix: write a finite number there, or leave the field out where nothing was \
+                 measured (absent, never NaN)",
                 json_path_at(text, start)
             ),
             line: e.line(),
@@ -458,7 +459,7 @@ fn check(b: &Bundle) -> Result<(), BundleError> {
         return inconsistent(format!(
             "models[{i}].generation is {:?} but its kind {:?} generates {:?}; fix: set generation to {:?}",
             m.generation,
-            m.kind,
+            format!("{:?}", m.kind).to_lowercase(),
             m.kind.generation(),
             m.kind.generation()
         ));

@@ -375,7 +375,7 @@ fn nan_and_infinity_are_named_as_such_with_their_field() {
         let err = read_bundle(&format!("{}{bad}{}", &text[..e2e], &text[end..])).expect_err("not JSON").to_string();
         assert!(err.starts_with("not a valid JSON file"), "{err}");
         assert!(err.contains("`cells[0].repetitions[0].e2e_ms` holds NaN or Infinity"), "{bad}: {err}");
-        assert!(err.contains("left out (absent), never NaN"), "{err}");
+        assert!(err.contains("leave the field out where nothing was measured (absent, never NaN)"), "{err}");
     }
 }
 
