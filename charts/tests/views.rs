@@ -717,6 +717,7 @@ fn the_answer_comes_first_with_the_report_s_numbers() {
             (metrics::parity::Parity::Reached { steps }, false) => {
                 let text = text.expect("a bracket");
                 let want = match r.curve.iter().map(|c| c.steps).filter(|&k| k < steps).max() {
+                    Some(below) if below + 1 == steps => format!("{steps} is the fewest steps"),
                     Some(below) => format!("lie in ({below}, {steps}]"),
                     None => format!("{steps} is the fewest steps tried"),
                 };

@@ -424,6 +424,7 @@ pub fn s_parity_bracket_text(r: &ParityRecord) -> Option<String> {
         return None;
     }
     Some(match r.curve.iter().map(|c| c.steps).filter(|&k| k < steps).max() {
+        Some(below) if below + 1 == steps => format!("K = {below} did not reach parity: {steps} is the fewest steps"),
         Some(below) => format!(
             "K = {below} did not reach parity: the fewest steps that do lie in ({below}, {steps}]; run --parity-search \
              measures the K between"

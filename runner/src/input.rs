@@ -77,8 +77,8 @@ pub fn read_bundle_file(path: &Path) -> Result<schema::ReadBundle> {
                 "\n  fix: pass a result bundle (a .json file that `dllm-bench run` or `merge` wrote)"
             }
             schema::BundleError::Invalid { .. } => {
-                "\n  fix: give that field a value of the type the format has for it (`dllm-bench schema` prints the \
-                 JSON Schema), or use the file as the runner wrote it"
+                "\n  fix: give that field (or add it, where it is missing) a value of the type the format has for it \
+                 (`dllm-bench schema` prints the JSON Schema), or use the file as the runner wrote it"
             }
             _ => {
                 "\n  fix: make the fields named above agree (each rule is in the description of its field in \

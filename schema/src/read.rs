@@ -750,9 +750,12 @@ fn check(b: &Bundle) -> Result<(), BundleError> {
         if let Some((j, k)) = b.provenance.missing_cells.iter().enumerate().find(|(_, k)| seen.contains(k)) {
             return inconsistent(format!("provenance.missing_cells[{j}] ({k}) is a cell the bundle holds"));
         }
-        let m = &b.provenance.missing_cells;
-        if let Some(j) = (1..m.len()).find(|&j| m[..j].contains(&m[j])) {
-            return inconsistent(format!("provenance.missing_cells[{j}] ({}) is listed twice", m[j]));
+        let mut missing = std::collections::HashSet::with_capacity_and_hasher(
+            b.provenance.missing_cells.len(),
+            KeyHasherBuild::default(),
+        );
+        if let Some((j, k)) = b.provenance.missing_cells.iter().enumerate().find(|(_, k)| !missing.insert(*k)) {
+            return inconsistent(format!("provenance.missing_cells[{j}] ({k}) is listed twice"));
         }
     }
     Ok(())

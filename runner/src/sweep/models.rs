@@ -60,6 +60,11 @@ pub(super) fn measure_keys(
             e
         }
     };
+    // Joules only under an execution that names its counter: a parity search's later round opens the counter again,
+    // and one that opens where the first open failed would put energy under an execution that says it had none.
+    let counted =
+        journal.state.executions.get(exec as usize).and_then(|e| e.energy.as_ref()).is_some_and(|m| m.source.is_some());
+    let meter = meter.ok().filter(|_| counted);
     let max_b = cfg.grid.batch_sizes.iter().copied().max().unwrap_or(1);
     let quality = cfg.quality.is_some();
     if cfg.run.attention == AttentionKernel::Cudnn && !cfg!(feature = "cudnn") {
@@ -93,7 +98,7 @@ pub(super) fn measure_keys(
             }
             progress.start(key);
             let Some(mut cell) =
-                measure_cell(&model, key, cfg, env.prompts, &mut tokens, &env.opts.stop, meter.as_ref().ok())
+                measure_cell(&model, key, cfg, env.prompts, &mut tokens, &env.opts.stop, meter.as_ref())
             else {
                 return Ok(env.opts.stop.requested().or(Some("a stop request")));
             };

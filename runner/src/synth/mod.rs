@@ -530,21 +530,41 @@ const STALE_STAGING: std::time::Duration = std::time::Duration::from_secs(6 * 36
 
 /// The blobs one writing of a checkpoint created (a blob already there before it, which another snapshot may
 /// share, is not among them): removed when the writing fails or is stopped, kept once its snapshot is in place.
-/// Dropped while the repository's lock is held, so no other writer counts on them.
-#[derive(Default)]
+/// Dropped while the repository's lock is held; where a file system ignores the lock, another writer of the same
+/// content may have linked a blob meanwhile, so one that any other snapshot (finished or staged) links to is kept.
 struct NewBlobs {
     paths: Vec<PathBuf>,
     kept: bool,
+    snapshots: PathBuf,
+    own: PathBuf,
 }
 
 impl Drop for NewBlobs {
     fn drop(&mut self) {
         if !self.kept {
-            for p in &self.paths {
+            for p in self.paths.iter().filter(|p| !linked_elsewhere(&self.snapshots, &self.own, p)) {
                 let _ = std::fs::remove_file(p);
             }
         }
     }
+}
+
+/// Whether a snapshot folder under `snapshots` other than `own` links to `blob` (true where a folder cannot be
+/// read: a blob is removed only when nothing can need it).
+fn linked_elsewhere(snapshots: &Path, own: &Path, blob: &Path) -> bool {
+    fn links(dir: &Path, name: &std::ffi::OsStr, depth: u32) -> bool {
+        let Ok(entries) = std::fs::read_dir(dir) else { return true };
+        entries.flatten().any(|e| {
+            let p = e.path();
+            match std::fs::read_link(&p) {
+                Ok(target) => target.file_name() == Some(name),
+                Err(_) => p.is_dir() && depth < 8 && links(&p, name, depth + 1),
+            }
+        })
+    }
+    let Some(name) = blob.file_name() else { return true };
+    let Ok(entries) = std::fs::read_dir(snapshots) else { return true };
+    entries.flatten().map(|e| e.path()).filter(|d| d != own && d.is_dir()).any(|d| links(&d, name, 0))
 }
 
 /// The error of a write that failed: [`SynthError::Stopped`] when a stop signal ended it (the blob writer checks
@@ -736,6 +756,10 @@ fn write_reporting(
     // find it complete. The snapshot is written into a temporary folder and renamed into place, so a reader (or a
     // writer whose file system ignores the lock) sees the whole snapshot or none of it.
     let lock = crate::model::files::lock_repo(&repo).map_err(io_err(&repo))?;
+    // A stop that came while another writer held the lock (the wait restarts after a signal).
+    if let Some(signal) = crate::signals::requested() {
+        return Err(SynthError::Stopped { signal });
+    }
     if complete(&snapshot, &marker) {
         write_ref(&refs, &ref_main, &commit)?;
         return Ok(snapshot);
@@ -748,7 +772,8 @@ fn write_reporting(
     let final_snapshot = snapshot;
     let snapshot = staging.path().to_path_buf();
     // Declared after the lock: dropped (on an error, removing the blobs it holds) before the lock is released.
-    let mut new_blobs = NewBlobs::default();
+    let mut new_blobs =
+        NewBlobs { paths: Vec::new(), kept: false, snapshots: snapshots.clone(), own: snapshot.clone() };
 
     let cfg_text = serde_json::to_string_pretty(&config).map_err(|e| SynthError::Spec(e.to_string()))?;
     write_file(&repo, &snapshot, &mut new_blobs, "config.json", |w| w.write_all(cfg_text.as_bytes()))?;
@@ -910,5 +935,41 @@ mod tests {
             let (_, lines, _cache) = written(report, 2);
             assert!(lines.is_empty(), "{report:?}: {lines:?}");
         }
+    }
+}
+
+#[cfg(test)]
+mod blob_cleanup {
+    use super::NewBlobs;
+
+    /// A failed writing removes the blobs it created, except one another snapshot links to (a writer of the same
+    /// content on a file system that ignores the lock).
+    #[cfg(unix)]
+    #[test]
+    fn a_failed_writing_keeps_a_blob_another_snapshot_links_to() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (blobs, snapshots) = (dir.path().join("blobs"), dir.path().join("snapshots"));
+        let (own, other) = (snapshots.join(".c1.staging"), snapshots.join("c1"));
+        for d in [&blobs, &own, &other] {
+            std::fs::create_dir_all(d).expect("mkdir");
+        }
+        let (shared, alone) = (blobs.join("aaaa"), blobs.join("bbbb"));
+        for b in [&shared, &alone] {
+            std::fs::write(b, b"weights").expect("blob");
+            std::os::unix::fs::symlink(
+                format!("../../blobs/{}", b.file_name().and_then(|n| n.to_str()).expect("name")),
+                own.join(b.file_name().expect("name")),
+            )
+            .expect("own link");
+        }
+        std::os::unix::fs::symlink("../../blobs/aaaa", other.join("model.safetensors")).expect("other link");
+        drop(NewBlobs { paths: vec![shared.clone(), alone.clone()], kept: false, snapshots: snapshots.clone(), own });
+        assert!(shared.exists(), "linked by another snapshot: kept");
+        assert!(!alone.exists(), "linked by the failed writing alone: removed");
+        // Kept once the snapshot is in place.
+        let kept = blobs.join("cccc");
+        std::fs::write(&kept, b"w").expect("blob");
+        drop(NewBlobs { paths: vec![kept.clone()], kept: true, snapshots, own: dir.path().join("none") });
+        assert!(kept.exists());
     }
 }
