@@ -274,8 +274,9 @@ if has energy; then
     field=power.draw.instant
     nvidia-smi --query-gpu=$field --format=csv,noheader >/dev/null 2>&1 || field=power.draw
     # Idle power: 5 s of samples on the idle GPU, just before.
-    timeout 5 nvidia-smi --query-gpu=$field --format=csv,noheader,nounits -lms 100 >"$W/energy-idle.csv" 2>&1
-    nvidia-smi --query-gpu=timestamp,$field --format=csv,noheader,nounits -lms 50 >"$W/energy-power.csv" 2>&1 &
+    # One GPU's samples (-i 0, the run's cuda:0 on a one-GPU machine; a node of several would average them all).
+    timeout 5 nvidia-smi -i 0 --query-gpu=$field --format=csv,noheader,nounits -lms 100 >"$W/energy-idle.csv" 2>&1
+    nvidia-smi -i 0 --query-gpu=timestamp,$field --format=csv,noheader,nounits -lms 50 >"$W/energy-power.csv" 2>&1 &
     smi=$!
     capped 90 10 "$W/energy.log" "$BIN" run --config config/gpu_energy.toml --model-cache-dir "$HF" \
         --run-dir "$W/energy" -q
