@@ -363,14 +363,18 @@ fn parity_latex(b: &schema::Bundle, opts: &metrics::parity::ParityOptions) -> St
         "\\noindent{{\\footnotesize 95\\% intervals: prompts resampled for quality only; latencies at their \
          medians.}}\\par"
     );
+    let records = metrics::parity::parity(b, opts);
+    if let Some(note) = metrics::parity::self_scored_note(&records) {
+        let _ = writeln!(s, "\\noindent\\emph{{Caution: {}.}}\\par", esc(&note));
+    }
     let _ = writeln!(s, "\\begin{{tabular}}{{rlrlrrll}}\n\\toprule");
     let _ = writeln!(
         s,
         "$N$ & series & $B$ & $S_\\mathrm{{parity}}$ & $L_\\mathrm{{e2e}}$ AR (ms) & $L_\\mathrm{{e2e}}$ diffusion (ms) & \
          speedup [95\\%] & verdict \\\\\n\\midrule"
     );
-    for r in metrics::parity::parity(b, opts) {
-        let s_par = esc(&metrics::parity::s_parity_text(&r));
+    for r in &records {
+        let s_par = esc(&metrics::parity::s_parity_text(r));
         let series = esc(&r
             .variant()
             .map_or_else(|| charts::views::sampler_name(r.sampler).to_string(), |v| v.name().to_string()));

@@ -331,6 +331,33 @@ fn report_cautions_when_the_evaluator_is_a_model_it_compares() {
 }
 
 #[test]
+fn figures_latex_table_cautions_when_the_primary_evaluator_is_a_compared_model() {
+    // The demo with its second evaluator (the measured llama) alone: S_parity read under the AR model's own scoring.
+    let sb = Sandbox::new();
+    let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/../config/demo.toml");
+    let demo = std::fs::read_to_string(demo).expect("demo.toml");
+    let independent = "[[quality.evaluators]]\nid = \"dllm-bench/synthetic-evaluator-tiny\"\n\n\
+                       [quality.evaluators.synthetic]\npreset = \"tiny\"\nseed = 3\n";
+    assert!(demo.contains(independent), "the demo's first evaluator");
+    let config = sb.write("own.toml", &demo.replace(independent, ""));
+    let c = config.to_str().expect("utf8");
+    let args = ["run", "-q", "--config", c, "--max-prompts", "2", "--repetitions", "1", "--warmup", "0"];
+    let run =
+        sb.cmd(&[&args[..], &["--steps", "2", "--batch-size", "1", "--seq-len", "48", "--run-dir", "own"]].concat());
+    assert_exit!(run, 0);
+    let out = sb.cmd(&["figures", "own/bundle.json", "-o", "figs"]);
+    assert_exit!(out, 0);
+    let tex = std::fs::read_to_string(sb.path().join("figs/s_parity.tex")).expect("s_parity.tex");
+    assert!(
+        tex.contains(
+            "\\noindent\\emph{Caution: perplexity is scored by dllm-bench/synthetic-llama-tiny, which is also the \
+             autoregressive model compared"
+        ),
+        "{tex}"
+    );
+}
+
+#[test]
 fn figures_latex_table_says_synthetic_weights() {
     let sb = Sandbox::new();
     let full = demo_run(&sb, "1,4");
