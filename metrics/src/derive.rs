@@ -510,10 +510,7 @@ pub fn parity_panel(record: &schema::parity::ParityRecord, b: u32, cells: &[Cell
     let index = |key: &schema::CellKey| cells.iter().position(|c| c.key == *key);
     let ar =
         QualityPoint { cell: index(&row.ar_cell)?, steps: None, e2e_ms: row.ar_e2e_ms, quality: record.baseline.value };
-    let interval = match record.outcome {
-        Parity::Reached { steps } => Some((record.curve.iter().map(|c| c.steps).filter(|&k| k < steps).max(), steps)),
-        _ => None,
-    };
+    let interval = crate::parity::grid_interval(record);
     let matched = match (record.outcome, &row.diffusion_cell, row.diffusion_e2e_ms) {
         (Parity::Reached { steps }, Some(key), Some(e2e_ms)) => Some(QualityPoint {
             cell: index(key)?,

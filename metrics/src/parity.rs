@@ -414,16 +414,20 @@ pub fn s_parity_interval_text(r: &ParityRecord) -> Option<String> {
     Some(format!("95% interval {} to {}; parity reached in {:.0}% of resamples", end(i.low), end(i.high), f * 100.0))
 }
 
+/// Where the true S_parity lies given the steps tried: (the largest tried below S_parity, which missed, S_parity];
+/// `None` as the lower end where S_parity is the fewest tried, and no interval where parity was not reached.
+pub fn grid_interval(r: &ParityRecord) -> Option<(Option<u32>, u32)> {
+    let Parity::Reached { steps } = r.outcome else { return None };
+    Some((r.curve.iter().map(|c| c.steps).filter(|&k| k < steps).max(), steps))
+}
+
 /// What the grid's steps say of a K series' S_parity, as every reader writes it: S_parity is the fewest steps *tried*
 /// that reach parity, so the true fewest lie above the largest K tried below it (`K = 32 did not reach parity: the
 /// fewest steps that do lie in (32, 64]; run --parity-search measures the K between`), or, at the smallest K tried,
 /// may be fewer still. `None` for a threshold series and where parity was not reached.
 pub fn s_parity_bracket_text(r: &ParityRecord) -> Option<String> {
-    let Parity::Reached { steps } = r.outcome else { return None };
-    if r.thresholded {
-        return None;
-    }
-    Some(match r.curve.iter().map(|c| c.steps).filter(|&k| k < steps).max() {
+    let (below, steps) = grid_interval(r).filter(|_| !r.thresholded)?;
+    Some(match below {
         Some(below) if below + 1 == steps => format!("K = {below} did not reach parity: {steps} is the fewest steps"),
         Some(below) => format!(
             "K = {below} did not reach parity: the fewest steps that do lie in ({below}, {steps}]; run --parity-search \
