@@ -56,6 +56,11 @@ pub fn read_by_this_process(path: &Path) -> Option<PathBuf> {
 
 /// Reads and checks a bundle file (upgrading older versions): errors name the file and, for bad content, the field.
 pub fn read_bundle_file(path: &Path) -> Result<schema::ReadBundle> {
+    read_bundle_file_text(path).map(|(r, _)| r)
+}
+
+/// [`read_bundle_file`], with the file's text (`validate` looks at it again for fields no reader knows).
+pub fn read_bundle_file_text(path: &Path) -> Result<(schema::ReadBundle, String)> {
     if let Some(m) = std::fs::metadata(path).ok().filter(|m| m.is_file()) {
         use std::os::unix::fs::MetadataExt;
         let mut read = READ_BUNDLES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -63,7 +68,7 @@ pub fn read_bundle_file(path: &Path) -> Result<schema::ReadBundle> {
     }
     let text =
         read_text_file(path, "bundle", "pass a result bundle (a .json file that `dllm-bench run` or `merge` wrote)")?;
-    schema::read_bundle_detailed(&text).map_err(|e| {
+    let read = schema::read_bundle_detailed(&text).map_err(|e| {
         // A message that names its own fix (a newer format: upgrade) keeps it alone; the others get the fix of
         // their kind.
         let message = e.to_string();
@@ -86,5 +91,6 @@ pub fn read_bundle_file(path: &Path) -> Result<schema::ReadBundle> {
             }
         };
         anyhow::Error::new(InputError(format!("{}: {message}{fix}", path.display())))
-    })
+    })?;
+    Ok((read, text))
 }

@@ -2,7 +2,7 @@
 //! missing file fails before any measurement naming it, and `HF_TOKEN` ends up in no output, file or log.
 //! No network here: downloads are only tested against a closed local port.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use crate::assert_exit;
@@ -113,22 +113,6 @@ fn offline_run_with_a_missing_file_fails_before_measuring_and_names_it() {
     assert!(!results.exists(), "no run folder, no bundle");
 }
 
-fn files_under(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let p = e.path();
-            if p.is_dir() && !p.is_symlink() {
-                stack.push(p);
-            } else if p.is_file() {
-                out.push(p);
-            }
-        }
-    }
-    out
-}
-
 #[test]
 fn hf_token_is_in_no_output_file_or_log() {
     let sb = Sandbox::new();
@@ -172,7 +156,7 @@ fn hf_token_is_in_no_output_file_or_log() {
     for o in &outputs {
         assert!(!stdout(o).contains(TOKEN) && !stderr(o).contains(TOKEN), "token printed");
     }
-    let files = files_under(sb.path());
+    let files: Vec<PathBuf> = crate::util::files_under(sb.path()).into_iter().filter(|p| p.is_file()).collect();
     assert!(files.iter().any(|p| p.extension().is_some_and(|e| e == "json")), "a bundle was written");
     for f in files {
         let bytes = std::fs::read(&f).expect("read");

@@ -2,12 +2,12 @@
 //! come while a run writes a real-size checkpoint (16 GB, minutes). The writing ends at its next chunk, removes
 //! what it wrote, and the run exits 75 so that the job script requeues it.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::assert_exit;
-use crate::util::{Sandbox, spawn, stderr};
+use crate::util::{Sandbox, files_under, spawn, stderr};
 
 /// One Llama of the real shapes cut to 1 layer and hidden size 1024 (about 0.6 GB in bf16, four weight files):
 /// long enough to write that a signal comes in the middle.
@@ -40,16 +40,6 @@ hidden = 1024
 dtype = "bf16"
 "#;
 
-/// Every file under `dir` (none when it does not exist).
-fn files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let p = e.path();
-        if p.is_dir() { out.extend(files(&p)) } else { out.push(p) }
-    }
-    out
-}
-
 #[test]
 fn a_stop_signal_while_weights_are_written_leaves_nothing_of_them() {
     let sb = Sandbox::new();
@@ -62,7 +52,7 @@ fn a_stop_signal_while_weights_are_written_leaves_nothing_of_them() {
     let start = Instant::now();
     let partial = loop {
         assert!(start.elapsed() < Duration::from_secs(120), "no weight file being written in 120 s");
-        let writing = files(&repo.join("blobs")).into_iter().find(|p| {
+        let writing = files_under(&repo.join("blobs")).into_iter().find(|p| {
             let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
             name.starts_with(".model") && name.ends_with(".partial") && p.metadata().is_ok_and(|m| m.len() > 1 << 20)
         });
@@ -83,7 +73,7 @@ fn a_stop_signal_while_weights_are_written_leaves_nothing_of_them() {
     assert!(!partial.exists(), "{} is left", partial.display());
     // Nothing of the checkpoint: no blob (the config and tokenizer written before it are removed too), no staging
     // snapshot, no ref; the repository's lock file alone. No run folder: models come before it.
-    let left: Vec<PathBuf> = files(&repo).into_iter().filter(|p| !p.ends_with(".dllm-bench.lock")).collect();
+    let left: Vec<PathBuf> = files_under(&repo).into_iter().filter(|p| !p.ends_with(".dllm-bench.lock")).collect();
     assert!(left.is_empty(), "left in the cache: {left:?}");
-    assert!(files(&results).is_empty(), "a run folder was made: {:?}", files(&results));
+    assert!(files_under(&results).is_empty(), "a run folder was made: {:?}", files_under(&results));
 }

@@ -108,3 +108,21 @@ pub fn rewrite(file: &Path, tensor: &str, value: impl Fn(usize, usize) -> f32) {
     }
     std::fs::write(file, bytes).expect("write");
 }
+
+/// Every entry under `dir` that is not a folder (files and links, a dangling link too), in no order; none when
+/// `dir` does not exist. Links to folders are not followed.
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() && !p.is_symlink() {
+                stack.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}

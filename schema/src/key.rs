@@ -21,6 +21,15 @@ pub enum ModelKind {
 }
 
 impl ModelKind {
+    /// The name a config and a bundle write (`llama`, `llada`, `dream`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ModelKind::Llama => "llama",
+            ModelKind::Llada => "llada",
+            ModelKind::Dream => "dream",
+        }
+    }
+
     /// `autoregressive` or `diffusion`.
     pub fn generation(self) -> &'static str {
         match self {

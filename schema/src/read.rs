@@ -459,7 +459,7 @@ fn check(b: &Bundle) -> Result<(), BundleError> {
         return inconsistent(format!(
             "models[{i}].generation is {:?} but its kind {:?} generates {:?}; fix: set generation to {:?}",
             m.generation,
-            format!("{:?}", m.kind).to_lowercase(),
+            m.kind.name(),
             m.kind.generation(),
             m.kind.generation()
         ));
@@ -617,13 +617,15 @@ fn check(b: &Bundle) -> Result<(), BundleError> {
                     m.unavailable.as_deref().unwrap_or("no counter")
                 ));
             }
-            let times = [("e2e_ms".to_string(), Some(r.e2e_ms)), ("prefill_ms".into(), r.prefill_ms)]
-                .into_iter()
-                .chain([("first_block_ms".into(), r.first_block_ms)])
-                .filter_map(|(f, t)| t.map(|t| (f, t)));
-            let steps = r.step_ms.iter().flatten().enumerate().map(|(k, &t)| (format!("step_ms[{k}]"), t));
-            if let Some((field, t)) = times.chain(steps).find(|(_, t)| !(t.is_finite() && *t >= 0.0)) {
+            // Every read of every bundle passes here (the explorer's too): the field is named only once one is bad.
+            let bad = |t: &f64| !(t.is_finite() && *t >= 0.0);
+            let named =
+                [("e2e_ms", Some(r.e2e_ms)), ("prefill_ms", r.prefill_ms), ("first_block_ms", r.first_block_ms)];
+            if let Some((field, t)) = named.into_iter().find_map(|(f, t)| t.filter(bad).map(|t| (f.to_string(), t))) {
                 return at(format!("{field} is {} ms: times must be finite and >= 0", number_text(t)));
+            }
+            if let Some((k, &t)) = r.step_ms.iter().flatten().enumerate().find(|(_, t)| bad(t)) {
+                return at(format!("step_ms[{k}] is {} ms: times must be finite and >= 0", number_text(t)));
             }
             for (name, part) in [("prefill_ms", r.prefill_ms), ("first_block_ms", r.first_block_ms)] {
                 if let Some(p) = part.filter(|&p| p > r.e2e_ms) {
@@ -747,15 +749,17 @@ fn check(b: &Bundle) -> Result<(), BundleError> {
                 b.cells.len()
             ));
         }
-        if let Some((j, k)) = b.provenance.missing_cells.iter().enumerate().find(|(_, k)| seen.contains(k)) {
-            return inconsistent(format!("provenance.missing_cells[{j}] ({k}) is a cell the bundle holds"));
-        }
         let mut missing = std::collections::HashSet::with_capacity_and_hasher(
             b.provenance.missing_cells.len(),
             KeyHasherBuild::default(),
         );
-        if let Some((j, k)) = b.provenance.missing_cells.iter().enumerate().find(|(_, k)| !missing.insert(*k)) {
-            return inconsistent(format!("provenance.missing_cells[{j}] ({k}) is listed twice"));
+        for (j, k) in b.provenance.missing_cells.iter().enumerate() {
+            if seen.contains(k) {
+                return inconsistent(format!("provenance.missing_cells[{j}] ({k}) is a cell the bundle holds"));
+            }
+            if !missing.insert(k) {
+                return inconsistent(format!("provenance.missing_cells[{j}] ({k}) is listed twice"));
+            }
         }
     }
     Ok(())

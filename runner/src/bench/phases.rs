@@ -135,7 +135,7 @@ pub(super) fn dtype_drift(args: &BenchArgs, cfg: &ModelConfig, device: &Device, 
     let same = reference.argmax(2)?.eq(&other.argmax(2)?)?.to_dtype(DType::F32)?;
     let scalar = |t: Tensor| -> Result<f64> { Ok(f64::from(t.to_scalar::<f32>()?)) };
     Ok(Drift {
-        model: format!("{:?}", cfg.kind).to_lowercase(),
+        model: cfg.kind.name().to_string(),
         logits: count,
         max_abs_diff: scalar(diff.flatten_all()?.max(0)?)?,
         f32_max_abs: scalar(reference.abs()?.flatten_all()?.max(0)?)?,

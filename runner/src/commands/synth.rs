@@ -123,7 +123,7 @@ impl SynthArgs {
             return Err(InputError(format!(
                 "--layout: a layout is a llama-kind checkpoint's (--kind {} has its own); fix: use --kind llama \
                  with --layout, or leave --layout out",
-                format!("{:?}", self.kind).to_lowercase()
+                kind.name()
             )));
         }
         let weights = SyntheticWeights {

@@ -100,8 +100,8 @@ pub fn main(args: ValidateArgs) -> Result<ExitCode> {
     let mut bad = 0;
     let mut incomplete = Vec::new();
     for path in &args.bundles {
-        match crate::input::read_bundle_file(path) {
-            Ok(r) => {
+        match crate::input::read_bundle_file_text(path) {
+            Ok((r, text)) => {
                 let b = &r.bundle;
                 let ok = b.cells.iter().filter(|c| c.status == schema::CellStatus::Ok).count();
                 let note = if r.upgraded() {
@@ -159,7 +159,6 @@ pub fn main(args: ValidateArgs) -> Result<ExitCode> {
                 // A field no reader knows, in a file of this version: misspelled (`prefil_ms`), its value lost to
                 // every reader. (An older file's fields are upgraded; a newer minor's are said above.)
                 if r.file_version == schema::SchemaVersion::CURRENT.number() {
-                    let text = std::fs::read_to_string(path).unwrap_or_default();
                     for field in schema::unknown_fields(&text) {
                         println!(
                             "  warning: {field} is not a field of schema {}: every reader ignores it (misspelled? its \
