@@ -130,7 +130,8 @@ dllm_bench_resumable() {
                     exit 0
                 fi
                 echo "dllm-bench: cancelled; job $self is not requeued. Its work is kept in $run_dir: resubmit \
-the same command to resume it (for a grid, jobs/submit.sh with the same --name)" >&2
+the same command to resume it (for a grid, jobs/submit.sh with the same --name and --shards; --tasks \
+${SLURM_ARRAY_TASK_ID:-I} for this shard alone)" >&2
                 exit 0
             fi
             return 75

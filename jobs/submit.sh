@@ -2,11 +2,17 @@
 # Submits a grid as a SLURM job array of N shards plus a merge that runs once every shard has ended (afterany:
 # the merge itself checks that each shard's bundle is there, see jobs/merge.sbatch).
 #
-#   jobs/submit.sh [--shards N] [--config FILE] [--results DIR] [--name NAME] [-- extra `dllm-bench run` flags]
+#   jobs/submit.sh [--shards N] [--config FILE] [--results DIR] [--name NAME] [--tasks LIST]
+#                  [-- extra `dllm-bench run` flags]
 #
 # Defaults: 4 shards, config/experiments.toml, results/. Shards run in RESULTS/runs/NAME-STAMP/shard-I; the
 # merged bundle is RESULTS/NAME-STAMP.json. Extra sbatch options go through the environment (SBATCH_PARTITION,
 # SBATCH_ACCOUNT, SBATCH_TIMELIMIT, ...), which sbatch reads for both jobs. Prints the array and merge job ids.
+#
+# Resubmitting: the same command with the same --name resumes the run (finished shards are kept and end at once,
+# the others resume from their journals). --tasks LIST (shard indices: `2`, `1,3`, `0-2`) submits only those
+# shards of that run, with a merge of all of them after; it needs the --name of a run submitted before and
+# its shard count (--shards, the same as then: RUN_ROOT/shards records it).
 # Builds the runner here first (jobs/env.sh), so that the array tasks do not race to build it.
 set -euo pipefail
 # --config and --results given relative are the caller's (the defaults, the repository's): made absolute before
@@ -19,17 +25,39 @@ SHARDS=4
 CONFIG=config/experiments.toml
 RESULTS=results
 NAME=""
+TASKS=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --shards) SHARDS="$2"; shift 2 ;;
         --config) CONFIG="$(from_caller "$2")"; shift 2 ;;
         --results) RESULTS="$(from_caller "$2")"; shift 2 ;;
         --name) NAME="$2"; shift 2 ;;
+        --tasks) TASKS="$2"; shift 2 ;;
         --) shift; break ;;
         *) echo "submit.sh: unknown option $1 (see the header of jobs/submit.sh)" >&2; exit 2 ;;
     esac
 done
 case "$SHARDS" in ''|*[!0-9]*|0) echo "submit.sh: --shards must be a positive number" >&2; exit 2 ;; esac
+SHARDS=$((10#$SHARDS))
+if [ -n "$TASKS" ]; then
+    [ -n "$NAME" ] || { echo "submit.sh: --tasks resubmits shards of a run submitted before: give its --name \
+(the folder under RESULTS/runs/)" >&2; exit 2; }
+    # Shard indices, as sbatch's --array takes them: numbers and ranges A-B, comma-separated, each below N.
+    IFS=, read -r -a items <<<"$TASKS"
+    for item in "${items[@]}"; do
+        case "$item" in
+            ''|*[!0-9-]*|-*|*-|*-*-*) echo "submit.sh: --tasks $TASKS: \"$item\" is not a shard index or a range \
+A-B (e.g. --tasks 2 or --tasks 1,3 or --tasks 0-2)" >&2; exit 2 ;;
+        esac
+        for i in ${item//-/ }; do
+            if [ "$((10#$i))" -ge "$SHARDS" ]; then
+                echo "submit.sh: --tasks $TASKS: shard $i does not exist in a grid of $SHARDS shards (0 to \
+$((SHARDS - 1))); fix: pass the run's --shards" >&2
+                exit 2
+            fi
+        done
+    done
+fi
 
 # shellcheck source=jobs/env.sh
 source jobs/env.sh
@@ -37,16 +65,37 @@ source jobs/env.sh
 "$DLLM_BENCH" plan --config "$CONFIG" "$@" >/dev/null
 NAME="${NAME:-$(basename "$CONFIG" .toml)-$(date -u +%Y%m%dT%H%M%SZ)}"
 RUN_ROOT="$RESULTS/runs/$NAME"
+if [ -n "$TASKS" ] && [ ! -d "$RUN_ROOT" ]; then
+    echo "submit.sh: --tasks $TASKS: no run $RUN_ROOT to resubmit shards of; fix: the --name (and --results) of a \
+run submitted before, or leave --tasks out to submit every shard" >&2
+    exit 2
+fi
+# The shard count is part of the run: the same shard index of another count holds other cells.
+if [ -f "$RUN_ROOT/shards" ]; then
+    before=$(cat "$RUN_ROOT/shards")
+    if [ "$before" != "$SHARDS" ]; then
+        echo "submit.sh: $RUN_ROOT was submitted with --shards $before, not $SHARDS; fix: --shards $before to resume \
+it, or another --name for a new run" >&2
+        exit 2
+    fi
+fi
 mkdir -p "$RUN_ROOT"
+echo "$SHARDS" >"$RUN_ROOT/shards"
 
-array=$(sbatch --parsable --array=0-$((SHARDS - 1)) jobs/grid_array.sbatch "$CONFIG" "$RUN_ROOT" "$@")
+# --shards: the array's task ids are the shard indices (any subset can be resubmitted: --tasks).
+array=$(sbatch --parsable --array="${TASKS:-0-$((SHARDS - 1))}" jobs/grid_array.sbatch --shards "$SHARDS" \
+    "$CONFIG" "$RUN_ROOT" "$@")
 array="${array%%;*}"
 # afterany, not afterok: a task stopped by its time limit ends TIMEOUT (which would never satisfy afterok) and then
 # requeues itself to resume; the merge waits for every task of the array (jobs/merge.sbatch).
 merge=$(sbatch --parsable --dependency=afterany:"$array" --kill-on-invalid-dep=yes \
     jobs/merge.sbatch "$RUN_ROOT" "$RESULTS/$NAME.json" "$array")
 merge="${merge%%;*}"
-echo "array job $array: $SHARDS shards of $CONFIG in $RUN_ROOT" >&2
+if [ -n "$TASKS" ]; then
+    echo "array job $array: shard(s) $TASKS of $SHARDS of $CONFIG in $RUN_ROOT" >&2
+else
+    echo "array job $array: $SHARDS shards of $CONFIG in $RUN_ROOT" >&2
+fi
 echo "merge job $merge: $RESULTS/$NAME.json once every shard succeeded" >&2
 echo "logs: $(pwd)/dllm-bench-shard-${array}_*.out and $(pwd)/dllm-bench-merge-$merge.out" >&2
 echo "$array $merge"

@@ -1,6 +1,7 @@
 //! The job scripts of jobs/, submitted unchanged to a real one-node SLURM on 127.0.0.1 (scripts/slurm-up.sh,
 //! fake GPUs so `--gres=gpu:1` is accepted), running config/experiments_slurm_test.toml on the CPU:
 //! - the array + merge jobs (jobs/submit.sh) give one bundle equal, cell for cell, to a single-process run;
+//! - one shard resubmitted alone (`submit.sh --tasks 1`) runs that shard again and its merge gives the same bundle;
 //! - the USR1 warning checkpoints, the job requeues itself and the rerun resumes to a complete bundle;
 //! - a preemption-like `scontrol requeue` (SIGTERM) resumes the same way;
 //! - a user's `scancel` stops the job (not requeued), its log saying how to resume;
@@ -162,6 +163,40 @@ fn job_scripts_on_a_real_slurm() {
         assert_eq!(s.node.as_deref(), Some("localhost"));
     }
     eprintln!("array + merge: {:.1} s", started.elapsed().as_secs_f64());
+
+    // 1b. One shard resubmitted alone (`--tasks 1`, as after a shard lost on a bad node): it runs shard 1 of 3
+    //     again, not shard 0 of a one-task array, and its merge gives the same bundle. A resubmission with another
+    //     shard count, or of a shard the grid does not have, is refused before anything is submitted.
+    let t = Instant::now();
+    std::fs::remove_dir_all(c.work.join("array/runs/grid/shard-1")).expect("shard 1's folder");
+    let resubmit = |args: &[&str]| {
+        c.cmd("jobs/submit.sh")
+            .args(["--config", config, "--results", &w("array"), "--name", "grid"])
+            .args(args)
+            .output()
+            .expect("submit")
+    };
+    for (args, says) in [
+        (&["--shards", "2"][..], "was submitted with --shards 3"),
+        (&["--shards", "3", "--tasks", "3"], "shard 3 does not exist"),
+    ] {
+        let out = resubmit(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+    let out = resubmit(&["--shards", "3", "--tasks", "1"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let ids = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let (again, merge) = ids.split_once(' ').expect("two job ids");
+    assert_eq!(c.wait(merge, Duration::from_secs(300)), "COMPLETED", "the resubmitted shard's merge");
+    assert_eq!(c.field(&format!("{again}_1"), "JobState"), "COMPLETED", "array task 1 resubmitted");
+    let shard = read(&c.work.join("array/runs/grid/shard-1/bundle.json"));
+    let info = shard.provenance.shard.expect("a shard");
+    assert_eq!((info.index, info.count), (1, 3), "the resubmitted task runs shard 1 of 3");
+    let merged = read(&c.work.join("array/grid.json"));
+    assert_eq!(keys_and_statuses(&merged), keys_and_statuses(&single), "resubmitted shard + merge == single run");
+    eprintln!("one shard resubmitted and merged: {:.1} s", t.elapsed().as_secs_f64());
 
     // 2. The time-limit warning (USR1 to the batch shell, as --signal=B:USR1@120 sends it): checkpoint,
     //    requeue, resume. 3. A preemption-like requeue from outside (SIGTERM to the job): the same.
