@@ -565,7 +565,20 @@ fn s_parity_rows_agree_with_the_parity_records_when_cells_failed() {
     }
     let hit = rows.iter().find(|r| r.seq == 256 && r.batch == 1).expect("the row of the failed cell");
     assert_eq!(hit.s_parity, "K = 32", "S_parity is the group's, not a search over B = 1's ok cells");
-    assert_eq!((hit.speedup_text(), hit.verdict()), ("-".to_string(), "not viable (parity not reached)"));
+    // Parity was reached; what has no timing is the cell to judge by: no verdict, not "parity not reached".
+    assert_eq!(
+        (hit.speedup_text(), hit.verdict()),
+        ("-".to_string(), "no verdict (the diffusion cell at S_parity was not measured)")
+    );
+    let (_, f) = views::answer(&[&b], &Options::default()).expect("an answer");
+    let Plot::Heat { panels, .. } = &f.plot else { panic!("a heat map") };
+    let cell = panels
+        .iter()
+        .flat_map(|p| &p.cells)
+        .find(|c| c.tip.contains("N = 256, B = 1") && c.tip.contains("K = 32"))
+        .expect("the answer's cell of the failed one");
+    assert_eq!((cell.text.as_str(), cell.value), ("not measured", None));
+    assert!(cell.tip.contains("no ok diffusion cell at K = 32, B = 1"), "{}", cell.tip);
 }
 
 #[test]
@@ -688,7 +701,7 @@ fn the_answer_comes_first_with_the_report_s_numbers() {
                     && metrics::parity::s_parity_bracket_text(r).is_none_or(|i| c.tip.contains(&i))
                     && match want {
                         Some(v) => c.value.is_some_and(|x| close(x, v.log2())) && c.text == format!("{v:.2}x"),
-                        None => c.value.is_none() && c.text == "no parity",
+                        None => c.value.is_none() && c.text == metrics::parity::no_speedup_label(r),
                     }
             });
             assert!(hit, "no verdict cell for N = {} B = {} ({want:?})", r.seq_len, row.batch_size);
@@ -896,7 +909,8 @@ fn small_multiples_refuse_more_shapes_than_fit_and_say_how_to_narrow() {
         c.key.seq_len = 10_000 + n;
         bundle.cells.push(c);
     }
-    let read = schema::ReadBundle { bundle, file_version: schema::SchemaVersion::CURRENT.number() };
+    let read =
+        schema::ReadBundle { bundle, file_version: schema::SchemaVersion::CURRENT.number(), recounted_repetitions: 0 };
     let b = LoadedBundle::new("many-shapes.json", read);
     let o = Options { multiples: true, ..Options::default() };
     let e = chart_view(ViewKind::Throughput, &[&b], &Filters::default(), &o).figure.expect_err("too many");

@@ -451,6 +451,43 @@ pub fn s_parity_text(r: &ParityRecord) -> String {
     }
 }
 
+/// The verdict of a speedup row that has no speedup, as every reader writes it: `not viable` where the diffusion
+/// model never reached the AR model's quality (a verdict), `no verdict` where parity was reached but the
+/// diffusion cell at S_parity has no timing at this B (it failed, ran out of memory or was not run: nothing was
+/// measured to judge) or there are no quality values.
+pub fn verdict_without_speedup(r: &ParityRecord) -> &'static str {
+    match r.outcome {
+        Parity::NotReached { .. } => "not viable",
+        Parity::Reached { .. } | Parity::NoData => "no verdict",
+    }
+}
+
+/// What a chart cell of a speedup row without a speedup says: `no parity` (not reached), `not measured` (reached,
+/// but the diffusion cell at S_parity has no timing at this B), `no data`.
+pub fn no_speedup_label(r: &ParityRecord) -> &'static str {
+    match r.outcome {
+        Parity::NotReached { .. } => "no parity",
+        Parity::Reached { .. } => "not measured",
+        Parity::NoData => "no data",
+    }
+}
+
+/// The caveat every reader prints beside S_parity when parity was reached at the floor of a higher-is-better score
+/// (ROUGE, BERTScore): an AR baseline of 0 is matched by any diffusion point scoring 0 too, a tie of two texts that
+/// share nothing with the reference, which says nothing about quality. `None` when no record reached parity so.
+pub fn floor_tie_note(records: &[ParityRecord]) -> Option<String> {
+    let r = records.iter().find(|r| {
+        r.direction == schema::key::Direction::HigherIsBetter
+            && r.baseline.value <= 0.0
+            && matches!(r.outcome, Parity::Reached { .. })
+    })?;
+    Some(format!(
+        "the AR baseline's {} is 0, the metric's floor, so any diffusion point scoring 0 reaches parity: a tie of two \
+         texts that share nothing with the reference says nothing about quality (use another metric)",
+        r.metric
+    ))
+}
+
 /// The caveat every reader prints when the evaluator that scored a record is one of the models it compares (the
 /// study's primary grid scores with Meta-Llama-3-8B, its AR arm): the baseline quality is then that model's
 /// perplexity on its own greedy text, which favours it, so S_parity may come later than under an independent

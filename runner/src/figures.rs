@@ -364,7 +364,9 @@ fn parity_latex(b: &schema::Bundle, opts: &metrics::parity::ParityOptions) -> St
          medians.}}\\par"
     );
     let records = metrics::parity::parity(b, opts);
-    if let Some(note) = metrics::parity::self_scored_note(&records) {
+    for note in
+        [metrics::parity::self_scored_note(&records), metrics::parity::floor_tie_note(&records)].into_iter().flatten()
+    {
         let _ = writeln!(s, "\\noindent\\emph{{Caution: {}.}}\\par", esc(&note));
     }
     let _ = writeln!(s, "\\begin{{tabular}}{{rlrlrrll}}\n\\toprule");
@@ -383,7 +385,7 @@ fn parity_latex(b: &schema::Bundle, opts: &metrics::parity::ParityOptions) -> St
                 (Some(e), Some(ms)) => {
                     (format!("{ms:.1}"), est(e), if e.value > 1.0 { "viable" } else { "not viable" }.to_string())
                 }
-                _ => ("--".into(), "--".into(), "not viable".into()),
+                _ => ("--".into(), "--".into(), metrics::parity::verdict_without_speedup(r).into()),
             };
             let _ = writeln!(
                 s,

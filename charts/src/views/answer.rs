@@ -21,8 +21,9 @@ pub fn answer(bundles: &[&LoadedBundle], o: &Options) -> Result<(String, Figure)
     let lb = bundles.first().ok_or("no bundle")?;
     let ch = filter_choices(&[lb]);
     let mut panels: Vec<Panel> = Vec::new();
-    // (speedup, where) of every cell with one, and the number of (series, N, B) judged.
-    let (mut found, mut judged) = (Vec::new(), 0);
+    // (speedup, where) of every cell with one, the number of (series, N, B) judged, and of those where parity was
+    // reached but the diffusion cell at S_parity has no timing.
+    let (mut found, mut judged, mut unmeasured) = (Vec::new(), 0, 0);
     for r in parity_records(lb, &metric).iter() {
         let Some(cell) = record_cell(lb, r) else { continue };
         let series = format!("{} vs {}", series_label(cell), short_model(&r.ar_model));
@@ -41,22 +42,27 @@ pub fn answer(bundles: &[&LoadedBundle], o: &Options) -> Result<(String, Figure)
             let e = row.speedup;
             if let Some(e) = e {
                 found.push((e.value, format!("{series}, N = {n}, B = {b}")));
+            } else if matches!(r.outcome, schema::parity::Parity::Reached { .. }) {
+                unmeasured += 1;
             }
             panels[i].cells.push(HeatCell {
                 row: ch.seqs.iter().position(|&y| y == n).unwrap_or(0),
                 col: ch.batches.iter().position(|&x| x == b).unwrap_or(0),
                 value: e.map(|e| e.value.log2()),
-                text: e.map_or("no parity".into(), |e| format!("{:.2}x", e.value)),
+                text: e.map_or_else(|| metrics::parity::no_speedup_label(r).into(), |e| format!("{:.2}x", e.value)),
                 oom: false,
                 tip: format!(
                     "{series}\nN = {n}, B = {b}\nS_parity: {}{}{}\nspeedup at parity: {}",
                     metrics::parity::s_parity_text(r),
                     metrics::parity::s_parity_interval_text(r).map_or(String::new(), |i| format!(" ({i})")),
                     metrics::parity::s_parity_bracket_text(r).map_or(String::new(), |i| format!("\n{i}")),
-                    e.map_or("-".into(), |e| match (e.low, e.high) {
-                        (Some(l), Some(h)) => format!("{:.3}x [{l:.3}, {h:.3}]", e.value),
-                        _ => format!("{:.3}x", e.value),
-                    })
+                    e.map_or_else(
+                        || format!("- ({})", row.note.as_deref().unwrap_or(metrics::parity::no_speedup_label(r))),
+                        |e| match (e.low, e.high) {
+                            (Some(l), Some(h)) => format!("{:.3}x [{l:.3}, {h:.3}]", e.value),
+                            _ => format!("{:.3}x", e.value),
+                        }
+                    )
                 ),
                 cell: None,
             });
@@ -78,18 +84,27 @@ pub fn answer(bundles: &[&LoadedBundle], o: &Options) -> Result<(String, Figure)
         (Some(lo), Some(hi)) => format!(
             "At the AR model's quality ({metric}), the diffusion model is faster in {faster} of the {judged} \
              (series, N, B) judged: the speedup at parity ranges from {:.2}x ({}) to {:.2}x ({}); where a cell \
-             says no parity, the diffusion model did not reach the AR model's quality at any step count tried.",
+             says no parity, the diffusion model did not reach the AR model's quality at any step count tried \
+             (not measured: it did, but its cell at S_parity has no timing at that B).",
             lo.0, lo.1, hi.0, hi.1
+        ),
+        _ if unmeasured > 0 => format!(
+            "The diffusion model reaches the AR model's quality ({metric}) in {unmeasured} of the {judged} (series, \
+             N, B) judged, but its cells at S_parity have no timing (failed or not run): there is no speedup at \
+             parity to report."
         ),
         _ => format!(
             "The diffusion model reaches the AR model's quality ({metric}) in none of the {judged} (series, N, B) \
              judged: there is no speedup at parity to report."
         ),
     };
-    let sentence = match metrics::parity::self_scored_note(&parity_records(lb, &metric)) {
-        Some(note) => format!("{sentence} Caution: {note}."),
-        None => sentence,
-    };
+    let records = parity_records(lb, &metric);
+    let mut sentence = sentence;
+    for note in
+        [metrics::parity::self_scored_note(&records), metrics::parity::floor_tie_note(&records)].into_iter().flatten()
+    {
+        sentence = format!("{sentence} Caution: {note}.");
+    }
     let figure = Figure {
         title: "Speedup at parity, L_e2e(AR) / L_e2e(diffusion at S_parity)".into(),
         plot: Plot::Heat {

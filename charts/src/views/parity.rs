@@ -172,7 +172,13 @@ impl ParityRow {
         match self.panel.viable {
             Some(true) => "viable (speedup > 1)",
             Some(false) => "not viable (slower at parity)",
-            None => "not viable (parity not reached)",
+            None => match self.panel.parity {
+                schema::parity::Parity::NotReached { .. } => "not viable (parity not reached)",
+                schema::parity::Parity::Reached { .. } => {
+                    "no verdict (the diffusion cell at S_parity was not measured)"
+                }
+                schema::parity::Parity::NoData => "no verdict (no quality values)",
+            },
         }
     }
 }
