@@ -167,6 +167,10 @@ fn provenance_rows(read: &ReadBundle) -> Vec<(&'static str, String)> {
     } else {
         b.schema_version.to_string()
     };
+    let format = match read.recounted_repetitions {
+        0 => format,
+        n => format!("{format}; {}", schema::recount_note(n)),
+    };
     vec![
         ("Tool", format!("{} {}", p.tool, p.tool_version)),
         ("Git commit", p.git_commit.clone().unwrap_or_else(unknown)),

@@ -106,6 +106,30 @@ fn caveats(s: &mut String, bundle: &Bundle) {
         }
         let _ = writeln!(s);
     }
+    // Too few runs to say how much a number varies, or fewer warm-ups than the study's protocol (section 4.3.1:
+    // 3 on the GPU, 1 for the CPU test).
+    let measured: Vec<&schema::Cell> =
+        bundle.cells.iter().filter(|c| c.status == schema::CellStatus::Ok && !c.repetitions.is_empty()).collect();
+    let single = measured.iter().filter(|c| c.repetitions.len() < 2).count();
+    if single > 0 {
+        let _ = writeln!(
+            s,
+            "**{single} of {} measured cells have one repetition**: their medians are single runs, with no spread \
+             (no standard deviation; the figures' min..max bars have no length). Run with `--repetitions 3` or more \
+             to see the run-to-run variation.\n",
+            measured.len()
+        );
+    }
+    let run = &bundle.provenance.config.run;
+    let study = if bundle.provenance.device.kind == "cpu" { 1 } else { 3 };
+    if run.warmup < study {
+        let _ = writeln!(
+            s,
+            "**{} warm-up run(s) per cell**, fewer than the study's {study} on this device (section 4.3.1): the first \
+             measured runs may include one-time costs (kernel loading, allocation).\n",
+            run.warmup
+        );
+    }
     if !bundle.provenance.missing_cells.is_empty() {
         let m = &bundle.provenance.missing_cells;
         let _ = writeln!(
@@ -304,7 +328,9 @@ pub fn render(bundle: &Bundle, source: &str, o: &ReportOptions) -> String {
         Direction::HigherIsBetter => "higher is better",
     };
     let _ = writeln!(s, "Quality: {label} ({dir}).");
-    if let Some(note) = metrics::parity::self_scored_note(&records) {
+    for note in
+        [metrics::parity::self_scored_note(&records), metrics::parity::floor_tie_note(&records)].into_iter().flatten()
+    {
         let _ = writeln!(s, "\n**Caution:** {note}.\n");
     }
     if let Some(b) = records.iter().find_map(|r| r.bootstrap) {
@@ -449,7 +475,15 @@ fn section(
                 }
                 .to_string(),
             ),
-            _ => ("-".into(), "-".into(), format!("not viable: {}", row.note.as_deref().unwrap_or("no speedup"))),
+            _ => (
+                "-".into(),
+                "-".into(),
+                format!(
+                    "{}: {}",
+                    metrics::parity::verdict_without_speedup(r),
+                    row.note.as_deref().unwrap_or("no speedup")
+                ),
+            ),
         };
         let verdict = if partial { format!("{verdict} (partial bundle)") } else { verdict };
         let ar_j = joules_per_token(bundle, &row.ar_cell);
@@ -679,7 +713,9 @@ pub struct ReportArgs {
 
 /// Runs `dllm-bench report`.
 pub fn main(args: &ReportArgs) -> anyhow::Result<std::process::ExitCode> {
-    let bundle = crate::input::read_bundle_file(&args.bundle)?.bundle;
+    let read = crate::input::read_bundle_file(&args.bundle)?;
+    let recounted = read.recounted_repetitions;
+    let bundle = read.bundle;
     if let Some(r) = args.resamples {
         let draws = u64::from(r) * u64::from(bundle.prompt_set.count);
         if draws > schema::grid::limits::BOOTSTRAP_DRAWS {
@@ -734,6 +770,12 @@ pub fn main(args: &ReportArgs) -> anyhow::Result<std::process::ExitCode> {
         seed: args.seed,
     };
     let mut report = render(&bundle, &args.bundle.display().to_string(), &opts);
+    if recounted > 0 {
+        // After the title: a reader must know it before the throughput figures.
+        let after = report.find("**SYNTHETIC").unwrap_or(0);
+        let at = report[after..].find("\n\n").map_or(0, |i| after + i + 2);
+        report.insert_str(at, &format!("**Valid tokens:** {}.\n\n", schema::recount_note(recounted)));
+    }
     if let Some(path) = &args.compare {
         let reference = crate::input::read_bundle_file(path)?.bundle;
         if metrics::compare::paired_cells(&bundle, &reference).is_empty() {

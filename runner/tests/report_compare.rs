@@ -70,6 +70,27 @@ fn report_compare_states_the_ratios_of_the_h200_pair_and_that_parity_is_absent()
         assert!(s.contains(&line), "no {line:?}:\n{s}");
     }
     assert!(s.contains("8 cells in both bundles (8 only in the runner's, 0 only in the reference's)"), "{s}");
+    // Before the numbers, what a reader must know of this run: one repetition and one warm-up per cell, and an
+    // older runner's token count (masked positions counted) read as the valid tokens, as `validate` says too.
+    assert!(text.contains("**16 of 16 measured cells have one repetition**"), "{text}");
+    assert!(text.contains("**1 warm-up run(s) per cell**, fewer than the study's 3"), "{text}");
+    let recounted = a["cells"]
+        .as_array()
+        .expect("cells")
+        .iter()
+        .flat_map(|c| c["repetitions"].as_array().expect("reps"))
+        .filter(|r| {
+            let committed: u64 =
+                r["committed_per_step"].as_array().map_or(0, |c| c.iter().filter_map(Value::as_u64).sum());
+            r.get("committed_per_step").is_some() && committed < r["output_tokens"].as_u64().expect("tokens")
+        })
+        .count();
+    assert!(recounted > 0, "the H200 bundle's runner counted masked positions");
+    let note = format!("{recounted} repetition(s) of an older runner counted positions left masked in output_tokens");
+    assert!(text.contains(&format!("**Valid tokens:** {note}")), "{text}");
+    let validated = sb.cmd(&["validate", &runner]);
+    assert_exit!(validated, 0);
+    assert!(stdout(&validated).contains(&note), "{}", stdout(&validated));
     // Two implementations (the runner and HF eager): the factor is theirs, with its spread over the cells.
     assert!(!s.contains("same implementation"), "{s}");
     assert!(s.contains("that factor comes from the implementations"), "{s}");

@@ -30,9 +30,9 @@ pub struct Bundle {
     /// Since 1.2: S_parity and the speedup at parity as the writer computed them with
     /// `metrics::parity::parity` from the cells (readers may recompute them; the explorer does). Builds for
     /// wasm32 (the explorer) skip them when reading: the explorer recomputes them from the cells, and their
-    /// deserializers would cost its download about 6 KB gzipped. (It skips the cells' `generations`,
-    /// `quality_errors` and `committed_per_step` and the executions' `slurm` likewise: it shows none of them, and
-    /// `dllm-bench validate` and `report` still read them.)
+    /// deserializers would cost its download about 6 KB gzipped. (It skips the cells' `generations` and
+    /// `quality_errors` and the executions' `slurm` likewise: it shows none of them, and `dllm-bench validate` and
+    /// `report` still read them. It reads `committed_per_step`: an older runner's token count is corrected from it.)
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub parity: Vec<crate::parity::ParityRecord>,
@@ -565,13 +565,13 @@ pub struct Repetition {
     /// Since 1.5: diffusion: tokens committed over the whole batch at each step, in order. They sum to
     /// `output_tokens` (in older bundles to less, by the positions left masked at the end): a position whose
     /// predicted token is the mask id itself stays masked when chosen (the reference samplers' behaviour; a trained
-    /// model practically never predicts it, a random synthetic one can). Not read by wasm32 builds (the explorer uses `forward_passes`).
+    /// model practically never predicts it, a random synthetic one can).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub committed_per_step: Option<Vec<u32>>,
     /// Tokens generated over the whole batch: B x N_out, less the positions a diffusion model left masked (the
     /// study's valid output tokens, which T_gen counts; `committed_per_step` sums to it). Earlier runners counted
-    /// those positions too (in their bundles `committed_per_step` then sums to less).
+    /// those positions too (in their bundles `committed_per_step` then sums to less): every reader reads such a
+    /// repetition with that sum.
     pub output_tokens: u64,
     /// UTF-8 bytes of the decoded continuations over the whole batch.
     pub output_bytes: u64,

@@ -30,7 +30,7 @@ pub use grid::{ConfigError, GridConfig, ModelKind};
 pub use index::{BundleIndex, IndexEntry};
 #[cfg(not(target_arch = "wasm32"))]
 pub use read::unknown_fields;
-pub use read::{BundleError, ReadBundle, check_bundle, read_bundle, read_bundle_detailed, write_bundle};
+pub use read::{BundleError, ReadBundle, check_bundle, read_bundle, read_bundle_detailed, recount_note, write_bundle};
 pub use version::{SchemaVersion, VersionNumber};
 
 /// The JSON Schema of the current bundle format, for third-party readers (`schema/bundle.schema.json`).

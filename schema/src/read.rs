@@ -58,6 +58,9 @@ pub struct ReadBundle {
     pub bundle: Bundle,
     /// The version written in the file.
     pub file_version: VersionNumber,
+    /// Repetitions whose `output_tokens` counted positions a diffusion model left masked (runners before the
+    /// valid-token count; `committed_per_step` sums to less): read as the valid tokens, which T_gen counts.
+    pub recounted_repetitions: usize,
 }
 
 impl ReadBundle {
@@ -158,8 +161,36 @@ pub fn read_bundle_detailed(json: &str) -> Result<ReadBundle, BundleError> {
         g.confidence = crate::grid::Confidence::F64;
         g.gumbel_noise = crate::grid::GumbelNoise::Host;
     }
+    let recounted_repetitions = recount_valid_tokens(&mut bundle);
     check(&bundle)?;
-    Ok(ReadBundle { bundle, file_version })
+    Ok(ReadBundle { bundle, file_version, recounted_repetitions })
+}
+
+/// What a reader says of a bundle with [`ReadBundle::recounted_repetitions`] > 0.
+pub fn recount_note(repetitions: usize) -> String {
+    format!(
+        "{repetitions} repetition(s) of an older runner counted positions left masked in output_tokens: read as the \
+         valid tokens committed_per_step sums to, which throughput counts"
+    )
+}
+
+/// Runners before the valid-token count (bundles of 1.5 to 1.7 written before it, with no version of their own)
+/// counted in `output_tokens` the positions a diffusion model left masked, which generated no token; their
+/// `committed_per_step` sums to the valid tokens (less). Those repetitions are read with that sum, so that every
+/// reader's throughput counts valid tokens only (the study's T_gen); returns how many there were. A sum above
+/// `output_tokens` is left for [`check`] to refuse.
+fn recount_valid_tokens(bundle: &mut Bundle) -> usize {
+    let mut recounted = 0;
+    for r in bundle.cells.iter_mut().flat_map(|c| c.repetitions.iter_mut()) {
+        if let Some(c) = &r.committed_per_step {
+            let total: u64 = c.iter().map(|&n| u64::from(n)).sum();
+            if total < r.output_tokens {
+                r.output_tokens = total;
+                recounted += 1;
+            }
+        }
+    }
+    recounted
 }
 
 /// The fields of a bundle's text that no reader knows, each by its path (`cells[0].repetitions[1].prefil_ms`): every
@@ -670,7 +701,7 @@ fn check(b: &Bundle) -> Result<(), BundleError> {
             }
             if let Some(c) = &r.committed_per_step {
                 let total: u64 = c.iter().map(|&n| u64::from(n)).sum();
-                // Less where positions were left masked (the model predicted the mask id), never more.
+                // Equal (an older runner's larger count was read as this sum: `recount_valid_tokens`), never more.
                 if total > r.output_tokens {
                     return at(format!(
                         "committed_per_step sums to {total} tokens, more than output_tokens {}: each position is \

@@ -315,3 +315,25 @@ fn the_current_versions_sample_writes_back_unchanged() {
     assert!(p.executions.iter().all(|e| e.energy.as_ref().is_some_and(|m| m.unavailable.is_some())));
     assert!(!r.bundle.parity.is_empty() && r.bundle.cells.iter().any(|c| c.key.threshold.is_some()));
 }
+
+#[test]
+fn an_older_runners_count_of_masked_positions_is_read_as_the_valid_tokens() {
+    // Runners before the valid-token count wrote B x N_out in `output_tokens` although positions stayed masked;
+    // `committed_per_step` says how many were generated. Every reader gets that sum (T_gen counts valid tokens).
+    let text = fixture("v1.7/demo.json");
+    let b = read_bundle(&text).expect("1.7 fixture");
+    let (i, j) = b
+        .cells
+        .iter()
+        .enumerate()
+        .find_map(|(i, c)| (c.repetitions.first()?.committed_per_step.is_some()).then_some((i, 0)))
+        .expect("a diffusion repetition");
+    let valid = b.cells[i].repetitions[j].output_tokens;
+    assert_eq!(read_bundle_detailed(&text).expect("ok").recounted_repetitions, 0, "a current runner's count");
+    let mut v: serde_json::Value = serde_json::from_str(&text).expect("json");
+    v["cells"][i]["repetitions"][j]["output_tokens"] = serde_json::json!(valid + 3);
+    let r = read_bundle_detailed(&v.to_string()).expect("an older runner's bundle reads");
+    assert_eq!(r.recounted_repetitions, 1);
+    assert_eq!(r.bundle.cells[i].repetitions[j].output_tokens, valid, "read as the committed tokens");
+    assert!(schema::recount_note(1).contains("1 repetition"));
+}

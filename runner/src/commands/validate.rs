@@ -104,13 +104,16 @@ pub fn main(args: ValidateArgs) -> Result<ExitCode> {
             Ok((r, text)) => {
                 let b = &r.bundle;
                 let ok = b.cells.iter().filter(|c| c.status == schema::CellStatus::Ok).count();
-                let note = if r.upgraded() {
+                let mut note = if r.upgraded() {
                     format!(" (schema {} upgraded to {})", r.file_version, schema::SchemaVersion::CURRENT)
                 } else if r.newer_minor() {
                     format!(" (schema {}: newer minor version, unknown fields ignored)", r.file_version)
                 } else {
                     String::new()
                 };
+                if r.recounted_repetitions > 0 {
+                    note += &format!(" ({})", schema::recount_note(r.recounted_repetitions));
+                }
                 let part = partial(b);
                 match &part {
                     None => println!(
