@@ -48,6 +48,9 @@ pub struct RunArgs {
 }
 
 pub fn main(args: RunArgs) -> Result<ExitCode> {
+    // First: a stop signal while the config resolves or a large journal is read (SLURM's USR1 included, whose
+    // default action ends the process) must give the documented exit 75, not a death by signal.
+    let stop = crate::signals::Stop::install().context("cannot install the signal handlers")?;
     // Resuming: the journal's config is the base, and its shard the default.
     let journal_header = match &args.resume {
         Some(dir) => Some(crate::journal::read(&crate::journal::Journal::require(dir)?)?.0),
@@ -78,7 +81,6 @@ pub fn main(args: RunArgs) -> Result<ExitCode> {
         (None, Some(dir)) => sweep::RunFolder::At(dir.clone()),
         (None, None) => sweep::RunFolder::New { output_dir: args.output_dir.clone() },
     };
-    let stop = crate::signals::Stop::install().context("cannot install the signal handlers")?;
     let opts = sweep::SweepOptions { folder, model_cache_dir: args.cache.dir(), progress: !args.quiet, shard, stop };
     let outcome = sweep::run(&resolved, &opts)?;
     // The bundle is written: a closed standard output loses this line, not the exit status.

@@ -264,7 +264,7 @@ pub fn run(resolved: &ResolvedConfig, opts: &SweepOptions) -> Result<SweepOutcom
     if resumed_cells > 0 && opts.progress {
         crate::say!("resuming {}: {resumed_cells} of {} cells already done", run_dir.display(), planned.len());
     }
-    let mut progress = Progress::new(planned.len(), resumed_cells, opts.progress);
+    let mut progress = Progress::new(&todo, planned.len(), resumed_cells, opts.progress);
     let env = Env { resolved, opts, spec, device: &device, dtype, prompts: &prompts, run_dir: &run_dir };
     let mut stopped = opts.stop.requested();
     let mut exec = None;
@@ -304,7 +304,7 @@ pub fn run(resolved: &ResolvedConfig, opts: &SweepOptions) -> Result<SweepOutcom
                 model_files(m, &opts.model_cache_dir, cfg.run.dtype, cfg.prompts.chat_template, opts.progress)?,
             ));
         }
-        let mut p = Progress::new(extra.len(), 0, opts.progress);
+        let mut p = Progress::new(&extra, extra.len(), 0, opts.progress);
         let r = measure_keys(&env, &keys, &files, &mut journal, &mut p, &planned, &mut exec);
         stopped = env.keep_partial(r, &journal, &planned)?;
         p.done();

@@ -72,6 +72,9 @@ pub(super) fn measure_keys(
     }
     for (m, files) in models {
         tracing::info!(model = %m.id, commit = %files.commit, "loading");
+        if env.opts.progress {
+            crate::say!("loading {} ({} cells to measure)", m.id, keys.iter().filter(|k| k.model == m.id).count());
+        }
         let opts = TransformerOptions {
             attention_f32: cfg.run.attention_f32,
             fused_attention: cfg.run.attention == AttentionKernel::Fused,

@@ -7,18 +7,30 @@ use metrics::derive;
 use schema::bundle::{Cell, CellKey, CellStatus};
 
 /// Progress: a bar on a terminal, one line per cell otherwise (logs, SLURM output files).
+///
+/// The estimate of the time left weighs the cells left by their cost (`shard::cost`: B x NFE x N), at the time per
+/// unit of cost this process measured for cells of the same kind (autoregressive or diffusion: their kernels differ
+/// too much for one rate), counting only the time inside cells (model loads and an earlier attempt's cells are not
+/// a rate). The plan runs cheap cells first, so a count of cells left would say far too little.
 pub(super) struct Progress {
     total: usize,
     done: usize,
-    /// Cells done by earlier attempts: not part of this process's rate.
-    resumed: usize,
-    started: Instant,
+    /// Cost left, and (cost done, seconds spent) in this process, per kind: [autoregressive, diffusion].
+    left: [u64; 2],
+    measured: [(u64, f64); 2],
+    cell_started: Option<Instant>,
     bar: Option<indicatif::ProgressBar>,
     enabled: bool,
 }
 
+fn kind(key: &CellKey) -> usize {
+    usize::from(key.sampler != schema::Sampler::ArGreedy)
+}
+
 impl Progress {
-    pub(super) fn new(total: usize, done: usize, enabled: bool) -> Progress {
+    /// `todo`: the cells this process is to measure; `total` and `done`: the plan's count and the cells done
+    /// before it.
+    pub(super) fn new(todo: &[CellKey], total: usize, done: usize, enabled: bool) -> Progress {
         let bar = (enabled && std::io::stderr().is_terminal()).then(|| {
             let bar = indicatif::ProgressBar::new(total as u64);
             bar.set_position(done as u64);
@@ -30,17 +42,36 @@ impl Progress {
             );
             bar
         });
-        Progress { total, done, resumed: done, started: Instant::now(), bar, enabled }
+        let mut left = [0u64; 2];
+        for k in todo {
+            left[kind(k)] += crate::shard::cost(k);
+        }
+        Progress { total, done, left, measured: [(0, 0.0); 2], cell_started: None, bar, enabled }
     }
 
     pub(super) fn start(&mut self, key: &CellKey) {
+        self.cell_started = Some(Instant::now());
         if let Some(bar) = &self.bar {
             bar.set_message(key.to_string());
         }
     }
 
+    /// Seconds left: each kind's cost left at its measured rate (a kind not measured yet: the other's).
+    fn eta(&self) -> f64 {
+        let rate = |(cost, secs): (u64, f64)| (cost > 0).then(|| secs / cost as f64);
+        let any = rate((self.measured[0].0 + self.measured[1].0, self.measured[0].1 + self.measured[1].1));
+        (0..2).map(|k| self.left[k] as f64 * rate(self.measured[k]).or(any).unwrap_or(0.0)).sum()
+    }
+
     pub(super) fn finish(&mut self, cell: &Cell) {
         self.done += 1;
+        let k = kind(&cell.key);
+        let cost = crate::shard::cost(&cell.key);
+        self.left[k] = self.left[k].saturating_sub(cost);
+        if let Some(t) = self.cell_started.take() {
+            self.measured[k].0 += cost;
+            self.measured[k].1 += t.elapsed().as_secs_f64();
+        }
         if let Some(bar) = &self.bar {
             bar.inc(1);
             return;
@@ -48,8 +79,6 @@ impl Progress {
         if !self.enabled {
             return;
         }
-        let elapsed = self.started.elapsed().as_secs_f64();
-        let eta = elapsed / (self.done - self.resumed).max(1) as f64 * (self.total - self.done) as f64;
         let what = match (&cell.status, derive::cell_summary(cell).e2e_ms) {
             (CellStatus::Ok, Some(s)) => format!("median {:.1} ms over {} runs", s.median, s.n),
             (CellStatus::Ok, None) => "ok, no timing".to_string(),
@@ -57,12 +86,55 @@ impl Progress {
             (CellStatus::Error { message }, _) => format!("FAILED: {message}"),
             (CellStatus::Skipped { reason }, _) => format!("skipped: {reason}"),
         };
-        crate::say!("[{}/{}] {}: {what} (eta {:.0} s)", self.done, self.total, cell.key, eta);
+        crate::say!("[{}/{}] {}: {what} (eta {:.0} s)", self.done, self.total, cell.key, self.eta());
     }
 
     pub(super) fn done(&self) {
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use schema::Sampler;
+
+    fn key(sampler: Sampler, steps: Option<u32>, n: u32) -> CellKey {
+        CellKey {
+            model: "m".into(),
+            sampler,
+            steps,
+            batch_size: 1,
+            seq_len: n,
+            prompt_tokens: n - 32,
+            output_tokens: 32,
+            block_length: steps.map(|_| 32),
+            cache: None,
+            threshold: None,
+        }
+    }
+
+    #[test]
+    fn the_time_left_weighs_each_kind_of_cell_left_at_its_own_rate() {
+        let ar = key(Sampler::ArGreedy, None, 64);
+        let small = key(Sampler::LladaLowConfidence, Some(8), 64);
+        let big = key(Sampler::LladaLowConfidence, Some(32), 128);
+        let mut p = Progress::new(&[ar.clone(), small.clone(), big.clone()], 3, 0, false);
+        // Nothing measured yet: no rate, no estimate.
+        assert_eq!(p.eta(), 0.0);
+        // The AR cell took 1 s: the diffusion cells, not measured yet, go at its rate.
+        p.left[0] -= crate::shard::cost(&ar);
+        p.measured[0] = (crate::shard::cost(&ar), 1.0);
+        let per = 1.0 / crate::shard::cost(&ar) as f64;
+        let rest = (crate::shard::cost(&small) + crate::shard::cost(&big)) as f64;
+        assert!((p.eta() - rest * per).abs() < 1e-9, "{}", p.eta());
+        // The small diffusion cell took 2 s: the big one (8x its cost) is estimated at the diffusion rate, 16 s,
+        // where a count of cells left would say the mean so far, 1.5 s.
+        p.left[1] -= crate::shard::cost(&small);
+        p.measured[1] = (crate::shard::cost(&small), 2.0);
+        assert_eq!(crate::shard::cost(&big), 8 * crate::shard::cost(&small));
+        assert!((p.eta() - 16.0).abs() < 1e-9, "{}", p.eta());
     }
 }
