@@ -207,14 +207,8 @@ pub fn merge(inputs: &[(PathBuf, Bundle)], opts: MergeOptions) -> Result<Merged,
             unscored.push(format!("{}: {n} cells", show(path)));
         }
     }
-    if !unscored.is_empty() && !opts.allow_missing {
-        return refuse(format!(
-            "continuations lack an evaluator's perplexity (a run stopped while scoring):\n{}\n  fix: resume those \
-             runs to the end (`dllm-bench run --resume` their run folders), or pass --allow-missing to merge \
-             without those values",
-            list(unscored, 10)
-        ));
-    }
+    // Missing cells first: a shard stopped while measuring lacks cells, and its measured cells' continuations are
+    // unscored too (the evaluators score after the cells); the missing cells and the partial shard are the cause.
     let missing: Vec<CellKey> = grid.iter().filter(|k| !seen.contains_key(*k)).cloned().collect();
     if !missing.is_empty() && !opts.allow_missing {
         let mut hint = String::new();
@@ -243,6 +237,14 @@ pub fn merge(inputs: &[(PathBuf, Bundle)], opts: MergeOptions) -> Result<Merged,
             missing.len(),
             grid.len(),
             list(missing.iter(), 10)
+        ));
+    }
+    if !unscored.is_empty() && !opts.allow_missing {
+        return refuse(format!(
+            "continuations lack an evaluator's perplexity (a run stopped while scoring):\n{}\n  fix: resume those \
+             runs to the end (`dllm-bench run --resume` their run folders), or pass --allow-missing to merge \
+             without those values",
+            list(unscored, 10)
         ));
     }
     cells.sort_by_key(|c| order.get(&c.key).copied().unwrap_or(usize::MAX));

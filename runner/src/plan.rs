@@ -131,7 +131,9 @@ pub fn resolve_with_base(args: &ConfigArgs, base: Option<(String, String, PathBu
                 "config file",
                 "pass a TOML grid config such as config/experiments.toml",
             )?;
-            let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+            // Absolute: the journal keeps it, and a resume from another working folder reads the same files.
+            let dir = std::path::absolute(path).unwrap_or_else(|_| path.clone());
+            let dir = dir.parent().map(Path::to_path_buf).unwrap_or_default();
             (text, path.display().to_string(), dir)
         }
         (None, None) => (DEMO_TOML.to_string(), "embedded:config/demo.toml".to_string(), PathBuf::from(".")),

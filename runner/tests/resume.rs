@@ -278,6 +278,21 @@ fn shards_merge_into_the_single_runs_cells_and_mismatches_are_refused() {
     assert_exit!(out, 2);
     let err = stderr(&out);
     assert!(err.contains("cells are in no bundle") && err.contains("shards not given: 2/3"), "{err}");
+    // A shard stopped while measuring: cells missing, and its continuations unscored (the evaluators score after
+    // the cells). The missing cells are the cause named, with the partial shard to resume.
+    let mut stopped = read_bundle(&shard_paths[2]);
+    let unscored_cell = stopped.cells.iter().position(|c| !c.generations.is_empty()).expect("continuations");
+    stopped.cells[unscored_cell].quality.retain(|q| q.metric != "perplexity");
+    let last = stopped.cells.iter().rposition(|c| c.generations.is_empty()).expect("a cell without continuations");
+    stopped.cells.remove(last);
+    let stopped_path = sb.write("stopped.json", &schema::write_bundle(&stopped));
+    let out = sb.cmd(&["merge", "-o", "x.json", paths[0], paths[1], stopped_path.to_str().expect("utf8")]);
+    assert_exit!(out, 2);
+    let err = stderr(&out);
+    assert!(
+        err.contains("1 of the grid's 24 cells are in no bundle") && err.contains("stopped.json is partial"),
+        "{err}"
+    );
     // Written anyway with --allow-missing: the missing cells are named, and recorded in the bundle for its readers.
     let out = sb.cmd(&["merge", "-o", "partial.json", "--allow-missing", paths[0], paths[1]]);
     assert_exit!(out, 0);
@@ -431,4 +446,31 @@ fn a_resume_never_replaces_a_bundle_that_is_not_its_own() {
     assert_eq!(again.cells, first.cells, "nothing measured again");
     assert_eq!(again.provenance.executions, first.provenance.executions);
     assert!(!run_dir.exists());
+}
+
+#[test]
+fn a_resume_from_another_working_folder_reads_the_configs_own_files() {
+    // The journal keeps the config's folder as an absolute path: a prompt file named relative to the config is
+    // found again whichever folder `--resume` runs from (a job resubmitted from elsewhere, a user in another shell).
+    let sb = Sandbox::new();
+    let demo = include_str!("../../config/demo.toml")
+        .replace("source = \"embedded\"\ncount = 8", "source = \"file\"\npath = \"prompts.txt\"\ncount = 2");
+    assert!(demo.contains("path = \"prompts.txt\""), "the demo's [prompts] changed: adapt this test");
+    std::fs::create_dir_all(sb.path().join("cfg")).expect("cfg");
+    std::fs::write(sb.path().join("cfg/grid.toml"), demo).expect("config");
+    let prompts = "The history of the river begins in the hills.\n\nA short account of the early years of the town.\n";
+    std::fs::write(sb.path().join("cfg/prompts.txt"), prompts).expect("prompts");
+    let args = ["run", "--config", "cfg/grid.toml", "--run-dir", "run", "--seq-len", "48", "--batch-size", "1"];
+    let out = sb.cmd(&[&args[..], &["--steps", "4", "--repetitions", "1", "-q"]].concat());
+    assert_exit!(out, 0);
+    let elsewhere = sb.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).expect("folder");
+    let run_dir = sb.path().join("run");
+    let out = sb
+        .command(&["run", "--resume", run_dir.to_str().expect("utf8"), "-q"])
+        .current_dir(&elsewhere)
+        .output()
+        .expect("resume");
+    assert_exit!(out, 0);
+    assert_eq!(read_bundle(&run_dir.join("bundle.json")).prompt_set.count, 2);
 }
