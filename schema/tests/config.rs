@@ -422,3 +422,27 @@ fn threshold_series_need_thresholds_and_nothing_else() {
     let c = GridConfig::from_toml(&only, "my.toml").expect("valid");
     assert_eq!(c.cells().len(), 2 * 2);
 }
+
+// ---- messages
+
+/// The message of a config refused, `edit` applied to [`BASE`].
+fn refusal(edit: impl Fn(&str) -> String) -> String {
+    GridConfig::from_toml(&edit(BASE), "my.toml").expect_err("must be refused").to_string()
+}
+
+#[test]
+fn values_in_messages_are_written_as_the_config_writes_them() {
+    // Not Rust's Debug names (`Small`, `Embedded`, `Llada`).
+    let cases = [
+        (refusal(|t| t.replace("count = 4", "count = 5\npreset = \"small\"")), "preset = \"small\" (8 prompts)"),
+        (refusal(|t| t.replace("count = 4", "count = 4\npath = \"p.txt\"")), "(source is \"embedded\")"),
+        (refusal(|t| t.replace("count = 4", "count = 4\ndataset = \"a/b\"")), "(source is \"embedded\")"),
+        (
+            refusal(|t| format!("{t}\n[quality]\n[[quality.evaluators]]\nid = \"b/llada\"\n")),
+            "b/llada is a \"llada\" model",
+        ),
+    ];
+    for (msg, want) in cases {
+        assert!(msg.contains(want), "{want:?}: {msg}");
+    }
+}

@@ -208,6 +208,20 @@ pub enum PromptSource {
     File,
 }
 
+impl PromptSource {
+    /// Every source, in the order the docs list them.
+    pub const ALL: [PromptSource; 3] = [Self::Embedded, Self::Wikitext, Self::File];
+
+    /// The name a config writes (`source = "wikitext"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Embedded => "embedded",
+            Self::Wikitext => "wikitext",
+            Self::File => "file",
+        }
+    }
+}
+
 /// Named sizes of a prompt set (the study's section 4.3.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -221,6 +235,18 @@ pub enum PromptPreset {
 }
 
 impl PromptPreset {
+    /// Every preset, smallest first.
+    pub const ALL: [PromptPreset; 3] = [Self::Small, Self::Medium, Self::Large];
+
+    /// The name a config writes (`preset = "small"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Small => "small",
+            Self::Medium => "medium",
+            Self::Large => "large",
+        }
+    }
+
     /// The number of prompts of the preset.
     pub fn count(self) -> u32 {
         match self {
@@ -544,7 +570,17 @@ impl DeviceSpec {
 
 #[cfg(test)]
 mod tests {
-    use super::AttentionKernel;
+    use super::{AttentionKernel, PromptPreset, PromptSource};
+
+    #[test]
+    fn prompt_names_are_the_configs() {
+        for p in PromptPreset::ALL {
+            assert_eq!(serde_json::to_string(&p).unwrap(), format!("\"{}\"", p.name()));
+        }
+        for s in PromptSource::ALL {
+            assert_eq!(serde_json::to_string(&s).unwrap(), format!("\"{}\"", s.name()));
+        }
+    }
 
     #[test]
     fn attention_names_are_the_configs_and_parse_back() {

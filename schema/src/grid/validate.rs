@@ -186,7 +186,7 @@ fn prompts(p: &PromptConfig, bad: Bad) -> Result<(), ConfigError> {
         (n, Some(p)) if n != 0 && n != p.count() => {
             return Err(bad(
                 "prompts.preset",
-                format!("count = {n} and preset = {p:?} ({} prompts) are both set", p.count()),
+                format!("count = {n} and preset = \"{}\" ({} prompts) are both set", p.name(), p.count()),
                 "keep one of them: preset for the study's sizes, count for any other",
             ));
         }
@@ -204,7 +204,7 @@ fn prompts(p: &PromptConfig, bad: Bad) -> Result<(), ConfigError> {
     if source != PromptSource::File && p.path.is_some() {
         return Err(bad(
             "prompts.path",
-            format!("a path is only read with source = \"file\" (source is {source:?})"),
+            format!("a path is only read with source = \"file\" (source is \"{}\")", source.name()),
             "remove path, or set source = \"file\"",
         ));
     }
@@ -218,7 +218,7 @@ fn prompts(p: &PromptConfig, bad: Bad) -> Result<(), ConfigError> {
     {
         return Err(bad(
             field,
-            format!("only used with source = \"wikitext\" (source is {source:?})"),
+            format!("only used with source = \"wikitext\" (source is \"{}\")", source.name()),
             "remove it, or set source = \"wikitext\"",
         ));
     }
@@ -361,7 +361,7 @@ fn quality(q: &QualityConfig, models: &[ModelSpec], prompt_count: u32, bad: Bad)
             Some(m) if m.kind != ModelKind::Llama => {
                 return Err(bad(
                     &format!("{field}.id"),
-                    format!("{} is a {:?} model; an evaluator scores text left to right", e.id, m.kind),
+                    format!("{} is a \"{}\" model; an evaluator scores text left to right", e.id, m.kind.name()),
                     "name a Llama-layout checkpoint, e.g. id = \"meta-llama/Meta-Llama-3-8B\"",
                 ));
             }
