@@ -210,8 +210,37 @@ fn no_prompt_left() {
     refuse(
         |t| t.replace("seq_lengths = [64]", "seq_lengths = [64, 32]"),
         "grid.seq_lengths[1]",
-        "larger than output_tokens",
+        "at least output_tokens + 2",
     );
+}
+
+#[test]
+fn a_prompt_of_bos_alone_is_refused() {
+    // N = N_out + 1 leaves one prompt token: BOS, and no text to continue.
+    refuse(
+        |t| t.replace("seq_lengths = [64]", "seq_lengths = [64, 33]"),
+        "grid.seq_lengths[1]",
+        "output_tokens + 2 = 34",
+    );
+    assert!(refusal(|t| t.replace("seq_lengths = [64]", "seq_lengths = [33]")).contains("BOS alone"));
+    let ok = BASE.replace("seq_lengths = [64]", "seq_lengths = [34]");
+    GridConfig::from_toml(&ok, "my.toml").expect("BOS and one prompt token");
+    // The same with prompt_fraction: round(3 x 0.2) = 1 prompt token.
+    let fraction = |n: u32| {
+        move |t: &str| {
+            t.replace("seq_lengths = [64]", &format!("seq_lengths = [{n}]"))
+                .replace("output_tokens = 32", "prompt_fraction = 0.2")
+                .replace("steps = [8, 16]", "steps = [2]")
+        }
+    };
+    refuse(fraction(3), "grid.seq_lengths[0]", "prompt_fraction nearer 0.5");
+    assert!(refusal(fraction(3)).contains("BOS alone"), "{}", refusal(fraction(3)));
+    GridConfig::from_toml(&fraction(8)(BASE), "my.toml").expect("2 prompt tokens of 8");
+    // A rule for new runs: the config of a bundle written before it (which `validate` checks) stays valid.
+    let mut c = GridConfig::from_toml(BASE, "my.toml").expect("valid");
+    c.grid.seq_lengths = vec![33];
+    c.validate("provenance.config").expect("an old bundle's config");
+    assert!(c.check_used("again.toml").is_err());
 }
 
 #[test]

@@ -12,9 +12,9 @@ type Bad<'a> = &'a dyn Fn(&str, String, &str) -> ConfigError;
 
 impl GridConfig {
     /// Refuses fields that would drive nothing: sampler series without a LLaDA model, Dream decoding rules
-    /// without a Dream model, diffusion steps without either, a prompt seed without the Wikitext source. For a
-    /// config given to the runner (and after its overrides), not for one a bundle embeds: bundles written before
-    /// these rules stay readable.
+    /// without a Dream model, diffusion steps without either, a prompt seed without the Wikitext source; and a
+    /// sequence length whose prompt would be BOS alone. For a config given to the runner (and after its
+    /// overrides), not for one a bundle embeds: bundles written before these rules stay readable.
     pub fn check_used(&self, file: &str) -> Result<(), ConfigError> {
         let bad = |field: &str, problem: &str, fix: &str| ConfigError::Invalid {
             file: file.to_string(),
@@ -45,6 +45,17 @@ impl GridConfig {
                 "diffusion steps drive LLaDA and Dream models only, and the grid has neither",
                 "remove steps (and --steps), or add a diffusion model to [[models]]",
             ));
+        }
+        // The prompt starts with BOS: one prompt token would be BOS alone, with no text to continue. (Lengths that
+        // leave no prompt at all are `validate`'s, a rule bundles have always kept.)
+        for (i, &n) in g.seq_lengths.iter().enumerate() {
+            if self.split(n).is_some_and(|s| s.prompt_tokens < 2) {
+                let problem = match g.output_tokens {
+                    Some(out) => format!("N = {n} leaves a prompt of 1 token with output_tokens = {out}: BOS alone"),
+                    None => format!("N = {n} leaves a prompt of 1 token at this prompt_fraction: BOS alone"),
+                };
+                return Err(bad(&format!("grid.seq_lengths[{i}]"), &problem, &short_length_fix(g)));
+            }
         }
         if self.prompts.seed != 0 && self.prompts.source != PromptSource::Wikitext {
             return Err(bad(
@@ -531,10 +542,7 @@ fn grid_lengths(c: &GridConfig, bad: Bad) -> Result<(), ConfigError> {
                     Some(out) => format!("N = {n} leaves no prompt tokens with output_tokens = {out}"),
                     None => format!("N = {n} leaves no prompt or no output tokens at this prompt_fraction"),
                 },
-                match g.output_tokens {
-                    Some(_) => "use sequence lengths larger than output_tokens, or prompt_fraction for short N",
-                    None => "use longer sequence lengths, or a prompt_fraction nearer 0.5",
-                },
+                &short_length_fix(g),
             )
         })?;
         if !has_llada && !has_dream {
@@ -579,6 +587,18 @@ fn grid_lengths(c: &GridConfig, bad: Bad) -> Result<(), ConfigError> {
         }
     }
     Ok(())
+}
+
+/// The fix of a sequence length too short for a prompt (BOS and at least one token) and the output.
+fn short_length_fix(g: &GridAxes) -> String {
+    match g.output_tokens {
+        Some(out) => format!(
+            "use sequence lengths of at least output_tokens + 2 = {} (BOS and one prompt token), or prompt_fraction \
+             for short N",
+            out.saturating_add(2)
+        ),
+        None => "use longer sequence lengths, or a prompt_fraction nearer 0.5".into(),
+    }
 }
 
 /// The limits of a `synthetic` table (`field` names it).
