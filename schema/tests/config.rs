@@ -94,6 +94,22 @@ fn every_shipped_config_is_valid() {
 }
 
 #[test]
+fn every_config_file_of_the_repository_is_valid() {
+    // Those the list above leaves out too (the GPU sessions' and SLURM's), so that a new rule never refuses one.
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../config");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .expect("config/")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".toml"))
+        .collect();
+    names.sort();
+    assert!(names.len() >= 9 && names.iter().any(|n| n == "gpu_energy.toml"), "{names:?}");
+    for name in names {
+        assert!(!shipped(&name).cells().is_empty(), "{name}");
+    }
+}
+
+#[test]
 fn resolved_config_round_trips_through_toml() {
     let c = shipped("experiments.toml");
     assert_eq!(GridConfig::from_toml(&c.to_toml(), "resolved").expect("valid"), c);
@@ -444,6 +460,33 @@ fn threshold_series_need_thresholds_and_nothing_else() {
         refuse(|t| if llama_only { ar_only(&with_line(t)) } else { with_line(t) }, field, fix);
     }
     refuse(|t| t.replace("count = 4", "count = 4\nseed = 3"), "prompts.seed", "source = \"wikitext\"");
+    // LLaDA's sampler settings without a LLaDA model, Dream's nucleus filter without a Dream model.
+    for (line, field, fix) in [
+        ("cfg_scale = 2.0", "grid.cfg_scale", "remove cfg_scale, or add a LLaDA model"),
+        ("block_length = 8", "grid.block_length", "remove block_length, or add a LLaDA model"),
+        ("remasking = \"random\"", "grid.remasking", "remove remasking, or add a LLaDA model"),
+        ("confidence = \"f64\"", "grid.confidence", "remove confidence, or add a LLaDA model"),
+        ("gumbel_noise = \"host\"", "grid.gumbel_noise", "remove gumbel_noise, or add a LLaDA model"),
+    ] {
+        refuse(|t| ar_only(&t.replace("output_tokens = 32", &format!("output_tokens = 32\n{line}"))), field, fix);
+        // A Dream model uses none of them either.
+        let dream = |t: &str| {
+            ar_only(t)
+                .replace("id = \"a/llama\"\n", "id = \"a/llama\"\n\n[[models]]\nkind = \"dream\"\nid = \"c/dream\"\n")
+        };
+        let steps = |t: &str| t.replace("output_tokens = 32", &format!("steps = [8]\noutput_tokens = 32\n{line}"));
+        refuse(|t| dream(&steps(t)), field, fix);
+        // Nor is the default refused, nor a field a LLaDA model of the grid uses.
+        GridConfig::from_toml(&BASE.replace("output_tokens = 32", &format!("output_tokens = 32\n{line}")), "my.toml")
+            .unwrap_or_else(|e| panic!("{line} with a LLaDA model: {e}"));
+    }
+    refuse(|t| t.replace("output_tokens = 32", "output_tokens = 32\ntop_p = 0.9"), "grid.top_p", "add a Dream model");
+    let defaults = "cfg_scale = 0.0\nremasking = \"low_confidence\"\nconfidence = \"f32\"\ngumbel_noise = \"device\"";
+    GridConfig::from_toml(
+        &ar_only(&BASE.replace("output_tokens = 32", &format!("output_tokens = 32\n{defaults}"))),
+        "my.toml",
+    )
+    .expect("the defaults, written out, on a Llama-only grid");
     // Threshold series alone need no steps.
     let only = BASE
         .replace("steps = [8, 16]\n", "")

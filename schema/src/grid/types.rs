@@ -28,6 +28,19 @@ pub enum Remasking {
     Random,
 }
 
+impl Remasking {
+    /// Every rule, the default first.
+    pub const ALL: [Remasking; 2] = [Self::LowConfidence, Self::Random];
+
+    /// The name a config writes (`remasking = "random"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::LowConfidence => "low_confidence",
+            Self::Random => "random",
+        }
+    }
+}
+
 /// The precision in which LLaDA's sampler takes the argmax of a step's logits and the chosen token's softmax
 /// probability (the low-confidence ranking).
 ///
@@ -51,6 +64,20 @@ pub enum Confidence {
     Logits,
 }
 
+impl Confidence {
+    /// Every precision, the default first.
+    pub const ALL: [Confidence; 3] = [Self::F32, Self::F64, Self::Logits];
+
+    /// The name a config writes (`confidence = "f64"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::F32 => "f32",
+            Self::F64 => "f64",
+            Self::Logits => "logits",
+        }
+    }
+}
+
 /// Where LLaDA's Gumbel noise (temperature > 0) is drawn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -63,6 +90,19 @@ pub enum GumbelNoise {
     /// On the host from the run's seeded SplitMix64 stream, f64, uploaded at every step (B x block x vocab
     /// values inside the timed region): the same samples on every device, for reproducibility checks.
     Host,
+}
+
+impl GumbelNoise {
+    /// Every source, the default first.
+    pub const ALL: [GumbelNoise; 2] = [Self::Device, Self::Host];
+
+    /// The name a config writes (`gumbel_noise = "host"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Device => "device",
+            Self::Host => "host",
+        }
+    }
 }
 
 /// How attention is computed (`run.attention`), for both models alike.
@@ -570,15 +610,23 @@ impl DeviceSpec {
 
 #[cfg(test)]
 mod tests {
-    use super::{AttentionKernel, PromptPreset, PromptSource};
+    use super::{AttentionKernel, Confidence, GumbelNoise, PromptPreset, PromptSource, Remasking};
+
+    /// `value` serialized, and `name` quoted: equal when the name is the one a config writes.
+    fn serde_and_name(value: impl serde::Serialize, name: &str) -> (String, String) {
+        (serde_json::to_string(&value).unwrap(), format!("\"{name}\""))
+    }
 
     #[test]
-    fn prompt_names_are_the_configs() {
-        for p in PromptPreset::ALL {
-            assert_eq!(serde_json::to_string(&p).unwrap(), format!("\"{}\"", p.name()));
-        }
-        for s in PromptSource::ALL {
-            assert_eq!(serde_json::to_string(&s).unwrap(), format!("\"{}\"", s.name()));
+    fn names_in_messages_are_the_configs() {
+        let mut pairs: Vec<(String, String)> = Vec::new();
+        pairs.extend(PromptPreset::ALL.map(|v| serde_and_name(v, v.name())));
+        pairs.extend(PromptSource::ALL.map(|v| serde_and_name(v, v.name())));
+        pairs.extend(Remasking::ALL.map(|v| serde_and_name(v, v.name())));
+        pairs.extend(Confidence::ALL.map(|v| serde_and_name(v, v.name())));
+        pairs.extend(GumbelNoise::ALL.map(|v| serde_and_name(v, v.name())));
+        for (serde, name) in pairs {
+            assert_eq!(serde, name);
         }
     }
 

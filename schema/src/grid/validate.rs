@@ -3,17 +3,18 @@
 
 use super::types::{is_default_dream_algs, is_default_samplers};
 use super::{
-    AttentionKernel, ConfigError, DeviceSpec, GridAxes, GridConfig, ModelKind, ModelSpec, Precision, PromptConfig,
-    PromptSource, QualityConfig, RunSettings, SyntheticWeights, limits,
+    AttentionKernel, Confidence, ConfigError, DeviceSpec, GridAxes, GridConfig, GumbelNoise, ModelKind, ModelSpec,
+    Precision, PromptConfig, PromptSource, QualityConfig, Remasking, RunSettings, SyntheticWeights, limits,
 };
 
 /// Builds the error of a broken rule: `bad(field, problem, fix)`.
 type Bad<'a> = &'a dyn Fn(&str, String, &str) -> ConfigError;
 
 impl GridConfig {
-    /// Refuses fields that would drive nothing: sampler series without a LLaDA model, Dream decoding rules
-    /// without a Dream model, diffusion steps without either, a prompt seed without the Wikitext source; and a
-    /// sequence length whose prompt would be BOS alone. For a config given to the runner (and after its
+    /// Refuses fields that would drive nothing: sampler series and LLaDA's sampler settings (guidance, blocks,
+    /// remasking, ranking precision, Gumbel noise) without a LLaDA model, Dream decoding rules and its nucleus
+    /// filter without a Dream model, diffusion steps without either, a prompt seed without the Wikitext source;
+    /// and a sequence length whose prompt would be BOS alone. For a config given to the runner (and after its
     /// overrides), not for one a bundle embeds: bundles written before these rules stay readable.
     pub fn check_used(&self, file: &str) -> Result<(), ConfigError> {
         let bad = |field: &str, problem: &str, fix: &str| ConfigError::Invalid {
@@ -44,6 +45,45 @@ impl GridConfig {
                 "grid.steps",
                 "diffusion steps drive LLaDA and Dream models only, and the grid has neither",
                 "remove steps (and --steps), or add a diffusion model to [[models]]",
+            ));
+        }
+        // Settings of one model kind's sampler, on a grid without that kind (each only when not its default).
+        let llada_only = [
+            (
+                "cfg_scale",
+                (g.cfg_scale != 0.0).then(|| format!("classifier-free guidance (cfg_scale = {})", g.cfg_scale)),
+            ),
+            (
+                "block_length",
+                g.block_length.map(|b| format!("block_length = {b} (Dream generates its output as one block)")),
+            ),
+            (
+                "remasking",
+                (g.remasking != Remasking::default()).then(|| format!("remasking = \"{}\"", g.remasking.name())),
+            ),
+            (
+                "confidence",
+                (g.confidence != Confidence::default())
+                    .then(|| format!("the ranking precision (confidence = \"{}\")", g.confidence.name())),
+            ),
+            (
+                "gumbel_noise",
+                (g.gumbel_noise != GumbelNoise::default())
+                    .then(|| format!("the Gumbel noise's source (gumbel_noise = \"{}\")", g.gumbel_noise.name())),
+            ),
+        ];
+        if !has_llada && let Some((name, Some(what))) = llada_only.into_iter().find(|(_, set)| set.is_some()) {
+            return Err(bad(
+                &format!("grid.{name}"),
+                &format!("{what} applies to LLaDA models only, and the grid has none"),
+                &format!("remove {name}, or add a LLaDA model to [[models]]"),
+            ));
+        }
+        if !has_dream && let Some(p) = g.top_p {
+            return Err(bad(
+                "grid.top_p",
+                &format!("the nucleus filter (top_p = {p}) applies to Dream models only, and the grid has none"),
+                "remove top_p, or add a Dream model to [[models]]",
             ));
         }
         // The prompt starts with BOS: one prompt token would be BOS alone, with no text to continue. (Lengths that
