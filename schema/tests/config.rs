@@ -518,3 +518,100 @@ fn values_in_messages_are_written_as_the_config_writes_them() {
         assert!(msg.contains(want), "{want:?}: {msg}");
     }
 }
+
+/// The message of `text` refused, with its one fix.
+fn refused_text(text: &str) -> String {
+    let msg = GridConfig::from_toml(text, "my.toml").expect_err("must be refused").to_string();
+    assert!(msg.starts_with("my.toml: "), "names the file: {msg}");
+    assert_eq!(msg.matches("fix:").count(), 1, "one fix: {msg}");
+    msg
+}
+
+#[test]
+fn a_json_bundle_given_as_config_is_named_json_in_a_short_message() {
+    // A result bundle, minified (one 50 KB line: its whole line was once quoted), or as written, after a BOM.
+    let bundle = crate::util::fixture("v1.7/demo.json");
+    let value: serde_json::Value = serde_json::from_str(&bundle).expect("json");
+    for text in [value.to_string(), format!("\u{feff}{bundle}"), "[{\"a\": 1}]".to_string()] {
+        let msg = refused_text(&text);
+        assert!(msg.contains("this file is JSON (a result bundle?); a grid config is TOML"), "{msg}");
+        assert!(msg.contains("fix: pass a TOML grid config such as config/experiments.toml"), "{msg}");
+        assert!(msg.len() < 200, "{msg}");
+    }
+    // A quoted table header starts with `["` too, and is TOML.
+    assert!(!refused_text("[\"run\"]\nname = 3\n").contains("JSON"));
+}
+
+#[test]
+fn a_long_line_is_quoted_cut_around_the_column() {
+    let line = format!("seq_lengths = [{}64 64, {}64]", "64, ".repeat(1000), "64, ".repeat(1000));
+    let msg = refused_text(&BASE.replace("seq_lengths = [64]", &line));
+    // `64 64` is the slip (a value the parser cannot read).
+    let column = line.find("64 64").expect("the slip") + 1;
+    assert!(msg.contains(&format!("line 13, column {column}")), "{msg}");
+    let quoted = msg.split('`').nth(1).expect("the line quoted");
+    assert!(quoted.starts_with('…') && quoted.ends_with('…') && quoted.contains("64 64"), "{quoted}");
+    assert!(quoted.chars().count() <= 82, "{quoted}");
+    // A value quoted in the parser's message is cut too.
+    let msg = refused_text(&BASE.replace("warmup = 1", &format!("warmup = \"{}\"", "z".repeat(5000))));
+    assert!(msg.len() < 500 && msg.contains("expected u32"), "{msg}");
+}
+
+#[test]
+fn table_slips_are_named_at_their_line() {
+    for (table, line) in [("grid", 12), ("run", 2), ("prompts", 8)] {
+        let msg = refused_text(&BASE.replace(&format!("[{table}]"), &format!("[[{table}]]")));
+        assert!(
+            msg.contains(&format!("line {line}: `[[{table}]]` is a list of tables, but [{table}] is one table")),
+            "{msg}"
+        );
+        assert!(msg.contains(&format!("fix: write [{table}], not [[{table}]]")), "{msg}");
+    }
+    let msg = refused_text(&BASE.replacen("[[models]]", "[models]", 1));
+    assert!(msg.contains("line 18: `[models]` is one table, but `models` is a list of tables"), "{msg}");
+    assert!(msg.contains("fix: write `[[models]]` (two brackets) before each entry"), "{msg}");
+}
+
+#[test]
+fn missing_tables_and_empty_files_say_so() {
+    let without = |table: &str| {
+        let start = BASE.find(table).expect("table");
+        let end = BASE[start + 1..].find("\n[").map_or(BASE.len(), |i| start + 1 + i);
+        format!("{}{}", &BASE[..start], &BASE[end..])
+    };
+    for table in ["[run]", "[prompts]", "[grid]"] {
+        let msg = refused_text(&without(table));
+        assert!(msg.contains(&format!("my.toml: missing table {table}\n  fix: add {table}")), "{msg}");
+    }
+    let msg = refused_text(BASE.split("[[models]]").next().expect("base"));
+    assert!(msg.contains("missing the [[models]] tables") && msg.contains("kind and id"), "{msg}");
+    for (text, what) in
+        [("", "the file is empty"), ("\u{feff}\n  \n", "the file is empty"), ("# x\n\n", "the file has only comments")]
+    {
+        let msg = refused_text(text);
+        assert!(msg.contains(&format!("my.toml: {what}: a grid config needs the tables [run], [prompts]")), "{msg}");
+    }
+    // A field missing from a table: by its dotted path.
+    let msg = refused_text(&BASE.replace("dtype = \"f32\"\n", ""));
+    assert!(msg.contains("line 2, column 1: missing field `run.dtype`"), "{msg}");
+    let msg = refused_text(&BASE.replace("id = \"b/llada\"\n", ""));
+    assert!(msg.contains("missing field `models[1].id`"), "{msg}");
+}
+
+#[test]
+fn unknown_tables_and_fields_are_named_at_their_line() {
+    let line_of = |text: &str, needle: &str| text.lines().position(|l| l == needle).expect("the line") + 1;
+    let text = format!("{BASE}\n[extra]\nx = 1\n");
+    let msg = refused_text(&text);
+    assert!(msg.contains(&format!("line {}: unknown field `extra`", line_of(&text, "[extra]"))), "{msg}");
+    // `seed` is a field of [run], not of [grid]: the line of the one in [grid].
+    let text = BASE
+        .replace("repetitions = 2", "repetitions = 2\nseed = 1")
+        .replace("steps = [8, 16]", "steps = [8, 16]\nseed = 1");
+    let msg = refused_text(&text);
+    assert!(msg.contains("line 17: unknown field `grid.seed`"), "{msg}");
+    let text = BASE.replace("id = \"a/llama\"", "id = \"a/llama\"\nsynthetic = { preset = \"tiny\", layerz = 2 }");
+    let msg = refused_text(&text);
+    let line = line_of(&text, "synthetic = { preset = \"tiny\", layerz = 2 }");
+    assert!(msg.contains(&format!("line {line}: unknown field `models[0].synthetic.layerz`")), "{msg}");
+}

@@ -4,12 +4,14 @@
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ConfigError {
     /// Not TOML, or a field of the wrong type, unknown, or missing.
-    #[error("{file}: {message}\n  fix: compare with config/experiments.toml, which documents every field")]
+    #[error("{file}: {message}\n  fix: {fix}")]
     Parse {
         /// The file (or `--flag` / `embedded:NAME`).
         file: String,
         /// The parser's message, with line, column and key.
         message: String,
+        /// What to do: for most slips, [`ConfigError::COMPARE`].
+        fix: String,
     },
     /// Parsed, but a value is not allowed.
     #[error("{file}: field `{field}`: {problem}\n  fix: {fix}")]
@@ -23,4 +25,9 @@ pub enum ConfigError {
         /// What to do.
         fix: String,
     },
+}
+
+impl ConfigError {
+    /// The fix of a parse error with no more specific one.
+    pub const COMPARE: &str = "compare with config/experiments.toml, which documents every field";
 }

@@ -1,6 +1,19 @@
 //! Reading a config from TOML (strict: an unknown field is an error) and writing the resolved config back.
+//!
+//! A parse error names the line and what to do once: the slips a person makes (a JSON bundle passed as the config,
+//! an empty file, `[models]` for `[[models]]` and `[[grid]]` for `[grid]`, a missing table) get their own message
+//! and fix; anything else is the parser's message with the line quoted, cut to 80 characters.
 
 use super::{ConfigError, GridConfig};
+
+/// The most characters of the offending line quoted in a parse error (a minified file is one long line).
+const SNIPPET_CHARS: usize = 80;
+
+/// The most characters of the parser's own message (serde quotes a wrong value whole).
+const MESSAGE_CHARS: usize = 240;
+
+/// Tables written once (`[name]`), as opposed to the lists of tables in [`table_for_array`].
+const ONE_TABLES: [&str; 6] = ["run", "prompts", "grid", "quality", "models.synthetic", "quality.evaluators.synthetic"];
 
 impl GridConfig {
     /// Parses and validates a TOML config. `file` names it in errors.
@@ -9,25 +22,20 @@ impl GridConfig {
     /// embedded in a bundle is read leniently instead, as provenance: a bundle of a newer minor version may carry
     /// fields this build does not know, and the minor-version promise is that it still reads.)
     pub fn from_toml(text: &str, file: &str) -> Result<GridConfig, ConfigError> {
-        let parse_err = |e: toml::de::Error| ConfigError::Parse {
-            file: file.to_string(),
-            // `[models]` for `[[models]]` fails wherever toml or serde notices it (often at the later, correct
-            // table): named at the table that is wrong.
-            message: table_for_array(text).unwrap_or_else(|| parse_message(text, &e)),
+        let parse_err = |e: toml::de::Error| {
+            let (message, fix) = explain(text, &e);
+            ConfigError::Parse { file: file.to_string(), message, fix }
         };
         let mut unknown = Vec::new();
         let de = toml::Deserializer::parse(text).map_err(parse_err)?;
         let parsed: Result<GridConfig, _> = serde_ignored::deserialize(de, |path| unknown.push(field_path(&path)));
         // An unknown field is reported first: a typo (`warmpu`) also makes its field missing.
         if let Some(path) = unknown.first() {
-            let key = path.rsplit('.').next().unwrap_or(path);
-            let line = text
-                .lines()
-                .position(|l| l.trim_start().trim_start_matches('"').starts_with(key))
-                .map_or(String::new(), |i| format!("line {}: ", i + 1));
+            let line = field_line(text, path).map_or(String::new(), |i| format!("line {}: ", i + 1));
             return Err(ConfigError::Parse {
                 file: file.to_string(),
                 message: format!("{line}unknown field `{path}` (a typo, or a field of a newer dllm-bench)"),
+                fix: ConfigError::COMPARE.to_string(),
             });
         }
         let mut config = parsed.map_err(parse_err)?;
@@ -59,12 +67,67 @@ pub(crate) fn field_path(path: &serde_ignored::Path) -> String {
     }
 }
 
+/// A parse error of `text` as `(message, fix)`: the slip it is when one is recognised, else the parser's message
+/// at its line.
+fn explain(text: &str, e: &toml::de::Error) -> (String, String) {
+    json_instead(text)
+        .or_else(|| empty(text))
+        // `[models]` for `[[models]]` (and the reverse) fails wherever toml or serde notices it (often at the later,
+        // correct table): named at the table that is wrong.
+        .or_else(|| table_for_array(text))
+        .or_else(|| array_for_table(text))
+        .or_else(|| missing_table(e))
+        .unwrap_or_else(|| (parse_message(text, e), ConfigError::COMPARE.to_string()))
+}
+
+/// The text without a byte-order mark and leading whitespace.
+fn body(text: &str) -> &str {
+    text.trim_start_matches(|c: char| c == '\u{feff}' || c.is_whitespace())
+}
+
+/// A JSON document (a result bundle given as `--config`) instead of TOML: `{` or `[` then `"` or `{`. (TOML
+/// starts neither way, except a quoted table header such as `["run"]`, which is left to the parser.)
+fn json_instead(text: &str) -> Option<(String, String)> {
+    let body = body(text);
+    let mut chars = body.chars();
+    let open = chars.next()?;
+    let next = chars.as_str().trim_start().chars().next()?;
+    let header = || body.lines().next().is_some_and(|l| l.split('#').next().unwrap_or("").trim().ends_with(']'));
+    let json = match open {
+        '{' => next == '"' || next == '{',
+        '[' => next == '{' || (next == '"' && !header()),
+        _ => false,
+    };
+    json.then(|| {
+        (
+            "this file is JSON (a result bundle?); a grid config is TOML".to_string(),
+            "pass a TOML grid config such as config/experiments.toml".to_string(),
+        )
+    })
+}
+
+/// A file with nothing but blank lines and comments.
+fn empty(text: &str) -> Option<(String, String)> {
+    let body = body(text);
+    body.lines().all(|l| l.trim().is_empty() || l.trim_start().starts_with('#')).then(|| {
+        let what = if body.is_empty() { "the file is empty" } else { "the file has only comments" };
+        (
+            format!("{what}: a grid config needs the tables [run], [prompts], [grid] and [[models]]"),
+            "start from config/experiments.toml, which documents every field".to_string(),
+        )
+    })
+}
+
+/// The table headers of `text`, one per line (`""` for a line that is not one), comments cut.
+fn headers(text: &str) -> Vec<String> {
+    text.lines().map(|line| line.split('#').next().unwrap_or("").trim().to_string()).collect()
+}
+
 /// The first `[name]` table header where `name` is a list of tables (`[[models]]`, `[[quality.evaluators]]`, or
-/// any name the text also writes as `[[name]]`), as an error message naming its line; `None` when there is none.
-fn table_for_array(text: &str) -> Option<String> {
+/// any name the text also writes as `[[name]]`), as `(message naming its line, fix)`; `None` when there is none.
+fn table_for_array(text: &str) -> Option<(String, String)> {
     const ARRAYS: [&str; 2] = ["models", "quality.evaluators"];
-    let header = |line: &str| line.split('#').next().unwrap_or("").trim().to_string();
-    let headers: Vec<String> = text.lines().map(header).collect();
+    let headers = headers(text);
     headers.iter().enumerate().find_map(|(i, h)| {
         let name = h.strip_prefix('[')?.strip_suffix(']')?.trim();
         if name.starts_with('[') {
@@ -72,26 +135,136 @@ fn table_for_array(text: &str) -> Option<String> {
         }
         let listed = ARRAYS.contains(&name) || headers.iter().any(|g| *g == format!("[[{name}]]"));
         listed.then(|| {
-            format!(
-                "line {}: `[{name}]` is one table, but `{name}` is a list of tables; fix: write `[[{name}]]` (two \
-                 brackets) before each entry",
-                i + 1
+            (
+                format!("line {}: `[{name}]` is one table, but `{name}` is a list of tables", i + 1),
+                format!("write `[[{name}]]` (two brackets) before each entry"),
             )
         })
     })
 }
 
-/// A toml error as one line with its position.
+/// The first `[[name]]` header where `name` is one table (`[grid]`), as `(message naming its line, fix)`.
+fn array_for_table(text: &str) -> Option<(String, String)> {
+    headers(text).iter().enumerate().find_map(|(i, h)| {
+        let name = h.strip_prefix("[[")?.strip_suffix("]]")?.trim();
+        ONE_TABLES.contains(&name).then(|| {
+            (
+                format!("line {}: `[[{name}]]` is a list of tables, but [{name}] is one table", i + 1),
+                format!("write [{name}], not [[{name}]]"),
+            )
+        })
+    })
+}
+
+/// A top-level table the file lacks (serde's "missing field `grid`", placed at the start of the file).
+fn missing_table(e: &toml::de::Error) -> Option<(String, String)> {
+    let name = e.message().trim().strip_prefix("missing field `")?.strip_suffix('`')?;
+    match name {
+        "models" => Some((
+            "missing the [[models]] tables".to_string(),
+            "add a [[models]] table with kind and id for each model, as config/experiments.toml does".to_string(),
+        )),
+        "run" | "prompts" | "grid" => Some((
+            format!("missing table [{name}]"),
+            format!("add [{name}], as config/experiments.toml does (it documents every field)"),
+        )),
+        _ => None,
+    }
+}
+
+/// The line (0-based) that writes the field at `path` (`grid.seed`, `models[0].synthetic.layerz`, `extra`): a
+/// table header naming it, a key in its table, or a key of an inline table there.
+fn field_line(text: &str, path: &str) -> Option<usize> {
+    let unquote = |k: &str| k.trim().trim_matches(|c| c == '"' || c == '\'').to_string();
+    let want: Vec<String> = path.split('.').map(|k| k.split('[').next().unwrap_or(k).to_string()).collect();
+    let last = want.last()?;
+    let mut table: Vec<String> = Vec::new();
+    for (i, line) in headers(text).iter().enumerate() {
+        let line = line.trim_start_matches('\u{feff}');
+        if line.starts_with('[') {
+            table = line.trim_matches(|c| c == '[' || c == ']').split('.').map(unquote).collect();
+            if table == want {
+                return Some(i);
+            }
+        } else if let Some((key, value)) = line.split_once('=') {
+            let full: Vec<String> = table.iter().cloned().chain(key.split('.').map(unquote)).collect();
+            let inline = value.contains('{')
+                && want.len() > full.len()
+                && want.starts_with(&full)
+                && value.split(['{', ',']).any(|kv| kv.split('=').next().map(unquote).as_ref() == Some(last));
+            if full == want || inline {
+                return Some(i);
+            }
+        }
+    }
+    None
+}
+
+/// A toml error as one line with its position, the line quoted (cut to [`SNIPPET_CHARS`] around the column).
 fn parse_message(text: &str, e: &toml::de::Error) -> String {
-    let msg = e.message().trim().to_string();
+    let msg = clip_middle(e.message().trim(), MESSAGE_CHARS);
     match e.span() {
         Some(span) => {
             let before = &text[..span.start.min(text.len())];
             let line = before.matches('\n').count() + 1;
             let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-            let snippet = text.lines().nth(line - 1).unwrap_or("").trim();
+            let msg = table_path(text, line - 1)
+                .and_then(|table| {
+                    let field = msg.strip_prefix("missing field `")?.strip_suffix('`')?;
+                    Some(format!("missing field `{table}.{field}`"))
+                })
+                .unwrap_or(msg);
+            let snippet = snippet(text.lines().nth(line - 1).unwrap_or(""), col);
             format!("line {line}, column {col}: {msg} (at `{snippet}`)")
         }
         None => msg,
     }
+}
+
+/// The dotted path of the table whose header is line `index` (0-based), with the entry's index in a list of
+/// tables (`run`, `models[1]`, `models[1].synthetic`); `None` when that line is not a table header.
+fn table_path(text: &str, index: usize) -> Option<String> {
+    let headers = headers(text);
+    let header = headers.get(index)?.trim_start_matches('\u{feff}');
+    let names: Vec<&str> =
+        header.strip_prefix('[')?.trim_matches(|c| c == '[' || c == ']').split('.').map(str::trim).collect();
+    let mut path = String::new();
+    for (j, name) in names.iter().enumerate() {
+        if j > 0 {
+            path.push('.');
+        }
+        path.push_str(name.trim_matches('"'));
+        let list = format!("[[{}]]", names[..=j].join("."));
+        match headers[..=index].iter().filter(|h| **h == list).count() {
+            0 => {}
+            n => path.push_str(&format!("[{}]", n - 1)),
+        }
+    }
+    Some(path)
+}
+
+/// `line` trimmed, or when longer than [`SNIPPET_CHARS`] the stretch of it around `col` (1-based, in characters)
+/// with `…` where it is cut.
+fn snippet(line: &str, col: usize) -> String {
+    let line = line.trim_start_matches('\u{feff}');
+    let chars: Vec<char> = line.chars().collect();
+    if chars.len() <= SNIPPET_CHARS {
+        return line.trim().to_string();
+    }
+    let start = col.saturating_sub(1 + SNIPPET_CHARS / 2).min(chars.len() - SNIPPET_CHARS);
+    let end = start + SNIPPET_CHARS;
+    let cut: String = chars[start..end].iter().collect();
+    let (head, tail) = (if start > 0 { "…" } else { "" }, if end < chars.len() { "…" } else { "" });
+    format!("{head}{}{tail}", if start > 0 { cut.as_str() } else { cut.trim_start() })
+}
+
+/// `msg`, or when longer than `most` characters its start and end with `…` between.
+fn clip_middle(msg: &str, most: usize) -> String {
+    let chars: Vec<char> = msg.chars().collect();
+    if chars.len() <= most {
+        return msg.to_string();
+    }
+    let half = most / 2;
+    let (head, tail): (String, String) = (chars[..half].iter().collect(), chars[chars.len() - half..].iter().collect());
+    format!("{head}…{tail}")
 }
