@@ -246,7 +246,11 @@ fn font_options(files: &[PathBuf]) -> Result<resvg::usvg::Options<'static>> {
     }
     for f in files {
         db.load_font_file(f).map_err(|e| {
-            anyhow::Error::new(InputError(format!("--font {}: cannot read it as a font: {e}", f.display())))
+            anyhow::Error::new(InputError(format!(
+                "--font {}: cannot read it as a font: {e}; fix: a TrueType or OpenType file (.ttf, .otf), or leave \
+                 --font out for the system's fonts",
+                f.display()
+            )))
         })?;
     }
     let families: Vec<String> = db.faces().flat_map(|f| f.families.iter().map(|(n, _)| n.clone())).collect();

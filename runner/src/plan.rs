@@ -18,23 +18,23 @@ pub struct ConfigArgs {
     #[arg(long, short = 'c', value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Override the diffusion steps K (comma-separated).
-    #[arg(long, value_delimiter = ',', value_name = "K")]
+    #[arg(long, value_delimiter = ',', value_name = "K", allow_negative_numbers = true)]
     pub steps: Vec<u32>,
     /// Override the LLaDA sampler series (comma-separated): reference, prefix, dual (K-driven), threshold,
     /// prefix+threshold, dual+threshold (threshold-driven).
     #[arg(long, value_delimiter = ',', value_name = "SERIES", value_parser = parse_variant)]
     pub samplers: Vec<SamplerVariant>,
     /// Override the confidence thresholds of the threshold series (comma-separated).
-    #[arg(long, value_delimiter = ',', value_name = "T")]
+    #[arg(long, value_delimiter = ',', value_name = "T", allow_negative_numbers = true)]
     pub thresholds: Vec<f64>,
     /// Override the batch sizes B (comma-separated).
-    #[arg(long, value_delimiter = ',', value_name = "B")]
+    #[arg(long, value_delimiter = ',', value_name = "B", allow_negative_numbers = true)]
     pub batch_size: Vec<u32>,
     /// Override the sequence lengths N (comma-separated).
-    #[arg(long, value_delimiter = ',', value_name = "N")]
+    #[arg(long, value_delimiter = ',', value_name = "N", allow_negative_numbers = true)]
     pub seq_len: Vec<u32>,
     /// Use at most this many prompts (1 or more).
-    #[arg(long, value_name = "P", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "P", value_parser = clap::value_parser!(u32).range(1..), allow_negative_numbers = true)]
     pub max_prompts: Option<u32>,
     /// Override the device: cpu, cuda or cuda:N.
     #[arg(long, value_name = "DEVICE")]
@@ -43,10 +43,10 @@ pub struct ConfigArgs {
     #[arg(long, value_enum)]
     pub dtype: Option<DtypeArg>,
     /// Override the number of warm-up runs per cell.
-    #[arg(long, value_name = "W")]
+    #[arg(long, value_name = "W", allow_negative_numbers = true)]
     pub warmup: Option<u32>,
     /// Override the number of measured runs per cell.
-    #[arg(long, value_name = "R")]
+    #[arg(long, value_name = "R", allow_negative_numbers = true)]
     pub repetitions: Option<u32>,
     /// Refine S_parity by bisection between the grid's K values (needs a `[quality]` table; sets
     /// quality.parity_search).

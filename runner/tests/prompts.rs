@@ -462,3 +462,23 @@ fn a_run_with_wikitext_prompts_records_the_set_and_max_prompts_cuts_a_preset() {
     assert_eq!(b.prompt_set.sha256, Some(expected.sha256()), "the bundle hashes the prompts the runner used");
     assert!(b.cells.iter().all(|c| c.status == schema::CellStatus::Ok), "every cell ran");
 }
+
+#[test]
+fn plan_reads_a_prompt_file_as_run_does() {
+    // `plan` is the check before jobs are queued (jobs/submit.sh runs it): a prompt file that `run` would refuse
+    // is refused there too, with run's message.
+    let sb = crate::util::Sandbox::new();
+    let demo = include_str!("../../config/demo.toml")
+        .replace("source = \"embedded\"\ncount = 8", "source = \"file\"\npath = \"prompts.txt\"\ncount = 2");
+    assert!(demo.contains("path = \"prompts.txt\""), "the demo's [prompts] changed: adapt this test");
+    sb.write("grid.toml", &demo);
+    let out = sb.cmd(&["plan", "--config", "grid.toml"]);
+    crate::assert_exit!(out, 2);
+    assert!(crate::util::stderr(&out).contains("prompts.txt"), "{}", crate::util::stderr(&out));
+    sb.write("prompts.txt", "Only one prompt here.\n");
+    let out = sb.cmd(&["plan", "--config", "grid.toml"]);
+    crate::assert_exit!(out, 2);
+    assert!(crate::util::stderr(&out).contains("has only 1 prompts"), "{}", crate::util::stderr(&out));
+    sb.write("prompts.txt", "The first prompt.\n\nThe second prompt.\n");
+    crate::assert_exit!(sb.cmd(&["plan", "--config", "grid.toml"]), 0);
+}

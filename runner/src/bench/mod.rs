@@ -276,16 +276,7 @@ pub fn main(args: &BenchArgs) -> Result<ExitCode> {
 fn check(args: &BenchArgs) -> Result<()> {
     let bad = |what: String| -> Result<()> { Err(InputError(format!("bench-kernels: {what}")).into()) };
     if args.repetitions == 0 {
-        return bad("--repetitions must be at least 1".into());
-    }
-    if args.decode_tokens == 0 || args.decode_tokens >= args.seq_len {
-        return bad(format!(
-            "--decode-tokens ({}) must be at least 1 and below --seq-len ({}): the prompt is the rest",
-            args.decode_tokens, args.seq_len
-        ));
-    }
-    if args.block_length == 0 || args.block_length > args.seq_len {
-        return bad(format!("--block-length ({}) must be in 1..=--seq-len ({})", args.block_length, args.seq_len));
+        return bad("--repetitions 0: nothing would be measured; fix: --repetitions 1 or more".into());
     }
     // The grid's own bounds (they keep every size below far from overflowing).
     let (max_b, max_n) = (schema::grid::limits::BATCH_SIZE as usize, schema::grid::limits::SEQ_LEN as usize);
@@ -312,6 +303,20 @@ fn check(args: &BenchArgs) -> Result<()> {
         if v == 0 {
             return bad(format!("{flag} 0: nothing would be measured; fix: {flag} at least 1 (or leave it out)"));
         }
+    }
+    // After --seq-len's own bounds: these are relative to it.
+    if args.decode_tokens == 0 || args.decode_tokens >= args.seq_len {
+        return bad(format!(
+            "--decode-tokens ({}) must be at least 1 and below --seq-len ({}): the prompt is the rest; fix: a \
+             --decode-tokens in 1..{}",
+            args.decode_tokens, args.seq_len, args.seq_len
+        ));
+    }
+    if args.block_length == 0 || args.block_length > args.seq_len {
+        return bad(format!(
+            "--block-length ({}) must be in 1..=--seq-len ({}); fix: a --block-length in that range",
+            args.block_length, args.seq_len
+        ));
     }
     Ok(())
 }
@@ -504,7 +509,16 @@ fn bench_config(args: &BenchArgs, kind: ModelKind) -> Result<ModelConfig> {
         vocab: args.vocab,
         ..SynthSpec::new(preset, args.seed)
     };
-    spec.model_config(kind).map_err(|e| InputError(format!("bench-kernels: shape: {e}")).into())
+    spec.model_config(kind).map_err(|e| {
+        let e = e.to_string().replace("<synthetic config.json>: ", "");
+        InputError(format!(
+            "bench-kernels: the shape of --shape {} with the given --layers/--hidden/--heads/--kv-heads/--intermediate/\
+             --vocab: {e}; fix: --hidden a multiple of --heads with an even head size, --heads a multiple of \
+             --kv-heads (or leave them out for the preset's)",
+            clap::ValueEnum::to_possible_value(&args.shape).map_or(String::new(), |v| v.get_name().to_string())
+        ))
+        .into()
+    })
 }
 
 /// A transformer of `cfg` with synthetic weights made on `device`: N(0, std) matrices with std = max(0.02,

@@ -49,6 +49,11 @@ fn file_name_of(value: impl serde::Serialize) -> String {
 
 pub fn main(args: PlanArgs) -> Result<ExitCode> {
     let resolved = plan::resolve(&args.config)?;
+    // A prompt file is read here as `run` reads it (a missing or short file is refused now, not after the jobs
+    // are queued); Wikitext's shards are `fetch`'s to check.
+    if resolved.config.prompts.source == schema::grid::PromptSource::File {
+        crate::prompts::PromptSet::load(&resolved.config.prompts, &resolved.dir, std::path::Path::new(""))?;
+    }
     if args.json {
         use schema::grid::SynthPreset;
         let preset = args.shapes.map(|s| match s {

@@ -152,10 +152,11 @@ impl SynthArgs {
         };
         // The flags set no shape: what check refuses is the shards or the layout, its message with the fix.
         spec.check(kind).map_err(|e| {
-            InputError(format!(
-                "--shards {} / --layout: the runner cannot build this checkpoint: {e}",
-                spec.resolve(kind).shards
-            ))
+            let flags = match self.layout {
+                Some(_) => format!("--shards {} / --layout", spec.resolve(kind).shards),
+                None => format!("--shards {}", spec.resolve(kind).shards),
+            };
+            InputError(format!("{flags}: the runner cannot build this checkpoint: {e}"))
         })?;
         Ok((kind, spec))
     }
