@@ -74,7 +74,10 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         ))
         .into()
     };
-    let mut tmp = match tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir) {
+    // Named after its target (`.bundle.json.tmp-XXXXXX`): a killed writer's leftover says whose it is, and the
+    // next writer of that file, owning the name, removes it (`remove_temporaries_of`).
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let mut tmp = match tempfile::Builder::new().prefix(&temporary_prefix(&name)).tempfile_in(dir) {
         Ok(t) => t,
         Err(e) if unwritable_here(&e) => return Err(unwritable(&e)),
         Err(e) => return Err(e).with_context(|| format!("cannot create a temporary file in {}", dir.display())),
@@ -93,6 +96,36 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         let _ = d.sync_all();
     }
     Ok(())
+}
+
+/// The prefix of [`write_atomic`]'s temporary files for a file named `name` (six random letters or digits follow).
+fn temporary_prefix(name: &str) -> String {
+    format!(".{name}.tmp-")
+}
+
+/// Whether `entry` (a file name) is a temporary file of [`write_atomic`] for a file named `name` (`None`: for any
+/// file, the old `.tmp-XXXXXX` form included), left by a killed process.
+pub(crate) fn is_temporary_of(entry: &str, name: Option<&str>) -> bool {
+    let random = |r: &str| r.len() == 6 && r.chars().all(|c| c.is_ascii_alphanumeric());
+    match name {
+        Some(n) => entry.strip_prefix(&temporary_prefix(n)).is_some_and(random),
+        None => {
+            entry.strip_prefix(".tmp-").is_some_and(random)
+                || entry.starts_with('.') && entry.rsplit_once(".tmp-").is_some_and(|(_, r)| random(r))
+        }
+    }
+}
+
+/// Removes the temporary files a killed [`write_atomic`] of `path` left beside it. For a writer that owns `path`'s
+/// name (under its run's lock): another process writing the same file would be a conflict anyway.
+pub(crate) fn remove_temporaries_of(path: &Path) {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str())) else { return };
+    let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if is_temporary_of(&e.file_name().to_string_lossy(), Some(name)) && e.file_type().is_ok_and(|t| t.is_file()) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
 }
 
 /// Makes a temporary file (created 0600) readable by all, as a file written in place would be (0644): bundles and

@@ -248,6 +248,17 @@ fn runs_sharing_a_model_cache_write_each_checkpoint_once_and_atomically() {
     age(&repo.join("snapshots/.0123abcd.killed"));
     std::fs::write(repo.join("blobs/.model.safetensors.killed.partial"), "x").expect("partial");
     age(&repo.join("blobs/.model.safetensors.killed.partial"));
+    // A writer of this host that was killed a moment ago (SIGKILL, a second Ctrl-C): its marks name a process
+    // that is gone, so its leftovers go at once, however recent (gigabytes at the real shapes).
+    let host: String = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap_or_default()
+        .trim()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '-' })
+        .collect();
+    let gone = 2_000_000_000u32; // above any pid_max
+    std::fs::create_dir_all(repo.join(format!("snapshots/.89abcdef.{host}-{gone}.AbC123/x"))).expect("staging");
+    std::fs::write(repo.join(format!("blobs/.model.safetensors.{host}-{gone}.XyZ789.partial")), "x").expect("partial");
     let mut seed = args.to_vec();
     seed.extend(["--seed", "9"]);
     assert_exit!(sb.cmd(&seed), 0);

@@ -398,10 +398,19 @@ fn a_resume_removes_only_what_the_run_wrote_in_its_folder() {
     assert_eq!(left, ["notes.txt"], "the run's own files (journal, partial bundle, lock) are removed");
     let err = stderr(&out);
     assert!(err.contains(&format!("kept the run folder {mine_s}")) && err.contains("notes.txt"), "said: {err}");
-    // The original folder, which holds only what the run wrote, goes whole.
+    // The original folder, which holds only what the run wrote, goes whole; so do the temporary files a killed
+    // attempt left in it (the old `.tmp-XXXXXX` form too) and beside its final bundle (named after that bundle).
+    std::fs::write(run_dir.join(".partial.json.tmp-AbC123"), "half").expect("temporary");
+    std::fs::write(run_dir.join(".tmp-XyZ789"), "half").expect("temporary");
+    let beside = run_dir.with_file_name(format!(".{name}.json.tmp-Qw3rty"));
+    std::fs::write(&beside, "half").expect("temporary");
+    let others = run_dir.with_file_name(".someone-else.json.tmp-Qw3rty");
+    std::fs::write(&others, "theirs").expect("another file's temporary");
     let out = sb.cmd(&["run", "--resume", run_dir.to_str().expect("utf8"), "-q"]);
     assert_exit!(out, 0);
     assert!(!run_dir.exists(), "the .run folder is removed once the bundle is written");
+    assert!(!beside.exists(), "the final bundle's leftover temporary is removed");
+    assert!(others.exists(), "another file's temporary is not this run's");
     assert!(!stderr(&out).contains("kept"), "{}", stderr(&out));
 }
 

@@ -96,6 +96,7 @@ pub(super) fn open_folder(resolved: &ResolvedConfig, opts: &SweepOptions, prompt
         }
     };
     let (resume_dir, lock) = resume_dir;
+    remove_temporaries(resume_dir);
     let journal = Journal::open(resume_dir)?;
     check_same_run(&journal, resolved, opts, prompts)?;
     // Before anything is measured: the bundle the run will write must be its own to write.
@@ -269,9 +270,19 @@ fn unwritable(err: anyhow::Error, dir: &Path, fix: &str) -> anyhow::Error {
 }
 
 /// Whether `name` is a temporary file of [`crate::output::write_atomic`] (a journal's or a bundle's being written,
-/// left by a killed process): `.tmp-` and six letters or digits.
+/// left by a killed process).
 fn is_temporary(name: &str) -> bool {
-    name.strip_prefix(".tmp-").is_some_and(|r| r.len() == 6 && r.chars().all(|c| c.is_ascii_alphanumeric()))
+    crate::output::is_temporary_of(name, None)
+}
+
+/// Removes the temporary files a killed attempt left in the run folder `dir` (the caller holds its lock: no writer
+/// of this run is alive).
+fn remove_temporaries(dir: &Path) {
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if is_temporary(&e.file_name().to_string_lossy()) && e.file_type().is_ok_and(|t| t.is_file()) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
 }
 
 /// Once a run's final bundle (`bundle`) is written elsewhere, removes what the run wrote in its folder `dir`: the

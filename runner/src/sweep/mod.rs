@@ -331,7 +331,18 @@ pub fn run(resolved: &ResolvedConfig, opts: &SweepOptions) -> Result<SweepOutcom
     if let Err(e) = check_final_bundle(&run_dir, &journal) {
         return env.keep_partial(Err(e), &journal, &planned);
     }
-    output::write_bundle(&path, &bundle)?;
+    if let Err(e) = output::write_bundle(&path, &bundle) {
+        // The cells are in the journal: say so, and how to finish (the partial bundle stays readable meanwhile).
+        let e = env.keep_partial(Err::<(), _>(e), &journal, &planned).unwrap_err();
+        return Err(e.context(format!(
+            "the {} measured cells are kept in {}: make {} writable (or free its disk) and run `dllm-bench run              --resume {}` to write the bundle",
+            bundle.cells.len(),
+            run_dir.display(),
+            path.parent().unwrap_or(&run_dir).display(),
+            run_dir.display()
+        )));
+    }
+    output::remove_temporaries_of(&path);
     if journal.header.remove_when_done {
         drop(journal);
         // Only what the run wrote there: a resumed folder may hold the user's files too.

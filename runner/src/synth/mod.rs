@@ -501,15 +501,37 @@ fn hex(d: &[u8]) -> String {
     d.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The writer's mark in its staging names: `HOST-PID` (the host's letters, digits and dashes), so that a later
+/// writer on the same host can tell a dead writer's leftovers from a live one's.
+fn writer_tag() -> String {
+    let host: String = crate::sysinfo::host()
+        .unwrap_or_default()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '-' })
+        .collect();
+    format!("{host}-{}", std::process::id())
+}
+
+/// Whether the staging entry `name` is marked by a writer of this host ([`writer_tag`]) whose process is gone.
+/// `false` where that cannot be told (another host's writer, a name of an older runner, no `/proc`).
+fn writer_is_dead(name: &str) -> bool {
+    let Some(host) = writer_tag().rsplit_once('-').map(|(h, _)| format!(".{h}-")) else { return false };
+    let Some(at) = name.find(&host) else { return false };
+    let pid: String = name[at + host.len()..].chars().take_while(char::is_ascii_digit).collect();
+    let proc = Path::new("/proc");
+    !pid.is_empty() && proc.join("self").exists() && !proc.join(&pid).exists()
+}
+
 /// Removes what a writer killed mid-way (SIGKILL, a node failure) left in `repo`: staging snapshots
 /// (`snapshots/.<commit>.*`) and partial blobs (`blobs/.*.partial`), which may be gigabytes for the real shapes.
 /// Called with the repository's lock held, so no live writer owns them, except on a file system that ignores the
-/// lock (the rename-based writing tolerates that): there only what was last modified more than
-/// [`STALE_STAGING`] ago is taken for a dead writer's.
+/// lock (the rename-based writing tolerates that). So an entry is taken for a dead writer's when its mark names a
+/// process of this host that is gone, or (another host's, an older runner's) when it was last modified more than
+/// [`STALE_STAGING`] ago.
 fn remove_stale_staging(repo: &Path) {
     let stale = |e: &std::fs::DirEntry| {
         let age = e.metadata().and_then(|m| m.modified()).ok().and_then(|t| t.elapsed().ok());
-        age.is_some_and(|a| a > STALE_STAGING)
+        writer_is_dead(&e.file_name().to_string_lossy()) || age.is_some_and(|a| a > STALE_STAGING)
     };
     let entries = |dir: PathBuf| std::fs::read_dir(dir).into_iter().flatten().flatten();
     for e in entries(repo.join("snapshots")) {
@@ -589,7 +611,8 @@ fn write_file(
     std::fs::create_dir_all(&blobs).map_err(io_err(&blobs))?;
     // A uniquely named temporary file (removed if anything fails), renamed to its content's hash: a blob is
     // complete or absent, and two writers of the same content write the same blob.
-    let tmp = tempfile::Builder::new().prefix(&format!(".{name}.")).suffix(".partial").tempfile_in(&blobs);
+    let tmp =
+        tempfile::Builder::new().prefix(&format!(".{name}.{}.", writer_tag())).suffix(".partial").tempfile_in(&blobs);
     let tmp = tmp.map_err(io_err(&blobs))?;
     let tmp_path = tmp.path().to_path_buf();
     let mut w = HashWriter { inner: BufWriter::with_capacity(1 << 20, tmp), hasher: Sha256::new() };
@@ -767,7 +790,7 @@ fn write_reporting(
     let snapshots = repo.join("snapshots");
     std::fs::create_dir_all(&snapshots).map_err(io_err(&snapshots))?;
     remove_stale_staging(&repo);
-    let staging = tempfile::Builder::new().prefix(&format!(".{commit}.")).tempdir_in(&snapshots);
+    let staging = tempfile::Builder::new().prefix(&format!(".{commit}.{}.", writer_tag())).tempdir_in(&snapshots);
     let staging = staging.map_err(io_err(&snapshots))?;
     let final_snapshot = snapshot;
     let snapshot = staging.path().to_path_buf();
