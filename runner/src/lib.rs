@@ -90,17 +90,48 @@ pub fn exit_code(err: &anyhow::Error) -> i32 {
 /// its errors when `RUST_BACKTRACE` or `RUST_LIB_BACKTRACE` is set: a cell's status message or an error line
 /// holds what went wrong, not twenty frame lines.
 pub fn error_text(err: &anyhow::Error) -> String {
-    fn bare(e: &candle_core::Error) -> &candle_core::Error {
+    // candle's own wrappers, written as candle writes them, with each backtrace left out wherever it is nested
+    // (a path or a context around an error that carries one).
+    fn bare(e: &candle_core::Error) -> String {
+        use candle_core::Error as E;
         match e {
-            candle_core::Error::WithBacktrace { inner, .. } => bare(inner),
-            e => e,
+            E::WithBacktrace { inner, .. } => bare(inner),
+            E::WithPath { inner, path } => format!("path: {path:?} {}", bare(inner)),
+            E::Context { inner, context } => format!("{context}: {}", bare(inner)),
+            e => e.to_string(),
         }
     }
     err.chain()
         .map(|c| match c.downcast_ref::<candle_core::Error>() {
-            Some(e) => bare(e).to_string(),
+            Some(e) => bare(e),
             None => c.to_string(),
         })
         .collect::<Vec<_>>()
         .join(": ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_text_leaves_out_candles_backtraces_wherever_they_are_nested() {
+        let with_bt = |inner: candle_core::Error| candle_core::Error::WithBacktrace {
+            inner: Box::new(inner),
+            backtrace: Box::new(std::backtrace::Backtrace::force_capture()),
+        };
+        let index = || candle_core::Error::Msg("index-select invalid index 128585 with dim size 128256".into());
+        let cases: Vec<anyhow::Error> = vec![
+            with_bt(index()).into(),
+            with_bt(index()).with_path("model.safetensors").into(),
+            anyhow::Error::from(with_bt(index())).context("cell failed"),
+            candle_core::Error::Context { inner: Box::new(with_bt(index())), context: Box::new("forward") }.into(),
+            with_bt(with_bt(index())).into(),
+        ];
+        for e in &cases {
+            let text = error_text(e);
+            assert!(text.contains("index-select invalid index 128585"), "{text}");
+            assert!(!text.contains('\n'), "a backtrace in {text:?}");
+        }
+    }
 }
