@@ -138,6 +138,14 @@ fn sigterm_writes_a_partial_bundle_and_exits_75_then_resume_completes() {
     assert!(err.contains("config changed") && err.contains("[grid] steps = [4, 8]"), "{err}");
     assert!(err.contains("[grid] steps = [4, 16]"), "{err}");
 
+    // The same command again starts a new run, and says where the unfinished one is.
+    let mut again = vec!["run", "--output-dir", results.to_str().expect("utf8")];
+    again.extend(GRID.iter().filter(|a| **a != "-q"));
+    let out = sb.cmd(&again);
+    assert_exit!(out, 0);
+    let note = format!("note: {} holds a run of this config that did not finish", run_dir.display());
+    assert!(stderr(&out).contains(&note) && stderr(&out).contains(&format!("--resume {dir_s}")), "{}", stderr(&out));
+
     let out = sb.cmd(&["run", "--resume", dir_s]);
     assert_exit!(out, 0);
     let path = PathBuf::from(stdout(&out).trim());

@@ -56,6 +56,9 @@ pub(super) fn open_folder(resolved: &ResolvedConfig, opts: &SweepOptions, prompt
     };
     let resume_dir = match &opts.folder {
         RunFolder::New { output_dir } => {
+            if opts.progress {
+                unfinished_runs_of(output_dir, resolved, opts);
+            }
             let h = header(PathBuf::new(), true);
             let stamp: String = h.created_at.chars().filter(|c| !matches!(c, '-' | ':')).collect();
             // Two runs of one config in the same second get -2, -3, ...: checked when the folder is created.
@@ -251,6 +254,28 @@ pub(super) fn final_bundle_path(dir: &Path, header: &Header) -> PathBuf {
     match header.bundle.strip_prefix("..") {
         Ok(rest) => dir.parent().map(Path::to_path_buf).unwrap_or_default().join(rest),
         Err(_) => dir.join(&header.bundle),
+    }
+}
+
+/// Says which run folders in `output_dir` hold an unfinished run of this config and shard (a run stopped by a
+/// signal, a crash): the same command starts a new run, and `--resume` would continue that one instead.
+fn unfinished_runs_of(output_dir: &Path, resolved: &ResolvedConfig, opts: &SweepOptions) {
+    let sha = resolved.sha256();
+    for e in std::fs::read_dir(output_dir).into_iter().flatten().flatten() {
+        let dir = e.path();
+        if dir.extension().is_none_or(|x| x != "run") || !Journal::exists(&dir) {
+            continue;
+        }
+        let Ok((h, state, _)) = crate::journal::read(&dir.join(JOURNAL)) else { continue };
+        if h.config_sha256 == sha && h.shard == opts.shard {
+            crate::say!(
+                "note: {} holds a run of this config that did not finish ({} cells done); this starts a new run \
+                 (`dllm-bench run --resume {}` continues that one instead)",
+                dir.display(),
+                state.cells.len(),
+                dir.display()
+            );
+        }
     }
 }
 
