@@ -133,6 +133,20 @@ fn higher_is_better_metrics_reach_parity_from_below() {
     let r = &parity(&b, &opts("rouge_l_f1", None))[0];
     assert_eq!(r.direction, Direction::HigherIsBetter);
     assert_eq!(r.outcome, Parity::Reached { steps: 32 });
+    assert_eq!(metrics::parity::floor_tie_note(&[r.clone()]), None, "a baseline above the floor");
+    // A baseline at the floor (0: no overlap with the reference) is matched by any point at 0: cautioned.
+    let floor = with_quality(sample_bundle(), |_| Some(score("rouge_l_f1", Direction::HigherIsBetter, &flat(0.0))));
+    let records = parity(&floor, &opts("rouge_l_f1", None));
+    assert_eq!(records[0].outcome, Parity::Reached { steps: 4 });
+    let note = metrics::parity::floor_tie_note(&records).expect("a caution");
+    assert!(note.contains("rouge_l_f1 is 0, the metric's floor"), "{note}");
+    // A not-reached record says "not viable"; its rows "no parity".
+    let never = with_quality(sample_bundle(), |k| Some(ppl(&flat(if k.is_some() { 20.0 } else { 10.0 }))));
+    let n = &parity(&never, &opts("perplexity", Some("judge")))[0];
+    assert_eq!(
+        (metrics::parity::verdict_without_speedup(n), metrics::parity::no_speedup_label(n)),
+        ("not viable", "no parity")
+    );
     // A metric the bundle does not have: nothing, not an error.
     assert!(parity(&b, &opts("perplexity", Some("judge"))).is_empty());
     // The same metric name under another evaluator is another metric.
@@ -154,6 +168,9 @@ fn missing_or_failed_cells_leave_that_speedup_absent_with_a_note() {
     let rows: Vec<(u32, bool)> = r.speedups.iter().map(|s| (s.batch_size, s.speedup.is_some())).collect();
     assert_eq!(rows, vec![(1, false), (4, false), (8, true)]);
     assert!(r.speedups[0].note.as_deref().is_some_and(|n| n.contains("K = 8, B = 1")));
+    // Parity was reached: a row without timing has no verdict, not "not viable".
+    assert_eq!(metrics::parity::verdict_without_speedup(r), "no verdict");
+    assert_eq!(metrics::parity::no_speedup_label(r), "not measured");
     // A diffusion K without quality is left out of the curve, not treated as a miss.
     let mut b2 = b.clone();
     for c in &mut b2.cells {
