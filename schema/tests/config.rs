@@ -477,10 +477,28 @@ fn threshold_series_need_thresholds_and_nothing_else() {
         let steps = |t: &str| t.replace("output_tokens = 32", &format!("steps = [8]\noutput_tokens = 32\n{line}"));
         refuse(|t| dream(&steps(t)), field, fix);
         // Nor is the default refused, nor a field a LLaDA model of the grid uses.
+        // (The Gumbel noise is drawn at a temperature above 0 only.)
+        let line = if line.starts_with("gumbel") { format!("{line}\ntemperature = 0.5") } else { line.to_string() };
         GridConfig::from_toml(&BASE.replace("output_tokens = 32", &format!("output_tokens = 32\n{line}")), "my.toml")
             .unwrap_or_else(|e| panic!("{line} with a LLaDA model: {e}"));
     }
     refuse(|t| t.replace("output_tokens = 32", "output_tokens = 32\ntop_p = 0.9"), "grid.top_p", "add a Dream model");
+    // A temperature drives the diffusion samplers only (the AR model decodes greedily); the Gumbel noise's source
+    // matters only above temperature 0; the behaviour at EOS is the AR model's.
+    let ar_temp = |t: &str| ar_only(&t.replace("output_tokens = 32", "output_tokens = 32\ntemperature = 0.7"));
+    refuse(ar_temp, "grid.temperature", "add a LLaDA or Dream model");
+    refuse(
+        |t| t.replace("output_tokens = 32", "output_tokens = 32\ngumbel_noise = \"host\""),
+        "grid.gumbel_noise",
+        "set a temperature above 0",
+    );
+    let no_llama = |t: &str| t.replace("kind = \"llama\"\nid = \"a/llama\"\n\n[[models]]\n", "");
+    assert!(!no_llama(BASE).contains("a/llama"), "the edit removes the AR model");
+    refuse(
+        |t| no_llama(t).replace("output_tokens = 32", "output_tokens = 32\neos = \"suppress\""),
+        "grid.eos",
+        "add a llama-kind model",
+    );
     let defaults = "cfg_scale = 0.0\nremasking = \"low_confidence\"\nconfidence = \"f32\"\ngumbel_noise = \"device\"";
     GridConfig::from_toml(
         &ar_only(&BASE.replace("output_tokens = 32", &format!("output_tokens = 32\n{defaults}"))),

@@ -3,8 +3,8 @@
 
 use super::types::{is_default_dream_algs, is_default_samplers};
 use super::{
-    AttentionKernel, Confidence, ConfigError, DeviceSpec, GridAxes, GridConfig, GumbelNoise, ModelKind, ModelSpec,
-    Precision, PromptConfig, PromptSource, QualityConfig, Remasking, RunSettings, SyntheticWeights, limits,
+    AttentionKernel, Confidence, ConfigError, DeviceSpec, EosPolicy, GridAxes, GridConfig, GumbelNoise, ModelKind,
+    ModelSpec, Precision, PromptConfig, PromptSource, QualityConfig, Remasking, RunSettings, SyntheticWeights, limits,
 };
 
 /// Builds the error of a broken rule: `bad(field, problem, fix)`.
@@ -77,6 +77,35 @@ impl GridConfig {
                 &format!("grid.{name}"),
                 &format!("{what} applies to LLaDA models only, and the grid has none"),
                 &format!("remove {name}, or add a LLaDA model to [[models]]"),
+            ));
+        }
+        if !has_llada && !has_dream && g.temperature != 0.0 {
+            return Err(bad(
+                "grid.temperature",
+                &format!(
+                    "a sampling temperature ({}) applies to the diffusion samplers only, and the grid has no \
+                     diffusion model (the autoregressive model decodes greedily)",
+                    g.temperature
+                ),
+                "remove temperature (0, greedy), or add a LLaDA or Dream model to [[models]]",
+            ));
+        }
+        if has_llada && g.temperature == 0.0 && g.gumbel_noise != GumbelNoise::default() {
+            return Err(bad(
+                "grid.gumbel_noise",
+                &format!(
+                    "the Gumbel noise's source (gumbel_noise = \"{}\") matters only at temperature > 0, and the \
+                     temperature is 0 (greedy: no noise is drawn)",
+                    g.gumbel_noise.name()
+                ),
+                "remove gumbel_noise, or set a temperature above 0",
+            ));
+        }
+        if !has(ModelKind::Llama) && g.eos != EosPolicy::default() {
+            return Err(bad(
+                "grid.eos",
+                "the behaviour at EOS applies to the autoregressive model only, and the grid has none",
+                "remove eos, or add a llama-kind model to [[models]]",
             ));
         }
         if !has_dream && let Some(p) = g.top_p {
