@@ -333,7 +333,9 @@ pub fn run(resolved: &ResolvedConfig, opts: &SweepOptions) -> Result<SweepOutcom
     }
     if let Err(e) = output::write_bundle(&path, &bundle) {
         // The cells are in the journal: say so, and how to finish (the partial bundle stays readable meanwhile).
-        let e = env.keep_partial(Err::<(), _>(e), &journal, &planned).unwrap_err();
+        if let Err(w) = env.write_partial(&journal, &planned) {
+            tracing::warn!("cannot write the partial bundle after the error: {w:#}");
+        }
         return Err(e.context(format!(
             "the {} measured cells are kept in {}: make {} writable (or free its disk) and run `dllm-bench run              --resume {}` to write the bundle",
             bundle.cells.len(),
