@@ -145,7 +145,14 @@ impl PartialEq for ParityCache {
 
 /// Parses a bundle and prepares what the page shows first; the error is a message for the user.
 pub fn load_bundle(source: &str, json: &str) -> Result<LoadedBundle, String> {
-    let read = schema::read_bundle_detailed(json).map_err(|e| format!("cannot read bundle {source}: {e}"))?;
+    let read = schema::read_bundle_detailed(json).map_err(|e| {
+        // The fix `dllm-bench validate` prints for this kind of error, unless the message names its own.
+        let message = e.to_string();
+        match e.fix() {
+            fix if fix.is_empty() || message.contains("fix:") => format!("cannot read bundle {source}: {message}"),
+            fix => format!("cannot read bundle {source}: {message}; fix: {fix}"),
+        }
+    })?;
     Ok(LoadedBundle::new(source, read))
 }
 

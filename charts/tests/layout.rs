@@ -4,7 +4,7 @@
 //! 336 SVG pixels), a double column's (7 in, 672) and a screen's (1000 px).
 
 use charts::bundle::{LoadedBundle, load_bundle};
-use charts::figure::{self, ChartStyle, Drawn, Figure, Plot, TextBox};
+use charts::figure::{self, ChartStyle, Drawn, Figure, MIN_PLOT_HEIGHT, Plot, TextBox};
 use charts::views::{Filters, Options, ViewKind, chart_view};
 use plotters::prelude::*;
 
@@ -144,5 +144,57 @@ fn screen_text_is_never_under_9_pixels_on_a_phone() {
             let px = least * 1.24;
             assert!(px >= 8.99, "{view:?} (multiples: {multiples}) at 372 px: a text of {px} px");
         }
+    }
+}
+
+/// The explorer's canvas on a 390 px phone (372 CSS pixels): every chart view of the H200 bundles, alone and
+/// compared, gives each plot at least [`MIN_PLOT_HEIGHT`] (less a few pixels of estimate): the compared TTFT /
+/// ITL chart's eight legend rows under its plot once left it 15 px, or none.
+#[test]
+fn plots_keep_their_height_on_a_phone() {
+    let (a, b) = bundles();
+    // Two demo runs (N in {48, 96}: compared, eight TTFT / ITL legend rows).
+    let c = load_bundle("q.json", include_str!("../../schema/tests/fixtures/v1.2/demo-quality.json")).expect("loads");
+    let d = load_bundle("p.json", include_str!("../../schema/tests/fixtures/v1.4/demo-peaks.json")).expect("loads");
+    // Text widths as the SVG backend guesses them (narrower than a canvas measures): legends that fit the plot's
+    // width, too tall for its height.
+    let style = ChartStyle::screen(1.0);
+    for bundles in [vec![&a], vec![&a, &b], vec![&c], vec![&c, &d]] {
+        for view in ViewKind::ALL.into_iter().filter(|v| v.is_chart()) {
+            let Ok(fig) = chart_view(view, &bundles, &Default::default(), &Options::default()).figure else { continue };
+            let (_, d, height) = draw(&fig, 372, style);
+            assert!(!d.plots.is_empty(), "{view:?}: no plot recorded");
+            for p in &d.plots {
+                let h = p[3] - p[1];
+                // Heat map panels and the answer's halves are sized otherwise; each keeps a plot.
+                let least = if matches!(fig.plot, Plot::Xy { .. }) { MIN_PLOT_HEIGHT - 12.0 } else { 60.0 };
+                assert!(
+                    f64::from(h) >= least,
+                    "{view:?} ({} bundles): a plot {h} px tall in a {height} px figure",
+                    bundles.len()
+                );
+            }
+        }
+    }
+}
+
+/// Small multiples on a phone: the facets' titles are shortened (`N=48, B=4`) where the full ones would run into
+/// each other, and kept whole on a wide screen.
+#[test]
+fn facet_titles_fit_their_facets_on_a_phone() {
+    // A demo run: B in {1, 4, 8}, three facets across a phone.
+    let text = include_str!("../../schema/tests/fixtures/v1.2/demo-quality.json");
+    let a = load_bundle("demo-quality.json", text).expect("loads");
+    let options = Options { multiples: true, ..Options::default() };
+    let fig = chart_view(ViewKind::Latency, &[&a], &Default::default(), &options).figure.expect("draws");
+    let Plot::Xy { grid: Some(g), .. } = &fig.plot else { panic!("small multiples") };
+    assert_eq!(g.cols, 3, "three columns: {g:?}");
+    let style = ChartStyle { text_width: 1.3, ..ChartStyle::screen(1.0) };
+    let (narrow, _, _) = draw(&fig, 372, style);
+    let (wide, _, _) = draw(&fig, 1400, ChartStyle::default());
+    for t in &g.titles {
+        let short = t.replace(" = ", "=");
+        assert!(narrow.contains(&format!(">{short}<")) || narrow.contains(&format!(">\n{short}\n<")), "{short}");
+        assert!(wide.contains(&format!(">{t}<")) || wide.contains(&format!(">\n{t}\n<")), "{t}");
     }
 }

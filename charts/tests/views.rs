@@ -350,10 +350,17 @@ fn table_rows_sort_and_export_as_csv() {
     views::sort_rows(&mut r, 7, true);
     assert_eq!(r[0].text[7], "1931.141", "slowest first");
     assert_eq!(r.last().map(|x| x.state), Some("oom"), "no latency sorts last");
-    let csv = views::csv(&r);
+    let csv = views::csv(&[&b], &r);
     let lines: Vec<&str> = csv.lines().collect();
     assert_eq!(lines.len(), 6);
-    assert_eq!(lines[0], views::COLUMNS.join(","));
+    assert_eq!(lines[0], format!("{},synthetic_weights,device", views::COLUMNS.join(",")));
+    // Each row says whether its numbers come from synthetic weights, and on what device.
+    let device = b.provenance.iter().find(|(k, _)| *k == "Device").map(|(_, v)| v.clone()).expect("device");
+    assert!(b.synthetic_weights && device.contains("H200"), "{device}");
+    for line in &lines[1..] {
+        assert!(line.ends_with(&format!(",true,{device}")), "{line}");
+    }
+    assert_eq!(views::csv_file_name(&b), "study-h200-cells.csv");
     assert!(
         lines[1]
             .starts_with("study-h200.json,dllm-bench/synthetic-llada-tiny,llada_low_confidence,32,4,256,ok,1931.141,")
@@ -364,7 +371,7 @@ fn table_rows_sort_and_export_as_csv() {
     v["cells"][0]["status"] = serde_json::json!({"state": "error", "message": "boom, \"bad\""});
     v["cells"][0]["repetitions"] = serde_json::json!([]);
     let e = load_bundle("e.json", &v.to_string()).expect("loads");
-    let csv = views::csv(&rows(&[&e], &Filters::default()));
+    let csv = views::csv(&[&e], &rows(&[&e], &Filters::default()));
     assert!(csv.contains(r#","error: boom, ""bad""","#), "{csv}");
 }
 
@@ -416,6 +423,12 @@ fn broken_bundles_give_user_messages() {
     let bad_quality = H200.replacen("\"value\": 80.0", "\"value\": \"high\"", 1);
     let e = load_bundle("q.json", &bad_quality).unwrap_err();
     assert!(e.contains("quality"), "{e}");
+    // Each says what to do, as `dllm-bench validate` does (`BundleError::fix`); a newer format's own fix once.
+    assert!(not_json.contains("; fix: repair the JSON at that line and column"), "{not_json}");
+    assert!(missing.contains("; fix: give that field"), "{missing}");
+    assert_eq!(newer.matches("fix:").count(), 1, "{newer}");
+    let not_bundle = load_bundle("n.json", "[1, 2]").unwrap_err();
+    assert!(not_bundle.contains("fix: pass a result bundle"), "{not_bundle}");
 }
 
 /// Like [`check_hits`], for charts whose points may coincide (the roofline: LLaDA's intensity does not depend
@@ -1085,4 +1098,87 @@ fn a_bundle_with_fewer_cells_than_planned_is_partial() {
     json["cells"].as_array_mut().expect("cells").truncate(5);
     let cut = load_bundle("partial.json", &json.to_string()).expect("a partial bundle loads");
     assert_eq!(cut.partial.as_deref(), Some(format!("5 of {planned} planned cells").as_str()));
+}
+
+#[test]
+fn s_parity_rows_warn_where_parity_was_reached_in_only_some_resamples() {
+    // `report`'s bold warning, on its test (a reached S_parity, reached in fewer than every bootstrap resample):
+    // in the real 1.2 demo run, N = 96 reached parity in 67% of the resamples, N = 48 in all of them.
+    let b =
+        load_bundle("v1.2.json", include_str!("../../schema/tests/fixtures/v1.2/demo-quality.json")).expect("loads");
+    let (_, rows) = parity_rows(&[&b], &Filters::default(), &Options::default()).expect("rows");
+    assert!(rows.iter().any(|r| r.seq == 48) && rows.iter().any(|r| r.seq == 96));
+    for r in &rows {
+        let want =
+            (r.seq == 96).then_some("parity was reached in only 67% of the bootstrap resamples: S_parity is uncertain");
+        assert_eq!(
+            r.uncertain.as_deref().map(|w| &w[..want.map_or(0, str::len)]),
+            want,
+            "N = {} B = {}",
+            r.seq,
+            r.batch
+        );
+        if let Some(w) = &r.uncertain {
+            assert_eq!(r.warnings().first(), Some(w), "first in the warning column");
+        }
+    }
+    // Not reached at all: no such warning (the verdict says it), even where some resamples reached it.
+    let b =
+        load_bundle("v1.3.json", include_str!("../../schema/tests/fixtures/v1.3/demo-quality.json")).expect("loads");
+    let (_, rows) = parity_rows(&[&b], &Filters::default(), &Options::default()).expect("rows");
+    assert!(!rows.is_empty() && rows.iter().all(|r| r.uncertain.is_none() && r.s_parity.starts_with("not reached")));
+}
+
+#[test]
+fn the_answer_of_a_partial_bundle_says_its_quality_is_not_measured_yet() {
+    // The diffusion cells' quality not measured yet (a group's quality comes with its largest B, not run yet).
+    let text = include_str!("../../schema/tests/fixtures/v1.2/demo-quality.json");
+    let mut json: serde_json::Value = serde_json::from_str(text).expect("json");
+    let cells = json["cells"].as_array_mut().expect("cells");
+    for c in cells.iter_mut().filter(|c| c["key"]["sampler"] != "ar_greedy") {
+        c["quality"] = serde_json::json!([]);
+    }
+    let whole = load_bundle("whole.json", &json.to_string()).expect("loads");
+    let e = views::answer(&[&whole], &Options::default()).expect_err("nothing to judge");
+    assert_eq!(e, "no diffusion series against an AR model has quality values");
+    let planned = json["cells"].as_array().expect("cells").len() + 6;
+    json["provenance"]["planned_cells"] = planned.into();
+    let partial = load_bundle("partial.json", &json.to_string()).expect("loads");
+    let e = views::answer(&[&partial], &Options::default()).expect_err("nothing to judge yet");
+    assert!(e.contains("PARTIAL bundle") && e.contains("not measured yet"), "{e}");
+}
+
+#[test]
+fn charts_name_the_cells_they_leave_out() {
+    // study-h200's LLaDA cell at K = 64, B = 4, N = 256 ran out of memory: the charts of that shape say so.
+    let b = h200();
+    let note = |view: ViewKind, f: &Filters| {
+        let cv = chart_view(view, &[&b], f, &Options::default());
+        cv.notes.into_iter().filter(|n| n.starts_with("Not drawn")).collect::<Vec<_>>()
+    };
+    let oom = "synthetic-llada-tiny (low-confidence remasking) block 32 K=64";
+    for view in [ViewKind::Latency, ViewKind::Pareto, ViewKind::QualitySteps] {
+        let notes = note(view, &shape(4, 256));
+        assert_eq!(notes.len(), 1, "{view:?}: {notes:?}");
+        assert!(notes[0].contains("(B = 4, N = 256)") && notes[0].contains(&format!("{oom} (out of memory)")));
+        assert!(note(view, &shape(1, 256)).is_empty(), "{view:?}: every cell of B = 1 ran");
+    }
+    // Over every B: the throughput and time per step at N = 256 name its B.
+    for view in [ViewKind::Throughput, ViewKind::StepTime] {
+        let notes = note(view, &Filters { seq: Some(256), ..Filters::default() });
+        assert!(notes.len() == 1 && notes[0].contains(&format!("{oom} B=4 (out of memory)")), "{view:?}: {notes:?}");
+        assert!(note(view, &Filters { seq: Some(128), ..Filters::default() }).is_empty(), "{view:?}");
+    }
+    // The AR timings: the AR model's own failures, none here; a failed AR cell is named with its B and N.
+    assert!(note(ViewKind::ArTiming, &Filters::default()).is_empty());
+    let mut v: serde_json::Value = serde_json::from_str(H200).expect("json");
+    let ar = v["cells"].as_array_mut().expect("cells").iter_mut().find(|c| c["key"]["sampler"] == "ar_greedy");
+    let ar = ar.expect("an AR cell");
+    let (bs, n) = (ar["key"]["batch_size"].clone(), ar["key"]["seq_len"].clone());
+    ar["status"] = serde_json::json!({"state": "error", "message": "boom"});
+    ar["repetitions"] = serde_json::json!([]);
+    let e = load_bundle("e.json", &v.to_string()).expect("loads");
+    let cv = chart_view(ViewKind::ArTiming, &[&e], &Filters::default(), &Options::default());
+    let want = format!("synthetic-llama-tiny (autoregressive) B={bs} N={n} (failed)");
+    assert!(cv.notes.iter().any(|n| n.starts_with("Not drawn") && n.contains(&want)), "{:?}", cv.notes);
 }

@@ -86,6 +86,9 @@ async function waitLoaded(page, file) {
       document.querySelector('[data-testid="provenance"] .source')?.textContent === f,
     [CHART, file], { timeout: TIMEOUT });
 }
+function bundle_stem(file) {
+  return file.replace(/\.json$/, '');
+}
 async function view(page, slug) {
   await page.click(`[data-testid="tab-${slug}"]`);
   await page.waitForSelector(`[data-testid="view-${slug}"]`, { timeout: TIMEOUT });
@@ -368,8 +371,9 @@ async function checkViews(page) {
   const csv = readFileSync(await download.path(), 'utf8').trim().split('\n');
   const want = bundle.cells.filter((c) => c.key.seq_len === 256 && c.key.batch_size === 4);
   assert.equal(csv.length, 1 + want.length, 'header + the filtered cells');
-  assert.match(csv[0], /^bundle,model,sampler,K,B,N,status,e2e_ms_median/);
-  for (const line of csv.slice(1)) assert.match(line, /,4,256,(ok|oom)/);
+  assert.match(csv[0], /^bundle,model,sampler,K,B,N,status,e2e_ms_median.*,synthetic_weights,device$/);
+  for (const line of csv.slice(1)) assert.match(line, /,4,256,(ok|oom).*,true,cuda /);
+  assert.equal(download.suggestedFilename(), `${bundle_stem(STUDY.file)}-cells.csv`, 'named after the bundle');
   pass(`CSV export: ${want.length} filtered cells (N=256, B=4) + header`);
   await page.click('[data-testid="reset-filters"]');
 
@@ -566,6 +570,97 @@ async function checkAboveTheFold(page) {
 }
 
 /**
+ * Back and Forward move between views and bundles: a tab or a bundle is a new history entry, a filter edit
+ * replaces the current one, and the page reads its state back from the address.
+ */
+async function checkHistory(page) {
+  await page.setViewportSize({ width: 1280, height: 1000 });
+  await page.goto(`${BASE}?bundle=${STUDY.file}`);
+  await waitLoaded(page, STUDY.file);
+  await view(page, 'latency');
+  await view(page, 'pareto');
+  await setFilter(page, 'B', 4);
+  await page.waitForFunction(() => location.search.includes('B=4'), null, { timeout: TIMEOUT });
+  const at = async (slug) => {
+    await page.waitForSelector(`[data-testid="view-${slug}"]`, { timeout: TIMEOUT });
+    return page.evaluate(() => location.search);
+  };
+  await page.goBack();
+  let q = await at('latency');
+  assert.ok(q.includes('view=latency') && !q.includes('B=4'), `Back from the Pareto view: ${q}`);
+  assert.equal(await page.$eval('[data-testid="filter-B"]', (s) => s.value), '', 'the filters of that entry');
+  await page.goBack();
+  q = await at('answer');
+  assert.ok(!q.includes('view='), `Back again: the answer (${q})`);
+  await page.goForward();
+  await at('latency');
+  // Another bundle, then Back: the first one again.
+  await page.selectOption('[data-testid="bundle-select"]', STUDY_B.file);
+  await waitLoaded(page, STUDY_B.file);
+  await page.goBack();
+  await waitLoaded(page, STUDY.file);
+  await at('latency');
+  await page.goForward();
+  await waitLoaded(page, STUDY_B.file);
+  pass('Back and Forward move between views and bundles; a filter edit is no history entry of its own');
+}
+
+/**
+ * A 390 px phone: the selected tab is scrolled into the tab strip after a view change (a deep link to the last
+ * tab), and every chart view keeps its plots tall enough to read, alone and compared (the compared TTFT / ITL
+ * chart's legend under its plot once left it 15 px tall, or none).
+ */
+async function checkPhone(page) {
+  await page.setViewportSize({ width: 390, height: 844 });
+  for (const v of ['details', 'roofline', 'answer']) {
+    await page.goto(`${BASE}?bundle=${STUDY.file}${v === 'answer' ? '' : `&view=${v}`}`);
+    await page.waitForSelector(`[data-testid="view-${v}"]`, { timeout: TIMEOUT });
+    await page.waitForFunction((slug) => {
+      const t = document.querySelector(`[data-testid="tab-${slug}"]`).getBoundingClientRect();
+      const s = document.querySelector('.tabs').getBoundingClientRect();
+      return t.left >= s.left - 1 && t.right <= s.right + 1;
+    }, v, { timeout: TIMEOUT });
+  }
+  await page.goto(`${BASE}?bundle=${STUDY.file}&view=details`);
+  await page.waitForSelector('[data-testid="view-details"]', { timeout: TIMEOUT });
+  await page.waitForTimeout(200);
+  await page.screenshot({ path: `${SHOTS}-tabs-390.png` });
+  pass('a phone: the selected tab is scrolled into the tab strip');
+  const demos = BUNDLES.filter((b) => /fixtures\/v1\.[2-9]\//.test(b.path));
+  const sets = [[STUDY], [STUDY, STUDY_B], demos.slice(0, 1), demos.slice(0, 2)].filter((p) => p.length && p.every(Boolean));
+  const views = ['answer', 'latency', 'pareto', 'quality', 'throughput', 'memory', 'ttft-itl', 'step-time', 'roofline'];
+  let checked = 0;
+  for (const set of sets) {
+    for (const v of views) {
+      const q = `?bundle=${set[0].file}${set[1] ? `&compare=${set[1].file}` : ''}${v === 'answer' ? '' : `&view=${v}`}`;
+      await page.goto(`${BASE}${q}`);
+      await page.waitForFunction(([sel, two]) => {
+        const c = document.querySelector(sel);
+        if (!c || c.dataset.drawn === 'false' || !document.querySelector(`[data-testid="view-${c.dataset.view}"]`)) return false;
+        return c.dataset.drawn === 'empty' || !two || (c.dataset.figure || '').includes('[B] ');
+      }, [CHART, set.length > 1], { timeout: TIMEOUT });
+      const got = await page.$eval(CHART, (c) => ({
+        drawn: c.dataset.drawn,
+        kind: JSON.parse(c.dataset.figure || '{}').plot?.kind,
+        plots: JSON.parse(c.dataset.plots || '[]'),
+        scale: c.width / c.clientWidth,
+      }));
+      if (got.drawn !== 'true') continue;
+      assert.ok(got.plots.length > 0, `${q} at 390 px: no plot recorded`);
+      const least = got.kind === 'xy' ? 100 : 60;
+      for (const p of got.plots) {
+        const h = (p[3] - p[1]) / got.scale;
+        assert.ok(h >= least, `${q} at 390 px: a plot ${h.toFixed(0)} px tall (at least ${least})`);
+      }
+      if (v === 'ttft-itl' && set.length > 1) await page.screenshot({ path: `${SHOTS}-ttft-compared-390.png`, fullPage: true });
+      checked += 1;
+    }
+  }
+  await page.setViewportSize({ width: 1280, height: 1000 });
+  pass(`a phone (390 px): ${checked} charts keep every plot at least 100 px tall (heat maps 60)`);
+}
+
+/**
  * Energy (format 1.7): a bundle with energy offers the cost choice; energy per token replaces latency in latency vs
  * steps (each point the median of energy_j / output_tokens) and in the Pareto frontier; a bundle without has no
  * such choice.
@@ -753,6 +848,12 @@ async function checkBroken(page) {
     const err = await page.waitForSelector('[data-testid="error"]', { timeout: TIMEOUT });
     const text = await err.textContent();
     assert.match(text, new RegExp(re), `${file}: message`);
+    // Each says what to do: the fix `dllm-bench validate` prints for its kind; a missing file, where to look.
+    if (file === 'does-not-exist.json') {
+      assert.ok(text.includes('not in the results folder; choose a bundle above, or check the file name in the link'), text);
+    } else if (!file.includes('/')) {
+      assert.match(text, /fix: /, `${file}: no fix in "${text}"`);
+    }
     assert.equal(await page.$(`${CHART}[data-drawn="true"]`), null, `${file}: a chart is still shown`);
     pass(`${file}: "${text.slice(0, 100)}${text.length > 100 ? '…' : ''}"`);
   }
@@ -858,6 +959,8 @@ try {
   await checkBroken(page);
   await checkLocalFiles(page);
   await checkAboveTheFold(page);
+  await checkHistory(page);
+  await checkPhone(page);
   await checkEnergy(page);
   // A narrow screen still works (responsive layout).
   await page.setViewportSize({ width: 420, height: 900 });

@@ -1,5 +1,5 @@
 //! The bundles the page offers: `bundles/index.json`, read and checked (a file name that could escape `bundles/`
-//! is dropped), and the text of each entry in the bundle selector.
+//! is dropped), the text of each entry in the bundle selector, and the entry the page opens first.
 
 use schema::{BundleIndex, IndexEntry};
 
@@ -16,7 +16,17 @@ pub fn option_label(e: &IndexEntry, all: &[IndexEntry]) -> String {
     if e.synthetic_weights {
         s.push_str(" [synthetic weights]");
     }
+    if e.partial {
+        s.push_str(" [PARTIAL]");
+    }
     s
+}
+
+/// The bundle the page opens without `?bundle=`: the newest (the index is newest first) that holds every cell its
+/// run planned, else the newest (every one is partial). An interrupted run's `partial.json` is newer than the last
+/// whole run, and its verdicts may change.
+pub fn default_entry(entries: &[IndexEntry]) -> Option<&IndexEntry> {
+    entries.iter().find(|e| !e.partial).or_else(|| entries.first())
 }
 
 /// Parses `bundles/index.json`, dropping entries whose file name could escape `bundles/`.

@@ -2,7 +2,7 @@
 //! the bundle index it fetches. (The charts it shows are tested in charts/tests.)
 
 use charts::views::{Filters, Options, ParetoX, ViewKind};
-use explorer::index::{is_plain_file_name, option_label, parse_index};
+use explorer::index::{default_entry, is_plain_file_name, option_label, parse_index};
 use explorer::state::{PageState, parse_peak};
 use metrics::derive::MemoryMetric;
 
@@ -103,4 +103,21 @@ fn bundles_of_one_title_are_told_apart_by_file_name() {
             "demo on AMD EPYC",
         ]
     );
+}
+
+#[test]
+fn a_partial_bundle_is_marked_and_not_opened_by_default() {
+    // An interrupted run's partial bundle is the newest; the page opens the newest whole one and marks the other.
+    let idx = r#"{"bundles": [
+        {"file": "partial.json", "title": "demo on CPU", "created_at": "2026-11-28T04:30:00Z", "synthetic_weights": true, "partial": true},
+        {"file": "whole.json", "title": "demo on CPU", "created_at": "2026-11-28T04:24:00Z", "synthetic_weights": true}
+    ]}"#;
+    let entries = parse_index(idx).expect("index");
+    assert!(entries[0].partial && !entries[1].partial, "`partial` absent reads as false");
+    assert!(option_label(&entries[0], &entries).ends_with(" [synthetic weights] [PARTIAL]"));
+    assert!(!option_label(&entries[1], &entries).contains("PARTIAL"));
+    assert_eq!(default_entry(&entries).map(|e| e.file.as_str()), Some("whole.json"));
+    // Every bundle partial: the newest still opens.
+    assert_eq!(default_entry(&entries[..1]).map(|e| e.file.as_str()), Some("partial.json"));
+    assert_eq!(default_entry(&[]), None);
 }

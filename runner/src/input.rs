@@ -70,25 +70,12 @@ pub fn read_bundle_file_text(path: &Path) -> Result<(schema::ReadBundle, String)
         read_text_file(path, "bundle", "pass a result bundle (a .json file that `dllm-bench run` or `merge` wrote)")?;
     let read = schema::read_bundle_detailed(&text).map_err(|e| {
         // A message that names its own fix (a newer format: upgrade) keeps it alone; the others get the fix of
-        // their kind.
+        // their kind (`BundleError::fix`, which the explorer shows too).
         let message = e.to_string();
-        let fix = match &e {
-            _ if message.contains("fix:") => "",
-            schema::BundleError::NotJson { .. } => {
-                "\n  fix: repair the JSON at that line and column (a file cut short by a copy or a full disk? the \
-                 runner writes whole files only), or use the file as the runner wrote it"
-            }
-            schema::BundleError::NotABundle(_) => {
-                "\n  fix: pass a result bundle (a .json file that `dllm-bench run` or `merge` wrote)"
-            }
-            schema::BundleError::Invalid { .. } => {
-                "\n  fix: give that field (or add it, where it is missing) a value of the type the format has for it \
-                 (`dllm-bench schema` prints the JSON Schema), or use the file as the runner wrote it"
-            }
-            _ => {
-                "\n  fix: make the fields named above agree (each rule is in the description of its field in \
-                 `dllm-bench schema`), or use the file as the runner wrote it"
-            }
+        let fix = match e.fix() {
+            "" => String::new(),
+            _ if message.contains("fix:") => String::new(),
+            fix => format!("\n  fix: {fix}"),
         };
         anyhow::Error::new(InputError(format!("{}: {message}{fix}", path.display())))
     })?;

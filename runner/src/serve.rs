@@ -106,6 +106,8 @@ pub fn bundle_index(dir: &Path) -> Result<BundleIndex> {
                 title: title(&b),
                 created_at: b.provenance.created_at.clone(),
                 synthetic_weights: b.provenance.synthetic_weights,
+                // The same test as `validate`'s and the explorer's PARTIAL.
+                partial: metrics::coverage::partial(&b).is_some(),
                 file,
             }),
             Err(e) => tracing::warn!("skipping {}: {e}", path.display()),
@@ -160,7 +162,7 @@ pub fn serve(results: &Path, explorer: &Path, addr: &str) -> Result<()> {
         );
     }
     let roots = Arc::new(Roots { results: canonical(results)?, explorer: canonical(explorer)? });
-    let server = tiny_http::Server::http(addr).map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
+    let server = listen(addr)?;
     let local = server.server_addr().to_ip().map(|a| a.to_string()).unwrap_or_else(|| addr.to_string());
     println!("explorer: http://{local}/  (bundles from {}; Ctrl-C stops)", results.display());
     let in_flight = Arc::new(AtomicUsize::new(0));
@@ -184,6 +186,35 @@ pub fn serve(results: &Path, explorer: &Path, addr: &str) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The fix of a bad `--addr`.
+const ADDR_FIX: &str = "fix: HOST:PORT such as 127.0.0.1:8080 (port 0: any free port)";
+
+/// A server listening on `addr` (`--addr`). An address that is not HOST:PORT (no port, a port over 65535, a
+/// host that does not resolve), one in use or one this user may not bind is bad input (exit 2) with its fix.
+fn listen(addr: &str) -> Result<tiny_http::Server> {
+    use std::net::ToSocketAddrs;
+    let bad = |why: String| -> anyhow::Error { InputError(format!("--addr {addr}: {why}")).into() };
+    match addr.to_socket_addrs().map(|mut a| a.next()) {
+        Ok(Some(_)) => {}
+        Ok(None) => return Err(bad(format!("no address to listen on; {ADDR_FIX}"))),
+        Err(e) => return Err(bad(format!("not a HOST:PORT address ({e}); {ADDR_FIX}"))),
+    }
+    tiny_http::Server::http(addr).map_err(|e| {
+        let kind = e.downcast_ref::<std::io::Error>().map(std::io::Error::kind);
+        match kind {
+            Some(std::io::ErrorKind::AddrInUse) => bad("the address is in use (another server on that port?); fix: \
+                 pass another port (e.g. --addr 127.0.0.1:8081), or port 0 for any free port (--addr 127.0.0.1:0: the \
+                 address is printed)"
+                .into()),
+            Some(std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::AddrNotAvailable) => bad(format!(
+                "cannot listen there ({e}): a port under 1024 needs privileges, and the host must be an address \
+                 of this machine; {ADDR_FIX}"
+            )),
+            _ => anyhow::anyhow!("cannot listen on {addr}: {e}"),
+        }
+    })
 }
 
 /// The served folders, canonical.

@@ -104,9 +104,18 @@ fn check_out(args: &SiteArgs) -> Result<PathBuf> {
 pub fn assemble(args: &SiteArgs) -> Result<usize> {
     if !args.explorer.join("index.html").is_file() {
         return Err(InputError(format!(
-            "{} has no index.html: build the explorer first (`trunk build index.html --offline=true --release` \
-             in explorer/), or pass --explorer DIR",
+            "--explorer {}: no index.html, the explorer is not built; fix: build it (`trunk build index.html \
+             --offline=true --release` in explorer/, or `scripts/demo.sh`), or pass --explorer DIR",
             args.explorer.display()
+        ))
+        .into());
+    }
+    // As `serve`: a results folder that is not one is bad input with its fix, not a failure to resolve a path.
+    if !args.results.is_dir() {
+        return Err(InputError(format!(
+            "--results {}: not a folder of bundles; fix: pass --results DIR, the folder `dllm-bench run` wrote its \
+             bundles to (default results)",
+            args.results.display()
         ))
         .into());
     }
@@ -115,10 +124,22 @@ pub fn assemble(args: &SiteArgs) -> Result<usize> {
     let out = check_out(args)?;
     let parent = out.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
     output::create_folder(&parent)?;
-    let tmp = tempfile::Builder::new()
-        .prefix(".site-tmp-")
-        .tempdir_in(&parent)
-        .with_context(|| format!("cannot create a folder in {}", parent.display()))?;
+    // A folder the user may not write (or a file system with no room for folders, /proc) is bad input, as for
+    // every output (`output::write_atomic`).
+    let in_parent = |e: std::io::Error| -> anyhow::Error {
+        if output::unwritable_here(&e) || e.kind() == std::io::ErrorKind::NotFound {
+            InputError(format!(
+                "--out {}: cannot create a folder in {}: {e}; fix: pass --out a folder in a folder you can write \
+                 (default site/dist)",
+                args.out.display(),
+                parent.display()
+            ))
+            .into()
+        } else {
+            anyhow::Error::new(e).context(format!("cannot create a folder in {}", parent.display()))
+        }
+    };
+    let tmp = tempfile::Builder::new().prefix(".site-tmp-").tempdir_in(&parent).map_err(in_parent)?;
     copy_dir(&args.explorer, tmp.path())?;
     let bundles = tmp.path().join("bundles");
     for entry in &index.bundles {
@@ -130,10 +151,7 @@ pub fn assemble(args: &SiteArgs) -> Result<usize> {
     output::write_atomic(&bundles.join("index.json"), &json)?;
     std::fs::write(tmp.path().join(MARKER), "written by `dllm-bench site`: the next one replaces this folder\n")
         .with_context(|| format!("cannot write in {}", tmp.path().display()))?;
-    let old = tempfile::Builder::new()
-        .prefix(".site-old-")
-        .tempdir_in(&parent)
-        .with_context(|| format!("cannot create a folder in {}", parent.display()))?;
+    let old = tempfile::Builder::new().prefix(".site-old-").tempdir_in(&parent).map_err(in_parent)?;
     // The earlier site moves into the folder that is deleted when `old` is dropped, and back if the new one
     // cannot take its place.
     let moved = out.exists();

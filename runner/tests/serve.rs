@@ -381,3 +381,51 @@ fn the_process_fixes_candles_thread_count_once_at_its_start() {
     let (server, _) = start_with_threads(&results, &explorer, &sb.path().join("set.log"), Some("1"));
     assert!(environ(&server).contains(&"RAYON_NUM_THREADS=1".to_string()), "the user's value is kept");
 }
+
+/// The index marks a bundle with fewer cells than its run planned (the explorer's selector says PARTIAL and does
+/// not open it first); a whole one has no `partial` in its entry.
+#[test]
+fn the_index_marks_partial_bundles() {
+    let sb = Sandbox::new();
+    let results = sb.results();
+    std::fs::create_dir_all(&results).expect("results");
+    let mut b: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(demo_fixture()).expect("fixture")).expect("json");
+    let cells = b["cells"].as_array().expect("cells").len();
+    b["provenance"]["planned_cells"] = cells.into();
+    std::fs::write(results.join("whole.json"), b.to_string()).expect("write");
+    b["provenance"]["planned_cells"] = (cells + 4).into();
+    std::fs::write(results.join("partial.json"), b.to_string()).expect("write");
+    let index = runner::serve::bundle_index(&results).expect("index");
+    let partial = |f: &str| index.bundles.iter().find(|e| e.file == f).map(|e| e.partial).expect("listed");
+    assert!(partial("partial.json") && !partial("whole.json"));
+    let json = serde_json::to_string(&index).expect("json");
+    assert_eq!(json.matches("\"partial\"").count(), 1, "only the partial entry says so: {json}");
+}
+
+/// Bad flags of `serve` and `site` are bad input (exit 2), each naming the flag and its fix.
+#[test]
+fn serve_and_site_refuse_bad_flags_with_a_fix() {
+    let sb = Sandbox::new();
+    let (results, explorer) = folders(&sb);
+    let (r, e) = (results.to_str().expect("utf8"), explorer.to_str().expect("utf8"));
+    let expect = |o: &std::process::Output, flag: &str, fix: &str| {
+        crate::assert_exit!(o, 2);
+        let err = crate::util::stderr(o);
+        assert!(err.contains(flag) && err.contains("fix:") && err.contains(fix), "{flag}: {err}");
+    };
+    for addr in ["nonsense", "127.0.0.1:99999", "127.0.0.1"] {
+        let o = sb.cmd(&["serve", "--results", r, "--explorer", e, "--addr", addr]);
+        expect(&o, &format!("--addr {addr}: "), "HOST:PORT such as 127.0.0.1:8080 (port 0: any free port)");
+    }
+    // An address in use: another port, or port 0.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    let addr = taken.local_addr().expect("addr").to_string();
+    let o = sb.cmd(&["serve", "--results", r, "--explorer", e, "--addr", &addr]);
+    expect(&o, &format!("--addr {addr}: the address is in use"), "port 0");
+    let o = sb.cmd(&["site", "--results", "nope", "--explorer", e, "--out", "out"]);
+    expect(&o, "--results nope: not a folder of bundles", "pass --results DIR");
+    // A folder nothing can be created in.
+    let o = sb.cmd(&["site", "--results", r, "--explorer", e, "--out", "/proc/dllm-bench-site"]);
+    expect(&o, "--out /proc/dllm-bench-site: cannot create a folder in /proc", "a folder you can write");
+}

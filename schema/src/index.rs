@@ -20,4 +20,12 @@ pub struct IndexEntry {
     pub created_at: String,
     /// Whether the bundle's weights were synthetic.
     pub synthetic_weights: bool,
+    /// Whether the bundle holds fewer cells than its run planned (an interrupted run's `partial.json`, a merge with
+    /// cells missing: `metrics::coverage::partial`): its S_parity and speedups may change. Absent: false.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub partial: bool,
+}
+
+fn is_false(v: &bool) -> bool {
+    !*v
 }

@@ -51,6 +51,29 @@ pub enum BundleError {
     Inconsistent(String),
 }
 
+impl BundleError {
+    /// What to do about the error, for every reader to print after its message (`dllm-bench validate`, the
+    /// explorer); empty for an error whose message names its own fix (a newer format: upgrade).
+    pub fn fix(&self) -> &'static str {
+        match self {
+            BundleError::NotJson { .. } => {
+                "repair the JSON at that line and column (a file cut short by a copy or a full disk? the runner \
+                 writes whole files only), or use the file as the runner wrote it"
+            }
+            BundleError::NotABundle(_) => "pass a result bundle (a .json file that `dllm-bench run` or `merge` wrote)",
+            BundleError::NewerVersion { .. } => "",
+            BundleError::Invalid { .. } => {
+                "give that field (or add it, where it is missing) a value of the type the format has for it \
+                 (`dllm-bench schema` prints the JSON Schema), or use the file as the runner wrote it"
+            }
+            BundleError::Inconsistent(_) => {
+                "make the fields named above agree (each rule is in the description of its field in `dllm-bench \
+                 schema`), or use the file as the runner wrote it"
+            }
+        }
+    }
+}
+
 /// A bundle as read, with what the reader had to do.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReadBundle {

@@ -91,7 +91,7 @@ pub(super) fn draw_heat<DB: DrawingBackend>(
     // Side by side where they are wide enough, else in rows.
     let cols = heat_columns(panels.len(), f64::from(root.dim_in_pixel().0) / style.scale);
     let areas = root.split_evenly((panels.len().div_ceil(cols), cols));
-    let mut hits = Vec::new();
+    let (mut hits, mut plots) = (Vec::new(), Vec::new());
     for (pi, (panel, area)) in panels.iter().zip(&areas).enumerate() {
         let (title_font, lines) = title_lines(area, &panel.title, 14.0, style)?;
         let mut builder = ChartBuilder::on(area);
@@ -115,6 +115,8 @@ pub(super) fn draw_heat<DB: DrawingBackend>(
             .axis_desc_style(font(14.0))
             .draw()
             .map_err(backend_err)?;
+        let (px, py) = cc.plotting_area().get_pixel_range();
+        plots.push([px.start, py.start, px.end, py.end]);
         for (ci, c) in panel.cells.iter().enumerate() {
             let (x, y) = (c.col as f64, c.row as f64);
             let fill = match (c.oom, c.value) {
@@ -142,7 +144,7 @@ pub(super) fn draw_heat<DB: DrawingBackend>(
             hits.push(Hit { series: pi, mark: ci, x: cx, y: cy, x0, y0, x1, y1 });
         }
     }
-    Ok(Drawn { hits, ..Drawn::default() })
+    Ok(Drawn { hits, plots, ..Drawn::default() })
 }
 
 /// The narrowest heat map panel, CSS pixels.

@@ -25,7 +25,7 @@ use serde::Serialize;
 use axes::{axis_title, axis_title_least};
 use heat::{HEAT_BAR, draw_heat, heat_columns};
 use text::{legend_estimate, title_estimate};
-use xy::{draw_xy, legend_labels};
+use xy::{draw_xy, legend_inside, legend_labels};
 
 /// Okabe-Ito colour-blind-safe palette, without its black and yellow (too light on white).
 pub const OKABE_ITO: [RGBColor; 6] = [
@@ -56,6 +56,10 @@ const FACET_Y_TICKS: f64 = 54.0;
 
 /// A facet's plot height over its width.
 const FACET_ASPECT: f64 = 0.7;
+
+/// The least height of a single x/y chart's plot, CSS pixels: a figure is made taller (a phone, a legend under the
+/// plot) rather than its plot thinner than this.
+pub const MIN_PLOT_HEIGHT: f64 = 120.0;
 
 /// Colour index of the autoregressive model (Okabe-Ito black).
 pub const AR: usize = usize::MAX;
@@ -341,12 +345,16 @@ impl Figure {
             }
             Plot::Xy { series, refs, y, .. } => {
                 let plot_w = w - Y_LABEL_AREA - 2.0 * PANEL_MARGIN;
-                let (box_w, strip) = legend_estimate(&legend_labels(refs, series), w, style);
-                let strip = if box_w > plot_w - 2.0 * LEGEND_MARGIN { strip } else { 0.0 };
-                // The plot half as tall as wide, or as tall as the y axis' title at its smallest (a phone, a printed
-                // column), up to square.
-                let y_title = axis_title(y).chars().count() as f64 * 0.58 * axis_title_least(style);
-                let plot_h = (plot_w * 0.5).max(y_title + 8.0).min(plot_w);
+                let plot_h = single_plot_height(plot_w, y, style);
+                // Room for the legend's strip under the plot wherever the drawing puts the legend there: the same
+                // decision ([`legend_inside`]) on estimates of the same sizes (a row a line of 12 px text).
+                let labels = legend_labels(refs, series);
+                let (box_w, strip) = legend_estimate(&labels, w, style);
+                let box_h = labels.len() as f64 * (12.0 * 1.2 + 4.0) + 12.0;
+                let wrapped = box_w > plot_w - 2.0 * LEGEND_MARGIN;
+                let inside = labels.is_empty()
+                    || legend_inside((plot_w, plot_h), (box_w.min(plot_w), box_h), wrapped, LEGEND_MARGIN);
+                let strip = if inside { 0.0 } else { strip };
                 let need = title_estimate(&self.title, w, style) + 2.0 * PANEL_MARGIN + 48.0 + plot_h + strip;
                 (need.round() as u32).max(single)
             }
@@ -375,6 +383,13 @@ impl Figure {
             },
         }
     }
+}
+
+/// The height (CSS pixels) a single x/y chart's plot `plot_w` wide is given: half its width, or as tall as the y
+/// axis' title at its smallest (a phone, a printed column), up to square; never under [`MIN_PLOT_HEIGHT`].
+pub(super) fn single_plot_height(plot_w: f64, y: &Axis, style: ChartStyle) -> f64 {
+    let y_title = axis_title(y).chars().count() as f64 * 0.58 * axis_title_least(style);
+    (plot_w * 0.5).max(y_title + 8.0).min(plot_w).max(MIN_PLOT_HEIGHT)
 }
 
 /// Where a mark landed, in backend pixels (device pixels on a canvas).
@@ -429,6 +444,9 @@ pub struct Drawn {
     /// The legends drawn.
     #[serde(skip)]
     pub legends: Vec<TextBox>,
+    /// Each plot's area (an x/y chart's or facet's, a heat map panel's), left, top, right, bottom in backend
+    /// pixels: the browser test checks that none is squeezed flat on a phone.
+    pub plots: Vec<[i32; 4]>,
 }
 
 impl Drawn {
@@ -535,6 +553,7 @@ fn draw_plot<DB: DrawingBackend>(
             drawn.hits.extend(more.hits.into_iter().map(|h| Hit { series: h.series + offset, ..h }));
             drawn.labels.extend(more.labels);
             drawn.legends.extend(more.legends);
+            drawn.plots.extend(more.plots);
             drawn
         }
     })

@@ -105,13 +105,24 @@ pub(super) fn wrap<DB: DrawingBackend>(
     Ok(lines)
 }
 
-/// The estimated height of a title `width` pixels wide (see [`title_lines`]; 0.58 em a character).
+/// The estimated height of a title `width` pixels wide, as [`title_lines`] lays it out (0.58 em a character): one
+/// line at 18 px, or smaller down to its least size; where even that does not fit, lines at three quarters of the
+/// size (a phone's long titles: wrapped at spaces, a line holds less than its room).
 pub(super) fn title_estimate(text: &str, width: f64, style: ChartStyle) -> f64 {
-    let size = (18.0 * 0.5f64).max(style.min_text).min(18.0);
-    let wide = text.chars().count() as f64 * 0.58 * size * style.text_width.max(1.0);
-    let lines = (wide / (width * 0.96)).ceil().max(1.0);
-    let full = text.chars().count() as f64 * 0.58 * 18.0 * style.text_width.max(1.0) <= width * 0.96;
-    if full { 40.0 } else { lines * size * 1.2 + 12.0 }
+    let (size, room) = (18.0, width * 0.96);
+    let least = (size * 0.5f64).max(style.min_text).min(size);
+    let wide = |at: f64| text.chars().count() as f64 * 0.58 * at * style.text_width.max(1.0);
+    if wide(size) <= room {
+        return 40.0;
+    }
+    if wide(least) <= room {
+        // One line, shrunk to fit: plotters' caption takes twice its size.
+        return 2.0 * size * room / wide(size) + 4.0;
+    }
+    let at = (size * 0.75).max(least);
+    let lines = (wide(at) / (room * 0.85)).ceil().max(1.0);
+    // As `title_text` draws them: a line's height (1.2 em), 1.2 of it from line to line, padding above and below.
+    (lines - 1.0) * at * 1.44 + at * 1.2 + 12.0
 }
 
 /// The legend of `labels` estimated without a backend (0.58 em a character): the width of its box in a plot, at the
@@ -127,8 +138,10 @@ pub(super) fn legend_estimate(labels: &[&str], width: f64, style: ChartStyle) ->
     let room = width - 2.0 * LEGEND_MARGIN;
     let (text_w, col_w) = (chars * em * 12.0, fixed + chars * em * 12.0);
     let cols = (room / col_w).floor().clamp(1.0, labels.len() as f64);
+    // Wrapped at spaces, a line holds less than its room: a word that does not fit starts the next one (and a
+    // canvas measures some labels wider than 0.58 em a character).
     let (size, lines) = match text_w + fixed > room {
-        true => (least, (chars * em * least / (room - fixed).max(40.0)).ceil().max(1.0)),
+        true => (least, (chars * em * least / ((room - fixed) * 0.8).max(40.0)).ceil().max(1.0)),
         false => (12.0, 1.0),
     };
     let rows = (labels.len() as f64 / cols).ceil() * lines;

@@ -10,6 +10,7 @@ use super::text::{Key, draw_legend, legend_layout, text_width, title_lines, titl
 use super::{
     Axis, ChartError, ChartStyle, Drawn, FACET_MARGIN, FACET_X_TITLE, FACET_Y_TICKS, FACET_Y_TITLE, Grid, Hit,
     LEGEND_MARGIN, Mark, PANEL_MARGIN, RefLine, Series, Style, TextBox, Y_LABEL_AREA, backend_err, colour, overlap,
+    single_plot_height,
 };
 
 /// What every chart of an x/y figure shares: its axes, their ranges (over every facet's marks), its series and
@@ -74,10 +75,12 @@ pub(super) fn draw_xy<DB: DrawingBackend>(
         let lay = legend_layout(root, &labels, &font(12.0), style, (plot_w - 2.0 * m) as i32, false)?;
         let (box_w, box_h) = (f64::from(lay.w), f64::from(lay.h));
         let f = (m + box_h) / plot_h;
-        // A legend that does not fit in the plot (wider than it, its labels wrapped, or over 60% of its height) goes
-        // under it.
+        // A legend that does not fit in the plot goes under it. Decided on the plot's height as
+        // `Figure::height_for` gives it (not more: on a canvas it made taller for the strip, the legend must still
+        // go there, or the plot's room would be taken twice).
         let wrapped = lay.lines.iter().any(|l| l.len() > 1);
-        let inside = box_w <= plot_w - 2.0 * m && f < 0.6 && !wrapped;
+        let sized = single_plot_height(plot_w / style.scale, ya, style) * style.scale;
+        let inside = legend_inside((plot_w, plot_h.min(sized)), (box_w, box_h), wrapped, m);
         let (fx0, fx1) = match right {
             true => (1.0 - (m + box_w) / plot_w, 1.0 - m / plot_w),
             false => (m / plot_w, (m + box_w) / plot_w),
@@ -113,6 +116,7 @@ pub(super) fn draw_xy<DB: DrawingBackend>(
         };
         let at = Facet { index: 0, small: None, legend: inside.then_some((right, lay.w, lay.h)) };
         let cc = xy_panel(&chart, title, &xy, at, &mut legend, &mut drawn)?;
+        drawn.plots.push(plot_rect(&cc));
         let placed = match &strip {
             None => draw_legend(&cc.plotting_area().strip_coord_spec(), &legend, Some(right), &font(12.0), style)?,
             Some(strip) => draw_legend(strip, &legend, None, &font(12.0), style)?,
@@ -132,13 +136,21 @@ pub(super) fn draw_xy<DB: DrawingBackend>(
     let (left, charts) = charts.split_horizontally(s(FACET_Y_TITLE) as i32);
     let (charts, under) = charts.split_vertically(charts.dim_in_pixel().1 as i32 - s(FACET_X_TITLE) as i32);
     let desc = TextStyle::from(font(14.0)).color(&BLACK).pos(Pos::new(HPos::Center, VPos::Center));
+    let least = s(axis_title_least(style));
+    // The x title across the facets' width, smaller where it is wider than that (a phone; to the smallest text).
     let (uw, uh) = under.dim_in_pixel();
-    under.draw(&Text::new(axis_title(xa), (uw as i32 / 2, uh as i32 / 2), desc.clone())).map_err(backend_err)?;
+    let (x_title, room) = (axis_title(xa), f64::from(uw) * 0.96);
+    let long = text_width(&under, &x_title, &desc, style)?.0;
+    let x_desc = match long > room {
+        true => desc.clone().font.resize((s(14.0) * room / long).max(least)).into_text_style(&under),
+        false => desc.clone(),
+    };
+    let x_desc = x_desc.pos(Pos::new(HPos::Center, VPos::Center));
+    under.draw(&Text::new(x_title, (uw as i32 / 2, uh as i32 / 2), x_desc)).map_err(backend_err)?;
     // The y title along the facets' height, smaller where it is longer than that (to the style's smallest text).
     let (lw, lh) = left.dim_in_pixel();
     let (y_title, room) = (axis_title(ya), f64::from(lh) * 0.96);
     let long = text_width(&left, &y_title, &desc, style)?.0;
-    let least = s(axis_title_least(style));
     let desc = match long > room {
         true => desc.clone().font.resize((s(14.0) * room / long).max(least)).into_text_style(&left),
         false => desc,
@@ -154,9 +166,16 @@ pub(super) fn draw_xy<DB: DrawingBackend>(
     let row_h = (f64::from(ch) / rows as f64).max(1.0);
     let ys: Vec<i32> = (1..rows).map(|r| (r as f64 * row_h).round() as i32).collect();
     let areas = charts.split_by_breakpoints(xs, ys);
+    // Every facet's title shortened where one would not fit its facet: the grid reads alike.
+    let mut short = false;
+    for (t, area) in g.titles.iter().zip(&areas) {
+        short |= !facet_title_fits(area, t, style)?;
+    }
     for (k, (t, area)) in g.titles.iter().zip(&areas).enumerate() {
         let at = Facet { index: k, small: Some(k % cols == 0), legend: None };
-        xy_panel(area, t, &xy, at, &mut legend, &mut drawn)?;
+        let t = if short { t.replace(" = ", "=") } else { t.clone() };
+        let cc = xy_panel(area, &t, &xy, at, &mut legend, &mut drawn)?;
+        drawn.plots.push(plot_rect(&cc));
     }
     let mut once: Vec<(&str, Key)> = Vec::new();
     for row in legend {
@@ -166,6 +185,33 @@ pub(super) fn draw_xy<DB: DrawingBackend>(
     }
     drawn.legends.extend(draw_legend(&strip, &once, None, &font(12.0), style)?);
     Ok(drawn)
+}
+
+/// Whether a facet's title (`N = 48, B = 4`) takes at most 85% of its facet's width at its 14 px; where one does
+/// not (a phone's narrow facets, whose titles ran into each other), every title is drawn shortened
+/// (`N=48, B=4`), and [`xy_panel`] shrinks it further where even that does not fit.
+fn facet_title_fits<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    title: &str,
+    style: ChartStyle,
+) -> Result<bool, ChartError> {
+    let font = TextStyle::from((FontFamily::SansSerif, (14.0 * style.scale).round().max(1.0)).into_font());
+    Ok(text_width(area, title, &font, style)?.0 <= f64::from(area.dim_in_pixel().0) * 0.85)
+}
+
+/// Whether a single x/y chart's legend goes inside its plot (in an upper corner) rather than in a strip under the
+/// chart: when its box (`legend`, width and height) fits the plot's width (`plot`) within the margins, no label
+/// wraps, and it takes under 60% of the plot's height. The drawing decides on the measured sizes,
+/// `Figure::height_for` on estimates, so that a figure has room for the strip wherever its legend goes there.
+pub(super) fn legend_inside(plot: (f64, f64), legend: (f64, f64), wrapped: bool, margin: f64) -> bool {
+    let ((plot_w, plot_h), (box_w, box_h)) = (plot, legend);
+    !wrapped && box_w <= plot_w - 2.0 * margin && plot_h > 0.0 && (margin + box_h) / plot_h < 0.6
+}
+
+/// The plotting area of a chart: left, top, right, bottom, backend pixels.
+pub(super) fn plot_rect<DB: DrawingBackend>(cc: &ChartContext<'_, DB, Cartesian2d<Scaled, Scaled>>) -> [i32; 4] {
+    let (x, y) = cc.plotting_area().get_pixel_range();
+    [x.start, y.start, x.end, y.end]
 }
 
 /// The legend's labels of an x/y figure: its reference lines' and series', each once, none empty.

@@ -74,7 +74,16 @@ pub fn answer(bundles: &[&LoadedBundle], o: &Options) -> Result<(String, Figure)
         return Err(match (has(true), has(false)) {
             (false, _) => "S_parity needs an autoregressive baseline: this bundle has only diffusion cells".into(),
             (_, false) => "S_parity needs a diffusion model: this bundle has only autoregressive cells".into(),
-            _ => "no diffusion series against an AR model has quality values".into(),
+            // An unfinished run measures a group's quality with its largest B, which may not have run yet.
+            _ => match &lb.partial {
+                Some(counts) => format!(
+                    "no diffusion series against an AR model has quality values yet: this is a PARTIAL bundle \
+                     ({counts}, an unfinished run), and the quality groups that pair them are not measured yet (each \
+                     group's quality comes with its largest B); S_parity shows once they are: open a whole bundle, \
+                     or this one when its run has finished"
+                ),
+                None => "no diffusion series against an AR model has quality values".into(),
+            },
         });
     }
     let fastest = found.iter().max_by(|a, b| a.0.total_cmp(&b.0));

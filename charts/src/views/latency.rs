@@ -13,7 +13,7 @@ use super::options::{Filters, Options};
 use super::series::{
     Palette, key_text, ms, point_label, push_mark, series_label, short_model, sort_marks, steps_axis, tag,
 };
-use super::{shape_text, value_text};
+use super::{not_drawn, shape_text, value_text};
 
 pub(super) fn latency(
     bundles: &[&LoadedBundle],
@@ -82,6 +82,8 @@ pub(super) fn latency(
         }
     }
     sort_marks(&mut series);
+    let at = |c: &schema::Cell| c.key.batch_size == b && c.key.seq_len == n;
+    notes.extend(not_drawn(bundles, f, &format!("B = {b}, N = {n}"), &at, (false, false)));
     let (what, axis) = match o.energy {
         false => ("Latency", "median end-to-end latency L_e2e (ms)"),
         true => {

@@ -32,8 +32,10 @@ pub use quality::{quality_metric, quality_metrics};
 pub use roofline::NO_ROOFLINE;
 pub use series::{sampler_name, short_model};
 pub use stacks::{StackArmRow, StackPanel, StackSpeedupRow, stack_comparison};
-pub use table::{COLUMNS, Row, cell_details, csv, rows, sort_rows};
+pub use table::{COLUMNS, CSV_EXTRA_COLUMNS, Row, cell_details, csv, csv_file_name, rows, sort_rows};
 pub use throughput::throughput_scaling;
+
+use schema::{Cell, CellStatus, Sampler};
 
 use crate::bundle::LoadedBundle;
 use crate::figure::{self, Figure, Plot, RefLine, Series};
@@ -78,7 +80,7 @@ pub fn chart_view(view: ViewKind, bundles: &[&LoadedBundle], f: &Filters, o: &Op
             false => per_shape(view, bundles, f, o, &mut notes),
         },
         ViewKind::Memory => memory(bundles, f, o, &mut notes),
-        ViewKind::ArTiming => ar_timing(bundles, f, o),
+        ViewKind::ArTiming => ar_timing(bundles, f, o, &mut notes),
         ViewKind::StepTime => step_time(bundles, f, o, &mut notes),
         // The answer's chart: the verdict per (N, B) and series, or the latencies when nothing measured quality.
         // The answer first: the finding in one sentence (the first note), the verdict per series and (N, B) as the
@@ -130,6 +132,51 @@ pub fn chart_view(view: ViewKind, bundles: &[&LoadedBundle], f: &Filters, o: &Op
         fig
     });
     ChartView { figure, notes }
+}
+
+/// The note naming the cells a view leaves out because they did not finish (out of memory, failed, skipped), among
+/// those the filters keep that `at` picks (the view's shape, `shape` in words: `B = 4, N = 256`); `None` when
+/// every such cell ran. Each is named as the view's legend and points name it (`K=64`), with its B (`batch`: a view
+/// over every B) and N (`seq`), and its state: a chart that silently lost its out-of-memory cells reads as if they
+/// were never planned.
+pub(super) fn not_drawn(
+    bundles: &[&LoadedBundle],
+    f: &Filters,
+    shape: &str,
+    at: &dyn Fn(&Cell) -> bool,
+    (batch, seq): (bool, bool),
+) -> Option<String> {
+    const LISTED: usize = 12;
+    let mut names = Vec::new();
+    for (bi, lb) in bundles.iter().enumerate() {
+        let t = series::tag(bi, bundles.len());
+        for c in lb.bundle.cells.iter().filter(|c| c.status != CellStatus::Ok && f.keeps(&lb.bundle, c) && at(c)) {
+            let k = &c.key;
+            let mut name = match (k.sampler, k.steps) {
+                (Sampler::ArGreedy, _) => format!("{t}{} (autoregressive)", short_model(&k.model)),
+                (_, steps) => format!("{t}{} {}", series::series_label(c), series::point_label(c, steps.unwrap_or(0))),
+            };
+            if batch {
+                name.push_str(&format!(" B={}", k.batch_size));
+            }
+            if seq {
+                name.push_str(&format!(" N={}", k.seq_len));
+            }
+            let state = match c.status {
+                CellStatus::Oom { .. } => "out of memory",
+                CellStatus::Error { .. } => "failed",
+                _ => "skipped",
+            };
+            names.push(format!("{name} ({state})"));
+        }
+    }
+    if names.is_empty() {
+        return None;
+    }
+    let more = names.len().saturating_sub(LISTED);
+    names.truncate(LISTED);
+    let more = if more > 0 { format!("; and {more} more") } else { String::new() };
+    Some(format!("Not drawn ({shape}): {}{more}. Their messages are in the Run details table.", names.join("; ")))
 }
 
 /// A per-shape chart's title suffix: its shape, or for small multiples the grid's layout.

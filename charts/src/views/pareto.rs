@@ -10,7 +10,7 @@ use super::energy;
 use super::options::{Filters, Options, ParetoX};
 use super::quality::{direction_text, quality_metric, quality_points};
 use super::series::{Palette, key_text, point_label, push_mark, series_label, short_model, tag};
-use super::{NO_QUALITY, shape_text};
+use super::{NO_QUALITY, not_drawn, shape_text};
 
 pub(super) fn pareto(
     bundles: &[&LoadedBundle],
@@ -21,6 +21,8 @@ pub(super) fn pareto(
     let (metric, dir) = quality_metric(bundles, o).ok_or(NO_QUALITY)?;
     let ((b, n), note) = shape(bundles, f).ok_or("no cells")?;
     notes.extend(note);
+    let at = |c: &schema::Cell| c.key.batch_size == b && c.key.seq_len == n;
+    notes.extend(not_drawn(bundles, f, &format!("B = {b}, N = {n}"), &at, (false, false)));
     let mut pal = Palette::of(bundles, o);
     let mut series = Vec::new();
     // The x of a point: its latency, or (hardware-independent) its forwards or tokens per forward per sequence.

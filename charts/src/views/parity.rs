@@ -38,6 +38,22 @@ pub struct ParityRow {
     pub entropy_warning: bool,
     /// 95% bootstrap intervals of S_parity and of this B's speedup, as text (needs per-prompt values).
     pub bootstrap: Option<String>,
+    /// S_parity is uncertain: parity was reached in fewer than all of the bootstrap resamples (`report`'s bold
+    /// warning, on the same test); the warning's text.
+    pub uncertain: Option<String>,
+}
+
+/// The warning `report` prints under a record whose parity the point estimate reached but not every bootstrap
+/// resample did (its reached fraction below 1): S_parity is uncertain.
+fn uncertain_text(r: &metrics::parity::ParityRecord) -> Option<String> {
+    match (r.reached_fraction, &r.outcome) {
+        (Some(f), schema::parity::Parity::Reached { .. }) if f < 1.0 => Some(format!(
+            "parity was reached in only {:.0}% of the bootstrap resamples: S_parity is uncertain, and the speedup \
+             interval is over those resamples alone",
+            f * 100.0
+        )),
+        _ => None,
+    }
 }
 
 /// The bundle's S_parity records for a metric label of the explorer (`metric` or `metric [evaluator]`), with the
@@ -132,6 +148,7 @@ pub fn parity_rows(bundles: &[&LoadedBundle], f: &Filters, o: &Options) -> Resul
                 });
                 rows.push(ParityRow {
                     s_parity: metrics::parity::s_parity_text(r),
+                    uncertain: uncertain_text(r),
                     bootstrap: bootstrap_text(r, b),
                     tag: t.clone(),
                     diffusion: series_label(series),
@@ -152,7 +169,21 @@ pub fn parity_rows(bundles: &[&LoadedBundle], f: &Filters, o: &Options) -> Resul
     Ok((format!("{metric} ({})", direction_text(dir)), rows))
 }
 
+/// The warning on degenerate text (see [`ParityRow::entropy_warning`]).
+pub const ENTROPY_WARNING: &str =
+    "the diffusion model's output entropy is far below the AR model's: parity may come from degenerate text";
+
 impl ParityRow {
+    /// The row's warnings, for its warning column: S_parity uncertain ([`ParityRow::uncertain`]), then degenerate
+    /// text ([`ENTROPY_WARNING`]); empty when none applies.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut w: Vec<String> = self.uncertain.iter().cloned().collect();
+        if self.entropy_warning {
+            w.push(ENTROPY_WARNING.into());
+        }
+        w
+    }
+
     /// The interval as text: `(32, 64]`.
     pub fn interval_text(&self) -> String {
         match self.panel.interval {

@@ -10,7 +10,7 @@ use super::choices::{kept_where, set, shape};
 use super::options::{Filters, Options};
 use super::parity::parity_records;
 use super::series::{Palette, key_text, push_mark, series_label, short_model, sort_marks, steps_axis, tag};
-use super::{NO_QUALITY, shape_text, value_text};
+use super::{NO_QUALITY, not_drawn, shape_text, value_text};
 
 /// The quality metric shown: the chosen one if a bundle has it, else the one the first bundle's run defines
 /// S_parity with (`quality.parity_metric`, scored by its primary evaluator), else the first any bundle has.
@@ -68,6 +68,8 @@ pub(super) fn quality_steps(
     let (metric, dir) = quality_metric(bundles, o).ok_or(NO_QUALITY)?;
     let ((b, n), note) = shape(bundles, f).ok_or("no cells")?;
     notes.extend(note);
+    let at = |c: &schema::Cell| c.key.batch_size == b && c.key.seq_len == n;
+    notes.extend(not_drawn(bundles, f, &format!("B = {b}, N = {n}"), &at, (false, false)));
     let mut pal = Palette::of(bundles, o);
     let (mut series, mut refs) = (Vec::new(), Vec::new());
     for (bi, lb) in bundles.iter().enumerate() {

@@ -125,18 +125,41 @@ pub fn sort_rows(rows: &mut [Row], col: usize, descending: bool) {
     });
 }
 
-/// CSV (RFC 4180) of the rows, with a header line.
-pub fn csv(rows: &[Row]) -> String {
+/// The columns the CSV adds after [`COLUMNS`]: whether the cell's model had synthetic weights (its numbers'
+/// quality is then meaningless; the explorer's badge does not travel with a downloaded file) and the device.
+pub const CSV_EXTRA_COLUMNS: [&str; 2] = ["synthetic_weights", "device"];
+
+/// CSV (RFC 4180) of the rows of `bundles` (as [`rows`] numbers them), with a header line: the table's columns,
+/// then [`CSV_EXTRA_COLUMNS`].
+pub fn csv(bundles: &[&LoadedBundle], rows: &[Row]) -> String {
     let field = |s: &str| {
         if s.contains([',', '"', '\n', '\r']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_string() }
     };
-    let mut out = COLUMNS.join(",");
+    let mut out = COLUMNS.iter().chain(&CSV_EXTRA_COLUMNS).copied().collect::<Vec<_>>().join(",");
     out.push('\n');
     for r in rows {
-        out.push_str(&r.text.iter().map(|t| field(t)).collect::<Vec<_>>().join(","));
+        let lb = bundles.get(r.id.bundle);
+        let cell = lb.and_then(|lb| lb.bundle.cells.get(r.id.cell));
+        // The cell's model's flag (a bundle may mix real and synthetic models), else the bundle's.
+        let synthetic = lb.map(|lb| {
+            let model = cell.and_then(|c| lb.bundle.models.iter().find(|m| m.id == c.key.model));
+            model.map_or(lb.synthetic_weights, |m| m.synthetic)
+        });
+        let device = lb.and_then(|lb| lb.provenance.iter().find(|(k, _)| *k == "Device")).map(|(_, v)| v.as_str());
+        let extra = [synthetic.map(|s| s.to_string()).unwrap_or_default(), device.unwrap_or_default().to_string()];
+        out.push_str(&r.text.iter().chain(&extra).map(|t| field(t)).collect::<Vec<_>>().join(","));
         out.push('\n');
     }
     out
+}
+
+/// The name of the CSV download of `lb`'s cells: `<its file name without .json>-cells.csv`.
+pub fn csv_file_name(lb: &LoadedBundle) -> String {
+    let stem = lb.source.strip_suffix(".json").unwrap_or(&lb.source);
+    // A local file's name may hold anything; the download keeps it to what every file system takes.
+    let stem: String =
+        stem.chars().map(|c| if c.is_alphanumeric() || matches!(c, '-' | '_' | '.' | '+') { c } else { '_' }).collect();
+    format!("{}-cells.csv", if stem.is_empty() { "dllm-bench" } else { &stem })
 }
 
 /// The details of one cell (shown when a point or a row is clicked): label/value rows.

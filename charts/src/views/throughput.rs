@@ -8,6 +8,7 @@ use crate::bundle::LoadedBundle;
 use crate::figure::{Axis, CellId, Figure, Mark, Plot, Series, Style};
 
 use super::choices::{filter_choices, kept_where, seq_len, set};
+use super::not_drawn;
 use super::options::{Filters, Options};
 use super::series::{PointPalette, key_text, point_suffix, push_mark, series_label, sort_marks, tag};
 
@@ -19,6 +20,7 @@ pub(super) fn throughput(
 ) -> Result<Figure, String> {
     let ch = filter_choices(bundles);
     let n = seq_len(&ch, f, notes).ok_or("no cells")?;
+    notes.extend(not_drawn(bundles, f, &format!("N = {n}"), &|c: &Cell| c.key.seq_len == n, (true, false)));
     // (bundle, cell index, cell, tokens/s, bytes/s)
     let mut bars: Vec<(usize, usize, &Cell, Summary, Summary)> = Vec::new();
     for (bi, lb) in bundles.iter().enumerate() {

@@ -10,12 +10,20 @@ use crate::bundle::LoadedBundle;
 use crate::figure::{Axis, CellId, Figure, Mark, Plot, Style};
 
 use super::choices::{filter_choices, kept_where, seq_len};
+use super::not_drawn;
 use super::options::{Filters, Options};
 use super::series::{
     Palette, key_text, ms, point_label, push_mark, series_label, short_model, sort_marks, steps_axis, tag,
 };
 
-pub(super) fn ar_timing(bundles: &[&LoadedBundle], f: &Filters, o: &Options) -> Result<Figure, String> {
+pub(super) fn ar_timing(
+    bundles: &[&LoadedBundle],
+    f: &Filters,
+    o: &Options,
+    notes: &mut Vec<String>,
+) -> Result<Figure, String> {
+    let ar = |c: &schema::Cell| c.key.sampler == Sampler::ArGreedy;
+    notes.extend(not_drawn(bundles, f, "autoregressive cells", &ar, (true, true)));
     let mut series = Vec::new();
     let mut seqs = BTreeSet::new();
     for lb in bundles {
@@ -70,6 +78,8 @@ pub(super) fn step_time(
 ) -> Result<Figure, String> {
     let ch = filter_choices(bundles);
     let n = seq_len(&ch, f, notes).ok_or("no cells")?;
+    let diffusion = |c: &schema::Cell| c.key.seq_len == n && c.key.sampler != Sampler::ArGreedy;
+    notes.extend(not_drawn(bundles, f, &format!("diffusion cells, N = {n}"), &diffusion, (true, false)));
     let mut series = Vec::new();
     let batches: Vec<u32> = ch.batches.clone();
     // A colour per series and B (two series at one B told apart; the same in a compared bundle, dashed).

@@ -1,4 +1,4 @@
-//! The browser around the page: the address, downloads, fetching bundles (and the prefetched one).
+//! The browser around the page: the address and its history, downloads, fetching bundles (and the prefetched one).
 
 use leptos::prelude::*;
 use wasm_bindgen::{JsCast, JsValue};
@@ -19,13 +19,30 @@ pub(super) fn query_state() -> PageState {
     PageState::from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
 }
 
-/// Replaces the address' query, so a reload or a shared link shows the same state.
-pub(super) fn set_query(query: &str) {
+/// Puts `query` in the address, so a reload or a shared link shows the same state: as a new history entry when
+/// `push` (another view or bundle: Back returns to the one before), else in place of the current one (a filter
+/// edit, an option). Nothing when the address already holds it (the state was just read from it: Back, Forward).
+pub(super) fn set_query(query: &str, push: bool) {
     let Ok(history) = window().history() else { return };
-    let path = window().location().pathname().unwrap_or_default();
+    let location = window().location();
+    if location.search().unwrap_or_default() == query {
+        return;
+    }
+    let path = location.pathname().unwrap_or_default();
     let url = format!("{path}{query}");
     // Failing to update the address bar is harmless: ignore it.
-    let _ = history.replace_state_with_url(&JsValue::NULL, "", Some(&url));
+    let _ = match push {
+        true => history.push_state_with_url(&JsValue::NULL, "", Some(&url)),
+        false => history.replace_state_with_url(&JsValue::NULL, "", Some(&url)),
+    };
+}
+
+/// Calls `f` whenever Back or Forward changes the address (`popstate`), for the page to read its state from it
+/// again ([`query_state`]). For the page's whole life.
+pub(super) fn on_history(f: impl Fn() + 'static) {
+    let handle = window_event_listener(leptos::ev::popstate, move |_| f());
+    // Never removed: the page listens as long as it lives.
+    std::mem::forget(handle);
 }
 
 /// Starts a download of `url` as `name`.
@@ -94,6 +111,11 @@ pub(super) async fn fetch_response(url: &str) -> Result<web_sys::Response, Strin
     let req = web_sys::Request::new_with_str_and_init(url, &init).map_err(|e| fail(js_message(&e)))?;
     let resp = JsFuture::from(window().fetch_with_request(&req)).await.map_err(|e| fail(js_message(&e)))?;
     let resp: web_sys::Response = resp.dyn_into().map_err(|_| fail("not an HTTP response".into()))?;
+    if resp.status() == 404 && url.starts_with("bundles/") && url != super::INDEX_URL {
+        return Err(fail(
+            "HTTP 404: not in the results folder; choose a bundle above, or check the file name in the link".into(),
+        ));
+    }
     if !resp.ok() {
         return Err(fail(format!("HTTP {} {}", resp.status(), resp.status_text())));
     }

@@ -85,8 +85,9 @@ pub(super) fn ChartPanel(
     let csv = move |_| {
         let s = state.get_untracked();
         let r: Vec<&LoadedBundle> = bundles.iter().map(|b| b.as_ref()).collect();
-        let text = views::csv(&views::rows(&r, &s.filters));
-        download_text(&text, "dllm-bench-cells.csv", "text/csv");
+        let text = views::csv(&r, &views::rows(&r, &s.filters));
+        let name = r.first().map_or_else(|| "dllm-bench-cells.csv".into(), |b| views::csv_file_name(b));
+        download_text(&text, &name, "text/csv");
     };
     let is_chart = move || state.get().view.is_chart();
     // The answer's sentence above its chart; every other note (which shape, what a metric means) under it.
@@ -155,8 +156,8 @@ pub(super) fn ChartPanel(
 }
 
 /// Draws `fig` on `canvas` at device resolution and records what was drawn on the element:
-/// `data-figure` (the figure's numbers), `data-hits` (where each mark landed, canvas pixels),
-/// then `data-drawn="true"`.
+/// `data-figure` (the figure's numbers), `data-hits` (where each mark landed, canvas pixels), `data-plots` (each
+/// plot's area, canvas pixels), then `data-drawn="true"`.
 pub(super) fn draw_on(canvas: &web_sys::HtmlCanvasElement, fig: &figure::Figure) -> Result<Drawn, String> {
     let attr = |k: &str, v: &str| canvas.set_attribute(k, v).map_err(|e| js_message(&e));
     attr("data-drawn", "false")?;
@@ -176,6 +177,7 @@ pub(super) fn draw_on(canvas: &web_sys::HtmlCanvasElement, fig: &figure::Figure)
     let drawn = figure::draw(&root, fig, style).map_err(|e| e.to_string())?;
     attr("data-figure", &serde_json::to_string(fig).map_err(|e| e.to_string())?)?;
     attr("data-hits", &serde_json::to_string(&drawn.hits).map_err(|e| e.to_string())?)?;
+    attr("data-plots", &serde_json::to_string(&drawn.plots).map_err(|e| e.to_string())?)?;
     attr("data-drawn", "true")?;
     Ok(drawn)
 }

@@ -13,11 +13,12 @@ use charts::figure::CellId;
 use charts::views::{self, ViewKind};
 use leptos::prelude::*;
 use schema::IndexEntry;
+use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
 
 use crate::index;
 use crate::state::PageState;
-use browser::{fetch_text, fetch_utf8, js_message, prefetched, query_state, set_query, utf8};
+use browser::{fetch_text, fetch_utf8, js_message, on_history, prefetched, query_state, set_query, utf8};
 use chart::ChartPanel;
 use filters::FilterBar;
 use tables::{CellDetails, CellTable, ParityView, StacksView};
@@ -102,7 +103,7 @@ pub fn App() -> impl IntoView {
     let state = RwSignal::new(initial.clone());
     let selected = RwSignal::new(None::<CellId>);
 
-    // First bundle: `?bundle=FILE`, else the first entry of the index.
+    // First bundle: `?bundle=FILE`, else the newest whole one of the index (`index::default_entry`).
     let wanted = initial.bundle.clone();
     Effect::new(move |_| {
         if main_src.with_untracked(Option::is_some) {
@@ -120,7 +121,7 @@ pub fn App() -> impl IntoView {
             None => return,
             Some(r) => r.unwrap_or_default(),
         };
-        if let Some(e) = entries.first() {
+        if let Some(e) = index::default_entry(&entries) {
             main_src.set(Some(Source::Remote(e.file.clone())));
         }
     });
@@ -139,12 +140,39 @@ pub fn App() -> impl IntoView {
         v
     });
 
-    // The URL mirrors the state (bundles, view, filters, options).
+    // The URL mirrors the state (bundles, view, filters, options): another view or bundle is a new history entry
+    // (Back returns to the one before), a filter or option edit replaces the current one; the first bundle opened
+    // by default, and a state read back from the address (Back, Forward), push nothing.
+    let shown_last = StoredValue::new(None::<PageState>);
     Effect::new(move |_| {
         let mut s = state.get();
         s.bundle = remote_name(&main_src.get());
         s.compare = remote_name(&cmp_src.get());
-        set_query(&s.to_query());
+        let push = shown_last.with_value(|last| {
+            last.as_ref().is_some_and(|l| {
+                l.view != s.view || (l.bundle.is_some() && l.bundle != s.bundle) || l.compare != s.compare
+            })
+        });
+        set_query(&s.to_query(), push);
+        shown_last.set_value(Some(s));
+    });
+    // Back and Forward: the state, the bundles and the view again from the address.
+    on_history(move || {
+        let q = query_state();
+        if let Some(f) = q.bundle.clone().filter(|f| Some(f) != remote_name(&main_src.get_untracked()).as_ref()) {
+            selected.set(None);
+            main_src.set(Some(match index::is_plain_file_name(&f) {
+                true => Source::Remote(f),
+                false => Source::Broken(format!("?bundle={f:?} is not a plain bundle file name")),
+            }));
+        }
+        if q.compare != remote_name(&cmp_src.get_untracked()) {
+            selected.set(None);
+            cmp_src.set(q.compare.clone().map(Source::Remote));
+        }
+        // What the address now holds is what is shown: the effect above must not push it again.
+        shown_last.set_value(None);
+        state.set(q);
     });
 
     let on_local = move |files: web_sys::FileList, into_compare: bool| {
@@ -359,6 +387,23 @@ fn Workspace(
             cv
         })
     });
+    // On a phone the tabs are one row that scrolls sideways: the selected one is scrolled into it after each view
+    // change (a deep link, Back), never off screen.
+    let strip = NodeRef::<leptos::html::Nav>::new();
+    Effect::new(move |_| {
+        let v = state.with(|s| s.view);
+        let Some(strip) = strip.get() else { return };
+        let Ok(Some(tab)) = strip.query_selector(&format!("[data-testid=\"tab-{}\"]", v.slug())) else { return };
+        let Ok(tab) = tab.dyn_into::<web_sys::HtmlElement>() else { return };
+        // Offsets within the strip (positioned in the stylesheet), with a little room beyond the tab's edges.
+        let (left, right) = (tab.offset_left() - 16, tab.offset_left() + tab.offset_width() + 16);
+        let (at, width) = (strip.scroll_left(), strip.client_width());
+        if left < at {
+            strip.set_scroll_left(left.max(0));
+        } else if right > at + width {
+            strip.set_scroll_left(right - width);
+        }
+    });
     let tabs = ViewKind::ALL
         .into_iter()
         .map(|v| {
@@ -391,7 +436,7 @@ fn Workspace(
     let b4 = bundles.clone();
     let b5 = bundles.clone();
     view! {
-        <nav class="tabs" role="tablist" aria-label="Views">{tabs}</nav>
+        <nav class="tabs" role="tablist" aria-label="Views" node_ref=strip>{tabs}</nav>
         <FilterBar choices=choices metrics=metrics energy=energy state=state/>
         <section class="view" data-testid=move || format!("view-{}", state.get().view.slug())>
             {move || {

@@ -42,7 +42,7 @@ pub(super) fn ParityView(
                                 <td data-testid="parity-speedup">{r.speedup_text()}</td>
                                 <td data-testid="parity-verdict">{r.verdict()}</td>
                                 <td class="mono">{r.matched_key.clone().unwrap_or_else(|| "-".into())} <br/> {r.ar_key.clone()}</td>
-                                <td data-testid="parity-warning">{r.entropy_warning.then_some("the diffusion model's output entropy is far below the AR model's: parity may come from degenerate text")}</td>
+                                <td data-testid="parity-warning">{r.warnings().into_iter().map(|w| view! { <p class="warning">{w}</p> }).collect_view()}</td>
                             </tr>
                         }
                     })
