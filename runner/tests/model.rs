@@ -469,13 +469,16 @@ fn olmo_fields_that_change_the_model_are_read_or_refused() {
 #[test]
 fn missing_files_name_the_expected_path() {
     let dir = tempfile::tempdir().expect("tempdir");
+    // Nothing on disk says the repository would be synthetic: the fix is a download, not `dllm-bench synth`.
     let err = ModelFiles::from_hf_cache(dir.path(), "nobody/nothing", "main").expect_err("no repo").to_string();
     assert!(err.contains("models--nobody--nothing"), "{err}");
-    assert!(err.contains("dllm-bench synth"), "{err}");
+    assert!(err.contains("huggingface-cli download nobody/nothing") && !err.contains("dllm-bench synth"), "{err}");
+    // A synthetic snapshot (its config.json has the marker) is written again by `dllm-bench synth`.
     let files = tiny_files(dir.path(), ModelKind::Llama, &spec(1, None));
     std::fs::remove_file(&files.weights[0]).expect("rm");
     let err = ModelFiles::from_hf_cache(dir.path(), LLAMA, "main").expect_err("no weights").to_string();
     assert!(err.contains(&files.weights[0].display().to_string()), "{err}");
+    assert!(err.contains("dllm-bench synth") && !err.contains("huggingface-cli"), "{err}");
     // A shard named by the index but absent.
     let sharded = tiny_files(dir.path(), ModelKind::Llada, &spec(1, Some(2)));
     std::fs::remove_file(&sharded.weights[1]).expect("rm");
@@ -495,6 +498,243 @@ fn pad_equal_to_mask_is_refused_at_load() {
     std::fs::write(&files.config, cfg.to_string()).expect("write");
     let err = LoadedModel::load(&files, ModelKind::Llada, &Device::Cpu, DType::F32).expect_err("pad == mask");
     assert!(err.to_string().contains("pad"), "{err}");
+}
+
+#[test]
+fn a_pytorch_only_snapshot_is_told_that_only_safetensors_load() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (files, tensors, _) = tiny_llama_tensors(dir.path());
+    let real = |c: &mut serde_json::Value| {
+        c.as_object_mut().expect("object").remove("dllm_bench_synthetic");
+    };
+    let model = write_checkpoint(dir.path(), "pytorch-only", &files, &tensors, real);
+    let snap = model.snapshot_dir.clone();
+    std::fs::remove_file(&model.weights[0]).expect("rm");
+    let resolve = || ModelFiles::from_hf_cache(dir.path(), "org/pytorch-only", "main").expect_err("no safetensors");
+    // A real snapshot without weights at all: download it (not `dllm-bench synth`: it is not synthetic).
+    let err = resolve().to_string();
+    assert!(err.contains("huggingface-cli download org/pytorch-only") && !err.contains("dllm-bench synth"), "{err}");
+    // Only PyTorch weights, single or sharded: a download would fetch the same files, so it is not the fix.
+    for names in [&["pytorch_model.bin"][..], &["pytorch_model-00001-of-00002.bin", "pytorch_model.bin.index.json"]] {
+        for name in names {
+            std::fs::write(snap.join(name), b"PK").expect("pytorch weights");
+        }
+        let err = resolve().to_string();
+        assert!(err.contains("only safetensors checkpoints load") && err.contains("fix: "), "{err}");
+        assert!(names.iter().all(|n| err.contains(n)), "{err}");
+        assert!(!err.contains("download org/") && !err.contains("dllm-bench synth"), "{err}");
+        for name in names {
+            std::fs::remove_file(snap.join(name)).expect("rm");
+        }
+    }
+}
+
+/// Replaces a snapshot file (a link into blobs/, or a file) with a file of its own holding `bytes`.
+fn replace_file(path: &Path, bytes: impl AsRef<[u8]>) {
+    std::fs::remove_file(path).expect("rm");
+    std::fs::write(path, bytes).expect("write");
+}
+
+/// Rewrites the JSON file `path` as `edit` changes it.
+fn edit_json(path: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
+    let mut v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).expect("read")).expect("json");
+    edit(&mut v);
+    replace_file(path, v.to_string());
+}
+
+/// Adds a special token to a tokenizer.json's added tokens.
+fn add_token(tokenizer: &mut serde_json::Value, id: u32, content: &str) {
+    let token = serde_json::json!({
+        "id": id, "content": content, "single_word": false, "lstrip": false, "rstrip": false,
+        "normalized": false, "special": true
+    });
+    tokenizer["added_tokens"].as_array_mut().expect("added_tokens").push(token);
+}
+
+/// A copy of the checkpoint `files` of `kind` as `org/{name}` whose embedding and LM head have `extra` zero rows
+/// more than its tokenizer has tokens (config.json's vocabulary grown to match), as real checkpoints pad them
+/// (LLaDA: 126349 tokens, 126464 rows; Qwen2.5 and Dream: 151665 of 152064). Answers the files and tensors.
+fn padded_vocab(
+    cache: &Path,
+    name: &str,
+    files: &ModelFiles,
+    kind: ModelKind,
+    extra: usize,
+) -> (ModelFiles, HashMap<String, Tensor>) {
+    let mut tensors = candle_core::safetensors::load(&files.weights[0], &Device::Cpu).expect("weights");
+    let names = runner::model::WeightNames::for_kind(kind);
+    for name in [names.embed, names.lm_head].map(|n| format!("{n}.weight")) {
+        let t = tensors.get(&name).unwrap_or_else(|| panic!("{name}")).clone();
+        let pad = Tensor::zeros((extra, t.dim(1).expect("hidden")), t.dtype(), t.device()).expect("pad");
+        tensors.insert(name, Tensor::cat(&[&t, &pad], 0).expect("cat"));
+    }
+    let grow = |c: &mut serde_json::Value| {
+        for field in ["vocab_size", "embedding_size"] {
+            if let Some(v) = c.get(field).and_then(|v| v.as_u64()) {
+                c[field] = (v + extra as u64).into();
+            }
+        }
+    };
+    (write_checkpoint(cache, name, files, &tensors, grow), tensors)
+}
+
+fn max_token_id(files: &ModelFiles) -> u32 {
+    let tok = tokenizers::Tokenizer::from_file(&files.tokenizer).expect("tokenizer");
+    tok.get_vocab(true).into_values().max().expect("tokens")
+}
+
+#[test]
+fn tokenizer_and_config_of_different_models_are_refused_naming_the_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let synthetic = tiny_files(dir.path(), ModelKind::Llada, &spec(3, None));
+    let (files, tensors) = padded_vocab(dir.path(), "padded-llada", &synthetic, ModelKind::Llada, 8);
+    let base = load(&files, ModelKind::Llada);
+    let vocab = base.config.vocab_size as u32;
+    // A tokenizer smaller than the vocabulary is normal (LLaDA: 126349 tokens of 126464 rows): loaded.
+    assert!(max_token_id(&files) < vocab - 1, "the synthetic tokenizer leaves rows unused");
+    let check = |f: &ModelFiles| LoadedModel::check_files(f, ModelKind::Llada).expect_err("refused");
+    let bad_input = |e: runner::model::ModelError| runner::exit_code(&anyhow::Error::new(e));
+
+    // A tokenizer with an id past config.json's vocabulary (LLaDA's config beside Llama-3's 128256 tokens): its
+    // ids would index past the embedding mid-cell. Refused by the pre-run check, naming the tokenizer, even when
+    // config.json's own EOS is that id (formerly blamed on config.json). An added token takes the id after the
+    // tokenizer's last: here the first past the unpadded synthetic vocabulary.
+    let unpadded = candle_core::safetensors::load(&synthetic.weights[0], &Device::Cpu).expect("weights");
+    let past = max_token_id(&synthetic) + 1;
+    let big = write_checkpoint(dir.path(), "big-tokenizer", &synthetic, &unpadded, |c| c["eos_token_id"] = past.into());
+    edit_json(&big.tokenizer, |t| add_token(t, past, "<|other_models_eot|>"));
+    assert_eq!(max_token_id(&big), past);
+    let err = check(&big);
+    let text = err.to_string();
+    let head = format!("{}: tokenizer.json and config.json are of different models", big.tokenizer.display());
+    assert!(text.starts_with(&head), "{text}");
+    assert!(text.contains(&format!("up to {past}")) && text.contains(&format!("vocabulary of {past}")), "{text}");
+    assert!(text.contains("fix: "), "{text}");
+    assert_eq!(bad_input(err), 2, "a mismatched tokenizer is bad input");
+
+    // LLaDA's tokenizer without its added tokens (its ids stop before BOS 126080): config.json's ids are not tokens.
+    let bare = write_checkpoint(dir.path(), "no-added-tokens", &files, &tensors, |_| {});
+    edit_json(&bare.tokenizer, |t| t["added_tokens"] = serde_json::json!([]));
+    let err = check(&bare);
+    let text = err.to_string();
+    assert!(
+        text.starts_with(&format!("{}: special token bos: bos_token_id {}", bare.config.display(), base.special.bos)),
+        "{text}"
+    );
+    assert!(
+        text.contains("is not a token of") && text.contains("different models") && text.contains("fix: "),
+        "{text}"
+    );
+    assert_eq!(bad_input(err), 2);
+
+    // An id past the vocabulary in generation_config.json names that file, not config.json.
+    let strip = |c: &mut serde_json::Value| {
+        c.as_object_mut().expect("object").remove("eos_token_id");
+    };
+    let gen_cfg = write_checkpoint(dir.path(), "generation-eos", &files, &tensors, strip);
+    let generation = gen_cfg.snapshot_dir.join("generation_config.json");
+    std::fs::write(&generation, format!(r#"{{"eos_token_id": {}}}"#, vocab + 3)).expect("generation config");
+    let err = check(&gen_cfg).to_string();
+    assert!(
+        err.starts_with(&format!("{}: special token eos: eos_token_id {}", generation.display(), vocab + 3)),
+        "{err}"
+    );
+    assert!(err.contains(&format!("outside the vocabulary of {vocab}")) && err.contains("fix: "), "{err}");
+    // Every stop id it lists is checked, not only the first.
+    std::fs::write(&generation, format!(r#"{{"eos_token_id": [{}, {}]}}"#, base.special.eos, vocab + 3))
+        .expect("write");
+    let err = check(&gen_cfg).to_string();
+    assert!(err.contains("generation_config.json") && err.contains(&format!("eos_token_id {}", vocab + 3)), "{err}");
+    std::fs::write(&generation, format!(r#"{{"eos_token_id": [{}]}}"#, base.special.eos)).expect("write");
+    LoadedModel::check_files(&gen_cfg, ModelKind::Llada).expect("its own ids");
+}
+
+/// Rewrites a safetensors file's header as `edit` changes it (the tensor bytes kept), with `tail` appended.
+fn edit_safetensors(path: &Path, edit: impl FnOnce(&mut serde_json::Value), tail: &[u8]) {
+    let bytes = std::fs::read(path).expect("read");
+    let n = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")) as usize;
+    let mut header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + n]).expect("header");
+    edit(&mut header);
+    let text = header.to_string();
+    let mut out = (text.len() as u64).to_le_bytes().to_vec();
+    out.extend(text.as_bytes());
+    out.extend(&bytes[8 + n..]);
+    out.extend(tail);
+    replace_file(path, out);
+}
+
+#[test]
+fn safetensors_offsets_that_disagree_with_the_shapes_are_refused_naming_the_tensor() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (files, tensors, _) = tiny_llama_tensors(dir.path());
+    let model = write_checkpoint(dir.path(), "offsets", &files, &tensors, |_| {});
+    let path = model.weights[0].clone();
+    let whole = std::fs::read(&path).expect("weights");
+    let offsets = |h: &serde_json::Value, name: &str| -> [u64; 2] {
+        serde_json::from_value(h[name]["data_offsets"].clone()).expect("offsets")
+    };
+    let last = {
+        let n = u64::from_le_bytes(whole[..8].try_into().expect("8 bytes")) as usize;
+        let h: serde_json::Value = serde_json::from_slice(&whole[8..8 + n]).expect("header");
+        let obj = h.as_object().expect("object");
+        obj.keys().filter(|k| *k != "__metadata__").max_by_key(|k| offsets(&h, k)[1]).expect("a tensor").clone()
+    };
+    let refused = |what: &str| {
+        let err = LoadedModel::check_files(&model, ModelKind::Llama).expect_err(what).to_string();
+        std::fs::write(&path, &whole).expect("restore");
+        assert!(err.starts_with(&path.display().to_string()) && err.contains("fix: "), "{what}: {err}");
+        assert!(err.contains("download it again"), "{what}: {err}");
+        err
+    };
+    // A tensor whose offsets span fewer bytes than its shape x dtype (the file's length unchanged).
+    edit_safetensors(&path, |h| h[&last]["data_offsets"][1] = (offsets(h, &last)[1] - 4).into(), &[]);
+    let err = refused("a short tensor");
+    assert!(err.contains(&format!("`{last}`")) && err.contains("data_offsets") && err.contains("takes"), "{err}");
+    // Two tensors on the same bytes (each the right size): the second overlaps the first.
+    let (a, b) = ("model.layers.0.input_layernorm.weight", "model.layers.1.input_layernorm.weight");
+    edit_safetensors(&path, |h| h[b]["data_offsets"] = h[a]["data_offsets"].clone(), &[]);
+    let err = refused("an overlap");
+    assert!(err.contains(&format!("`{b}`")) && err.contains("overlap"), "{err}");
+    // Bytes after the last tensor.
+    edit_safetensors(&path, |_| {}, &[0; 8]);
+    let err = refused("trailing bytes");
+    assert!(err.contains("its tensors end at data byte") && err.contains("after its header"), "{err}");
+    LoadedModel::check_files(&model, ModelKind::Llama).expect("the file as written");
+}
+
+#[test]
+fn a_config_id_of_the_token_tokenizer_config_names_is_accepted() {
+    // Dream's config.json may say BOS 151665, `<|beginoftext|>`, the token its tokenizer_config.json names,
+    // while the layout's fallback string is `<|endoftext|>`.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let synthetic = tiny_files(dir.path(), ModelKind::Dream, &spec(5, None));
+    let (files, tensors) = padded_vocab(dir.path(), "padded-dream", &synthetic, ModelKind::Dream, 8);
+    let base = load(&files, ModelKind::Dream);
+    let endoftext = base.tokenizer.token_to_id("<|endoftext|>").expect("<|endoftext|>");
+    let bot = max_token_id(&files) + 1;
+    assert!((bot as usize) < base.config.vocab_size);
+    let with_bos = |name: &str, bos: u32| {
+        let f = write_checkpoint(dir.path(), name, &files, &tensors, |c| c["bos_token_id"] = bos.into());
+        edit_json(&f.tokenizer, |t| add_token(t, bot, "<|beginoftext|>"));
+        std::fs::write(
+            f.snapshot_dir.join("tokenizer_config.json"),
+            r#"{"bos_token": "<|beginoftext|>", "eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>",
+                "mask_token": "<|mask|>"}"#,
+        )
+        .expect("tokenizer config");
+        f
+    };
+    let m = load(&with_bos("dream-beginoftext", bot), ModelKind::Dream);
+    assert_eq!(m.special.bos, bot);
+    assert!(m.special.sources.contains(&format!("bos {bot} (config.json bos_token_id)")), "{}", m.special.sources);
+    // Dream-v0-Base's files: config.json says `<|endoftext|>` although tokenizer_config.json names
+    // `<|beginoftext|>`: the layout's token, accepted as before.
+    assert_eq!(load(&with_bos("dream-endoftext", endoftext), ModelKind::Dream).special.bos, endoftext);
+    // Any other id is refused, naming what the tokenizer maps both tokens to.
+    let other = with_bos("dream-other", 7);
+    let err = LoadedModel::load(&other, ModelKind::Dream, &Device::Cpu, DType::F32).expect_err("bos 7").to_string();
+    assert!(err.contains("says 7") && err.contains(&format!("<|beginoftext|> to {bot}")), "{err}");
+    assert!(err.contains(&format!("<|endoftext|> to {endoftext}")), "{err}");
 }
 
 // ---------------------------------------------------------------- the transformer against candle-transformers

@@ -2,8 +2,11 @@
 //! checkpoint fails with the file and the tensor named instead of somewhere inside candle's loader.
 //!
 //! Reads only the safetensors headers (an 8-byte length and a JSON table of name -> dtype, shape, offsets), so
-//! it costs milliseconds even for the 16 GB checkpoints. Checked: every tensor the transformer needs is in the
-//! file the index names (or in one of the files), with the shape `config.json` implies and a float dtype.
+//! it costs milliseconds even for the 16 GB checkpoints. Checked: each file's table is what the safetensors crate
+//! (which candle loads with) accepts: every tensor's bytes (`data_offsets`) hold exactly its shape x dtype size,
+//! and the tensors tile the data after the header from 0 to the file's end with no gap or overlap; every tensor
+//! the transformer needs is in the file the index names (or in one of the files), with the shape `config.json`
+//! implies and a float dtype.
 
 use std::collections::HashMap;
 use std::io::{Read, Seek};
@@ -28,7 +31,23 @@ struct Entry {
     data_offsets: Option<[u64; 2]>,
 }
 
-/// Tensor name -> (dtype, shape) of one safetensors file, from its header.
+/// Bits per element of a safetensors dtype name (the safetensors crate's `Dtype::bitsize`); `None` for a name the
+/// crate does not know.
+fn dtype_bits(dtype: &str) -> Option<u64> {
+    Some(match dtype {
+        "F4" => 4,
+        "F6_E2M3" | "F6_E3M2" => 6,
+        "BOOL" | "U8" | "I8" | "F8_E5M2" | "F8_E4M3" | "F8_E8M0" | "F8_E4M3FNUZ" | "F8_E5M2FNUZ" => 8,
+        "I16" | "U16" | "F16" | "BF16" => 16,
+        "I32" | "U32" | "F32" => 32,
+        "I64" | "U64" | "F64" | "C64" => 64,
+        _ => return None,
+    })
+}
+
+/// Tensor name -> (dtype, shape) of one safetensors file, from its header, after checking that the header's table
+/// describes the file as the safetensors crate requires (see the module doc): otherwise candle refuses the file
+/// only when the model loads, after other models' cells, naming neither the file nor the tensor.
 fn read_header(path: &Path) -> Result<HashMap<String, Entry>, ModelError> {
     let io = |error| ModelError::Io { path: path.to_path_buf(), error };
     let mut f = std::fs::File::open(path).map_err(io)?;
@@ -82,7 +101,76 @@ fn read_header(path: &Path) -> Result<HashMap<String, Entry>, ModelError> {
             out.insert(name, entry);
         }
     }
+    check_offsets(path, &out, file_len - 8 - len)?;
     Ok(out)
+}
+
+/// Checks that each tensor's `data_offsets` span exactly its shape x dtype size, and that the spans, sorted, tile
+/// `0..data_len` (the bytes after the header) without a gap or an overlap, as the safetensors crate does.
+fn check_offsets(path: &Path, entries: &HashMap<String, Entry>, data_len: u64) -> Result<(), ModelError> {
+    let corrupt = |name: &str, what: String| ModelError::Corrupt {
+        path: path.to_path_buf(),
+        message: format!(
+            "tensor `{name}` {what}, so the file cannot be read as safetensors; fix: the file is damaged or was \
+             written wrongly, download it again"
+        ),
+    };
+    let mut spans = Vec::with_capacity(entries.len());
+    for (name, e) in entries {
+        let Some([start, end]) = e.data_offsets else {
+            return Err(corrupt(name, "has no `data_offsets`".to_string()));
+        };
+        let Some(bits) = dtype_bits(&e.dtype) else {
+            return Err(corrupt(name, format!("has dtype {:?}, which is not a safetensors dtype", e.dtype)));
+        };
+        let bytes = e
+            .shape
+            .iter()
+            .try_fold(bits, |n, &d| n.checked_mul(d as u64))
+            .filter(|b| b % 8 == 0)
+            .map(|b| b / 8)
+            .ok_or_else(|| {
+                corrupt(name, format!("of shape {:?} and dtype {} is not a whole number of bytes", e.shape, e.dtype))
+            })?;
+        if end < start || end - start != bytes {
+            return Err(corrupt(
+                name,
+                format!(
+                    "has data_offsets [{start}, {end}] ({} bytes) but its shape {:?} of {} takes {bytes} bytes",
+                    end as i128 - start as i128,
+                    e.shape,
+                    e.dtype
+                ),
+            ));
+        }
+        spans.push((start, end, name.as_str()));
+    }
+    spans.sort_unstable();
+    let mut at = 0;
+    for (start, end, name) in spans {
+        if start != at {
+            let what = if start > at { "a gap of" } else { "an overlap of" };
+            return Err(corrupt(
+                name,
+                format!(
+                    "starts at data byte {start} but the tensor before it ends at {at} ({what} {} bytes)",
+                    start.abs_diff(at)
+                ),
+            ));
+        }
+        at = end;
+    }
+    if at != data_len {
+        return Err(ModelError::Corrupt {
+            path: path.to_path_buf(),
+            message: format!(
+                "its tensors end at data byte {at} but the file holds {data_len} bytes of data after its header, so \
+                 the file cannot be read as safetensors; fix: the file is damaged or was written wrongly, download \
+                 it again"
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// The shard the index assigns to each tensor (sharded checkpoints).

@@ -31,29 +31,57 @@ pub struct ModelFiles {
     pub synthetic: Option<serde_json::Value>,
 }
 
-fn fix_for(repo_id: &str) -> String {
-    format!(
-        "create a synthetic checkpoint with `dllm-bench synth` (see the config's [models.synthetic]) or download the \
-         real one with `huggingface-cli download {repo_id}` into this cache (HF_HOME/hub)"
-    )
+/// The fix for a missing piece of `repo_id`. `synthetic`: the snapshot's `config.json` carries the
+/// `dllm_bench_synthetic` marker, so `dllm-bench synth` writes it again. Otherwise (a real checkpoint, or nothing on
+/// disk says which) a download: this function does not see the run's config, whose `[models.synthetic]` table is
+/// the caller's to suggest.
+fn fix_for(repo_id: &str, synthetic: bool) -> String {
+    if synthetic {
+        "write the synthetic checkpoint again with `dllm-bench synth` (the config's [models.synthetic] table)".into()
+    } else {
+        format!(
+            "download the checkpoint with `huggingface-cli download {repo_id}` into this cache (HF_HOME/hub), or \
+             with `dllm-bench fetch` where there is network"
+        )
+    }
+}
+
+/// The `dllm_bench_synthetic` object of a snapshot's `config.json` (`None` when it has none or cannot be read).
+fn synthetic_marker(config: &Path) -> Option<serde_json::Value> {
+    std::fs::read_to_string(config)
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|v| v.get("dllm_bench_synthetic").cloned())
 }
 
 /// A folder of the checkpoint (the repository, a snapshot) that is not there, or is not a folder.
 fn missing(path: PathBuf, repo_id: &str) -> ModelError {
     if path.symlink_metadata().is_ok() && !path.is_dir() {
         let what = if path.is_file() { "a file, not a folder" } else { "a link to nothing (a dangling link)" };
-        return ModelError::Corrupt { path, message: format!("is {what}; fix: {}", fix_for(repo_id)) };
+        return ModelError::Corrupt { path, message: format!("is {what}; fix: {}", fix_for(repo_id, false)) };
     }
-    ModelError::MissingFile { path, fix: fix_for(repo_id) }
+    ModelError::MissingFile { path, fix: fix_for(repo_id, false) }
 }
 
 /// A file of the checkpoint that is not there, or is not a file (a folder; a link whose blob is gone).
-fn missing_file(path: PathBuf, repo_id: &str) -> ModelError {
+fn missing_file(path: PathBuf, repo_id: &str, synthetic: bool) -> ModelError {
     if path.symlink_metadata().is_ok() {
         let what = if path.is_dir() { "a folder, not a file" } else { "a link to nothing (its blob is gone)" };
-        return ModelError::Corrupt { path, message: format!("is {what}; fix: {}", fix_for(repo_id)) };
+        return ModelError::Corrupt { path, message: format!("is {what}; fix: {}", fix_for(repo_id, synthetic)) };
     }
-    ModelError::MissingFile { path, fix: fix_for(repo_id) }
+    ModelError::MissingFile { path, fix: fix_for(repo_id, synthetic) }
+}
+
+/// The PyTorch weight files of a snapshot (`pytorch_model.bin`, its shards and index), sorted.
+fn pytorch_weights(snapshot: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(snapshot)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("pytorch_model") && (n.ends_with(".bin") || n.ends_with(".bin.index.json")))
+        .collect();
+    names.sort();
+    names
 }
 
 /// `models--{org}--{name}` under the cache root.
@@ -88,22 +116,23 @@ impl ModelFiles {
         } else if revision.len() == 40 && revision.chars().all(|c| c.is_ascii_hexdigit()) {
             revision.to_string()
         } else {
-            return Err(missing_file(ref_path, repo_id));
+            return Err(missing_file(ref_path, repo_id, false));
         };
         // A ref must name one snapshot: an empty one (or one with a path in it) would resolve elsewhere.
         if commit.is_empty() || commit.contains(['/', '\\']) || commit.starts_with('.') {
             return Err(ModelError::Corrupt {
                 path: ref_path,
-                message: format!("holds {commit:?}, not a commit hash; fix: {}", fix_for(repo_id)),
+                message: format!("holds {commit:?}, not a commit hash; fix: {}", fix_for(repo_id, false)),
             });
         }
         let snapshot_dir = repo.join("snapshots").join(&commit);
         if !snapshot_dir.is_dir() {
             return Err(missing(snapshot_dir, repo_id));
         }
+        let synthetic = synthetic_marker(&snapshot_dir.join("config.json"));
         let need = |name: &str| {
             let p = snapshot_dir.join(name);
-            if p.is_file() { Ok(p) } else { Err(missing_file(p, repo_id)) }
+            if p.is_file() { Ok(p) } else { Err(missing_file(p, repo_id, synthetic.is_some())) }
         };
         let config = need("config.json")?;
         let tokenizer = need("tokenizer.json")?;
@@ -135,20 +164,23 @@ impl ModelFiles {
             let weights = shards.iter().map(|s| need(s)).collect::<Result<Vec<_>, _>>()?;
             (weights, Some(index_path))
         } else if single.symlink_metadata().is_ok() {
-            return Err(missing_file(single, repo_id));
+            return Err(missing_file(single, repo_id, synthetic.is_some()));
+        } else if !pytorch_weights(&snapshot_dir).is_empty() {
+            // Downloading again would fetch the same files: the revision has no safetensors weights to load.
+            return Err(ModelError::NotSafetensors {
+                found: pytorch_weights(&snapshot_dir).join(", "),
+                path: snapshot_dir,
+                repo_id: repo_id.to_string(),
+            });
         } else {
             return Err(ModelError::MissingFile {
                 path: single,
                 fix: format!(
-                    "neither model.safetensors nor model.safetensors.index.json is in the snapshot; {}",
-                    fix_for(repo_id)
+                    "neither model.safetensors nor model.safetensors.index.json is in the snapshot; fix: {}",
+                    fix_for(repo_id, synthetic.is_some())
                 ),
             });
         };
-        let synthetic = std::fs::read_to_string(&config)
-            .ok()
-            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-            .and_then(|v| v.get("dllm_bench_synthetic").cloned());
         Ok(Self {
             repo_id: repo_id.to_string(),
             revision: revision.to_string(),

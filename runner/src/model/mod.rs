@@ -62,6 +62,15 @@ pub enum ModelError {
     TensorDtype { path: PathBuf, tensor: String, dtype: String },
     #[error("{}: {message}", path.display())]
     Corrupt { path: PathBuf, message: String },
+    /// A snapshot with PyTorch weights (`found`) and no safetensors: downloading it again fetches the same files.
+    #[error(
+        "{}: the snapshot holds only PyTorch weights ({found}), and only safetensors checkpoints load (candle \
+         memory-maps them; a .bin is a pickle); fix: pin a revision of {repo_id} that has model.safetensors (or its \
+         index and shards), or convert the weights to safetensors into a snapshot of their own (transformers: \
+         `save_pretrained(dir, safe_serialization=True)`)",
+        path.display()
+    )]
+    NotSafetensors { path: PathBuf, found: String, repo_id: String },
     /// A chat template that cannot be read or rendered; `message` names the template and carries the fix.
     #[error("{}: chat template: {message}", path.display())]
     ChatTemplate { path: PathBuf, message: String },
@@ -155,15 +164,82 @@ impl SpecialFiles {
     }
 }
 
+/// The fix for a config and a tokenizer of different models: the snapshot's own files.
+fn mismatch_fix(files: &ModelFiles) -> String {
+    if files.is_synthetic() {
+        "write the synthetic checkpoint again with `dllm-bench synth` (see the config's [models.synthetic])".into()
+    } else {
+        format!(
+            "use the model's own files: delete the snapshot's file that is not the model's and download it again \
+             (`dllm-bench fetch` fetches what is missing, or `huggingface-cli download {}`)",
+            files.repo_id
+        )
+    }
+}
+
+/// Checks that every id of the tokenizer indexes the embedding (`config.json`'s vocabulary), and answers the
+/// tokenizer's largest id. A tokenizer smaller than the vocabulary is normal (the embedding is padded: LLaDA has
+/// 126349 tokens of 126464 rows, Qwen2.5 and Dream 151665 of 152064); a larger one is another model's, whose ids
+/// would index past the embedding mid-run (on CUDA possibly without a clean error).
+fn tokenizer_fits(cfg: &ModelConfig, tok: &tokenizers::Tokenizer, files: &ModelFiles) -> Result<u32, ModelError> {
+    let vocab = tok.get_vocab(true);
+    let Some((token, &max)) = vocab.iter().max_by_key(|&(_, &id)| id) else {
+        return Err(ModelError::Tokenizer {
+            path: files.tokenizer.clone(),
+            message: format!("it has no tokens; fix: {REFETCH}"),
+        });
+    };
+    if max as usize >= cfg.vocab_size {
+        return Err(ModelError::Corrupt {
+            path: files.tokenizer.clone(),
+            message: format!(
+                "tokenizer.json and config.json are of different models: the tokenizer's ids go up to {max} \
+                 ({token:?}) but {} has a vocabulary of {}, so its tokens would index past the embedding; fix: {}",
+                files.config.display(),
+                cfg.vocab_size,
+                mismatch_fix(files)
+            ),
+        });
+    }
+    Ok(max)
+}
+
 fn special_ids(cfg: &ModelConfig, tok: &tokenizers::Tokenizer, files: &ModelFiles) -> Result<SpecialIds, ModelError> {
     let (path, tokenizer_path) = (&files.config, &files.tokenizer);
+    let max_id = tokenizer_fits(cfg, tok, files)?;
     let extra = SpecialFiles::read(&files.snapshot_dir)?;
+    let generation_path = files.snapshot_dir.join("generation_config.json");
     let (bos_t, eos_t, mask_t, eot_t) = special_tokens(cfg.kind);
+    // An id that config.json or generation_config.json states must be a token of the tokenizer (and so inside the
+    // vocabulary, which the tokenizer fits): otherwise the file and tokenizer.json are of different models, e.g.
+    // LLaDA's config (BOS 126080) beside a tokenizer without its added tokens (ids up to 126079).
+    let stated = |id: u32, file: &Path, what: &'static str, field: &str| -> Result<(), ModelError> {
+        let name = file.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        let problem = if id as usize >= cfg.vocab_size {
+            format!("is outside the vocabulary of {} ({})", cfg.vocab_size, files.config.display())
+        } else if tok.id_to_token(id).is_none() {
+            format!("is not a token of {} (its ids go up to {max_id})", tokenizer_path.display())
+        } else {
+            return Ok(());
+        };
+        Err(ModelError::Special {
+            path: file.to_path_buf(),
+            what,
+            message: format!(
+                "{field} {id} {problem}: {name} and tokenizer.json are of different models; fix: {}",
+                mismatch_fix(files)
+            ),
+        })
+    };
     // One special id, from the first source that names it: config.json, generation_config.json,
     // tokenizer_config.json's token string, the layout's token string in tokenizer.json. An id config.json states
-    // must be what the tokenizer maps the layout's token to, or one of the tokens `also` accepts (an Instruct
-    // checkpoint's EOS is its end-of-turn token: Meta-Llama-3-8B-Instruct's config.json says 128009, `<|eot_id|>`);
-    // another is a config and tokenizer of different models.
+    // for a role the layout has a token for must be what the tokenizer maps one of the role's tokens to:
+    // tokenizer_config.json's (Dream's `<|beginoftext|>` 151665), the layout's (Dream-v0-Base's config.json says
+    // BOS 151643, `<|endoftext|>`, although its tokenizer_config.json names `<|beginoftext|>`), or one `also`
+    // accepts (an Instruct checkpoint's EOS is its end-of-turn token: Meta-Llama-3-8B-Instruct's config.json says
+    // 128009, `<|eot_id|>`; LLaDA-8B-Instruct's says 126081 while its tokenizer_config.json names `<|eot_id|>`).
+    // Another is a config and tokenizer of different models. The pad id is not compared: it only fills
+    // positions attention never sees.
     let pick = |what: &'static str,
                 from_config: Option<u32>,
                 gen_field: Option<&str>,
@@ -171,29 +247,39 @@ fn special_ids(cfg: &ModelConfig, tok: &tokenizers::Tokenizer, files: &ModelFile
                 layout: Option<&str>,
                 also: Option<&str>|
      -> Result<Option<(u32, String)>, ModelError> {
+        let named = extra.token(tok_field);
         let from_layout = layout.and_then(|t| tok.token_to_id(t).map(|id| (id, t)));
-        let accepted = |c: u32| also.and_then(|t| tok.token_to_id(t)) == Some(c);
-        if let (Some(c), Some((t, name))) = (from_config, from_layout)
-            && c != t
-            && !accepted(c)
-        {
-            let or = also.and_then(|a| tok.token_to_id(a).map(|id| format!(" and {a} to {id}"))).unwrap_or_default();
-            return Err(ModelError::Special {
-                path: path.to_path_buf(),
-                what,
-                message: format!(
-                    "config.json says {c} but the tokenizer maps {name} to {t}{or}; fix: use the model's own \
-                     tokenizer files, or its config.json"
-                ),
-            });
-        }
         if let Some(c) = from_config {
+            stated(c, path, what, &format!("{what}_token_id"))?;
+            let mut known: Vec<(&str, u32)> = Vec::new();
+            if layout.is_some() {
+                for t in named.as_deref().into_iter().chain(layout).chain(also) {
+                    if let Some(id) = tok.token_to_id(t)
+                        && !known.iter().any(|&(k, _)| k == t)
+                    {
+                        known.push((t, id));
+                    }
+                }
+            }
+            if !known.is_empty() && !known.iter().any(|&(_, id)| id == c) {
+                let maps: Vec<String> = known.iter().map(|(t, id)| format!("{t} to {id}")).collect();
+                return Err(ModelError::Special {
+                    path: path.to_path_buf(),
+                    what,
+                    message: format!(
+                        "config.json says {c} but the tokenizer maps {}; fix: use the model's own tokenizer files, \
+                         or its config.json",
+                        maps.join(" and ")
+                    ),
+                });
+            }
             return Ok(Some((c, format!("config.json {what}_token_id"))));
         }
         if let Some(g) = gen_field.and_then(|f| extra.generation_id(f)) {
+            stated(g, &generation_path, what, &format!("{what}_token_id"))?;
             return Ok(Some((g, format!("generation_config.json {what}_token_id"))));
         }
-        if let Some(t) = extra.token(tok_field) {
+        if let Some(t) = named {
             let id = tok.token_to_id(&t).ok_or_else(|| ModelError::Special {
                 path: files.snapshot_dir.join("tokenizer_config.json"),
                 what,
@@ -232,11 +318,15 @@ fn special_ids(cfg: &ModelConfig, tok: &tokenizers::Tokenizer, files: &ModelFile
         Some(p) => p,
         None => (eos, "eos (no pad token given; left padding is masked out of attention)".to_string()),
     };
+    for &id in &cfg.eos_token_ids {
+        stated(id, path, "eos", "eos_token_id")?;
+    }
     let mut stop = cfg.eos_token_ids.clone();
     if !stop.contains(&eos) {
         stop.insert(0, eos);
     }
     for id in extra.generation_ids("eos_token_id") {
+        stated(id, &generation_path, "eos", "eos_token_id")?;
         if !stop.contains(&id) {
             stop.push(id);
         }
@@ -254,14 +344,7 @@ fn special_ids(cfg: &ModelConfig, tok: &tokenizers::Tokenizer, files: &ModelFile
         sources.push_str(&format!("; mask {m} ({src})"));
     }
     let mask = mask.map(|m| m.0);
-    let all = [Some(bos), Some(eos), Some(pad), mask];
-    if let Some(id) = all.iter().flatten().chain(&stop).find(|&&id| id as usize >= cfg.vocab_size) {
-        return Err(ModelError::Special {
-            path: path.to_path_buf(),
-            what: "id",
-            message: format!("id {id} is outside the vocabulary of {}", cfg.vocab_size),
-        });
-    }
+    // Every id is now a token of the tokenizer, which fits the vocabulary: none indexes past the embedding.
     if Some(pad) == mask {
         return Err(ModelError::Special {
             path: path.to_path_buf(),
@@ -304,7 +387,8 @@ impl LoadedModel {
     }
 
     /// Everything [`LoadedModel::load`] checks before it reads the weights: `config.json` for `kind`, the
-    /// tokenizer, the special tokens, and every tensor's name, shape, dtype and bytes in the safetensors headers
+    /// tokenizer (its ids inside config.json's vocabulary), the special tokens (each id a file states a token of
+    /// the tokenizer), and every tensor's name, shape, dtype and bytes in the safetensors headers
     /// (milliseconds for the 8B checkpoints). A run calls it for every model before the first cell, so that a
     /// broken checkpoint is refused before hours of other models' cells.
     pub fn check_files(files: &ModelFiles, kind: ModelKind) -> Result<(), ModelError> {
