@@ -108,9 +108,19 @@ fn offline_run_with_a_missing_file_fails_before_measuring_and_names_it() {
     assert_exit!(out, 2);
     let err = stderr(&out);
     assert!(err.contains(&llada.join("model-00003-of-00003.safetensors").display().to_string()), "{err}");
-    assert!(err.contains("dllm-bench fetch"), "the fix names fetch: {err}");
+    // One fix, the snapshot's: it was written by `dllm-bench synth` (its config.json says so), so synth again.
+    assert!(err.contains("fix: write the synthetic checkpoint again with `dllm-bench synth`"), "{err}");
+    assert_eq!(err.matches("fix:").count(), 1, "{err}");
     assert!(!err.contains("[1/"), "nothing was measured: {err}");
     assert!(!results.exists(), "no run folder, no bundle");
+    // A model in no folder of the cache: the cache may be the wrong one, or the model meant to be synthetic.
+    let absent = std::fs::read_to_string(&cfg).expect("config").replace("id = \"org/llada\"", "id = \"nobody/absent\"");
+    let absent = sb.write("absent.toml", &absent);
+    let out = sb.cmd(&["run", "--config", absent.to_str().expect("utf8"), "-o", results.to_str().expect("utf8")]);
+    assert_exit!(out, 2);
+    let err = stderr(&out);
+    assert!(err.contains("huggingface-cli download nobody/absent"), "{err}");
+    assert!(err.contains("nobody/absent is not in the cache") && err.contains("a `synthetic` table"), "{err}");
 }
 
 #[test]

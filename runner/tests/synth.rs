@@ -77,3 +77,20 @@ fn a_stop_signal_while_weights_are_written_leaves_nothing_of_them() {
     assert!(left.is_empty(), "left in the cache: {left:?}");
     assert!(files_under(&results).is_empty(), "a run folder was made: {:?}", files_under(&results));
 }
+
+#[test]
+fn a_weights_file_cut_short_is_written_again_by_the_next_synth() {
+    // A blob cut short (a full disk, a copy interrupted) is refused by every run, naming the file; the fix it
+    // gives (write the synthetic checkpoint again) must then work: synth takes the snapshot for incomplete.
+    let sb = Sandbox::new();
+    let args = ["synth", "--kind", "llada", "--repo-id", "t/cut", "--seed", "3"];
+    let out = sb.cmd(&args);
+    assert_exit!(out, 0);
+    let snapshot = PathBuf::from(crate::util::stdout(&out).trim());
+    let weights = std::fs::canonicalize(snapshot.join("model.safetensors")).expect("the blob");
+    let whole = std::fs::read(&weights).expect("weights");
+    std::fs::write(&weights, &whole[..whole.len() / 2]).expect("cut short");
+    assert_exit!(sb.cmd(&args), 0);
+    let again = std::fs::read(std::fs::canonicalize(snapshot.join("model.safetensors")).expect("blob")).expect("read");
+    assert_eq!(again, whole, "the same weights, whole again");
+}

@@ -63,7 +63,7 @@ impl ChatTemplate {
         if !path.is_file() {
             return Err(ModelError::MissingFile {
                 path,
-                fix: format!("the chat template is read from this file; fix: {NO_TEMPLATE_FIX}"),
+                fix: format!("{NO_TEMPLATE_FIX} (the chat template is read from this file)"),
             });
         }
         let text = std::fs::read_to_string(&path).map_err(|error| ModelError::Io { path: path.clone(), error })?;

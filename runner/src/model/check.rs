@@ -45,6 +45,11 @@ fn dtype_bits(dtype: &str) -> Option<u64> {
     })
 }
 
+/// Whether `path` is a safetensors file whose header describes it as it is (what [`read_header`] checks).
+pub(crate) fn safetensors_whole(path: &Path) -> bool {
+    read_header(path).is_ok()
+}
+
 /// Tensor name -> (dtype, shape) of one safetensors file, from its header, after checking that the header's table
 /// describes the file as the safetensors crate requires (see the module doc): otherwise candle refuses the file
 /// only when the model loads, after other models' cells, naming neither the file nor the tensor.

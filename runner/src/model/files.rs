@@ -40,8 +40,8 @@ fn fix_for(repo_id: &str, synthetic: bool) -> String {
         "write the synthetic checkpoint again with `dllm-bench synth` (the config's [models.synthetic] table)".into()
     } else {
         format!(
-            "download the checkpoint with `huggingface-cli download {repo_id}` into this cache (HF_HOME/hub), or \
-             with `dllm-bench fetch` where there is network"
+            "download the checkpoint with `huggingface-cli download {repo_id}` into this cache, or with \
+             `dllm-bench fetch` where there is network"
         )
     }
 }
@@ -176,7 +176,7 @@ impl ModelFiles {
             return Err(ModelError::MissingFile {
                 path: single,
                 fix: format!(
-                    "neither model.safetensors nor model.safetensors.index.json is in the snapshot; fix: {}",
+                    "{} (the snapshot has neither model.safetensors nor model.safetensors.index.json)",
                     fix_for(repo_id, synthetic.is_some())
                 ),
             });

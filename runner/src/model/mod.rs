@@ -32,7 +32,7 @@ const REFETCH: &str = "the file is damaged or not the hub's: delete it and downl
 /// Errors of loading a model. Messages are lower-case, name the file, and carry the fix when there is one.
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
-    #[error("missing {}: {fix}", path.display())]
+    #[error("missing {}; fix: {fix}", path.display())]
     MissingFile { path: PathBuf, fix: String },
     #[error("{}: field `{field}` is missing: {fix}", path.display())]
     MissingField { path: PathBuf, field: String, fix: String },

@@ -175,15 +175,20 @@ pub(super) fn model_files(
             .map_err(|e| synth::cache_error(e, &m.id, cache))?;
     }
     ModelFiles::from_hf_cache(cache, &m.id, &m.revision).map_err(|e| {
-        anyhow::Error::new(InputError(format!(
-            "{e}; fix: download {} into the cache {} where there is network (`dllm-bench fetch --config \
-             CONFIG --model-cache-dir {}` on a login node, or `huggingface-cli download {}`), point \
-             --model-cache-dir at the cache that has it, or add a [models.synthetic] table to the config",
-            m.id,
-            cache.display(),
-            cache.display(),
-            m.id
-        )))
+        // The error names the file and its own fix; where the model is in no folder of this cache at all, the
+        // cache may be the wrong one, or the model meant to be synthetic: said once, after it.
+        let repo = cache.join(format!("models--{}", m.id.replace('/', "--")));
+        let also = match (m.synthetic.is_none() && !repo.exists(), &e) {
+            (true, crate::model::ModelError::MissingFile { .. }) => format!(
+                " ({} is not in the cache {} at all: --model-cache-dir, HF_HUB_CACHE or HF_HOME choose the cache; \
+                 `dllm-bench fetch --config CONFIG` fills it where there is network; to run on synthetic weights \
+                 instead, give the model a `synthetic` table in the config)",
+                m.id,
+                cache.display()
+            ),
+            _ => String::new(),
+        };
+        anyhow::Error::new(InputError(format!("model {}: {e}{also}", m.id)))
     })
 }
 

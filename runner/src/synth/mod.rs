@@ -698,10 +698,16 @@ fn complete(snapshot: &Path, marker: &serde_json::Value) -> bool {
         let Some(map) = index.get("weight_map").and_then(|m| m.as_object()) else {
             return false;
         };
-        map.values().all(|f| f.as_str().is_some_and(|f| snapshot.join(f).is_file()))
+        map.values().all(|f| f.as_str().is_some_and(|f| whole(&snapshot.join(f))))
     } else {
-        snapshot.join("model.safetensors").is_file()
+        whole(&snapshot.join("model.safetensors"))
     }
+}
+
+/// Whether a weights file is there and whole: its safetensors header describes the file as it is (a blob cut short
+/// by a full disk or a copy is written again by the next writer, not refused by every run after it).
+fn whole(path: &Path) -> bool {
+    path.is_file() && crate::model::check::safetensors_whole(path)
 }
 
 /// Writes (or reuses) a synthetic `kind` checkpoint for `repo_id` under the hf-hub cache root `cache_dir`, and
