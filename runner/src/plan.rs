@@ -117,12 +117,18 @@ impl ResolvedConfig {
 
 /// Reads the config (or the embedded demo), applies the overrides, validates.
 pub fn resolve(args: &ConfigArgs) -> Result<ResolvedConfig> {
-    resolve_with_base(args, None)
+    resolve_with_base(args, None, false)
 }
 
 /// Like [`resolve`], but without `--config` the base is `base` (text, label, folder) instead of the demo: a
-/// resumed run's journal holds its resolved config.
-pub fn resolve_with_base(args: &ConfigArgs, base: Option<(String, String, PathBuf)>) -> Result<ResolvedConfig> {
+/// resumed run's journal holds its resolved config. `resuming`: the run folder has a journal, so the config is one
+/// a run already started with: [`GridConfig::check_used`]'s rules (fields that would drive nothing: a new run's
+/// rules, some newer than the journal) are not applied to it; the rules every reader relies on still are.
+pub fn resolve_with_base(
+    args: &ConfigArgs,
+    base: Option<(String, String, PathBuf)>,
+    resuming: bool,
+) -> Result<ResolvedConfig> {
     let (text, label, dir) = match (&args.config, base) {
         (None, Some(base)) => base,
         (Some(path), _) => {
@@ -138,7 +144,8 @@ pub fn resolve_with_base(args: &ConfigArgs, base: Option<(String, String, PathBu
         }
         (None, None) => (DEMO_TOML.to_string(), "embedded:config/demo.toml".to_string(), PathBuf::from(".")),
     };
-    let mut config = GridConfig::from_toml(&text, &label)?;
+    // The file's rules are checked below, once the overrides are applied (an override may mend them).
+    let mut config = GridConfig::parse_toml(&text, &label)?;
     let mut overrides = Vec::new();
     let mut note = |flag: &str, value: String| overrides.push(format!("--{flag} {value}"));
     let list = |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
@@ -226,7 +233,11 @@ pub fn resolve_with_base(args: &ConfigArgs, base: Option<(String, String, PathBu
     let source = if overrides.is_empty() { label } else { format!("{label} {}", overrides.join(" ")) };
     // Errors now name the overrides too, since they may be the cause.
     config.validate(&source)?;
-    config.check_used(&source)?;
+    if !resuming {
+        config.check_used(&source)?;
+    }
+    // A preset is recorded as the count it stands for, so that every reader sees the number.
+    config.prompts.count = config.prompts.prompt_count();
     check_synthetic(&config, &source)?;
     // The embedded set is known here (a file's or Wikitext's size only when it is read): `plan` refuses what `run`
     // would.

@@ -143,7 +143,7 @@ fn sigterm_writes_a_partial_bundle_and_exits_75_then_resume_completes() {
     again.extend(GRID.iter().filter(|a| **a != "-q"));
     let out = sb.cmd(&again);
     assert_exit!(out, 0);
-    let note = format!("note: {} holds a run of this config that did not finish", run_dir.display());
+    let note = format!("note: {} holds a run of this config that has not finished", run_dir.display());
     assert!(stderr(&out).contains(&note) && stderr(&out).contains(&format!("--resume {dir_s}")), "{}", stderr(&out));
 
     let out = sb.cmd(&["run", "--resume", dir_s]);
@@ -490,4 +490,35 @@ fn a_resume_from_another_working_folder_reads_the_configs_own_files() {
         .expect("resume");
     assert_exit!(out, 0);
     assert_eq!(read_bundle(&run_dir.join("bundle.json")).prompt_set.count, 2);
+}
+
+#[test]
+fn a_run_started_before_a_new_config_rule_still_resumes() {
+    // A journal written by an older runner may hold a config a newer rule refuses for new runs (a field that
+    // drives nothing): a requeued job, its runner rebuilt meanwhile, must resume it, not fail.
+    let sb = Sandbox::new();
+    let dir = sb.path().join("rd");
+    let dir_s = dir.to_str().expect("utf8");
+    let grid = ["--seq-len", "48", "--batch-size", "1", "--steps", "4", "--repetitions", "1", "-q"];
+    let out = sb.cmd(&[&["run", "--run-dir", dir_s][..], &grid].concat());
+    assert_exit!(out, 0);
+    std::fs::remove_file(dir.join("bundle.json")).expect("the bundle, as if the run had stopped before writing it");
+    // The journal's config as an older runner could have written it: Dream's top_p on a grid without Dream.
+    let path = dir.join("journal.jsonl");
+    let text = std::fs::read_to_string(&path).expect("journal");
+    let (first, rest) = text.split_once('\n').expect("lines");
+    let mut header: serde_json::Value = serde_json::from_str(first).expect("header");
+    let toml = header["header"]["config_toml"].as_str().expect("config").replace("[grid]\n", "[grid]\ntop_p = 0.9\n");
+    let config = schema::GridConfig::parse_toml(&toml, "journal").expect("parses");
+    header["header"]["config_toml"] = toml.clone().into();
+    header["header"]["config_sha256"] = runner::plan::config_sha256(&config).into();
+    std::fs::write(&path, format!("{header}\n{rest}")).expect("journal");
+    // A new run of that config is refused; the run it belongs to resumes.
+    sb.write("old.toml", &toml);
+    let refused = sb.cmd(&["run", "--config", "old.toml", "-q"]);
+    assert_exit!(refused, 2);
+    assert!(stderr(&refused).contains("grid.top_p"), "{}", stderr(&refused));
+    let out = sb.cmd(&["run", "--resume", dir_s, "-q"]);
+    assert_exit!(out, 0);
+    assert!(dir.join("bundle.json").is_file());
 }

@@ -57,7 +57,9 @@ pub fn main(args: RunArgs) -> Result<ExitCode> {
         None => None,
     };
     let base = journal_header.as_ref().map(|h| (h.config_toml.clone(), h.config_source.clone(), h.config_dir.clone()));
-    let mut resolved = plan::resolve_with_base(&args.config, base)?;
+    // A run folder with a journal continues a run: the config it started with is not held to newer new-run rules.
+    let resuming = journal_header.is_some() || args.run_dir.as_deref().is_some_and(crate::journal::Journal::exists);
+    let mut resolved = plan::resolve_with_base(&args.config, base, resuming)?;
     if let (Some(h), None) = (&journal_header, &args.config.config) {
         // Keep the original source (path and overrides), so a resume's bundle says the same as the first run's.
         if resolved.sha256() == h.config_sha256 {

@@ -22,6 +22,19 @@ impl GridConfig {
     /// embedded in a bundle is read leniently instead, as provenance: a bundle of a newer minor version may carry
     /// fields this build does not know, and the minor-version promise is that it still reads.)
     pub fn from_toml(text: &str, file: &str) -> Result<GridConfig, ConfigError> {
+        let mut config = GridConfig::parse_toml(text, file)?;
+        config.validate(file)?;
+        config.check_used(file)?;
+        // A preset is recorded as the count it stands for, so that every reader sees the number.
+        config.prompts.count = config.prompts.prompt_count();
+        Ok(config)
+    }
+
+    /// Parses a TOML config as [`GridConfig::from_toml`] does (strictly: an unknown field is an error) without its
+    /// rules ([`GridConfig::validate`], [`GridConfig::check_used`]) nor the preset's count: for a reader that applies
+    /// command-line overrides first and then checks the result (the runner's `plan` and `run`), so that an override
+    /// can mend what the file alone gets wrong (`--seq-len 34` for a file's N = 33).
+    pub fn parse_toml(text: &str, file: &str) -> Result<GridConfig, ConfigError> {
         let parse_err = |e: toml::de::Error| {
             let (message, fix) = explain(text, &e);
             ConfigError::Parse { file: file.to_string(), message, fix }
@@ -38,12 +51,7 @@ impl GridConfig {
                 fix: ConfigError::COMPARE.to_string(),
             });
         }
-        let mut config = parsed.map_err(parse_err)?;
-        config.validate(file)?;
-        config.check_used(file)?;
-        // A preset is recorded as the count it stands for, so that every reader sees the number.
-        config.prompts.count = config.prompts.prompt_count();
-        Ok(config)
+        parsed.map_err(parse_err)
     }
 
     /// The TOML text of this config (the resolved form, overrides applied).

@@ -53,10 +53,7 @@ impl GridConfig {
                 "cfg_scale",
                 (g.cfg_scale != 0.0).then(|| format!("classifier-free guidance (cfg_scale = {})", g.cfg_scale)),
             ),
-            (
-                "block_length",
-                g.block_length.map(|b| format!("block_length = {b} (Dream generates its output as one block)")),
-            ),
+            ("block_length", g.block_length.map(|b| format!("block_length = {b}"))),
             (
                 "remasking",
                 (g.remasking != Remasking::default()).then(|| format!("remasking = \"{}\"", g.remasking.name())),
@@ -75,7 +72,10 @@ impl GridConfig {
         if !has_llada && let Some((name, Some(what))) = llada_only.into_iter().find(|(_, set)| set.is_some()) {
             return Err(bad(
                 &format!("grid.{name}"),
-                &format!("{what} applies to LLaDA models only, and the grid has none"),
+                &format!(
+                    "{what} applies to LLaDA models only, and the grid has none{}",
+                    if has_dream && name == "block_length" { " (Dream generates its output as one block)" } else { "" }
+                ),
                 &format!("remove {name}, or add a LLaDA model to [[models]]"),
             ));
         }
