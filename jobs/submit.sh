@@ -37,19 +37,28 @@ while [ $# -gt 0 ]; do
         *) echo "submit.sh: unknown option $1 (see the header of jobs/submit.sh)" >&2; exit 2 ;;
     esac
 done
-case "$SHARDS" in ''|*[!0-9]*|0) echo "submit.sh: --shards must be a positive number" >&2; exit 2 ;; esac
+case "$SHARDS" in ''|*[!0-9]*) echo "submit.sh: --shards must be a positive number" >&2; exit 2 ;; esac
 SHARDS=$((10#$SHARDS))
+[ "$SHARDS" -gt 0 ] || { echo "submit.sh: --shards must be a positive number" >&2; exit 2; }
 if [ -n "$TASKS" ]; then
     [ -n "$NAME" ] || { echo "submit.sh: --tasks resubmits shards of a run submitted before: give its --name \
 (the folder under RESULTS/runs/)" >&2; exit 2; }
     # Shard indices, as sbatch's --array takes them: numbers and ranges A-B, comma-separated, each below N.
+    not_a_list() {
+        echo "submit.sh: --tasks $TASKS: $1 (e.g. --tasks 2 or --tasks 1,3 or --tasks 0-2)" >&2
+        exit 2
+    }
+    case "$TASKS" in ,*|*,|*,,*) not_a_list "an empty item" ;; esac
     IFS=, read -r -a items <<<"$TASKS"
     for item in "${items[@]}"; do
         case "$item" in
-            ''|*[!0-9-]*|-*|*-|*-*-*) echo "submit.sh: --tasks $TASKS: \"$item\" is not a shard index or a range \
-A-B (e.g. --tasks 2 or --tasks 1,3 or --tasks 0-2)" >&2; exit 2 ;;
+            ''|*[!0-9-]*|-*|*-|*-*-*) not_a_list "\"$item\" is not a shard index or a range A-B" ;;
         esac
-        for i in ${item//-/ }; do
+        IFS=- read -r -a ends <<<"$item"
+        if [ "${#ends[@]}" -eq 2 ] && [ "$((10#${ends[0]}))" -gt "$((10#${ends[1]}))" ]; then
+            not_a_list "the range $item runs backwards (A-B with A <= B)"
+        fi
+        for i in "${ends[@]}"; do
             if [ "$((10#$i))" -ge "$SHARDS" ]; then
                 echo "submit.sh: --tasks $TASKS: shard $i does not exist in a grid of $SHARDS shards (0 to \
 $((SHARDS - 1))); fix: pass the run's --shards" >&2
@@ -58,13 +67,9 @@ $((SHARDS - 1))); fix: pass the run's --shards" >&2
         done
     done
 fi
-
-# shellcheck source=jobs/env.sh
-source jobs/env.sh
-# Fail here, not in N jobs, on a bad config.
-"$DLLM_BENCH" plan --config "$CONFIG" "$@" >/dev/null
 NAME="${NAME:-$(basename "$CONFIG" .toml)-$(date -u +%Y%m%dT%H%M%SZ)}"
 RUN_ROOT="$RESULTS/runs/$NAME"
+# What the run folder says, before the runner is built and the config checked.
 if [ -n "$TASKS" ] && [ ! -d "$RUN_ROOT" ]; then
     echo "submit.sh: --tasks $TASKS: no run $RUN_ROOT to resubmit shards of; fix: the --name (and --results) of a \
 run submitted before, or leave --tasks out to submit every shard" >&2
@@ -79,6 +84,11 @@ it, or another --name for a new run" >&2
         exit 2
     fi
 fi
+
+# shellcheck source=jobs/env.sh
+source jobs/env.sh
+# Fail here, not in N jobs, on a bad config.
+"$DLLM_BENCH" plan --config "$CONFIG" "$@" >/dev/null
 mkdir -p "$RUN_ROOT"
 echo "$SHARDS" >"$RUN_ROOT/shards"
 
