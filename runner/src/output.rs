@@ -99,20 +99,23 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 }
 
 /// The prefix of [`write_atomic`]'s temporary files for a file named `name` (six random letters or digits follow).
+/// The name is cut to 200 bytes (at a character's boundary): the temporary's name stays within the 255 bytes a
+/// file name may have wherever the target's does.
 fn temporary_prefix(name: &str) -> String {
-    format!(".{name}.tmp-")
+    let mut end = name.len().min(200);
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(".{}.tmp-", &name[..end])
 }
 
-/// Whether `entry` (a file name) is a temporary file of [`write_atomic`] for a file named `name` (`None`: for any
-/// file, the old `.tmp-XXXXXX` form included), left by a killed process.
+/// Whether `entry` (a file name) is a temporary file of [`write_atomic`] for a file named `name` (`None`: the
+/// `.tmp-XXXXXX` of runners before the named form, whose target is unknown), left by a killed process.
 pub(crate) fn is_temporary_of(entry: &str, name: Option<&str>) -> bool {
     let random = |r: &str| r.len() == 6 && r.chars().all(|c| c.is_ascii_alphanumeric());
     match name {
         Some(n) => entry.strip_prefix(&temporary_prefix(n)).is_some_and(random),
-        None => {
-            entry.strip_prefix(".tmp-").is_some_and(random)
-                || entry.starts_with('.') && entry.rsplit_once(".tmp-").is_some_and(|(_, r)| random(r))
-        }
+        None => entry.strip_prefix(".tmp-").is_some_and(random),
     }
 }
 

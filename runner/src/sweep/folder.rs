@@ -266,16 +266,26 @@ fn unfinished_runs_of(output_dir: &Path, resolved: &ResolvedConfig, opts: &Sweep
         if dir.extension().is_none_or(|x| x != "run") || !Journal::exists(&dir) {
             continue;
         }
-        let Ok((h, state, _)) = crate::journal::read(&dir.join(JOURNAL)) else { continue };
-        if h.config_sha256 == sha && h.shard == opts.shard {
-            crate::say!(
-                "note: {} holds a run of this config that did not finish ({} cells done); this starts a new run \
-                 (`dllm-bench run --resume {}` continues that one instead)",
-                dir.display(),
-                state.cells.len(),
-                dir.display()
-            );
-        }
+        // The header line alone first (a journal may hold every cell's continuations: tens of MB).
+        let first = std::fs::File::open(dir.join(JOURNAL)).ok().and_then(|f| {
+            let mut line = String::new();
+            std::io::BufRead::read_line(&mut std::io::BufReader::new(f), &mut line).ok()?;
+            Some(line)
+        });
+        let same = match first.as_deref().map(serde_json::from_str::<crate::journal::Record>) {
+            Some(Ok(crate::journal::Record::Header(h))) => h.config_sha256 == sha && h.shard == opts.shard,
+            _ => false,
+        };
+        let Some((_, state, _)) = same.then(|| crate::journal::read(&dir.join(JOURNAL)).ok()).flatten() else {
+            continue;
+        };
+        crate::say!(
+            "note: {} holds a run of this config that has not finished (stopped, or still running; {} cells \
+             done); this starts a new run (`dllm-bench run --resume {}` continues that one instead)",
+            dir.display(),
+            state.cells.len(),
+            dir.display()
+        );
     }
 }
 
@@ -294,14 +304,17 @@ fn unwritable(err: anyhow::Error, dir: &Path, fix: &str) -> anyhow::Error {
     }
 }
 
-/// Whether `name` is a temporary file of [`crate::output::write_atomic`] (a journal's or a bundle's being written,
-/// left by a killed process).
+/// Whether `name` is a temporary file of [`crate::output::write_atomic`] for a file a run writes in its folder (its
+/// journal, partial or final bundle, being written when a process was killed), or of the older unnamed form. Not
+/// another program's: a `--run-dir` may be a folder others write in too.
 fn is_temporary(name: &str) -> bool {
-    crate::output::is_temporary_of(name, None)
+    [JOURNAL, PARTIAL, "bundle.json"].iter().any(|f| crate::output::is_temporary_of(name, Some(f)))
+        || crate::output::is_temporary_of(name, None)
 }
 
 /// Removes the temporary files a killed attempt left in the run folder `dir` (the caller holds its lock: no writer
-/// of this run is alive).
+/// of this run is alive): those of the files a run writes there only, and the older unnamed form (a `--run-dir`
+/// may be a folder other programs write in too).
 fn remove_temporaries(dir: &Path) {
     for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         if is_temporary(&e.file_name().to_string_lossy()) && e.file_type().is_ok_and(|t| t.is_file()) {

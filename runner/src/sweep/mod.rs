@@ -337,7 +337,8 @@ pub fn run(resolved: &ResolvedConfig, opts: &SweepOptions) -> Result<SweepOutcom
             tracing::warn!("cannot write the partial bundle after the error: {w:#}");
         }
         return Err(e.context(format!(
-            "the {} measured cells are kept in {}: make {} writable (or free its disk) and run `dllm-bench run              --resume {}` to write the bundle",
+            "the {} measured cells are kept in {}: make {} writable (or free its disk) and run `dllm-bench run \
+             --resume {}` to write the bundle",
             bundle.cells.len(),
             run_dir.display(),
             path.parent().unwrap_or(&run_dir).display(),

@@ -515,11 +515,22 @@ fn writer_tag() -> String {
 /// Whether the staging entry `name` is marked by a writer of this host ([`writer_tag`]) whose process is gone.
 /// `false` where that cannot be told (another host's writer, a name of an older runner, no `/proc`).
 fn writer_is_dead(name: &str) -> bool {
-    let Some(host) = writer_tag().rsplit_once('-').map(|(h, _)| format!(".{h}-")) else { return false };
-    let Some(at) = name.find(&host) else { return false };
-    let pid: String = name[at + host.len()..].chars().take_while(char::is_ascii_digit).collect();
+    // `.COMMIT.TAG.XXXXXX` (staging) or `.NAME.TAG.XXXXXX.partial` (a blob): the tag is the second field from the
+    // right, read whole (a host named `node` is not `node-12`'s).
+    let name = name.strip_suffix(".partial").unwrap_or(name);
+    let Some(tag) = name.rsplit_once('.').and_then(|(rest, _)| rest.rsplit_once('.')).map(|(_, tag)| tag) else {
+        return false;
+    };
+    let mine = writer_tag();
+    let (Some((host, pid)), Some((mine, _))) = (tag.rsplit_once('-'), mine.rsplit_once('-')) else {
+        return false;
+    };
     let proc = Path::new("/proc");
-    !pid.is_empty() && proc.join("self").exists() && !proc.join(&pid).exists()
+    host == mine
+        && !pid.is_empty()
+        && pid.chars().all(|c| c.is_ascii_digit())
+        && proc.join("self").exists()
+        && !proc.join(pid).exists()
 }
 
 /// Removes what a writer killed mid-way (SIGKILL, a node failure) left in `repo`: staging snapshots
