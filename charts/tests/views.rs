@@ -251,7 +251,7 @@ fn s_parity_panel_per_batch_size() {
     assert_eq!(a.verdict(), "viable (speedup > 1)");
     assert!(!a.entropy_warning);
     let w = r(128, 1);
-    assert_eq!((w.s_parity.as_str(), w.verdict()), ("K = 64", "not viable (slower at parity)"));
+    assert_eq!((w.s_parity.as_str(), w.verdict().as_str()), ("K = 64", "not viable (slower at parity)"));
     assert!(w.entropy_warning, "LLaDA's entropy 3.5 vs LLaMA's 5.0");
     assert!(w.matched_key.as_deref().is_some_and(|k| k.contains("K=64")));
 }
@@ -581,7 +581,7 @@ fn s_parity_rows_agree_with_the_parity_records_when_cells_failed() {
     // Parity was reached; what has no timing is the cell to judge by: no verdict, not "parity not reached".
     assert_eq!(
         (hit.speedup_text(), hit.verdict()),
-        ("-".to_string(), "no verdict (the diffusion cell at S_parity was not measured)")
+        ("-".to_string(), "no verdict (the diffusion cell at S_parity was not measured)".to_string())
     );
     let (_, f) = views::answer(&[&b], &Options::default()).expect("an answer");
     let Plot::Heat { panels, .. } = &f.plot else { panic!("a heat map") };

@@ -456,9 +456,16 @@ pub fn s_parity_text(r: &ParityRecord) -> String {
 /// diffusion cell at S_parity has no timing at this B (it failed, ran out of memory or was not run: nothing was
 /// measured to judge) or there are no quality values.
 pub fn verdict_without_speedup(r: &ParityRecord) -> &'static str {
-    match r.outcome {
-        Parity::NotReached { .. } => "not viable",
-        Parity::Reached { .. } | Parity::NoData => "no verdict",
+    verdict_without_speedup_why(r.outcome).0
+}
+
+/// [`verdict_without_speedup`] of an outcome, with why (`parity not reached`), for a reader with no record's note
+/// at hand (the explorer's S_parity rows).
+pub fn verdict_without_speedup_why(outcome: Parity) -> (&'static str, &'static str) {
+    match outcome {
+        Parity::NotReached { .. } => ("not viable", "parity not reached"),
+        Parity::Reached { .. } => ("no verdict", "the diffusion cell at S_parity was not measured"),
+        Parity::NoData => ("no verdict", "no quality values"),
     }
 }
 

@@ -133,7 +133,7 @@ fn higher_is_better_metrics_reach_parity_from_below() {
     let r = &parity(&b, &opts("rouge_l_f1", None))[0];
     assert_eq!(r.direction, Direction::HigherIsBetter);
     assert_eq!(r.outcome, Parity::Reached { steps: 32 });
-    assert_eq!(metrics::parity::floor_tie_note(&[r.clone()]), None, "a baseline above the floor");
+    assert_eq!(metrics::parity::floor_tie_note(std::slice::from_ref(r)), None, "a baseline above the floor");
     // A baseline at the floor (0: no overlap with the reference) is matched by any point at 0: cautioned.
     let floor = with_quality(sample_bundle(), |_| Some(score("rouge_l_f1", Direction::HigherIsBetter, &flat(0.0))));
     let records = parity(&floor, &opts("rouge_l_f1", None));

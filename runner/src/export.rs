@@ -107,7 +107,9 @@ pub fn main(args: &ExportArgs) -> Result<ExitCode> {
             ))
             .into());
         }
-        bundles.push(crate::input::read_bundle_file(path)?.bundle);
+        let read = crate::input::read_bundle_file(path)?;
+        crate::input::note_recounted(path, &read);
+        bundles.push(read.bundle);
     }
     let names = bundle_names(&args.bundles);
     let named: Vec<(&str, &Bundle)> = names.iter().map(String::as_str).zip(&bundles).collect();

@@ -59,6 +59,18 @@ pub fn read_bundle_file(path: &Path) -> Result<schema::ReadBundle> {
     read_bundle_file_text(path).map(|(r, _)| r)
 }
 
+/// Says on standard error that `read` (of `path`) had an older runner's token counts, corrected on reading, for a
+/// command whose output keeps the corrected counts but not the note (`merge`, `export`).
+pub fn note_recounted(path: &Path, read: &schema::ReadBundle) {
+    if read.recounted_repetitions > 0 {
+        eprintln!(
+            "note: {}: {}; the output has the valid counts",
+            path.display(),
+            schema::recount_note(read.recounted_repetitions)
+        );
+    }
+}
+
 /// [`read_bundle_file`], with the file's text (`validate` looks at it again for fields no reader knows).
 pub fn read_bundle_file_text(path: &Path) -> Result<(schema::ReadBundle, String)> {
     if let Some(m) = std::fs::metadata(path).ok().filter(|m| m.is_file()) {

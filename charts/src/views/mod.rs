@@ -90,8 +90,9 @@ pub fn chart_view(view: ViewKind, bundles: &[&LoadedBundle], f: &Filters, o: &Op
                 notes.push(sentence);
                 notes.push(
                     "Left (above, on a narrow screen), each cell: the speedup at parity; blue: faster at equal \
-                     quality, red: slower, grey: parity not reached (the tooltip names S_parity and its 95% \
-                     interval). Right (below): the Pareto frontier of quality against latency at the shape the \
+                     quality, red: slower, grey: no parity (not reached at any step count tried) or not measured \
+                     (reached, but the diffusion cell at S_parity has no timing at that B; the tooltip names S_parity, \
+                     its 95% interval and why). Right (below): the Pareto frontier of quality against latency at the shape the \
                      filters pick. Detail: the S_parity and Pareto frontier tabs."
                         .into(),
                 );

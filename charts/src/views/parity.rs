@@ -199,17 +199,14 @@ impl ParityRow {
     }
 
     /// The verdict.
-    pub fn verdict(&self) -> &'static str {
+    pub fn verdict(&self) -> String {
         match self.panel.viable {
-            Some(true) => "viable (speedup > 1)",
-            Some(false) => "not viable (slower at parity)",
-            None => match self.panel.parity {
-                schema::parity::Parity::NotReached { .. } => "not viable (parity not reached)",
-                schema::parity::Parity::Reached { .. } => {
-                    "no verdict (the diffusion cell at S_parity was not measured)"
-                }
-                schema::parity::Parity::NoData => "no verdict (no quality values)",
-            },
+            Some(true) => "viable (speedup > 1)".into(),
+            Some(false) => "not viable (slower at parity)".into(),
+            None => {
+                let (verdict, why) = metrics::parity::verdict_without_speedup_why(self.panel.parity);
+                format!("{verdict} ({why})")
+            }
         }
     }
 }

@@ -30,6 +30,7 @@ pub fn main(args: MergeArgs) -> Result<ExitCode> {
     let mut inputs = Vec::new();
     for path in &args.bundles {
         let read = crate::input::read_bundle_file(path)?;
+        crate::input::note_recounted(path, &read);
         // Merging writes the current format: the fields a newer minor added would be lost.
         if read.newer_minor() {
             return Err(InputError(format!(
