@@ -175,7 +175,7 @@ pub const ENTROPY_WARNING: &str =
 
 impl ParityRow {
     /// The row's warnings, for its warning column: S_parity uncertain ([`ParityRow::uncertain`]), then degenerate
-    /// text ([`ENTROPY_WARNING`]); empty when none applies.
+    /// text (`ENTROPY_WARNING`); empty when none applies.
     pub fn warnings(&self) -> Vec<String> {
         let mut w: Vec<String> = self.uncertain.iter().cloned().collect();
         if self.entropy_warning {
