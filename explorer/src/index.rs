@@ -22,11 +22,13 @@ pub fn option_label(e: &IndexEntry, all: &[IndexEntry]) -> String {
     s
 }
 
-/// The bundle the page opens without `?bundle=`: the newest (the index is newest first) that holds every cell its
-/// run planned, else the newest (every one is partial). An interrupted run's `partial.json` is newer than the last
-/// whole run, and its verdicts may change.
+/// The bundle the page opens without `?bundle=`: the newest (the index is newest first) of the runner's own that
+/// holds every cell its run planned, else the newest whole one, else the newest. An interrupted run's
+/// `partial.json` is newer than the last whole run, and its verdicts may change; a reference implementation's
+/// bundle (HF transformers, written after the runner's to compare with it) is not the study's answer.
 pub fn default_entry(entries: &[IndexEntry]) -> Option<&IndexEntry> {
-    entries.iter().find(|e| !e.partial).or_else(|| entries.first())
+    let whole = || entries.iter().filter(|e| !e.partial);
+    whole().find(|e| !e.reference).or_else(|| whole().next()).or_else(|| entries.first())
 }
 
 /// Parses `bundles/index.json`, dropping entries whose file name could escape `bundles/`.

@@ -120,4 +120,12 @@ fn a_partial_bundle_is_marked_and_not_opened_by_default() {
     // Every bundle partial: the newest still opens.
     assert_eq!(default_entry(&entries[..1]).map(|e| e.file.as_str()), Some("partial.json"));
     assert_eq!(default_entry(&[]), None);
+    // A reference implementation's bundle (written after the runner's, to compare with it) is not opened first.
+    let idx = r#"{"bundles": [
+        {"file": "hf.json", "title": "gpu_primary by hf-transformers-reference on H200", "created_at": "2026-11-26T06:10:00Z", "synthetic_weights": true, "reference": true},
+        {"file": "runner.json", "title": "gpu_primary on H200", "created_at": "2026-11-26T06:02:00Z", "synthetic_weights": true}
+    ]}"#;
+    let entries = parse_index(idx).expect("index");
+    assert_eq!(default_entry(&entries).map(|e| e.file.as_str()), Some("runner.json"));
+    assert_eq!(default_entry(&entries[..1]).map(|e| e.file.as_str()), Some("hf.json"), "the only one still opens");
 }

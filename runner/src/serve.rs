@@ -108,6 +108,7 @@ pub fn bundle_index(dir: &Path) -> Result<BundleIndex> {
                 synthetic_weights: b.provenance.synthetic_weights,
                 // The same test as `validate`'s and the explorer's PARTIAL.
                 partial: metrics::coverage::partial(&b).is_some(),
+                reference: b.provenance.tool != "dllm-bench",
                 file,
             }),
             Err(e) => tracing::warn!("skipping {}: {e}", path.display()),

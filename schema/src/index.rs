@@ -24,6 +24,10 @@ pub struct IndexEntry {
     /// cells missing: `metrics::coverage::partial`): its S_parity and speedups may change. Absent: false.
     #[serde(default, skip_serializing_if = "is_false")]
     pub partial: bool,
+    /// Whether another implementation wrote the bundle (`provenance.tool` is not dllm-bench: the HF transformers
+    /// reference), a bundle to compare the runner's with rather than the study's own. Absent: false.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub reference: bool,
 }
 
 fn is_false(v: &bool) -> bool {
