@@ -1182,3 +1182,99 @@ fn charts_name_the_cells_they_leave_out() {
     let want = format!("synthetic-llama-tiny (autoregressive) B={bs} N={n} (failed)");
     assert!(cv.notes.iter().any(|n| n.starts_with("Not drawn") && n.contains(&want)), "{:?}", cv.notes);
 }
+
+/// The H200 fixture with the diffusion cell at S_parity at B = 1, N = 256 out of memory: parity reached there,
+/// but not measured.
+fn h200_unmeasured() -> LoadedBundle {
+    let mut v: serde_json::Value = serde_json::from_str(H200).expect("json");
+    let cells = v["cells"].as_array_mut().expect("cells");
+    let failed = cells
+        .iter_mut()
+        .find(|c| c["key"]["steps"] == 32 && c["key"]["batch_size"] == 1 && c["key"]["seq_len"] == 256)
+        .expect("the K = 32, B = 1, N = 256 cell");
+    failed["status"] = serde_json::json!({"state": "oom", "message": "out of memory (test)"});
+    failed["repetitions"] = serde_json::json!([]);
+    load_bundle("failed.json", &v.to_string()).expect("loads")
+}
+
+#[test]
+fn the_answer_counts_only_rows_with_a_verdict_and_says_the_unmeasured_apart() {
+    let b = h200_unmeasured();
+    let (sentence, f) = views::answer(&[&b], &Options::default()).expect("an answer");
+    let Plot::Heat { panels, .. } = &f.plot else { panic!("a heat map") };
+    let cells: Vec<_> = panels.iter().flat_map(|p| &p.cells).collect();
+    let unmeasured = cells.iter().filter(|c| c.text == "not measured").count();
+    let judged = cells.len() - unmeasured - cells.iter().filter(|c| c.text == "no data").count();
+    assert_eq!(unmeasured, 1);
+    assert!(sentence.contains(&format!("of the {judged} (series, N, B) judged")), "{sentence}");
+    assert!(
+        sentence
+            .contains("Not judged: 1 more where parity was reached but the diffusion cell at S_parity has no timing"),
+        "{sentence}"
+    );
+    // The caption says what grey means and the short forms.
+    let notes = chart_view(ViewKind::Answer, &[&b], &Filters::default(), &Options::default()).notes;
+    let caption = notes.iter().find(|n| n.contains("grey")).expect("the heat map's caption");
+    assert!(
+        caption.contains(
+            "no parity (not reached) or not measured (reached, but the diffusion cell at S_parity has no timing)"
+        ),
+        "{caption}"
+    );
+    assert!(caption.contains("n/p (no parity) and n/m (not measured)"), "{caption}");
+}
+
+#[test]
+fn a_heat_cell_without_a_value_is_hatched_and_written_short_where_its_words_do_not_fit() {
+    let b = h200_unmeasured();
+    let (_, f) = views::answer(&[&b], &Options::default()).expect("an answer");
+    let draw = |width: u32| {
+        let mut out = String::new();
+        {
+            let root = SVGBackend::with_string(&mut out, (width, f.height(width))).into_drawing_area();
+            let style = ChartStyle { min_text: 11.0, ..ChartStyle::default() };
+            figure::draw(&root, &f, style).expect("chart draws");
+        }
+        out
+    };
+    // Wide: the words; narrow: the short form, never a bare grey cell.
+    let has = |svg: &str, text: &str| svg.lines().any(|l| l.trim() == text);
+    assert!(has(&draw(1600), "not measured"));
+    let narrow = draw(260);
+    assert!(!has(&narrow, "not measured") && has(&narrow, "n/m"), "the short form is drawn");
+    // Hatched, in a grey far from the diverging scale's neutral.
+    let hex = |c: RGBColor| format!("#{:02X}{:02X}{:02X}", c.0, c.1, c.2);
+    assert!(narrow.contains(&hex(figure::NA_HATCH)), "hatched");
+    let neutral = figure::diverging(0.0);
+    assert!(i32::from(neutral.0) - i32::from(figure::NA_FILL.0) >= 40, "darker than the neutral");
+}
+
+#[test]
+fn quality_vs_steps_marks_a_threshold_series_s_parity_at_its_point() {
+    let text = include_str!("../../schema/tests/fixtures/v1.5/demo-series.json");
+    let b = load_bundle("demo-series.json", text).expect("1.5 fixture loads");
+    let (metric, _) = views::quality_metric(&[&b], &Options::default()).expect("quality");
+    let q = b.bundle.cells.iter().flat_map(|c| &c.quality).find(|q| q.label() == metric).expect("values");
+    let opts = metrics::parity::ParityOptions::for_metric(&b.bundle, q.metric.clone(), q.evaluator.clone());
+    let records = metrics::parity::parity(&b.bundle, &opts);
+    let mut checked = 0;
+    for r in records.iter().filter(|r| r.thresholded) {
+        let Some(th) = r.parity_threshold else { continue };
+        for bs in r.speedups.iter().map(|s| s.batch_size) {
+            let f = fig(ViewKind::QualitySteps, &[&b], &shape(bs, r.seq_len), &Options::default());
+            let (series, refs) = xy(&f);
+            let point = series
+                .iter()
+                .flat_map(|s| &s.marks)
+                .find(|m| m.cell.is_some_and(|id| b.bundle.cells[id.cell].key.threshold == Some(th)))
+                .expect("the point at the parity threshold");
+            let line = refs
+                .iter()
+                .find(|l| l.vertical && l.label.contains("threshold"))
+                .unwrap_or_else(|| panic!("B = {bs}: no S_parity line of the threshold series: {refs:#?}"));
+            assert_eq!(line.value, point.x, "B = {bs}: at the point's plotted x");
+            checked += 1;
+        }
+    }
+    assert!(checked > 0, "the fixture has a threshold series at parity");
+}

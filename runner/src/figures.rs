@@ -402,6 +402,72 @@ fn parity_latex(b: &schema::Bundle, opts: &metrics::parity::ParityOptions) -> St
     s
 }
 
+/// How the figures of two bundles (`--compare`) tell them apart, as `charts::figure` draws them.
+const COMPARE_LEGEND: &str = "Two bundles: every label starts with \"[A] \" (the first bundle) or \"[B] \" (the \
+     second, `--compare`). The first bundle's series are solid lines with round points and full-colour bars; the \
+     second's are finely dashed lines with triangular points and paler bars. Reference lines (the autoregressive \
+     model, S_parity) are dashed in both: long dashes for the first bundle, short ones for the second.";
+
+/// The explorer's wording of its notes (its controls: filters, tabs, tooltips, a narrow screen) and what a printed
+/// caption says instead.
+const PRINT_WORDING: [(&str, &str); 11] = [
+    ("Left (above, on a narrow screen), each cell", "In the heat map, each cell"),
+    (
+        "; the tooltip names S_parity, its 95% interval and why",
+        "; s_parity.md names S_parity, its 95% interval and why",
+    ),
+    ("Right (below): the Pareto frontier", "Beside it (or below, in a narrow figure): the Pareto frontier"),
+    ("at the shape the filters pick", "at the smallest shape (N, B)"),
+    (
+        "Detail: the S_parity and Pareto frontier tabs.",
+        "Detail: s_parity.md, s_parity.tex and the pareto_frontier_* figures.",
+    ),
+    (
+        "the S_parity tab has both bundles' rows, the Pareto frontier beside it draws both, and below, the two stacks side \
+         by side say how much of the speedup the implementations carry",
+        "the Pareto frontier beside it draws both",
+    ),
+    (" (untick \"every shape\" for one chart at a time)", " (the files of each shape draw one at a time)"),
+    (" (filter K to see one)", ""),
+    ("; enter peaks above to override them.", "."),
+    ("Their messages are in the Run details table.", "Their messages are in s_parity.md (the report)."),
+    ("choose B and N in the filters for another shape", "the files of each (N, B) draw the others"),
+];
+
+/// A view's note as a printed caption says it: [`PRINT_WORDING`] in place of the explorer's controls.
+fn print_note(note: &str) -> String {
+    let mut out = note.to_string();
+    for (screen, print) in PRINT_WORDING {
+        out = out.replace(screen, print);
+    }
+    out.replace("choose N in the filters for another length", "the files of each N draw the others")
+        .replace("choose an N or a B in the filters", "the files of each shape draw them one at a time")
+}
+
+/// The bundle-level cautions `dllm-bench report` prints above its tables (`report::caveats`, private to it): cells
+/// without timing, cells with one repetition, fewer warm-ups than the study's, a partial bundle. One line each.
+fn bundle_cautions(b: &schema::Bundle) -> Vec<String> {
+    let mut out = Vec::new();
+    let failed = b.cells.iter().filter(|c| c.status != schema::CellStatus::Ok).count();
+    if failed > 0 {
+        out.push(format!(
+            "{failed} of {} cells have no timing (out of memory, failed or not run; s_parity.md lists them): a batch \
+             size whose autoregressive cell is among them has no speedup.",
+            b.cells.len()
+        ));
+    }
+    out.extend(crate::report::run_cautions(b).into_iter().map(|(headline, rest)| format!("{headline}{rest}")));
+    if !b.provenance.missing_cells.is_empty() {
+        out.push(format!(
+            "a partial bundle: {} cells of the grid are in no merged shard (`merge --allow-missing`).",
+            b.provenance.missing_cells.len()
+        ));
+    } else if let Some(x) = crate::commands::validate::partial(b) {
+        out.push(format!("a PARTIAL bundle ({}): figures may change when the rest is measured.", x.counts()));
+    }
+    out
+}
+
 /// The pixels of `inches` in the SVG.
 fn px(inches: f64) -> u32 {
     (inches * SVG_PX_PER_INCH).round() as u32
@@ -434,8 +500,14 @@ pub fn main(args: &FiguresArgs) -> Result<ExitCode> {
     for b in &bundles {
         let _ = writeln!(captions, "- {}", provenance_line(b));
     }
+    // What a reader must know of each bundle before reading its numbers, as `dllm-bench report` says it.
+    for b in &bundles {
+        for caution in bundle_cautions(&b.bundle) {
+            let _ = writeln!(captions, "- Caution ({}): {caution}", b.source);
+        }
+    }
     if bundles.len() > 1 {
-        let _ = writeln!(captions, "\nThe second bundle's series are dashed and their labels start with \"B: \".");
+        let _ = writeln!(captions, "\n{COMPARE_LEGEND}");
     }
     let (mut written, mut skipped) = (0usize, 0usize);
     // Fonts for PNG and PDF, found before anything is drawn (a node without fonts is told so at once).
@@ -496,12 +568,12 @@ pub fn main(args: &FiguresArgs) -> Result<ExitCode> {
                     let _ = writeln!(captions, "\n## {file}\n\n{} ({} marks).", fig.title, fig.mark_count());
                 }
                 for note in &view.notes {
-                    let _ = writeln!(captions, "- {note}");
+                    let _ = writeln!(captions, "- {}", print_note(note));
                 }
             }
             Err(why) => {
                 skipped += 1;
-                let _ = writeln!(captions, "\n## {} (not drawn)\n\n{why}", spec.stem);
+                let _ = writeln!(captions, "\n## {} (not drawn)\n\n{}", spec.stem, print_note(&why));
             }
         }
     }

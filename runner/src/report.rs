@@ -77,6 +77,36 @@ fn short(id: &str) -> &str {
     id.rsplit('/').next().unwrap_or(id)
 }
 
+/// How the run measured that a reader must know before its numbers, as (headline, the rest) each (`report` writes
+/// the headline in bold; `figures` puts both in its captions): too few runs to say how much a number varies, or
+/// fewer warm-ups than the study's protocol (section 4.3.1: 3 on the GPU, 1 for the CPU test).
+pub(crate) fn run_cautions(bundle: &Bundle) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let measured: Vec<&schema::Cell> =
+        bundle.cells.iter().filter(|c| c.status == schema::CellStatus::Ok && !c.repetitions.is_empty()).collect();
+    let single = measured.iter().filter(|c| c.repetitions.len() < 2).count();
+    if single > 0 {
+        out.push((
+            format!("{single} of {} measured cells have one repetition", measured.len()),
+            ": their medians are single runs, with no spread (no standard deviation; the figures' min..max bars have \
+             no length). Run with `--repetitions 3` or more to see the run-to-run variation."
+                .to_string(),
+        ));
+    }
+    let study = if bundle.provenance.device.kind == "cpu" { 1 } else { 3 };
+    let warmup = bundle.provenance.config.run.warmup;
+    if warmup < study {
+        out.push((
+            format!("{warmup} warm-up run(s) per cell"),
+            format!(
+                ", fewer than the study's {study} on this device (section 4.3.1): the first measured runs may include \
+                 one-time costs (kernel loading, allocation)."
+            ),
+        ));
+    }
+    out
+}
+
 /// What a reader must know before the numbers: quality values that could not be computed (S_parity skips
 /// their K) and diffusion continuations with positions left masked (their text, and its perplexity, covers fewer
 /// tokens than N_out).
@@ -106,29 +136,8 @@ fn caveats(s: &mut String, bundle: &Bundle) {
         }
         let _ = writeln!(s);
     }
-    // Too few runs to say how much a number varies, or fewer warm-ups than the study's protocol (section 4.3.1:
-    // 3 on the GPU, 1 for the CPU test).
-    let measured: Vec<&schema::Cell> =
-        bundle.cells.iter().filter(|c| c.status == schema::CellStatus::Ok && !c.repetitions.is_empty()).collect();
-    let single = measured.iter().filter(|c| c.repetitions.len() < 2).count();
-    if single > 0 {
-        let _ = writeln!(
-            s,
-            "**{single} of {} measured cells have one repetition**: their medians are single runs, with no spread \
-             (no standard deviation; the figures' min..max bars have no length). Run with `--repetitions 3` or more \
-             to see the run-to-run variation.\n",
-            measured.len()
-        );
-    }
-    let run = &bundle.provenance.config.run;
-    let study = if bundle.provenance.device.kind == "cpu" { 1 } else { 3 };
-    if run.warmup < study {
-        let _ = writeln!(
-            s,
-            "**{} warm-up run(s) per cell**, fewer than the study's {study} on this device (section 4.3.1): the first \
-             measured runs may include one-time costs (kernel loading, allocation).\n",
-            run.warmup
-        );
+    for (headline, rest) in run_cautions(bundle) {
+        let _ = writeln!(s, "**{headline}**{rest}\n");
     }
     if !bundle.provenance.missing_cells.is_empty() {
         let m = &bundle.provenance.missing_cells;

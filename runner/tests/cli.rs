@@ -828,3 +828,38 @@ fn figures_draw_energy_against_quality_when_the_bundle_measured_both_and_say_why
     }
     assert!(!captions.contains("energy_pareto_frontier (not drawn)"), "{captions}");
 }
+
+#[test]
+fn figures_captions_speak_print_say_the_report_s_cautions_and_the_compare_legend() {
+    // Captions for a paper: no explorer controls (tabs, tooltips, filters, a narrow screen); the bundle's cautions
+    // as `report` says them; with --compare, the labels' real prefixes.
+    let sb = Sandbox::new();
+    let bundle = repo_file("schema/tests/fixtures/v1.4/demo-peaks.json");
+    let out = sb.cmd(&["figures", bundle.as_str(), "--compare", bundle.as_str(), "-o", "figs"]);
+    assert_exit!(out, 0);
+    let captions = std::fs::read_to_string(sb.path().join("figs/captions.md")).expect("captions");
+    for ui in [
+        "untick",
+        "filter K to see one",
+        "enter peaks above",
+        "Run details table",
+        "on a narrow screen",
+        "tooltip",
+        " tabs",
+        "in the filters",
+    ] {
+        assert!(!captions.contains(ui), "{ui:?} in captions.md: {captions}");
+    }
+    assert!(captions.contains("\"[A] \"") && captions.contains("\"[B] \""), "{captions}");
+    assert!(!captions.contains("\"B: \""), "{captions}");
+    // demo-peaks ran one warm-up on a CPU (the study's 1): no warm-up caution; a caution per fact it has.
+    let b = schema::read_bundle(&std::fs::read_to_string(&bundle).expect("fixture")).expect("valid");
+    let single = b.cells.iter().filter(|c| c.status == schema::CellStatus::Ok && c.repetitions.len() == 1).count();
+    assert_eq!(captions.contains("measured cells have one repetition"), single > 0, "{captions}");
+    let failed = b.cells.iter().filter(|c| c.status != schema::CellStatus::Ok).count();
+    assert_eq!(captions.contains("cells have no timing"), failed > 0, "{captions}");
+    // Throughput's small multiples are per N.
+    let at = captions.find("## throughput_by_batch_size_all_shapes.svg").expect("its caption");
+    let next = captions[at + 1..].find("\n## ").map_or(captions.len(), |i| at + 1 + i);
+    assert!(captions[at..next].contains("a small chart per N "), "{}", &captions[at..next]);
+}

@@ -31,8 +31,21 @@ pub fn diverging(t: f64) -> RGBColor {
 /// Fill of the OOM heat cells.
 pub const OOM_FILL: RGBColor = RGBColor(0x30, 0x30, 0x30);
 
-/// Fill of heat cells without a value.
-pub const NA_FILL: RGBColor = RGBColor(0xEE, 0xEE, 0xEE);
+/// Fill of heat cells without a value: a mid grey, hatched with [`NA_HATCH`], that the diverging scale's
+/// near-white neutral (1x) cannot be taken for.
+pub const NA_FILL: RGBColor = RGBColor(0xBD, 0xBD, 0xBD);
+
+/// The diagonal hatch over heat cells without a value.
+pub const NA_HATCH: RGBColor = RGBColor(0x96, 0x96, 0x96);
+
+/// The short forms a cell without a value is written with where its words do not fit at the smallest text size
+/// (a narrow figure, many columns); captions explain them.
+pub const SHORT_FORMS: [(&str, &str); 3] = [("no parity", "n/p"), ("not measured", "n/m"), ("no data", "n/d")];
+
+/// The short form of a cell's text (`n/m` for `not measured`), if it has one.
+pub fn short_form(text: &str) -> Option<&'static str> {
+    SHORT_FORMS.iter().find(|(long, _)| *long == text).map(|(_, short)| *short)
+}
 
 pub(super) fn draw_heat<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
@@ -126,6 +139,18 @@ pub(super) fn draw_heat<DB: DrawingBackend>(
             };
             cc.draw_series([Rectangle::new([(x - 0.48, y - 0.48), (x + 0.48, y + 0.48)], fill.filled())])
                 .map_err(backend_err)?;
+            // No value: hatched, so that it never reads as a colour of the scale.
+            if !c.oom && c.value.is_none() {
+                let hatch = NA_HATCH.stroke_width(si(1.0));
+                // Diagonals u + v = t across the cell's unit square, t in steps of 1/4.
+                let lines = (1..8).map(|i| {
+                    let t = f64::from(i) / 4.0;
+                    let (u0, u1) = ((t - 1.0).max(0.0), t.min(1.0));
+                    let at = |u: f64, v: f64| (x - 0.48 + 0.96 * u, y - 0.48 + 0.96 * v);
+                    PathElement::new(vec![at(u0, t - u0), at(u1, t - u1)], hatch)
+                });
+                cc.draw_series(lines).map_err(backend_err)?;
+            }
             let light = fill.0 as u32 * 299 + fill.1 as u32 * 587 + fill.2 as u32 * 114 > 128_000;
             let ink = if light { BLACK } else { WHITE };
             let (cx, cy) = cc.backend_coord(&(x, y));
@@ -133,13 +158,23 @@ pub(super) fn draw_heat<DB: DrawingBackend>(
             let (x1, y1) = cc.backend_coord(&(x + 0.48, y - 0.48));
             // The cell's text at 13 px, smaller (to 8 px, or the style's `min_text`) where the cell is narrower or
             // lower than that, and none where even that does not fit (many rows, a phone): overprinted labels read
-            // as nonsense; the tooltip still has the value.
+            // as nonsense; the tooltip still has the value. A cell without a value that its words do not fit is
+            // written in its short form (`n/m`, [`SHORT_FORMS`]), never left a bare grey cell.
             let (cell_w, cell_h) = (f64::from((x1 - x0).abs()), f64::from((y0 - y1).abs()));
-            let (wide, _) = text_width(area, &c.text, &TextStyle::from(font(13.0)), style)?;
-            let size = (13.0 * (cell_w * 0.92 / wide.max(1.0)).min(cell_h * 0.85 / s(13.0))).min(13.0);
-            if size >= style.min_text.max(8.0) {
-                let text_style = font(size).color(&ink).pos(Pos::new(HPos::Center, VPos::Center));
-                cc.draw_series([Text::new(c.text.clone(), (x, y), text_style)]).map_err(backend_err)?;
+            let fit = |text: &str| -> Result<f64, ChartError> {
+                let (wide, _) = text_width(area, text, &TextStyle::from(font(13.0)), style)?;
+                Ok((13.0 * (cell_w * 0.92 / wide.max(1.0)).min(cell_h * 0.85 / s(13.0))).min(13.0))
+            };
+            let least = style.min_text.max(8.0);
+            let mut text = (c.text.as_str(), fit(&c.text)?);
+            if text.1 < least
+                && let Some(short) = short_form(&c.text)
+            {
+                text = (short, fit(short)?);
+            }
+            if text.1 >= least {
+                let text_style = font(text.1).color(&ink).pos(Pos::new(HPos::Center, VPos::Center));
+                cc.draw_series([Text::new(text.0.to_string(), (x, y), text_style)]).map_err(backend_err)?;
             }
             hits.push(Hit { series: pi, mark: ci, x: cx, y: cy, x0, y0, x1, y1 });
         }

@@ -16,7 +16,7 @@ mod text;
 mod xy;
 
 pub use axes::fmt_num;
-pub use heat::{NA_FILL, OOM_FILL, diverging, viridis};
+pub use heat::{NA_FILL, NA_HATCH, OOM_FILL, SHORT_FORMS, diverging, short_form, viridis};
 
 use plotters::coord::Shift;
 use plotters::prelude::*;

@@ -14,16 +14,18 @@ use super::series::{sampler_label, series_label, short_model};
 /// The answer, from the main bundle's parity records ([`metrics::parity::parity`], the numbers `report` prints):
 /// one sentence stating the finding, and the verdict as one heat map, a panel per diffusion series (columns B, rows
 /// N): each cell says the speedup at parity and is coloured by its log2 on a scale diverging at 1x (blue faster,
-/// red slower; grey where parity was not reached); the tooltip names S_parity and the interval. `Err` when nothing
+/// red slower; grey, hatched, where parity was not reached or the diffusion cell at S_parity has no timing, written
+/// `n/p` and `n/m` where the words do not fit); the tooltip names S_parity and the interval. `Err` when nothing
 /// measured quality.
 pub fn answer(bundles: &[&LoadedBundle], o: &Options) -> Result<(String, Figure), String> {
     let (metric, _) = quality_metric(bundles, o).ok_or(NO_QUALITY)?;
     let lb = bundles.first().ok_or("no bundle")?;
     let ch = filter_choices(&[lb]);
     let mut panels: Vec<Panel> = Vec::new();
-    // (speedup, where) of every cell with one, the number of (series, N, B) judged, and of those where parity was
-    // reached but the diffusion cell at S_parity has no timing.
-    let (mut found, mut judged, mut unmeasured) = (Vec::new(), 0, 0);
+    // (speedup, where) of every cell with one, the number of (series, N, B) with a verdict (a speedup, or parity not
+    // reached), of those where parity was reached but the diffusion cell at S_parity has no timing (no verdict), and
+    // of those without data.
+    let (mut found, mut judged, mut unmeasured, mut no_data) = (Vec::new(), 0, 0, 0);
     for r in parity_records(lb, &metric).iter() {
         let Some(cell) = record_cell(lb, r) else { continue };
         let series = format!("{} vs {}", series_label(cell), short_model(&r.ar_model));
@@ -37,13 +39,16 @@ pub fn answer(bundles: &[&LoadedBundle], o: &Options) -> Result<(String, Figure)
             panels.push(Panel { title, cells: Vec::new() });
         }
         for row in &r.speedups {
-            judged += 1;
             let (n, b) = (r.seq_len, row.batch_size);
             let e = row.speedup;
-            if let Some(e) = e {
-                found.push((e.value, format!("{series}, N = {n}, B = {b}")));
-            } else if matches!(r.outcome, schema::parity::Parity::Reached { .. }) {
-                unmeasured += 1;
+            match (e, &r.outcome) {
+                (Some(e), _) => {
+                    judged += 1;
+                    found.push((e.value, format!("{series}, N = {n}, B = {b}")));
+                }
+                (None, schema::parity::Parity::NotReached { .. }) => judged += 1,
+                (None, schema::parity::Parity::Reached { .. }) => unmeasured += 1,
+                (None, schema::parity::Parity::NoData) => no_data += 1,
             }
             panels[i].cells.push(HeatCell {
                 row: ch.seqs.iter().position(|&y| y == n).unwrap_or(0),
@@ -89,22 +94,39 @@ pub fn answer(bundles: &[&LoadedBundle], o: &Options) -> Result<(String, Figure)
     let fastest = found.iter().max_by(|a, b| a.0.total_cmp(&b.0));
     let slowest = found.iter().min_by(|a, b| a.0.total_cmp(&b.0));
     let faster = found.iter().filter(|f| f.0 > 1.0).count();
+    // The (series, N, B) without a verdict, said apart from those judged.
+    let unjudged = [
+        (
+            unmeasured,
+            "where parity was reached but the diffusion cell at S_parity has no timing at that B (not measured)",
+        ),
+        (no_data, "without data"),
+    ]
+    .iter()
+    .filter(|(count, _)| *count > 0)
+    .map(|(count, what)| format!("{count} more {what}"))
+    .collect::<Vec<_>>();
+    let unjudged = match unjudged.is_empty() {
+        true => String::new(),
+        false => format!(" Not judged: {}.", unjudged.join("; ")),
+    };
     let sentence = match (slowest, fastest) {
         (Some(lo), Some(hi)) => format!(
             "At the AR model's quality ({metric}), the diffusion model is faster in {faster} of the {judged} \
              (series, N, B) judged: the speedup at parity ranges from {:.2}x ({}) to {:.2}x ({}); where a cell \
-             says no parity, the diffusion model did not reach the AR model's quality at any step count tried \
-             (not measured: it did, but its cell at S_parity has no timing at that B).",
+             says no parity, the diffusion model did not reach the AR model's quality at any step count tried.\
+             {unjudged}",
             lo.0, lo.1, hi.0, hi.1
         ),
         _ if unmeasured > 0 => format!(
-            "The diffusion model reaches the AR model's quality ({metric}) in {unmeasured} of the {judged} (series, \
-             N, B) judged, but its cells at S_parity have no timing (failed or not run): there is no speedup at \
-             parity to report."
+            "The diffusion model reaches the AR model's quality ({metric}) in {unmeasured} (series, N, B), but its \
+             cells at S_parity have no timing (failed or not run): there is no speedup at parity to report ({judged} \
+             (series, N, B) judged, none with a speedup).{}",
+            if no_data > 0 { format!(" {no_data} more have no data.") } else { String::new() }
         ),
         _ => format!(
             "The diffusion model reaches the AR model's quality ({metric}) in none of the {judged} (series, N, B) \
-             judged: there is no speedup at parity to report."
+             judged: there is no speedup at parity to report.{unjudged}"
         ),
     };
     let records = parity_records(lb, &metric);

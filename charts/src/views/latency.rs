@@ -92,7 +92,8 @@ pub(super) fn latency(
         }
     };
     Ok(Figure {
-        title: format!("{what} vs diffusion steps{}", shape_text(o, b, n)),
+        // What the marks and their error bars are, in the title: a printed figure has no tooltip.
+        title: format!("{what} vs diffusion steps{} (median; bars min..max over repetitions)", shape_text(o, b, n)),
         plot: Plot::Xy { x: steps_axis(&series), y: Axis::numeric(axis, o.log_y), series, refs, grid: None },
     })
 }

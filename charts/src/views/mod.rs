@@ -88,14 +88,15 @@ pub fn chart_view(view: ViewKind, bundles: &[&LoadedBundle], f: &Filters, o: &Op
         ViewKind::Answer => match answer(bundles, o) {
             Ok((sentence, verdict)) => {
                 notes.push(sentence);
-                notes.push(
+                notes.push(format!(
                     "Left (above, on a narrow screen), each cell: the speedup at parity; blue: faster at equal \
-                     quality, red: slower, grey: no parity (not reached at any step count tried) or not measured \
-                     (reached, but the diffusion cell at S_parity has no timing at that B; the tooltip names S_parity, \
-                     its 95% interval and why). Right (below): the Pareto frontier of quality against latency at the shape the \
-                     filters pick. Detail: the S_parity and Pareto frontier tabs."
-                        .into(),
-                );
+                         quality, red: slower; grey (hatched): no parity (not reached) or not measured (reached, but \
+                         the diffusion cell at S_parity has no timing), written {} where the words do not fit; the \
+                         tooltip names S_parity, its 95% interval and why. Right (below): the Pareto frontier of \
+                         quality against latency at the shape the filters pick. Detail: the S_parity and Pareto \
+                         frontier tabs.",
+                    short_forms_text()
+                ));
                 if bundles.len() > 1 {
                     notes.push(
                         "The verdict is the main bundle's ([A]); the S_parity tab has both bundles' rows, the Pareto \
@@ -133,6 +134,14 @@ pub fn chart_view(view: ViewKind, bundles: &[&LoadedBundle], f: &Filters, o: &Op
         fig
     });
     ChartView { figure, notes }
+}
+
+/// The heat map's short forms in words: `n/p (no parity), n/m (not measured)`, as [`figure::SHORT_FORMS`] has them
+/// (the answer's verdicts only: `no data` has no cell there).
+fn short_forms_text() -> String {
+    let parity = ["no parity", "not measured"];
+    let forms = figure::SHORT_FORMS.iter().filter(|(long, _)| parity.contains(long));
+    forms.map(|(long, short)| format!("{short} ({long})")).collect::<Vec<_>>().join(" and ")
 }
 
 /// The note naming the cells a view leaves out because they did not finish (out of memory, failed, skipped), among
@@ -259,11 +268,12 @@ fn multiples(
         }
     }
     let (title, x, y) = first.ok_or_else(|| why.unwrap_or_else(|| "no shape the filters keep has cells".into()))?;
-    notes.push(
-        "Every shape at once: a small chart per (N, B) the filters keep, all with the same axes (untick \"every shape\" \
+    // Throughput's facets are per N (its bars are the batch sizes), the others' per (N, B).
+    let per = if view == ViewKind::Throughput { "N" } else { "(N, B)" };
+    notes.push(format!(
+        "Every shape at once: a small chart per {per} the filters keep, all with the same axes (untick \"every shape\" \
          for one chart at a time)."
-            .into(),
-    );
+    ));
     let cols = if view == ViewKind::Throughput { ns.len().min(3) } else { bs.len() };
     Ok(Figure { title, plot: Plot::Xy { x, y, series, refs, grid: Some(figure::Grid { titles, cols }) } })
 }

@@ -111,24 +111,42 @@ pub(super) fn quality_steps(
             let ar_model = &lb.bundle.cells[a.cell].key.model;
             let recs = parity_records(lb, &metric);
             for r in recs.iter().filter(|r| r.seq_len == n && r.ar_model == *ar_model) {
-                let drawn = pts.iter().map(|p| &lb.bundle.cells[p.cell]).find(|c| {
-                    let k = &c.key;
-                    k.steps.is_some()
+                // The record's series among the diffusion points drawn (a threshold cell has no K: its x is its
+                // measured forwards).
+                let of_record = |p: &&QualityPoint| {
+                    let k = &lb.bundle.cells[p.cell].key;
+                    p.steps.is_some()
                         && k.model == r.diffusion_model
                         && k.sampler == r.sampler
                         && k.variant() == r.variant()
-                });
+                };
+                // A threshold series' S_parity is its point at the record's threshold, placed at that point's x.
+                let drawn = match r.parity_threshold {
+                    Some(th) => {
+                        pts.iter().filter(of_record).find(|p| lb.bundle.cells[p.cell].key.threshold == Some(th))
+                    }
+                    None => pts.iter().find(of_record),
+                };
                 // In its series' colour, and named after it: with several series, each line says whose it is.
-                if let (Some(c), Parity::Reached { steps }) = (drawn, r.outcome) {
+                if let (Some(p), Parity::Reached { steps }) = (drawn, r.outcome) {
+                    let c = &lb.bundle.cells[p.cell];
                     let of = series_label(c);
+                    let x = match r.parity_threshold {
+                        Some(_) => p.steps.unwrap_or(steps),
+                        None => steps,
+                    };
                     let label = match r.parity_threshold {
                         _ if o.multiples => format!("{t}S_parity of {of}"),
+                        Some(th) if x != steps => format!(
+                            "{t}S_parity at threshold {th} of {of} ({steps} forwards where parity was judged, {x} \
+                             here)"
+                        ),
                         Some(th) => format!("{t}S_parity = {steps} forwards (threshold {th}) of {of}"),
                         None => format!("{t}S_parity = {steps} of {of}"),
                     };
                     refs.push(RefLine {
                         label,
-                        value: f64::from(steps),
+                        value: f64::from(x),
                         vertical: true,
                         colour: pal.colour(c),
                         alt: bi > 0,

@@ -110,7 +110,9 @@ pub(super) fn step_time(
     }
     sort_marks(&mut series);
     Ok(Figure {
-        title: format!("Time per diffusion step (median over all steps and repetitions), N = {n}"),
+        title: format!(
+            "Time per diffusion step, N = {n} (median over all steps and repetitions; bars min..max over them)"
+        ),
         plot: Plot::Xy {
             x: steps_axis(&series),
             y: Axis::numeric("time per step (ms)", o.log_y),
