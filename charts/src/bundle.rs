@@ -22,6 +22,8 @@ pub struct LoadedBundle {
     /// For a bundle with fewer cells than its run planned, the counts (`8 of 12 planned cells`,
     /// `metrics::coverage`): its S_parity and speedups may change when the rest is measured.
     pub partial: Option<String>,
+    /// Repetitions whose token counts the reader corrected (`schema::ReadBundle::recounted_repetitions`).
+    pub recounted_repetitions: usize,
     /// The bundle in the current format.
     pub bundle: Bundle,
     /// `metrics::derive::cell_summary` of each cell, in bundle order, computed on first use ([`Self::summary`]):
@@ -79,6 +81,7 @@ impl LoadedBundle {
             provenance,
             synthetic_weights: read.bundle.provenance.synthetic_weights,
             partial: metrics::coverage::partial(&read.bundle).map(|p| p.counts()),
+            recounted_repetitions: read.recounted_repetitions,
             summaries: Derived((0..cells).map(|_| OnceLock::new()).collect()),
             quality: Derived(OnceLock::new()),
             choices: Derived(OnceLock::new()),

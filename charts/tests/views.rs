@@ -554,15 +554,7 @@ fn s_parity_rows_agree_with_the_parity_records_when_cells_failed() {
     // The diffusion cell at S_parity at B = 1, N = 256 ran out of memory (its group's quality, measured in the
     // B = 4 cell, stands). The explorer once searched S_parity again over the ok cells of each B and found
     // another K; it now reads the one computation `report` and the stored bundle.parity use.
-    let mut v: serde_json::Value = serde_json::from_str(H200).expect("json");
-    let cells = v["cells"].as_array_mut().expect("cells");
-    let failed = cells
-        .iter_mut()
-        .find(|c| c["key"]["steps"] == 32 && c["key"]["batch_size"] == 1 && c["key"]["seq_len"] == 256)
-        .expect("the K = 32, B = 1, N = 256 cell");
-    failed["status"] = serde_json::json!({"state": "oom", "message": "out of memory (test)"});
-    failed["repetitions"] = serde_json::json!([]);
-    let b = load_bundle("failed.json", &v.to_string()).expect("loads");
+    let b = h200_unmeasured();
     let (metric, rows) = parity_rows(&[&b], &Filters::default(), &Options::default()).expect("rows");
     let q =
         b.bundle.cells.iter().flat_map(|c| &c.quality).find(|q| q.label() == metric.split(" (").next().unwrap_or(""));

@@ -579,7 +579,7 @@ pub fn main(args: &FiguresArgs) -> Result<ExitCode> {
     }
     // The S_parity table: the report (Markdown) and the same records as LaTeX.
     let b = &first.bundle;
-    let md = render(b, &first.source, &ReportOptions::default());
+    let md = render(b, &first.source, first.recounted_repetitions, &ReportOptions::default());
     crate::output::write_atomic(&args.output.join("s_parity.md"), md.as_bytes())?;
     let _ = writeln!(captions, "\n## s_parity.md\n\nThe `dllm-bench report` of {}.", first.source);
     written += 1;

@@ -265,13 +265,18 @@ fn energy_table(s: &mut String, bundle: &Bundle) {
     }
 }
 
-/// The report as Markdown. `source` names the bundle.
-pub fn render(bundle: &Bundle, source: &str, o: &ReportOptions) -> String {
+/// The report as Markdown. `source` names the bundle; `recounted`: its repetitions whose token counts the reader
+/// corrected ([`schema::ReadBundle::recounted_repetitions`]).
+pub fn render(bundle: &Bundle, source: &str, recounted: usize, o: &ReportOptions) -> String {
     let mut s = String::new();
     let p = &bundle.provenance;
     let _ = writeln!(s, "# dllm-bench report: {source}\n");
     if synthetic_weights(bundle) {
         let _ = writeln!(s, "**SYNTHETIC weights: timing is real, quality is meaningless.**\n");
+    }
+    if recounted > 0 {
+        // Before the throughput figures.
+        let _ = writeln!(s, "**Valid tokens:** {}.\n", schema::recount_note(recounted));
     }
     let partial = crate::commands::validate::partial(bundle);
     if let Some(x) = &partial {
@@ -778,13 +783,7 @@ pub fn main(args: &ReportArgs) -> anyhow::Result<std::process::ExitCode> {
         resamples: args.resamples,
         seed: args.seed,
     };
-    let mut report = render(&bundle, &args.bundle.display().to_string(), &opts);
-    if recounted > 0 {
-        // After the title: a reader must know it before the throughput figures.
-        let after = report.find("**SYNTHETIC").unwrap_or(0);
-        let at = report[after..].find("\n\n").map_or(0, |i| after + i + 2);
-        report.insert_str(at, &format!("**Valid tokens:** {}.\n\n", schema::recount_note(recounted)));
-    }
+    let mut report = render(&bundle, &args.bundle.display().to_string(), recounted, &opts);
     if let Some(path) = &args.compare {
         let reference = crate::input::read_bundle_file(path)?.bundle;
         if metrics::compare::paired_cells(&bundle, &reference).is_empty() {
