@@ -410,7 +410,7 @@ const COMPARE_LEGEND: &str = "Two bundles: every label starts with \"[A] \" (the
 
 /// The explorer's wording of its notes (its controls: filters, tabs, tooltips, a narrow screen) and what a printed
 /// caption says instead.
-const PRINT_WORDING: [(&str, &str); 11] = [
+const PRINT_WORDING: [(&str, &str); 13] = [
     ("Left (above, on a narrow screen), each cell", "In the heat map, each cell"),
     (
         "; the tooltip names S_parity, its 95% interval and why",
@@ -432,20 +432,17 @@ const PRINT_WORDING: [(&str, &str); 11] = [
     ("; enter peaks above to override them.", "."),
     ("Their messages are in the Run details table.", "Their messages are in s_parity.md (the report)."),
     ("choose B and N in the filters for another shape", "the files of each (N, B) draw the others"),
+    ("choose N in the filters for another length", "the files of each N draw the others"),
+    ("choose an N or a B in the filters", "the files of each shape draw them one at a time"),
 ];
 
 /// A view's note as a printed caption says it: [`PRINT_WORDING`] in place of the explorer's controls.
 fn print_note(note: &str) -> String {
-    let mut out = note.to_string();
-    for (screen, print) in PRINT_WORDING {
-        out = out.replace(screen, print);
-    }
-    out.replace("choose N in the filters for another length", "the files of each N draw the others")
-        .replace("choose an N or a B in the filters", "the files of each shape draw them one at a time")
+    PRINT_WORDING.iter().fold(note.to_string(), |out, (screen, print)| out.replace(screen, print))
 }
 
-/// The bundle-level cautions `dllm-bench report` prints above its tables (`report::caveats`, private to it): cells
-/// without timing, cells with one repetition, fewer warm-ups than the study's, a partial bundle. One line each.
+/// The bundle-level cautions `dllm-bench report` prints above its tables, one line each: cells without timing, how
+/// the run measured ([`crate::report::run_cautions`]), a partial bundle.
 fn bundle_cautions(b: &schema::Bundle) -> Vec<String> {
     let mut out = Vec::new();
     let failed = b.cells.iter().filter(|c| c.status != schema::CellStatus::Ok).count();
