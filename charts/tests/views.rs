@@ -239,6 +239,49 @@ fn quality_vs_steps_marks_s_parity() {
 }
 
 #[test]
+fn quality_vs_steps_draws_each_points_bootstrap_interval_and_the_baselines_band() {
+    let text = include_str!("../../schema/tests/fixtures/v1.2/demo-quality.json");
+    let b = load_bundle("demo-quality.json", text).expect("1.2 fixture loads");
+    let f = fig(ViewKind::QualitySteps, &[&b], &Filters::default(), &Options::default());
+    assert!(f.title.contains("(bars: 95% bootstrap intervals over prompts)"), "{}", f.title);
+    let (series, refs) = xy(&f);
+    // The records every reader computes (report's f(K) [95%] column): each point's bars are its K's interval.
+    let q = b.bundle.cells.iter().flat_map(|c| &c.quality).find(|q| f.title.starts_with(&q.label())).expect("metric");
+    let opts = metrics::parity::ParityOptions::for_metric(&b.bundle, q.metric.clone(), q.evaluator.clone());
+    let records = metrics::parity::parity(&b.bundle, &opts);
+    let mut checked = 0;
+    for m in series.iter().flat_map(|s| &s.marks) {
+        let key = &b.bundle.cells[m.cell.expect("a cell").cell].key;
+        let r = records
+            .iter()
+            .find(|r| r.seq_len == key.seq_len && r.diffusion_model == key.model && r.variant() == key.variant())
+            .expect("the point's record");
+        let p = r.curve.iter().find(|p| Some(p.steps) == key.steps).expect("the point's K");
+        assert_eq!((m.y, m.lo, m.hi), (p.quality.value, p.quality.low, p.quality.high), "{key}");
+        assert!(m.lo.is_some_and(|lo| lo <= m.y) && m.hi.is_some_and(|hi| hi >= m.y), "{key}");
+        assert!(m.tip.contains("(95% bootstrap ["), "{}", m.tip);
+        checked += 1;
+    }
+    assert!(checked > 1, "points checked: {checked}");
+    // Q_llama's interval shaded behind its line, said in its legend entry.
+    let ar = refs.iter().find(|r| !r.vertical).expect("the AR line");
+    let base = records.iter().find(|r| r.baseline.value == ar.value).expect("the line's record").baseline;
+    assert_eq!(ar.band, Some((base.low.expect("low"), base.high.expect("high"))));
+    assert!(ar.label.contains("95% [") && ar.label.ends_with("shaded"), "{}", ar.label);
+    let (out, d) = svg(&f);
+    check_hits(&f, &d);
+    assert!(out.contains("bootstrap intervals"));
+
+    // Without per-prompt values there is no interval: no bars, no band, nothing said of them.
+    let h = h200();
+    let f = fig(ViewKind::QualitySteps, &[&h], &shape(1, 256), &Options::default());
+    let (series, refs) = xy(&f);
+    assert!(series.iter().flat_map(|s| &s.marks).all(|m| m.lo.is_none() && m.hi.is_none()));
+    assert!(refs.iter().all(|r| r.band.is_none()));
+    assert!(!f.title.contains("bars"), "{}", f.title);
+}
+
+#[test]
 fn s_parity_panel_per_batch_size() {
     let b = h200();
     let (metric, rows) = parity_rows(&[&b], &Filters::default(), &Options::default()).expect("rows");

@@ -414,6 +414,18 @@ pub fn s_parity_interval_text(r: &ParityRecord) -> Option<String> {
     Some(format!("95% interval {} to {}; parity reached in {:.0}% of resamples", end(i.low), end(i.high), f * 100.0))
 }
 
+/// The warning every reader writes beside a record whose parity the point estimate reached but not every bootstrap
+/// resample did (S_parity is uncertain): `parity was reached in only 62% of the bootstrap resamples`; `None`
+/// otherwise.
+pub fn uncertain_text(r: &ParityRecord) -> Option<String> {
+    match (r.reached_fraction, r.outcome) {
+        (Some(f), Parity::Reached { .. }) if f < 1.0 => {
+            Some(format!("parity was reached in only {:.0}% of the bootstrap resamples", f * 100.0))
+        }
+        _ => None,
+    }
+}
+
 /// Where the true S_parity lies given the steps tried: (the largest tried below S_parity, which missed, S_parity];
 /// `None` as the lower end where S_parity is the fewest tried, and no interval where parity was not reached.
 pub fn grid_interval(r: &ParityRecord) -> Option<(Option<u32>, u32)> {

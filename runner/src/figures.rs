@@ -341,8 +341,15 @@ fn provenance_line(b: &LoadedBundle) -> String {
 
 /// The S_parity table as a LaTeX `tabular` (booktabs), from the same records as `report`.
 fn parity_latex(b: &schema::Bundle, opts: &metrics::parity::ParityOptions) -> String {
-    let esc =
-        |s: &str| s.replace('\\', "\\textbackslash{}").replace('_', "\\_").replace('%', "\\%").replace('&', "\\&");
+    let esc = |s: &str| {
+        // `<` and `>` in text mode print as other glyphs under the default font encoding: math mode.
+        s.replace('\\', "\\textbackslash{}")
+            .replace('_', "\\_")
+            .replace('%', "\\%")
+            .replace('&', "\\&")
+            .replace('<', "$<$")
+            .replace('>', "$>$")
+    };
     let est = |e: &schema::parity::Estimate| match (e.low, e.high) {
         (Some(l), Some(h)) => format!("{:.3} [{:.3}, {:.3}]", e.value, l, h),
         _ => format!("{:.3}", e.value),
@@ -399,6 +406,27 @@ fn parity_latex(b: &schema::Bundle, opts: &metrics::parity::ParityOptions) -> St
         }
     }
     let _ = writeln!(s, "\\bottomrule\n\\end{{tabular}}");
+    // Under the table, per series (as `report` says it under each): S_parity's bootstrap interval and how often
+    // parity was reached, a warning where that is not always, and one where the text at parity is degenerate.
+    let quality = metrics::parity::cell_quality(b);
+    for r in &records {
+        let mut said = Vec::new();
+        if let Some(i) = metrics::parity::s_parity_interval_text(r) {
+            said.push(format!("S\\_parity: {}, {}.", esc(&metrics::parity::s_parity_text(r)), esc(&i)));
+        }
+        if let Some(w) = metrics::parity::uncertain_text(r) {
+            said.push(format!("\\emph{{Warning: {}: S\\_parity is uncertain.}}", esc(&w)));
+        }
+        if let Some((d, a)) = crate::report::low_entropy_at_parity(b, &quality, r) {
+            said.push(format!("\\emph{{Warning: {}.}}", esc(&crate::report::low_entropy_text(d, a))));
+        }
+        if !said.is_empty() {
+            let series = esc(&r
+                .variant()
+                .map_or_else(|| charts::views::sampler_name(r.sampler).to_string(), |v| v.name().to_string()));
+            let _ = writeln!(s, "\\noindent{{\\footnotesize $N = {}$, {series}: {}}}\\par", r.seq_len, said.join(" "));
+        }
+    }
     s
 }
 

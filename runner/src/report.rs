@@ -457,14 +457,11 @@ fn section(
             write!(s, " **(PARTIAL bundle: from the cells measured so far; may change when the rest is measured)**");
     }
     let _ = writeln!(s, ".\n");
-    if let (Some(f), schema::parity::Parity::Reached { .. }) = (r.reached_fraction, &r.outcome)
-        && f < 1.0
-    {
+    if let (Some(warning), Some(f)) = (metrics::parity::uncertain_text(r), r.reached_fraction) {
         let _ = writeln!(
             s,
-            "**Warning: parity was reached in only {:.0}% of the bootstrap resamples**: S_parity is uncertain, and \
-             each speedup interval below is over those resamples alone (in the other {:.0}% there is no speedup).\n",
-            f * 100.0,
+            "**Warning: {warning}**: S_parity is uncertain, and each speedup interval below is over those resamples \
+             alone (in the other {:.0}% there is no speedup).\n",
             (1.0 - f) * 100.0
         );
     }
@@ -510,22 +507,36 @@ fn section(
         );
     }
     // Degenerate text flatters perplexity: compare the output entropy at S_parity.
-    if let Some(row) = r.speedups.iter().find(|x| x.diffusion_cell.is_some()) {
-        let entropy = |key: &schema::CellKey| {
-            let i = bundle.cells.iter().position(|c| c.key == *key)?;
-            quality[i].iter().find(|q| q.metric == "unigram_entropy").map(|q| q.value)
-        };
-        if let (Some(d), Some(a)) = (row.diffusion_cell.as_ref().and_then(entropy), entropy(&row.ar_cell))
-            && metrics::derive::entropy_warning(d, a)
-        {
-            let _ = writeln!(
-                s,
-                "\nWarning: at S_parity the diffusion output's unigram entropy ({d:.2} bits) is below {:.0}% of \
-                 the autoregressive model's ({a:.2} bits): parity may come from repetitive text.",
-                ENTROPY_WARNING_RATIO * 100.0
-            );
-        }
+    if let Some((d, a)) = low_entropy_at_parity(bundle, quality, r) {
+        let _ = writeln!(s, "\nWarning: {}.", low_entropy_text(d, a));
     }
+}
+
+/// The unigram entropies (diffusion, AR) at S_parity of a record, where the diffusion output's is far below the AR
+/// model's ([`metrics::derive::entropy_warning`]): degenerate text that flatters perplexity. Read at the first
+/// batch size with a diffusion cell at S_parity (entropy is a group's, the same at every B). `quality`: every
+/// cell's values ([`metrics::parity::cell_quality`]).
+pub(crate) fn low_entropy_at_parity(
+    bundle: &Bundle,
+    quality: &[Vec<schema::bundle::QualityValue>],
+    r: &ParityRecord,
+) -> Option<(f64, f64)> {
+    let row = r.speedups.iter().find(|x| x.diffusion_cell.is_some())?;
+    let entropy = |key: &schema::CellKey| {
+        let i = bundle.cells.iter().position(|c| c.key == *key)?;
+        quality[i].iter().find(|q| q.metric == "unigram_entropy").map(|q| q.value)
+    };
+    let (d, a) = (row.diffusion_cell.as_ref().and_then(entropy)?, entropy(&row.ar_cell)?);
+    metrics::derive::entropy_warning(d, a).then_some((d, a))
+}
+
+/// [`low_entropy_at_parity`]'s warning in words (without a final full stop).
+pub(crate) fn low_entropy_text(diffusion: f64, ar: f64) -> String {
+    format!(
+        "at S_parity the diffusion output's unigram entropy ({diffusion:.2} bits) is below {:.0}% of the \
+         autoregressive model's ({ar:.2} bits): parity may come from repetitive text",
+        ENTROPY_WARNING_RATIO * 100.0
+    )
 }
 
 /// `report --compare`: the runner's bundle against a reference's of the same cells (`jobs/hf_reference.py`), from

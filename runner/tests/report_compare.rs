@@ -385,10 +385,21 @@ fn figures_latex_table_says_synthetic_weights() {
     let out = sb.cmd(&["figures", full.to_str().expect("utf8"), "-o", "figs"]);
     assert_exit!(out, 0);
     let tex = std::fs::read_to_string(sb.path().join("figs/s_parity.tex")).expect("s_parity.tex");
-    // Printed text (not a LaTeX comment) above the table, which stays the last thing in the file.
+    // Printed text (not a LaTeX comment) above the table; under it, each series' S_parity interval.
     let label = "\\noindent\\emph{SYNTHETIC weights: timing is real, quality is meaningless.}\\par";
     assert!(tex.lines().any(|l| l == label), "{tex}");
     assert!(tex.contains("intervals: prompts resampled for quality only; latencies at their medians"), "{tex}");
     assert!(tex.find(label).expect("label") < tex.find("\\begin{tabular}").expect("tabular"), "{tex}");
-    assert!(tex.trim_end().ends_with("\\end{tabular}"), "{tex}");
+    let notes = &tex[tex.find("\\end{tabular}").expect("end")..];
+    let bundle = schema::read_bundle(&std::fs::read_to_string(&full).expect("bundle")).expect("reads");
+    let opts = metrics::parity::ParityOptions::from_config(&bundle).expect("the demo's [quality]");
+    let records = metrics::parity::parity(&bundle, &opts);
+    for r in &records {
+        let i = metrics::parity::s_parity_interval_text(r).expect("the demo's prompts give intervals");
+        let line = format!("$N = {}$", r.seq_len);
+        assert!(
+            notes.lines().any(|l| l.contains(&line) && l.contains(&i.replace('%', "\\%").replace('>', "$>$"))),
+            "{i}\n{tex}"
+        );
+    }
 }

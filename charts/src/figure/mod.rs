@@ -203,6 +203,10 @@ pub struct RefLine {
     /// The facet it is drawn in (small multiples); 0 in a single chart.
     #[serde(skip_serializing_if = "is_zero")]
     pub facet: usize,
+    /// An interval around the value (low, high), shaded behind the line in its colour: the 95% bootstrap interval
+    /// of the AR model's quality.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub band: Option<(f64, f64)>,
 }
 
 /// One cell of a heatmap.

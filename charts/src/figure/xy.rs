@@ -49,7 +49,10 @@ pub(super) fn draw_xy<DB: DrawingBackend>(
     let ys: Vec<f64> = marks()
         .flat_map(|m| [Some(m.y), m.lo, m.hi])
         .flatten()
-        .chain(refs.iter().filter(|r| !r.vertical).map(|r| r.value))
+        .chain(refs.iter().filter(|r| !r.vertical).flat_map(|r| {
+            let (lo, hi) = r.band.unzip();
+            [Some(r.value), lo, hi].into_iter().flatten()
+        }))
         .filter_map(|v| to_space(ya, v))
         .collect();
     if xs.is_empty() || ys.is_empty() {
@@ -314,6 +317,14 @@ pub(super) fn xy_panel<'a, 'b, DB: DrawingBackend>(
 
     let width = si(2.0);
     let pt = |m: &Mark| Some((to_space(xa, m.x)?, to_space(ya, m.y)?));
+    // Bands first, under every line and mark: the interval of a horizontal reference, pale in its colour.
+    for r in xy.refs.iter().filter(|r| r.facet == facet && !r.vertical) {
+        let Some((lo, hi)) = r.band.and_then(|(lo, hi)| Some((to_space(ya, lo)?, to_space(ya, hi)?))) else {
+            continue;
+        };
+        let fill = colour(r.colour).mix(if r.alt { 0.07 } else { 0.12 }).filled();
+        cc.draw_series([Rectangle::new([(x_lo, lo), (x_hi, hi)], fill)]).map_err(backend_err)?;
+    }
     for r in xy.refs.iter().filter(|r| r.facet == facet) {
         let st = colour(r.colour).stroke_width(width);
         let Some(v) = to_space(if r.vertical { xa } else { ya }, r.value) else { continue };
@@ -358,8 +369,10 @@ pub(super) fn xy_panel<'a, 'b, DB: DrawingBackend>(
             }
             Style::Points => legend.push((&se.label, Key::Point(c.filled(), se.alt))),
         }
-        // Spread over repetitions (min..max) as error bars.
-        let thin = RGBColor(0x33, 0x33, 0x33).stroke_width(si(1.0));
+        // Spread over repetitions (min..max), or an interval, as error bars: dark grey on a bar, in the series'
+        // colour on a point (two series' bars at one x stay apart by colour).
+        let whisker = if matches!(se.style, Style::Bars { .. }) { RGBColor(0x33, 0x33, 0x33) } else { c };
+        let thin = whisker.stroke_width(si(1.0));
         let cap = s(4.0) as i32;
         for m in &se.marks {
             let (Some(x), Some(lo), Some(hi)) =

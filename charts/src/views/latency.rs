@@ -55,6 +55,7 @@ pub(super) fn latency(
                     colour: figure::AR,
                     alt: bi > 0,
                     facet: 0,
+                    band: None,
                 }),
                 Some(k) => {
                     let label = format!("{t}{}", series_label(c.cell));

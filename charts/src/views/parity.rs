@@ -46,14 +46,8 @@ pub struct ParityRow {
 /// The warning `report` prints under a record whose parity the point estimate reached but not every bootstrap
 /// resample did (its reached fraction below 1): S_parity is uncertain.
 fn uncertain_text(r: &metrics::parity::ParityRecord) -> Option<String> {
-    match (r.reached_fraction, &r.outcome) {
-        (Some(f), schema::parity::Parity::Reached { .. }) if f < 1.0 => Some(format!(
-            "parity was reached in only {:.0}% of the bootstrap resamples: S_parity is uncertain, and the speedup \
-             interval is over those resamples alone",
-            f * 100.0
-        )),
-        _ => None,
-    }
+    metrics::parity::uncertain_text(r)
+        .map(|w| format!("{w}: S_parity is uncertain, and the speedup interval is over those resamples alone"))
 }
 
 /// The bundle's S_parity records for a metric label of the explorer (`metric` or `metric [evaluator]`), with the

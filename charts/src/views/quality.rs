@@ -72,30 +72,53 @@ pub(super) fn quality_steps(
     notes.extend(not_drawn(bundles, f, &format!("B = {b}, N = {n}"), &at, (false, false)));
     let mut pal = Palette::of(bundles, o);
     let (mut series, mut refs) = (Vec::new(), Vec::new());
+    let mut with_intervals = false;
     for (bi, lb) in bundles.iter().enumerate() {
         let t = tag(bi, bundles.len());
         let pts = quality_points(lb, f, &metric, b, n);
         let ar = pts.iter().find(|p| p.steps.is_none()).copied();
+        let recs = parity_records(lb, &metric);
+        let ar_model = ar.map(|a| lb.bundle.cells[a.cell].key.model.as_str());
         if let Some(a) = ar {
             let model = short_model(&lb.bundle.cells[a.cell].key.model);
+            // Q_llama's 95% bootstrap interval, a band behind its line (the same in every record of this AR model
+            // at N: one baseline, resampled per N).
+            let band = recs
+                .iter()
+                .find(|r| r.seq_len == n && Some(r.ar_model.as_str()) == ar_model)
+                .and_then(|r| Some((r.baseline.low?, r.baseline.high?)));
+            with_intervals |= band.is_some();
+            let interval = band.map_or(String::new(), |(lo, hi)| format!(", 95% [{lo:.4}, {hi:.4}] shaded"));
+            // Small multiples name no values: the band is said without them.
+            let shaded = if band.is_some() && o.multiples { ", 95% interval shaded" } else { "" };
             refs.push(RefLine {
-                label: format!("{t}{model} (autoregressive){}", value_text(o, || format!("{:.4}", a.quality))),
+                label: format!(
+                    "{t}{model} (autoregressive){}{shaded}",
+                    value_text(o, || format!("{:.4}{interval}", a.quality))
+                ),
                 value: a.quality,
                 vertical: false,
                 colour: figure::AR,
                 alt: bi > 0,
                 facet: 0,
+                band,
             });
         }
         for p in pts.iter().filter(|p| p.steps.is_some()) {
             let c = &lb.bundle.cells[p.cell];
+            let (lo, hi) = point_interval(&recs, &c.key, ar_model).unzip();
+            with_intervals |= lo.is_some();
+            let interval = match (lo, hi) {
+                (Some(lo), Some(hi)) => format!(" (95% bootstrap [{lo:.4}, {hi:.4}])"),
+                _ => String::new(),
+            };
             let mark = Mark {
                 x: f64::from(p.steps.unwrap_or(1)),
                 y: p.quality,
-                lo: None,
-                hi: None,
+                lo,
+                hi,
                 tip: format!(
-                    "{}\n{metric} {:.4} ({})\nL_e2e median {:.2} ms",
+                    "{}\n{metric} {:.4}{interval} ({})\nL_e2e median {:.2} ms",
                     key_text(&t, c),
                     p.quality,
                     direction_text(dir),
@@ -106,11 +129,9 @@ pub(super) fn quality_steps(
             };
             push_mark(&mut series, format!("{t}{}", series_label(c)), pal.colour(c), Style::Line, bi > 0, mark);
         }
-        if let Some(a) = ar {
+        if let Some(ar_model) = ar_model {
             // S_parity of each diffusion series drawn here, from the bundle's parity records.
-            let ar_model = &lb.bundle.cells[a.cell].key.model;
-            let recs = parity_records(lb, &metric);
-            for r in recs.iter().filter(|r| r.seq_len == n && r.ar_model == *ar_model) {
+            for r in recs.iter().filter(|r| r.seq_len == n && r.ar_model == ar_model) {
                 // The record's series among the diffusion points drawn (a threshold cell has no K: its x is its
                 // measured forwards).
                 let of_record = |p: &&QualityPoint| {
@@ -151,6 +172,7 @@ pub(super) fn quality_steps(
                         colour: pal.colour(c),
                         alt: bi > 0,
                         facet: 0,
+                        band: None,
                     });
                 }
             }
@@ -160,8 +182,10 @@ pub(super) fn quality_steps(
         return Err(format!("no diffusion cell at B = {b}, N = {n} has a value of {metric}"));
     }
     sort_marks(&mut series);
+    // What the error bars are, in the title: a printed figure has no tooltip.
+    let bars = if with_intervals { " (bars: 95% bootstrap intervals over prompts)" } else { "" };
     Ok(Figure {
-        title: format!("{metric} vs diffusion steps{}", shape_text(o, b, n)),
+        title: format!("{metric} vs diffusion steps{}{bars}", shape_text(o, b, n)),
         plot: Plot::Xy {
             x: steps_axis(&series),
             y: Axis::numeric(format!("{metric} ({})", direction_text(dir)), o.log_y),
@@ -170,4 +194,31 @@ pub(super) fn quality_steps(
             grid: None,
         },
     })
+}
+
+/// The 95% bootstrap interval of a diffusion cell's quality: its group's point on the curve of the parity record of
+/// its series at its N (against `ar_model` where there is one, else the first such record: the curve's resamples
+/// are drawn per N, whichever AR model the record compares). `None` without a bootstrap (no per-prompt values).
+fn point_interval(
+    recs: &[metrics::parity::ParityRecord],
+    key: &schema::CellKey,
+    ar_model: Option<&str>,
+) -> Option<(f64, f64)> {
+    let of_series = |r: &&metrics::parity::ParityRecord| {
+        r.seq_len == key.seq_len
+            && r.diffusion_model == key.model
+            && r.sampler == key.sampler
+            && r.block_length == key.block_length
+            && r.variant() == key.variant()
+    };
+    let r = recs
+        .iter()
+        .filter(of_series)
+        .find(|r| ar_model.is_none_or(|m| r.ar_model == m))
+        .or_else(|| recs.iter().find(of_series))?;
+    let point = r.curve.iter().find(|p| match key.threshold {
+        Some(t) => p.threshold == Some(t),
+        None => p.threshold.is_none() && Some(p.steps) == key.steps,
+    })?;
+    Some((point.quality.low?, point.quality.high?))
 }
