@@ -779,3 +779,46 @@ fn an_output_folder_or_model_cache_that_cannot_be_written_is_bad_input_with_the_
     }
     std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o755)).expect("chmod back");
 }
+
+#[test]
+fn a_damaged_synthetic_snapshot_named_without_its_table_is_told_the_synth_command_that_writes_it_again() {
+    // A synthetic checkpoint written once with `synth`, then named by a config without a [models.synthetic]
+    // table (a grid pointed at it by hand): its weights cut short cannot be downloaded again.
+    let sb = Sandbox::new();
+    let repo = "test-org/hand-synth";
+    let out = sb.cmd(&["synth", "--kind", "llama", "--repo-id", repo, "--preset", "tiny", "--seed", "4"]);
+    assert_exit!(out, 0);
+    let config = sb.write(
+        "plain.toml",
+        &format!(
+            "[run]\nname = \"plain\"\ndevice = \"cpu\"\ndtype = \"f32\"\nwarmup = 0\nrepetitions = 1\n\n\
+             [prompts]\nsource = \"embedded\"\ncount = 1\n\n[grid]\nseq_lengths = [40]\nbatch_sizes = [1]\n\
+             output_tokens = 8\n\n[[models]]\nkind = \"llama\"\nid = \"{repo}\"\n"
+        ),
+    );
+    let run = ["run", "-q", "--config", config.to_str().expect("utf8"), "--output-dir", "out"];
+    let weights = sb.cache().join("models--test-org--hand-synth/snapshots");
+    let snapshot = std::fs::read_dir(&weights).expect("snapshots").next().expect("one").expect("entry").path();
+    let blob = std::fs::canonicalize(snapshot.join("model.safetensors")).expect("weights");
+    let bytes = std::fs::read(&blob).expect("read");
+    std::fs::write(&blob, &bytes[..bytes.len() / 2]).expect("cut short");
+    let out = sb.cmd(&run);
+    assert_exit!(out, 2);
+    let err = stderr(&out);
+    assert!(
+        err.contains("truncated") && err.contains("synthetic checkpoint") && !err.contains("download the"),
+        "{err}"
+    );
+    assert!(err.contains(&format!("delete {}", snapshot.display())), "{err}");
+    // The command it names writes the same checkpoint again: the run then goes through.
+    let cmd = err.split('`').find(|s| s.starts_with("dllm-bench synth")).expect("a command in backticks");
+    assert_eq!(
+        cmd,
+        format!("dllm-bench synth --kind llama --repo-id {repo} --preset tiny --seed 4 --dtype f32 --shards 1")
+    );
+    std::fs::remove_dir_all(&snapshot).expect("delete the snapshot as the fix says");
+    let args: Vec<&str> = cmd.split(' ').skip(1).collect();
+    assert_exit!(sb.cmd(&args), 0);
+    assert_eq!(std::fs::read(&blob).expect("written again"), bytes, "the same weights (its seed)");
+    assert_exit!(sb.cmd(&run), 0);
+}

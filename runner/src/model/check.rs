@@ -47,13 +47,14 @@ fn dtype_bits(dtype: &str) -> Option<u64> {
 
 /// Whether `path` is a safetensors file whose header describes it as it is (what [`read_header`] checks).
 pub(crate) fn safetensors_whole(path: &Path) -> bool {
-    read_header(path).is_ok()
+    read_header(path, "").is_ok()
 }
 
 /// Tensor name -> (dtype, shape) of one safetensors file, from its header, after checking that the header's table
 /// describes the file as the safetensors crate requires (see the module doc): otherwise candle refuses the file
-/// only when the model loads, after other models' cells, naming neither the file nor the tensor.
-fn read_header(path: &Path) -> Result<HashMap<String, Entry>, ModelError> {
+/// only when the model loads, after other models' cells, naming neither the file nor the tensor. `again`: how the
+/// checkpoint is made whole ([`ModelFiles::redo_fix`]).
+fn read_header(path: &Path, again: &str) -> Result<HashMap<String, Entry>, ModelError> {
     let io = |error| ModelError::Io { path: path.to_path_buf(), error };
     let mut f = std::fs::File::open(path).map_err(io)?;
     let file_len = f.metadata().map_err(io)?.len();
@@ -62,7 +63,7 @@ fn read_header(path: &Path) -> Result<HashMap<String, Entry>, ModelError> {
             path: path.to_path_buf(),
             message: format!(
                 "not a safetensors file: {file_len} bytes, less than its 8-byte header length; fix: the file is \
-                 truncated or empty, download it again"
+                 truncated or empty, {again}"
             ),
         });
     }
@@ -74,7 +75,7 @@ fn read_header(path: &Path) -> Result<HashMap<String, Entry>, ModelError> {
             path: path.to_path_buf(),
             message: format!(
                 "not a safetensors file: its header length {len} does not fit the file ({file_len} bytes); fix: \
-                 the file is truncated or not safetensors, download it again"
+                 the file is truncated or not safetensors, {again}"
             ),
         });
     }
@@ -97,8 +98,7 @@ fn read_header(path: &Path) -> Result<HashMap<String, Entry>, ModelError> {
                 return Err(ModelError::Corrupt {
                     path: path.to_path_buf(),
                     message: format!(
-                        "truncated: tensor `{name}` ends at byte {} but the file has {file_len}; fix: download it \
-                         again",
+                        "truncated: tensor `{name}` ends at byte {} but the file has {file_len}; fix: {again}",
                         end.saturating_add(8 + len)
                     ),
                 });
@@ -106,18 +106,18 @@ fn read_header(path: &Path) -> Result<HashMap<String, Entry>, ModelError> {
             out.insert(name, entry);
         }
     }
-    check_offsets(path, &out, file_len - 8 - len)?;
+    check_offsets(path, &out, file_len - 8 - len, again)?;
     Ok(out)
 }
 
 /// Checks that each tensor's `data_offsets` span exactly its shape x dtype size, and that the spans, sorted, tile
 /// `0..data_len` (the bytes after the header) without a gap or an overlap, as the safetensors crate does.
-fn check_offsets(path: &Path, entries: &HashMap<String, Entry>, data_len: u64) -> Result<(), ModelError> {
+fn check_offsets(path: &Path, entries: &HashMap<String, Entry>, data_len: u64, again: &str) -> Result<(), ModelError> {
     let corrupt = |name: &str, what: String| ModelError::Corrupt {
         path: path.to_path_buf(),
         message: format!(
             "tensor `{name}` {what}, so the file cannot be read as safetensors; fix: the file is damaged or was \
-             written wrongly, download it again"
+             written wrongly, {again}"
         ),
     };
     let mut spans = Vec::with_capacity(entries.len());
@@ -170,8 +170,7 @@ fn check_offsets(path: &Path, entries: &HashMap<String, Entry>, data_len: u64) -
             path: path.to_path_buf(),
             message: format!(
                 "its tensors end at data byte {at} but the file holds {data_len} bytes of data after its header, so \
-                 the file cannot be read as safetensors; fix: the file is damaged or was written wrongly, download \
-                 it again"
+                 the file cannot be read as safetensors; fix: the file is damaged or was written wrongly, {again}"
             ),
         });
     }
@@ -222,8 +221,9 @@ fn same_bytes((pa, a): (&Path, &Entry), (pb, b): (&Path, &Entry)) -> Result<bool
 
 /// Checks every tensor of `cfg`'s layout in `files` (see the module doc).
 pub fn check_weights(files: &ModelFiles, cfg: &ModelConfig) -> Result<(), ModelError> {
+    let again = files.redo_fix(cfg.kind);
     let headers: Vec<(PathBuf, HashMap<String, Entry>)> =
-        files.weights.iter().map(|p| Ok((p.clone(), read_header(p)?))).collect::<Result<_, ModelError>>()?;
+        files.weights.iter().map(|p| Ok((p.clone(), read_header(p, &again)?))).collect::<Result<_, ModelError>>()?;
     let names = WeightNames::for_kind(cfg.kind);
     let needed = names.tensors(cfg);
     for (name, shape) in needed.iter().cloned() {
@@ -245,7 +245,7 @@ pub fn check_weights(files: &ModelFiles, cfg: &ModelConfig) -> Result<(), ModelE
                 tensor: name,
                 fix: format!(
                     "{fix}; the {:?} layout needs it (config.json: {} layers): the checkpoint is incomplete or of \
-                     another architecture, download it again",
+                     another architecture, {again}",
                     cfg.kind, cfg.num_layers
                 ),
             });
@@ -259,7 +259,7 @@ pub fn check_weights(files: &ModelFiles, cfg: &ModelConfig) -> Result<(), ModelE
                 tensor: name,
                 message: format!(
                     "has shape {:?} but {} implies {shape:?}; fix: the weights and config.json are of different \
-                     models (or sizes): download the checkpoint again",
+                     models (or sizes): {again}",
                     entry.shape,
                     files.config.display()
                 ),
@@ -276,7 +276,7 @@ pub fn check_weights(files: &ModelFiles, cfg: &ModelConfig) -> Result<(), ModelE
                 path: path.clone(),
                 message: format!(
                     "holds layer {layer} but {} says {} layers, so the model would load truncated; fix: the weights \
-                     and config.json are of different models (or sizes): download the checkpoint again",
+                     and config.json are of different models (or sizes): {again}",
                     files.config.display(),
                     cfg.num_layers
                 ),

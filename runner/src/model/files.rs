@@ -101,6 +101,26 @@ pub fn lock_repo(repo: &Path) -> std::io::Result<std::fs::File> {
 }
 
 impl ModelFiles {
+    /// The fix for weights that cannot be loaded as they are (cut short, or not of `config.json`'s model): a real
+    /// checkpoint is downloaded again; a synthetic one (its `config.json` carries the `dllm_bench_synthetic` marker)
+    /// cannot be downloaded, so the fix deletes the snapshot and names the `dllm-bench synth` command that writes it
+    /// again, with what the marker records.
+    pub(super) fn redo_fix(&self, kind: schema::grid::ModelKind) -> String {
+        let Some(marker) = &self.synthetic else { return "download the checkpoint again".into() };
+        let mut cmd = format!("dllm-bench synth --kind {} --repo-id {}", kind.name(), self.repo_id);
+        for flag in ["preset", "seed", "dtype", "shards"] {
+            if let Some(v) = marker.get(flag).filter(|v| !v.is_null()) {
+                let v = v.as_str().map_or_else(|| v.to_string(), str::to_string);
+                cmd.push_str(&format!(" --{flag} {v}"));
+            }
+        }
+        format!(
+            "this is a synthetic checkpoint (there is nothing to download): delete {} and write it again with `{cmd}` \
+             (with the --layout and --chat-template it was written with, if any)",
+            self.snapshot_dir.display()
+        )
+    }
+
     /// Resolves `repo_id` at `revision` (a branch/tag with a `refs/` entry, or a commit hash) in `cache_dir`.
     pub fn from_hf_cache(cache_dir: &Path, repo_id: &str, revision: &str) -> Result<Self, ModelError> {
         let repo = repo_dir(cache_dir, repo_id);
