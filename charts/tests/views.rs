@@ -272,6 +272,16 @@ fn quality_vs_steps_draws_each_points_bootstrap_interval_and_the_baselines_band(
     check_hits(&f, &d);
     assert!(out.contains("bootstrap intervals"));
 
+    // The Pareto frontier draws the same intervals on its points, Q_llama's on the AR point.
+    let f = fig(ViewKind::Pareto, &[&b], &Filters::default(), &Options::default());
+    assert!(f.title.contains("(bars: 95% bootstrap intervals of quality over prompts)"), "{}", f.title);
+    let (series, _) = xy(&f);
+    let ar_point = series.iter().find(|s| s.label.contains("autoregressive")).expect("the AR point").marks[0].clone();
+    assert_eq!((ar_point.lo, ar_point.hi), (base.low, base.high));
+    for s in series.iter().filter(|s| s.style == Style::Line) {
+        assert!(s.marks.iter().all(|m| m.lo.is_some_and(|lo| lo <= m.y) && m.hi.is_some_and(|hi| hi >= m.y)));
+    }
+
     // Without per-prompt values there is no interval: no bars, no band, nothing said of them.
     let h = h200();
     let f = fig(ViewKind::QualitySteps, &[&h], &shape(1, 256), &Options::default());
@@ -279,6 +289,8 @@ fn quality_vs_steps_draws_each_points_bootstrap_interval_and_the_baselines_band(
     assert!(series.iter().flat_map(|s| &s.marks).all(|m| m.lo.is_none() && m.hi.is_none()));
     assert!(refs.iter().all(|r| r.band.is_none()));
     assert!(!f.title.contains("bars"), "{}", f.title);
+    let f = fig(ViewKind::Pareto, &[&h], &shape(1, 256), &Options::default());
+    assert!(xy(&f).0.iter().flat_map(|s| &s.marks).all(|m| m.lo.is_none()) && !f.title.contains("bars"));
 }
 
 #[test]

@@ -8,7 +8,8 @@ use crate::figure::{self, Axis, CellId, Figure, Mark, Plot, Series, Style};
 use super::choices::shape;
 use super::energy;
 use super::options::{Filters, Options, ParetoX};
-use super::quality::{direction_text, quality_metric, quality_points};
+use super::parity::parity_records;
+use super::quality::{cell_interval, direction_text, quality_metric, quality_points};
 use super::series::{Palette, key_text, point_label, push_mark, series_label, short_model, tag};
 use super::{NO_QUALITY, not_drawn, shape_text};
 
@@ -41,9 +42,12 @@ pub(super) fn pareto(
             ParetoX::TokensPerForward => s.tokens_per_forward,
         }
     };
+    let mut with_intervals = false;
     for (bi, lb) in bundles.iter().enumerate() {
         let t = tag(bi, bundles.len());
         let mut pts = quality_points(lb, f, &metric, b, n);
+        let recs = parity_records(lb, &metric);
+        let ar_model = pts.iter().find(|p| p.steps.is_none()).map(|p| lb.bundle.cells[p.cell].key.model.as_str());
         let forwards = |p: &QualityPoint| lb.summary(p.cell).forward_passes.map(|f| f.median);
         if px != ParetoX::Latency {
             // Points of bundles that did not record forwards have no place on these axes.
@@ -102,13 +106,20 @@ pub(super) fn pareto(
             if !measured.is_empty() {
                 measured.push('\n');
             }
+            // The quality's 95% bootstrap interval as the point's error bar (the frontier is the point estimates').
+            let (lo, hi) = cell_interval(&recs, &c.key, ar_model).unzip();
+            with_intervals |= lo.is_some();
+            let interval = match (lo, hi) {
+                (Some(lo), Some(hi)) => format!(" (95% bootstrap [{lo:.4}, {hi:.4}])"),
+                _ => String::new(),
+            };
             let mark = Mark {
                 x: x_of(lb, p).unwrap_or(f64::NAN),
                 y: p.quality,
-                lo: None,
-                hi: None,
+                lo,
+                hi,
                 tip: format!(
-                    "{}\n{measured}{metric} {:.4} ({})\n{}",
+                    "{}\n{measured}{metric} {:.4}{interval} ({})\n{}",
                     key_text(&t, c),
                     p.quality,
                     direction_text(dir),
@@ -142,7 +153,11 @@ pub(super) fn pareto(
         ParetoX::TokensPerForward => ("tokens per forward", "tokens per forward pass and sequence (more is cheaper)"),
     };
     Ok(Figure {
-        title: format!("Pareto frontier: {what} vs {metric}{}", shape_text(o, b, n)),
+        title: format!(
+            "Pareto frontier: {what} vs {metric}{}{}",
+            shape_text(o, b, n),
+            if with_intervals { " (bars: 95% bootstrap intervals of quality over prompts)" } else { "" }
+        ),
         plot: Plot::Xy {
             x: Axis::numeric(axis, o.log_x),
             y: Axis::numeric(format!("{metric} ({})", direction_text(dir)), o.log_y),

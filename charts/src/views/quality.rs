@@ -222,3 +222,19 @@ fn point_interval(
     })?;
     Some((point.quality.low?, point.quality.high?))
 }
+
+/// The 95% bootstrap interval of a cell's quality from its bundle's parity records: an AR cell's is Q_llama's (a
+/// record of its model at its N), a diffusion cell's its point's ([`point_interval`]). `None` without a bootstrap.
+pub(super) fn cell_interval(
+    recs: &[metrics::parity::ParityRecord],
+    key: &schema::CellKey,
+    ar_model: Option<&str>,
+) -> Option<(f64, f64)> {
+    match key.sampler == schema::Sampler::ArGreedy {
+        true => recs
+            .iter()
+            .find(|r| r.seq_len == key.seq_len && r.ar_model == key.model)
+            .and_then(|r| Some((r.baseline.low?, r.baseline.high?))),
+        false => point_interval(recs, key, ar_model),
+    }
+}
