@@ -274,13 +274,33 @@ fn quality_vs_steps_draws_each_points_bootstrap_interval_and_the_baselines_band(
 
     // The Pareto frontier draws the same intervals on its points, Q_llama's on the AR point.
     let f = fig(ViewKind::Pareto, &[&b], &Filters::default(), &Options::default());
-    assert!(f.title.contains("(bars: 95% bootstrap intervals of quality over prompts)"), "{}", f.title);
+    assert!(f.title.contains("(bars: quality's 95% interval)"), "{}", f.title);
     let (series, _) = xy(&f);
     let ar_point = series.iter().find(|s| s.label.contains("autoregressive")).expect("the AR point").marks[0].clone();
     assert_eq!((ar_point.lo, ar_point.hi), (base.low, base.high));
     for s in series.iter().filter(|s| s.style == Style::Line) {
         assert!(s.marks.iter().all(|m| m.lo.is_some_and(|lo| lo <= m.y) && m.hi.is_some_and(|hi| hi >= m.y)));
     }
+
+    // A threshold series' points (their x the forwards measured) take their threshold's interval.
+    let text = include_str!("../../schema/tests/fixtures/v1.7/demo.json");
+    let d = load_bundle("demo-1.7.json", text).expect("1.7 fixture loads");
+    let q = d.bundle.cells.iter().flat_map(|c| &c.quality).find(|q| !q.per_prompt.is_empty()).expect("values");
+    let opts = metrics::parity::ParityOptions::for_metric(&d.bundle, q.metric.clone(), q.evaluator.clone());
+    let records = metrics::parity::parity(&d.bundle, &opts);
+    let f =
+        fig(ViewKind::QualitySteps, &[&d], &shape(1, 48), &Options { metric: Some(q.label()), ..Options::default() });
+    let mut thresholds = 0;
+    for m in xy(&f).0.iter().flat_map(|s| &s.marks) {
+        let key = &d.bundle.cells[m.cell.expect("a cell").cell].key;
+        let Some(t) = key.threshold else { continue };
+        let r = records.iter().find(|r| r.thresholded && r.diffusion_model == key.model).expect("its record");
+        let p = r.curve.iter().find(|p| p.threshold == Some(t)).expect("its threshold's point");
+        assert_eq!((m.y, m.lo, m.hi), (p.quality.value, p.quality.low, p.quality.high), "{key}");
+        assert!(m.lo.is_some(), "{key}: an interval");
+        thresholds += 1;
+    }
+    assert!(thresholds > 0, "the fixture's threshold points are drawn");
 
     // Without per-prompt values there is no interval: no bars, no band, nothing said of them.
     let h = h200();

@@ -405,7 +405,8 @@ fn parity_latex(b: &schema::Bundle, opts: &metrics::parity::ParityOptions) -> St
             );
         }
     }
-    let _ = writeln!(s, "\\bottomrule\n\\end{{tabular}}");
+    // `\par` ends the table's paragraph: the notes below start on lines of their own.
+    let _ = writeln!(s, "\\bottomrule\n\\end{{tabular}}\\par");
     // Under the table, per series (as `report` says it under each): S_parity's bootstrap interval and how often
     // parity was reached, a warning where that is not always, and one where the text at parity is degenerate.
     let quality = metrics::parity::cell_quality(b);
@@ -415,7 +416,11 @@ fn parity_latex(b: &schema::Bundle, opts: &metrics::parity::ParityOptions) -> St
             said.push(format!("S\\_parity: {}, {}.", esc(&metrics::parity::s_parity_text(r)), esc(&i)));
         }
         if let Some(w) = metrics::parity::uncertain_text(r) {
-            said.push(format!("\\emph{{Warning: {}: S\\_parity is uncertain.}}", esc(&w)));
+            said.push(format!(
+                "\\emph{{Warning: {}: S\\_parity is uncertain, and the speedup interval is over those resamples \
+                 alone.}}",
+                esc(&w)
+            ));
         }
         if let Some((d, a)) = crate::report::low_entropy_at_parity(b, &quality, r) {
             said.push(format!("\\emph{{Warning: {}.}}", esc(&crate::report::low_entropy_text(d, a))));
@@ -424,7 +429,7 @@ fn parity_latex(b: &schema::Bundle, opts: &metrics::parity::ParityOptions) -> St
             let series = esc(&r
                 .variant()
                 .map_or_else(|| charts::views::sampler_name(r.sampler).to_string(), |v| v.name().to_string()));
-            let _ = writeln!(s, "\\noindent{{\\footnotesize $N = {}$, {series}: {}}}\\par", r.seq_len, said.join(" "));
+            let _ = writeln!(s, "\\noindent{{\\footnotesize $N = {}$, {series}: {}\\par}}", r.seq_len, said.join(" "));
         }
     }
     s

@@ -772,10 +772,10 @@ fn figures_writes_every_figure_the_bundle_can_fill_with_captions() {
     let md = std::fs::read_to_string(dir.join("s_parity.md")).expect("markdown");
     assert!(md.contains("S_parity"), "{md}");
     let tex = std::fs::read_to_string(dir.join("s_parity.tex")).expect("latex");
-    assert!(tex.contains("\\begin{tabular}") && tex.contains("\\end{tabular}\n"), "{tex}");
+    assert!(tex.contains("\\begin{tabular}") && tex.contains("\\end{tabular}\\par\n"), "{tex}");
     // Under the table only the series' notes (S_parity's interval, its warnings), one line each.
-    let after = &tex[tex.find("\\end{tabular}\n").expect("end") + "\\end{tabular}\n".len()..];
-    assert!(after.lines().all(|l| l.starts_with("\\noindent{\\footnotesize $N = ") && l.ends_with("}\\par")), "{tex}");
+    let after = &tex[tex.find("\\end{tabular}\\par\n").expect("end") + "\\end{tabular}\\par\n".len()..];
+    assert!(after.lines().all(|l| l.starts_with("\\noindent{\\footnotesize $N = ") && l.ends_with("\\par}")), "{tex}");
     assert_eq!(tex.lines().filter(|l| l.ends_with("\\\\") && !l.starts_with('$')).count(), shapes.len(), "{tex}");
 
     // A bundle without quality: the quality figures are listed as not drawn, with the reason; nothing empty.

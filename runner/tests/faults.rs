@@ -814,7 +814,11 @@ fn a_damaged_synthetic_snapshot_named_without_its_table_is_told_the_synth_comman
     let cmd = err.split('`').find(|s| s.starts_with("dllm-bench synth")).expect("a command in backticks");
     assert_eq!(
         cmd,
-        format!("dllm-bench synth --kind llama --repo-id {repo} --preset tiny --seed 4 --dtype f32 --shards 1")
+        format!(
+            "dllm-bench synth --kind llama --repo-id {repo} --preset tiny --seed 4 --dtype f32 --shards 1 \
+             --model-cache-dir {}",
+            sb.cache().display()
+        )
     );
     std::fs::remove_dir_all(&snapshot).expect("delete the snapshot as the fix says");
     let args: Vec<&str> = cmd.split(' ').skip(1).collect();

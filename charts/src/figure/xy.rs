@@ -319,7 +319,9 @@ pub(super) fn xy_panel<'a, 'b, DB: DrawingBackend>(
     let pt = |m: &Mark| Some((to_space(xa, m.x)?, to_space(ya, m.y)?));
     // Bands first, under every line and mark: the interval of a horizontal reference, pale in its colour.
     for r in xy.refs.iter().filter(|r| r.facet == facet && !r.vertical) {
-        let Some((lo, hi)) = r.band.and_then(|(lo, hi)| Some((to_space(ya, lo)?, to_space(ya, hi)?))) else {
+        // A low end a log axis cannot place (0 or below) is drawn at the axis' floor.
+        let Some((lo, hi)) = r.band.and_then(|(lo, hi)| Some((to_space(ya, lo).unwrap_or(y_floor), to_space(ya, hi)?)))
+        else {
             continue;
         };
         let fill = colour(r.colour).mix(if r.alt { 0.07 } else { 0.12 }).filled();
@@ -370,14 +372,15 @@ pub(super) fn xy_panel<'a, 'b, DB: DrawingBackend>(
             Style::Points => legend.push((&se.label, Key::Point(c.filled(), se.alt))),
         }
         // Spread over repetitions (min..max), or an interval, as error bars: dark grey on a bar, in the series'
-        // colour on a point (two series' bars at one x stay apart by colour).
+        // colour on a point (two series' bars at one x are told apart by colour; a compared bundle's series share
+        // their colour with the first's).
         let whisker = if matches!(se.style, Style::Bars { .. }) { RGBColor(0x33, 0x33, 0x33) } else { c };
         let thin = whisker.stroke_width(si(1.0));
         let cap = s(4.0) as i32;
         for m in &se.marks {
-            let (Some(x), Some(lo), Some(hi)) =
-                (to_space(xa, m.x), m.lo.and_then(|v| to_space(ya, v)), m.hi.and_then(|v| to_space(ya, v)))
-            else {
+            // A low end a log axis cannot place (0 or below) is drawn at the axis' floor.
+            let lo = m.lo.map(|v| to_space(ya, v).unwrap_or(y_floor));
+            let (Some(x), Some(lo), Some(hi)) = (to_space(xa, m.x), lo, m.hi.and_then(|v| to_space(ya, v))) else {
                 continue;
             };
             cc.draw_series([PathElement::new([(x, lo), (x, hi)], thin)]).map_err(backend_err)?;

@@ -156,7 +156,7 @@ pub(super) fn pareto(
         title: format!(
             "Pareto frontier: {what} vs {metric}{}{}",
             shape_text(o, b, n),
-            if with_intervals { " (bars: 95% bootstrap intervals of quality over prompts)" } else { "" }
+            if with_intervals { " (bars: quality's 95% interval)" } else { "" }
         ),
         plot: Plot::Xy {
             x: Axis::numeric(axis, o.log_x),

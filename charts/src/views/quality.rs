@@ -85,8 +85,8 @@ pub(super) fn quality_steps(
             // at N: one baseline, resampled per N).
             let band = recs
                 .iter()
-                .find(|r| r.seq_len == n && Some(r.ar_model.as_str()) == ar_model)
-                .and_then(|r| Some((r.baseline.low?, r.baseline.high?)));
+                .filter(|r| r.seq_len == n && Some(r.ar_model.as_str()) == ar_model)
+                .find_map(|r| Some((r.baseline.low?, r.baseline.high?)));
             with_intervals |= band.is_some();
             let interval = band.map_or(String::new(), |(lo, hi)| format!(", 95% [{lo:.4}, {hi:.4}] shaded"));
             // Small multiples name no values: the band is said without them.
@@ -211,16 +211,15 @@ fn point_interval(
             && r.block_length == key.block_length
             && r.variant() == key.variant()
     };
-    let r = recs
-        .iter()
-        .filter(of_series)
-        .find(|r| ar_model.is_none_or(|m| r.ar_model == m))
-        .or_else(|| recs.iter().find(of_series))?;
-    let point = r.curve.iter().find(|p| match key.threshold {
-        Some(t) => p.threshold == Some(t),
-        None => p.threshold.is_none() && Some(p.steps) == key.steps,
-    })?;
-    Some((point.quality.low?, point.quality.high?))
+    let interval = |r: &metrics::parity::ParityRecord| {
+        let point = r.curve.iter().find(|p| match key.threshold {
+            Some(t) => p.threshold == Some(t),
+            None => p.threshold.is_none() && Some(p.steps) == key.steps,
+        })?;
+        Some((point.quality.low?, point.quality.high?))
+    };
+    let mut of = recs.iter().filter(of_series);
+    of.clone().filter(|r| ar_model.is_none_or(|m| r.ar_model == m)).find_map(interval).or_else(|| of.find_map(interval))
 }
 
 /// The 95% bootstrap interval of a cell's quality from its bundle's parity records: an AR cell's is Q_llama's (a
@@ -233,8 +232,8 @@ pub(super) fn cell_interval(
     match key.sampler == schema::Sampler::ArGreedy {
         true => recs
             .iter()
-            .find(|r| r.seq_len == key.seq_len && r.ar_model == key.model)
-            .and_then(|r| Some((r.baseline.low?, r.baseline.high?))),
+            .filter(|r| r.seq_len == key.seq_len && r.ar_model == key.model)
+            .find_map(|r| Some((r.baseline.low?, r.baseline.high?))),
         false => point_interval(recs, key, ar_model),
     }
 }

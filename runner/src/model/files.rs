@@ -104,7 +104,7 @@ impl ModelFiles {
     /// The fix for weights that cannot be loaded as they are (cut short, or not of `config.json`'s model): a real
     /// checkpoint is downloaded again; a synthetic one (its `config.json` carries the `dllm_bench_synthetic` marker)
     /// cannot be downloaded, so the fix deletes the snapshot and names the `dllm-bench synth` command that writes it
-    /// again, with what the marker records.
+    /// again, with what the marker records (in the cache it was found in).
     pub(super) fn redo_fix(&self, kind: schema::grid::ModelKind) -> String {
         let Some(marker) = &self.synthetic else { return "download the checkpoint again".into() };
         let mut cmd = format!("dllm-bench synth --kind {} --repo-id {}", kind.name(), self.repo_id);
@@ -114,9 +114,17 @@ impl ModelFiles {
                 cmd.push_str(&format!(" --{flag} {v}"));
             }
         }
+        if marker.get("chat_template").and_then(|v| v.as_bool()) == Some(true) {
+            cmd.push_str(" --chat-template");
+        }
+        // `<cache>/models--org--name/snapshots/<commit>`: the cache is three levels up.
+        if let Some(cache) = self.snapshot_dir.ancestors().nth(3) {
+            cmd.push_str(&format!(" --model-cache-dir {}", cache.display()));
+        }
         format!(
             "this is a synthetic checkpoint (there is nothing to download): delete {} and write it again with `{cmd}` \
-             (with the --layout and --chat-template it was written with, if any)",
+             (add the --layout it was written with, which the marker does not record), or, where a run's \
+             [models.synthetic] table wrote it, run that config again: it writes the snapshot itself",
             self.snapshot_dir.display()
         )
     }

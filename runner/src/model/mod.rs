@@ -164,10 +164,11 @@ impl SpecialFiles {
     }
 }
 
-/// The fix for a config and a tokenizer of different models: the snapshot's own files.
-fn mismatch_fix(files: &ModelFiles) -> String {
+/// The fix for a config and a tokenizer of different models: the snapshot's own files (a synthetic snapshot:
+/// deleted and written again, [`ModelFiles::redo_fix`]).
+fn mismatch_fix(files: &ModelFiles, kind: ModelKind) -> String {
     if files.is_synthetic() {
-        "write the synthetic checkpoint again with `dllm-bench synth` (see the config's [models.synthetic])".into()
+        files.redo_fix(kind)
     } else {
         format!(
             "use the model's own files: delete the snapshot's file that is not the model's and download it again \
@@ -175,6 +176,12 @@ fn mismatch_fix(files: &ModelFiles) -> String {
             files.repo_id
         )
     }
+}
+
+/// The fix for a file of `files` that cannot be read as what it must be: [`REFETCH`], or for a synthetic snapshot
+/// (nothing to download) [`ModelFiles::redo_fix`].
+fn refetch(files: &ModelFiles, kind: ModelKind) -> String {
+    if files.is_synthetic() { files.redo_fix(kind) } else { REFETCH.into() }
 }
 
 /// Checks that every id of the tokenizer indexes the embedding (`config.json`'s vocabulary), and answers the
@@ -186,7 +193,7 @@ fn tokenizer_fits(cfg: &ModelConfig, tok: &tokenizers::Tokenizer, files: &ModelF
     let Some((token, &max)) = vocab.iter().max_by_key(|&(_, &id)| id) else {
         return Err(ModelError::Tokenizer {
             path: files.tokenizer.clone(),
-            message: format!("it has no tokens; fix: {REFETCH}"),
+            message: format!("it has no tokens; fix: {}", refetch(files, cfg.kind)),
         });
     };
     if max as usize >= cfg.vocab_size {
@@ -197,7 +204,7 @@ fn tokenizer_fits(cfg: &ModelConfig, tok: &tokenizers::Tokenizer, files: &ModelF
                  ({token:?}) but {} has a vocabulary of {}, so its tokens would index past the embedding; fix: {}",
                 files.config.display(),
                 cfg.vocab_size,
-                mismatch_fix(files)
+                mismatch_fix(files, cfg.kind)
             ),
         });
     }
@@ -227,7 +234,7 @@ fn special_ids(cfg: &ModelConfig, tok: &tokenizers::Tokenizer, files: &ModelFile
             what,
             message: format!(
                 "{field} {id} {problem}: {name} and tokenizer.json are of different models; fix: {}",
-                mismatch_fix(files)
+                mismatch_fix(files, cfg.kind)
             ),
         })
     };
@@ -404,7 +411,7 @@ impl LoadedModel {
         let config = ModelConfig::from_file(&files.config, kind)?;
         let tokenizer = tokenizers::Tokenizer::from_file(&files.tokenizer).map_err(|e| ModelError::Tokenizer {
             path: files.tokenizer.clone(),
-            message: format!("{e}; fix: {REFETCH}"),
+            message: format!("{e}; fix: {}", refetch(files, kind)),
         })?;
         let special = special_ids(&config, &tokenizer, files)?;
         check::check_weights(files, &config)?;
