@@ -125,9 +125,9 @@ pub struct Mark {
     pub x: f64,
     /// y value.
     pub y: f64,
-    /// Lower end of the spread (min over repetitions).
+    /// Lower end of the error bar: the spread's (min over repetitions), or an interval's (quality's 95% bootstrap).
     pub lo: Option<f64>,
-    /// Upper end of the spread (max over repetitions).
+    /// Upper end of the error bar (max over repetitions, or the interval's upper end).
     pub hi: Option<f64>,
     /// Tooltip text: exact values and the cell's key.
     pub tip: String,
