@@ -414,10 +414,15 @@ pub fn s_parity_interval_text(r: &ParityRecord) -> Option<String> {
     Some(format!("95% interval {} to {}; parity reached in {:.0}% of resamples", end(i.low), end(i.high), f * 100.0))
 }
 
+/// What an uncertain S_parity ([`uncertain_text`]) means for a speedup's interval, as the explorer's rows and
+/// `figures`' LaTeX say it after the warning.
+pub const UNCERTAIN_SPEEDUP: &str = "S_parity is uncertain, and the speedup interval is over those resamples alone";
+
 /// The warning every reader writes beside a record whose parity the point estimate reached but not every bootstrap
 /// resample did (S_parity is uncertain): `parity was reached in only 62% of the bootstrap resamples`; `None`
 /// otherwise.
 pub fn uncertain_text(r: &ParityRecord) -> Option<String> {
+    // (Its consequence for one speedup interval: [`UNCERTAIN_SPEEDUP`].)
     match (r.reached_fraction, r.outcome) {
         (Some(f), Parity::Reached { .. }) if f < 1.0 => {
             Some(format!("parity was reached in only {:.0}% of the bootstrap resamples", f * 100.0))

@@ -375,6 +375,10 @@ fn parity_latex(b: &schema::Bundle, opts: &metrics::parity::ParityOptions) -> St
          medians.}}\\par"
     );
     let records = metrics::parity::parity(b, opts);
+    // A record's series as the table and the notes under it name it.
+    let series_of = |r: &metrics::parity::ParityRecord| {
+        esc(&r.variant().map_or_else(|| charts::views::sampler_name(r.sampler).to_string(), |v| v.name().to_string()))
+    };
     for note in
         [metrics::parity::self_scored_note(&records), metrics::parity::floor_tie_note(&records)].into_iter().flatten()
     {
@@ -388,9 +392,7 @@ fn parity_latex(b: &schema::Bundle, opts: &metrics::parity::ParityOptions) -> St
     );
     for r in &records {
         let s_par = esc(&metrics::parity::s_parity_text(r));
-        let series = esc(&r
-            .variant()
-            .map_or_else(|| charts::views::sampler_name(r.sampler).to_string(), |v| v.name().to_string()));
+        let series = series_of(r);
         for row in &r.speedups {
             let (diff, sp, verdict) = match (&row.speedup, row.diffusion_e2e_ms) {
                 (Some(e), Some(ms)) => {
@@ -416,19 +418,13 @@ fn parity_latex(b: &schema::Bundle, opts: &metrics::parity::ParityOptions) -> St
             said.push(format!("S\\_parity: {}, {}.", esc(&metrics::parity::s_parity_text(r)), esc(&i)));
         }
         if let Some(w) = metrics::parity::uncertain_text(r) {
-            said.push(format!(
-                "\\emph{{Warning: {}: S\\_parity is uncertain, and the speedup interval is over those resamples \
-                 alone.}}",
-                esc(&w)
-            ));
+            said.push(format!("\\emph{{Warning: {}: {}.}}", esc(&w), esc(metrics::parity::UNCERTAIN_SPEEDUP)));
         }
         if let Some((d, a)) = crate::report::low_entropy_at_parity(b, &quality, r) {
             said.push(format!("\\emph{{Warning: {}.}}", esc(&crate::report::low_entropy_text(d, a))));
         }
         if !said.is_empty() {
-            let series = esc(&r
-                .variant()
-                .map_or_else(|| charts::views::sampler_name(r.sampler).to_string(), |v| v.name().to_string()));
+            let series = series_of(r);
             let _ = writeln!(s, "\\noindent{{\\footnotesize $N = {}$, {series}: {}\\par}}", r.seq_len, said.join(" "));
         }
     }

@@ -46,8 +46,7 @@ pub struct ParityRow {
 /// The warning `report` prints under a record whose parity the point estimate reached but not every bootstrap
 /// resample did (its reached fraction below 1): S_parity is uncertain.
 fn uncertain_text(r: &metrics::parity::ParityRecord) -> Option<String> {
-    metrics::parity::uncertain_text(r)
-        .map(|w| format!("{w}: S_parity is uncertain, and the speedup interval is over those resamples alone"))
+    metrics::parity::uncertain_text(r).map(|w| format!("{w}: {}", metrics::parity::UNCERTAIN_SPEEDUP))
 }
 
 /// The bundle's S_parity records for a metric label of the explorer (`metric` or `metric [evaluator]`), with the

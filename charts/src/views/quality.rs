@@ -81,12 +81,8 @@ pub(super) fn quality_steps(
         let ar_model = ar.map(|a| lb.bundle.cells[a.cell].key.model.as_str());
         if let Some(a) = ar {
             let model = short_model(&lb.bundle.cells[a.cell].key.model);
-            // Q_llama's 95% bootstrap interval, a band behind its line (the same in every record of this AR model
-            // at N: one baseline, resampled per N).
-            let band = recs
-                .iter()
-                .filter(|r| r.seq_len == n && Some(r.ar_model.as_str()) == ar_model)
-                .find_map(|r| Some((r.baseline.low?, r.baseline.high?)));
+            // Q_llama's 95% bootstrap interval, a band behind its line.
+            let band = cell_interval(&recs, &lb.bundle.cells[a.cell].key, None);
             with_intervals |= band.is_some();
             let interval = band.map_or(String::new(), |(lo, hi)| format!(", 95% [{lo:.4}, {hi:.4}] shaded"));
             // Small multiples name no values: the band is said without them.
@@ -223,7 +219,8 @@ fn point_interval(
 }
 
 /// The 95% bootstrap interval of a cell's quality from its bundle's parity records: an AR cell's is Q_llama's (a
-/// record of its model at its N), a diffusion cell's its point's ([`point_interval`]). `None` without a bootstrap.
+/// record of its model at its N: one baseline, resampled per N, the same in each), a diffusion cell's its point's
+/// ([`point_interval`]). `None` without a bootstrap.
 pub(super) fn cell_interval(
     recs: &[metrics::parity::ParityRecord],
     key: &schema::CellKey,
