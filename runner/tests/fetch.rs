@@ -173,3 +173,23 @@ fn hf_token_is_in_no_output_file_or_log() {
         assert!(!bytes.windows(TOKEN.len()).any(|w| w == TOKEN.as_bytes()), "token written into {}", f.display());
     }
 }
+
+#[test]
+fn fetch_takes_a_config_and_none_of_the_runs_grid_overrides() {
+    let sb = Sandbox::new();
+    let help = sb.cmd(&["fetch", "--help"]);
+    assert_exit!(help, 0);
+    let text = stdout(&help);
+    assert!(text.contains("--config <FILE>") && text.contains("--local-files-only"), "{text}");
+    // What is fetched follows the config's models and dataset only: no K, B or N to override.
+    for flag in ["--steps", "--batch-size", "--seq-len", "--repetitions", "--cuda-graphs"] {
+        assert!(!text.contains(flag), "fetch --help lists {flag}:\n{text}");
+    }
+    let out = sb.cmd(&["fetch", "--steps", "8", "--local-files-only"]);
+    assert_exit!(out, 2);
+    assert!(stderr(&out).contains("--steps"), "{}", stderr(&out));
+    // The embedded demo's models are synthetic: nothing to fetch, nothing missing.
+    let demo = sb.cmd(&["fetch", "--local-files-only"]);
+    assert_exit!(demo, 0);
+    assert!(stderr(&demo).contains("synthetic") || stdout(&demo).contains("synthetic"), "{}", stderr(&demo));
+}

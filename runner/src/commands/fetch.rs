@@ -1,5 +1,6 @@
 //! `dllm-bench fetch`: every model file and prompt dataset a config needs, into the HF cache.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
@@ -11,9 +12,11 @@ use crate::{InputError, plan};
 /// `dllm-bench fetch`.
 #[derive(Debug, clap::Args)]
 pub struct FetchArgs {
-    /// The grid whose models (and Wikitext dataset) to fetch, and its overrides.
-    #[command(flatten)]
-    pub config: ConfigArgs,
+    /// Grid config (TOML) whose models, evaluators and Wikitext dataset to fetch. Default: the embedded demo (its
+    /// models are synthetic: nothing to fetch). What `run` overrides of the grid (K, B, N, ...) changes nothing
+    /// that is fetched, so fetch takes no overrides.
+    #[arg(long, short = 'c', value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// Where models and datasets go (the cache `run` reads).
     #[command(flatten)]
     pub cache: CacheArgs,
@@ -31,7 +34,7 @@ pub struct FetchArgs {
 
 pub fn main(args: FetchArgs) -> Result<ExitCode> {
     use crate::fetch::Asset;
-    let resolved = plan::resolve(&args.config)?;
+    let resolved = plan::resolve(&ConfigArgs { config: args.config.clone(), ..ConfigArgs::default() })?;
     let cfg = &resolved.config;
     let cache = args.cache.dir();
     let offline_env = std::env::var("HF_HUB_OFFLINE").is_ok_and(|v| !matches!(v.trim(), "" | "0" | "false"));
