@@ -313,6 +313,89 @@ fn quality_vs_steps_draws_each_points_bootstrap_interval_and_the_baselines_band(
     assert!(xy(&f).0.iter().flat_map(|s| &s.marks).all(|m| m.lo.is_none()) && !f.title.contains("bars"));
 }
 
+/// The vertical error bars an SVG draws in `stroke` (`#RRGGBB`): each as (x, top, bottom) in pixels.
+fn error_bars(svg: &str, stroke: &str) -> Vec<(i64, i64, i64)> {
+    let attr = |line: &str, name: &str| -> Option<String> {
+        let rest = &line[line.find(&format!(" {name}=\""))? + name.len() + 3..];
+        Some(rest[..rest.find('"')?].to_string())
+    };
+    let mut bars = Vec::new();
+    for line in svg.lines().filter(|l| l.contains("<polyline")) {
+        let (Some(colour), Some(points)) = (attr(line, "stroke"), attr(line, "points")) else { continue };
+        let xy: Vec<(i64, i64)> = points
+            .split_whitespace()
+            .filter_map(|p| p.split_once(','))
+            .filter_map(|(x, y)| Some((x.parse().ok()?, y.parse().ok()?)))
+            .collect();
+        if let [(x0, y0), (x1, y1)] = xy[..]
+            && colour.eq_ignore_ascii_case(stroke)
+            && x0 == x1
+            && y0 != y1
+        {
+            bars.push((x0, y0.min(y1), y0.max(y1)));
+        }
+    }
+    bars
+}
+
+#[test]
+fn a_compared_bundles_error_bars_are_drawn_beside_the_firsts_not_over_them() {
+    let text = include_str!("../../schema/tests/fixtures/v1.2/demo-quality.json");
+    let (a, b) = (load_bundle("a.json", text).expect("loads"), load_bundle("b.json", text).expect("loads"));
+    let mut f = fig(ViewKind::QualitySteps, &[&a, &b], &shape(8, 96), &Options::default());
+    // S_parity's dashed lines are vertical strokes in the series' colour too: left out, so only error bars count.
+    if let Plot::Xy { refs, .. } = &mut f.plot {
+        refs.retain(|r| !r.vertical);
+    }
+    let (series, _) = xy(&f);
+    let llada = series.iter().find(|s| !s.alt && s.marks.iter().all(|m| m.lo.is_some())).expect("a series with bars");
+    let RGBColor(r, g, bl) = figure::colour(llada.colour);
+    // (The same points twice: their hits coincide, so `check_hits` does not apply.)
+    let (out, _) = svg(&f);
+    let bars = error_bars(&out, &format!("#{r:02X}{g:02X}{bl:02X}"));
+    // The same bundle twice: the same intervals, so each of [A]'s bars has [B]'s at the same heights, 6 px to its
+    // right, and no bar covers another.
+    assert_eq!(bars.len(), 2 * llada.marks.len(), "{bars:?}");
+    for &(x, top, bottom) in &bars {
+        let twins = bars.iter().filter(|&&(x2, t, b)| (t, b) == (top, bottom) && (x2 - x).abs() == 6).count();
+        assert_eq!(twins, 1, "the bar at x = {x} has its twin 6 px away: {bars:?}");
+        assert_eq!(bars.iter().filter(|&&o| o == (x, top, bottom)).count(), 1, "a bar drawn over another: {bars:?}");
+    }
+    // One bundle: its bars at its points' x, where its hits are.
+    let mut f = fig(ViewKind::QualitySteps, &[&a], &shape(8, 96), &Options::default());
+    if let Plot::Xy { refs, .. } = &mut f.plot {
+        refs.retain(|r| !r.vertical);
+    }
+    let (out, d) = svg(&f);
+    let bars = error_bars(&out, &format!("#{r:02X}{g:02X}{bl:02X}"));
+    assert!(!bars.is_empty());
+    for (x, _, _) in bars {
+        assert!(d.hits.iter().any(|h| i64::from(h.x) == x), "a bar at x = {x} without its point");
+    }
+}
+
+#[test]
+fn small_multiples_say_what_their_bars_are_when_only_a_later_facet_has_them() {
+    // The demo's N = 48 cells without per-prompt values: the first facets (N = 48) have no bars, N = 96's do.
+    let mut v: serde_json::Value =
+        serde_json::from_str(include_str!("../../schema/tests/fixtures/v1.2/demo-quality.json")).expect("json");
+    for c in v["cells"].as_array_mut().expect("cells").iter_mut().filter(|c| c["key"]["seq_len"] == 48) {
+        for q in c.get_mut("quality").and_then(|q| q.as_array_mut()).into_iter().flatten() {
+            q.as_object_mut().expect("a value").remove("per_prompt");
+        }
+    }
+    let b = load_bundle("stripped.json", &v.to_string()).expect("loads");
+    let one = fig(ViewKind::QualitySteps, &[&b], &shape(8, 48), &Options::default());
+    assert!(!one.title.contains("bars"), "N = 48 alone has no bars: {}", one.title);
+    let o = Options { multiples: true, ..Options::default() };
+    for view in [ViewKind::QualitySteps, ViewKind::Pareto] {
+        let f = fig(view, &[&b], &Filters::default(), &o);
+        assert!(f.title.contains("(bars: "), "{view:?}: {}", f.title);
+        let with_bars = xy(&f).0.iter().flat_map(|s| &s.marks).filter(|m| m.lo.is_some()).count();
+        assert!(with_bars > 0, "{view:?}: a later facet draws bars");
+    }
+}
+
 #[test]
 fn s_parity_panel_per_batch_size() {
     let b = h200();

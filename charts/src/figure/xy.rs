@@ -372,20 +372,32 @@ pub(super) fn xy_panel<'a, 'b, DB: DrawingBackend>(
             Style::Points => legend.push((&se.label, Key::Point(c.filled(), se.alt))),
         }
         // Spread over repetitions (min..max), or an interval, as error bars: dark grey on a bar, in the series'
-        // colour on a point (two series' bars at one x are told apart by colour; a compared bundle's series share
-        // their colour with the first's).
-        let whisker = if matches!(se.style, Style::Bars { .. }) { RGBColor(0x33, 0x33, 0x33) } else { c };
+        // colour on a point (two series' bars at one x are told apart by colour). A compared bundle's series share
+        // their colour with the first's: on a point, its bar is drawn a few pixels to the right of the x (the first
+        // bundle's a few to the left), so that two bundles' bars at one K do not cover each other; a bar chart places
+        // the two bundles' bars side by side already.
+        let on_bar = matches!(se.style, Style::Bars { .. });
+        let whisker = if on_bar { RGBColor(0x33, 0x33, 0x33) } else { c };
         let thin = whisker.stroke_width(si(1.0));
         let cap = s(4.0) as i32;
+        let dodge = match (on_bar, xy.series.iter().any(|s| s.alt)) {
+            (false, true) => s(3.0) as i32 * if se.alt { 1 } else { -1 },
+            _ => 0,
+        };
         for m in &se.marks {
             // A low end a log axis cannot place (0 or below) is drawn at the axis' floor.
             let lo = m.lo.map(|v| to_space(ya, v).unwrap_or(y_floor));
             let (Some(x), Some(lo), Some(hi)) = (to_space(xa, m.x), lo, m.hi.and_then(|v| to_space(ya, v))) else {
                 continue;
             };
-            cc.draw_series([PathElement::new([(x, lo), (x, hi)], thin)]).map_err(backend_err)?;
-            cc.draw_series([lo, hi].map(|v| EmptyElement::at((x, v)) + PathElement::new([(-cap, 0), (cap, 0)], thin)))
+            let rise = cc.backend_coord(&(x, hi)).1 - cc.backend_coord(&(x, lo)).1;
+            cc.draw_series([EmptyElement::at((x, lo)) + PathElement::new([(dodge, 0), (dodge, rise)], thin)])
                 .map_err(backend_err)?;
+            cc.draw_series(
+                [lo, hi]
+                    .map(|v| EmptyElement::at((x, v)) + PathElement::new([(dodge - cap, 0), (dodge + cap, 0)], thin)),
+            )
+            .map_err(backend_err)?;
         }
         if !matches!(se.style, Style::Bars { .. }) {
             let r = si(4.5);

@@ -189,6 +189,15 @@ pub(super) fn not_drawn(
     Some(format!("Not drawn ({shape}): {}{more}. Their messages are in the Run details table.", names.join("; ")))
 }
 
+/// How a title that says what its error bars are starts that part (`(bars: 95% bootstrap intervals over prompts)`):
+/// small multiples look for it among their facets' titles.
+const BARS_NOTE: &str = " (bars: ";
+
+/// A title's suffix saying what its error bars are (`what`), or nothing where it draws none.
+fn bars_text(with: bool, what: &str) -> String {
+    if with { format!("{BARS_NOTE}{what})") } else { String::new() }
+}
+
 /// A per-shape chart's title suffix: its shape, or for small multiples the grid's layout.
 fn shape_text(o: &Options, b: u32, n: u32) -> String {
     if o.multiples { " at every shape (rows N, columns B; shared axes)".into() } else { format!(" (B = {b}, N = {n})") }
@@ -264,7 +273,13 @@ fn multiples(
             notes.extend(said);
             series.extend(s.into_iter().map(|s| Series { facet, ..s }));
             refs.extend(r.into_iter().map(|r| RefLine { facet, ..r }));
-            first.get_or_insert((title, x, y));
+            // The facets' titles differ only in what their error bars are (a facet without per-prompt values
+            // has none): the figure's says it where any facet has them.
+            match &mut first {
+                None => first = Some((title, x, y)),
+                Some((t, _, _)) if !t.contains(BARS_NOTE) && title.contains(BARS_NOTE) => *t = title,
+                Some(_) => {}
+            }
         }
     }
     let (title, x, y) = first.ok_or_else(|| why.unwrap_or_else(|| "no shape the filters keep has cells".into()))?;

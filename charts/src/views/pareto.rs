@@ -11,7 +11,7 @@ use super::options::{Filters, Options, ParetoX};
 use super::parity::parity_records;
 use super::quality::{cell_interval, direction_text, quality_metric, quality_points};
 use super::series::{Palette, key_text, point_label, push_mark, series_label, short_model, tag};
-use super::{NO_QUALITY, not_drawn, shape_text};
+use super::{NO_QUALITY, bars_text, not_drawn, shape_text};
 
 pub(super) fn pareto(
     bundles: &[&LoadedBundle],
@@ -156,7 +156,7 @@ pub(super) fn pareto(
         title: format!(
             "Pareto frontier: {what} vs {metric}{}{}",
             shape_text(o, b, n),
-            if with_intervals { " (bars: quality's 95% interval)" } else { "" }
+            bars_text(with_intervals, "quality's 95% interval")
         ),
         plot: Plot::Xy {
             x: Axis::numeric(axis, o.log_x),

@@ -10,7 +10,7 @@ use super::choices::{kept_where, set, shape};
 use super::options::{Filters, Options};
 use super::parity::parity_records;
 use super::series::{Palette, key_text, push_mark, series_label, short_model, sort_marks, steps_axis, tag};
-use super::{NO_QUALITY, not_drawn, shape_text, value_text};
+use super::{NO_QUALITY, bars_text, not_drawn, shape_text, value_text};
 
 /// The quality metric shown: the chosen one if a bundle has it, else the one the first bundle's run defines
 /// S_parity with (`quality.parity_metric`, scored by its primary evaluator), else the first any bundle has.
@@ -179,7 +179,7 @@ pub(super) fn quality_steps(
     }
     sort_marks(&mut series);
     // What the error bars are, in the title: a printed figure has no tooltip.
-    let bars = if with_intervals { " (bars: 95% bootstrap intervals over prompts)" } else { "" };
+    let bars = bars_text(with_intervals, "95% bootstrap intervals over prompts");
     Ok(Figure {
         title: format!("{metric} vs diffusion steps{}{bars}", shape_text(o, b, n)),
         plot: Plot::Xy {
