@@ -449,6 +449,29 @@ fn compare_overlays_two_bundles_with_a_legend() {
 }
 
 #[test]
+fn an_autoregressive_cell_that_ran_out_of_memory_is_named_under_the_s_parity_rows_it_leaves_out() {
+    let whole = h200();
+    assert!(views::parity_not_drawn(&[&whole], &Filters::default()).is_none(), "every cell ran");
+    let mut v: serde_json::Value = serde_json::from_str(H200).expect("json");
+    let cells = v["cells"].as_array_mut().expect("cells");
+    let ar = cells
+        .iter_mut()
+        .find(|c| c["key"]["sampler"] == "ar_greedy" && c["key"]["batch_size"] == 4 && c["key"]["seq_len"] == 128)
+        .expect("the AR cell at B = 4, N = 128");
+    ar["status"] = serde_json::json!({"state": "oom", "message": "CUDA out of memory"});
+    ar["repetitions"] = serde_json::json!([]);
+    let b = load_bundle("oom.json", &v.to_string()).expect("loads");
+    let (_, rows) = parity_rows(&[&b], &Filters::default(), &Options::default()).expect("rows");
+    assert!(!rows.iter().any(|r| (r.batch, r.seq) == (4, 128)), "no baseline latency, no row");
+    assert!(rows.iter().any(|r| (r.batch, r.seq) == (1, 128)), "the other B keeps its row");
+    let note = views::parity_not_drawn(&[&b], &Filters::default()).expect("a note");
+    assert!(note.contains("no S_parity row") && note.contains("B=4 N=128 (out of memory)"), "{note}");
+    // A filter that leaves the cell out leaves the note out.
+    let n256 = Filters { seq: Some(256), ..Filters::default() };
+    assert!(views::parity_not_drawn(&[&b], &n256).is_none());
+}
+
+#[test]
 fn filters_keep_the_ar_reference_and_change_the_chart() {
     let b = h200();
     let all = fig(ViewKind::Throughput, &[&b], &Filters::default(), &Options::default());

@@ -529,6 +529,37 @@ pub fn self_scored_note(records: &[ParityRecord]) -> Option<String> {
     ))
 }
 
+/// The batch sizes of record `r` that have no speedup row because its autoregressive cell there did not finish (out
+/// of memory, failed, not run: no baseline latency to divide by), each with what happened in words (`ran out of
+/// memory`). Every reader says them beside the record's rows: a table that silently lacks a B reads as if it had
+/// never been planned.
+pub fn unfinished_baselines(bundle: &Bundle, r: &ParityRecord) -> Vec<(u32, &'static str)> {
+    let mut out: Vec<(u32, &'static str)> = bundle
+        .cells
+        .iter()
+        .filter(|c| c.key.sampler == Sampler::ArGreedy && c.key.model == r.ar_model && c.key.seq_len == r.seq_len)
+        .filter(|c| !r.speedups.iter().any(|row| row.batch_size == c.key.batch_size))
+        .filter_map(|c| {
+            let what = match c.status {
+                CellStatus::Ok => return None,
+                CellStatus::Oom { .. } => "ran out of memory",
+                CellStatus::Error { .. } => "failed",
+                CellStatus::Skipped { .. } => "was not run",
+            };
+            Some((c.key.batch_size, what))
+        })
+        .collect();
+    out.sort_unstable();
+    out.dedup_by_key(|(b, _)| *b);
+    out
+}
+
+/// Why a batch size of [`unfinished_baselines`] has no verdict, as every reader writes it: `the autoregressive cell
+/// ran out of memory (no baseline latency)`.
+pub fn unfinished_baseline_text(what: &str) -> String {
+    format!("the autoregressive cell {what} (no baseline latency)")
+}
+
 /// Whether `point` of a record's curve is its S_parity point (the threshold at parity for a threshold series).
 pub fn is_parity_point(r: &ParityRecord, point: &StepQuality) -> bool {
     match (r.outcome, r.thresholded) {

@@ -423,6 +423,11 @@ fn parity_latex(b: &schema::Bundle, opts: &metrics::parity::ParityOptions) -> St
         if let Some((d, a)) = crate::report::low_entropy_at_parity(b, &quality, r) {
             said.push(format!("\\emph{{Warning: {}.}}", esc(&crate::report::low_entropy_text(d, a))));
         }
+        // A B whose autoregressive cell did not finish has no row in the table.
+        for (batch, what) in metrics::parity::unfinished_baselines(b, r) {
+            let why = esc(&metrics::parity::unfinished_baseline_text(what));
+            said.push(format!("$B = {batch}$: no row, {why}."));
+        }
         if !said.is_empty() {
             let series = series_of(r);
             let _ = writeln!(s, "\\noindent{{\\footnotesize $N = {}$, {series}: {}\\par}}", r.seq_len, said.join(" "));
@@ -434,8 +439,10 @@ fn parity_latex(b: &schema::Bundle, opts: &metrics::parity::ParityOptions) -> St
 /// How the figures of two bundles (`--compare`) tell them apart, as `charts::figure` draws them.
 const COMPARE_LEGEND: &str = "Two bundles: every label starts with \"[A] \" (the first bundle) or \"[B] \" (the \
      second, `--compare`). The first bundle's series are solid lines with round points and full-colour bars; the \
-     second's are finely dashed lines with triangular points and paler bars. Reference lines (the autoregressive \
-     model, S_parity) are dashed in both: long dashes for the first bundle, short ones for the second.";
+     second's are finely dashed lines with triangular points and paler bars; on points, the first bundle's error \
+     bars are drawn just left of the point and the second's just right, so that neither covers the other. \
+     Reference lines (the autoregressive model, S_parity) are dashed in both: long dashes for the first bundle, \
+     short ones for the second.";
 
 /// The explorer's wording of its notes (its controls: filters, tabs, tooltips, a narrow screen) and what a printed
 /// caption says instead.

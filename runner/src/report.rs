@@ -126,7 +126,7 @@ fn caveats(s: &mut String, bundle: &Bundle) {
         let _ = writeln!(
             s,
             "**{} of {} cells have no timing** (a batch size whose autoregressive cell is among them has no speedup \
-             below):\n",
+             below: its row says why):\n",
             failed.len(),
             bundle.cells.len()
         );
@@ -356,7 +356,7 @@ pub fn render(bundle: &Bundle, source: &str, recounted: usize, o: &ReportOptions
             b.prompts, b.resamples, b.seed
         );
     }
-    summary(&mut s, &records, partial.is_some());
+    summary(&mut s, bundle, &records, partial.is_some());
     let quality = cell_quality(bundle);
     for r in &records {
         section(&mut s, bundle, &quality, r, partial.is_some());
@@ -365,21 +365,25 @@ pub fn render(bundle: &Bundle, source: &str, recounted: usize, o: &ReportOptions
 }
 
 /// One row per diffusion series and N: S_parity and the speedup at parity per batch size.
-fn summary(s: &mut String, records: &[ParityRecord], partial: bool) {
+fn summary(s: &mut String, bundle: &Bundle, records: &[ParityRecord], partial: bool) {
     let _ = writeln!(
         s,
         "\n## Summary: one row per series\n\n| N | diffusion series | vs | S_parity | speedup at parity per B |\n\
          |---:|---|---|---|---|"
     );
     for r in records {
-        let speedups: Vec<String> = r
+        // Every B, in order: one whose autoregressive cell did not finish has no speedup either.
+        let mut speedups: Vec<(u32, String)> = r
             .speedups
             .iter()
             .map(|row| match &row.speedup {
-                Some(e) => format!("B={}: {}", row.batch_size, num(e.value)),
-                None => format!("B={}: -", row.batch_size),
+                Some(e) => (row.batch_size, num(e.value)),
+                None => (row.batch_size, "-".into()),
             })
+            .chain(metrics::parity::unfinished_baselines(bundle, r).into_iter().map(|(b, _)| (b, "-".into())))
             .collect();
+        speedups.sort_by_key(|(b, _)| *b);
+        let speedups: Vec<String> = speedups.into_iter().map(|(b, v)| format!("B={b}: {v}")).collect();
         let _ = writeln!(
             s,
             "| {} | {} {} | {} | {} | {} |",
@@ -474,6 +478,14 @@ fn section(
         short(&r.ar_model),
         short(&r.diffusion_model)
     );
+    // The rows by B: each speedup row, and a B whose autoregressive cell did not finish as a row with no numbers.
+    let mut lines: Vec<(u32, String)> = metrics::parity::unfinished_baselines(bundle, r)
+        .into_iter()
+        .map(|(b, what)| {
+            let why = metrics::parity::unfinished_baseline_text(what);
+            (b, format!("| {b} | - | - | - | - | - | no verdict: {why} |"))
+        })
+        .collect();
     for row in &r.speedups {
         let (diff, sp, verdict) = match (&row.speedup, row.diffusion_e2e_ms) {
             (Some(e), Some(ms)) => (
@@ -499,12 +511,13 @@ fn section(
         let verdict = if partial { format!("{verdict} (partial bundle)") } else { verdict };
         let ar_j = joules_per_token(bundle, &row.ar_cell);
         let diff_j = row.diffusion_cell.as_ref().map_or_else(|| "-".to_string(), |k| joules_per_token(bundle, k));
-        let _ = writeln!(
-            s,
-            "| {} | {} | {diff} | {sp} | {ar_j} | {diff_j} | {verdict} |",
-            row.batch_size,
-            num(row.ar_e2e_ms)
-        );
+        let line =
+            format!("| {} | {} | {diff} | {sp} | {ar_j} | {diff_j} | {verdict} |", row.batch_size, num(row.ar_e2e_ms));
+        lines.push((row.batch_size, line));
+    }
+    lines.sort_by_key(|(b, _)| *b);
+    for (_, line) in lines {
+        let _ = writeln!(s, "{line}");
     }
     // Degenerate text flatters perplexity: compare the output entropy at S_parity.
     if let Some((d, a)) = low_entropy_at_parity(bundle, quality, r) {

@@ -403,3 +403,45 @@ fn figures_latex_table_says_synthetic_weights() {
         );
     }
 }
+
+#[test]
+fn a_batch_size_whose_autoregressive_cell_ran_out_of_memory_keeps_a_row_saying_why() {
+    let sb = Sandbox::new();
+    let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../schema/tests/fixtures/v1.5/demo-series.json");
+    let mut json = read(&fixture);
+    // The AR cell at B = 1, N = 48 (not its group's quality cell, B = 8) ran out of memory.
+    let cells = json["cells"].as_array_mut().expect("cells");
+    let ar = cells
+        .iter_mut()
+        .find(|c| c["key"]["sampler"] == "ar_greedy" && c["key"]["batch_size"] == 1 && c["key"]["seq_len"] == 48)
+        .expect("the AR cell");
+    ar["status"] = serde_json::json!({"state": "oom", "message": "CUDA out of memory (test)"});
+    ar["repetitions"] = serde_json::json!([]);
+    let bundle = sb.write("oom.json", &json.to_string());
+    let b = bundle.to_str().expect("utf8");
+    let out = sb.cmd(&["report", b]);
+    assert_exit!(out, 0);
+    let report = stdout(&out);
+    let row = "| 1 | - | - | - | - | - | no verdict: the autoregressive cell ran out of memory (no baseline latency) |";
+    // Under each N = 48 record, in B order before B = 4's row; N = 96 keeps its measured B = 1.
+    let n48 = report.matches(row).count();
+    assert!(n48 >= 1, "{report}");
+    for at in report.match_indices(row).map(|(i, _)| i) {
+        let rest = &report[at..];
+        assert!(rest.find("\n| 4 | ").is_some_and(|i| i > 0), "B = 1 before B = 4: {report}");
+    }
+    assert!(report.contains("its row says why"), "{report}");
+    // The summary lists every B of the shape, B = 1 with no speedup.
+    assert!(report.contains("| B=1: -, B=4: "), "{report}");
+    // The LaTeX table says it under the table, per series.
+    let figs = sb.cmd(&["figures", b, "-o", "figs", "--format", "svg"]);
+    assert_exit!(figs, 0);
+    let tex = std::fs::read_to_string(sb.path().join("figs/s_parity.tex")).expect("s_parity.tex");
+    let said = "$B = 1$: no row, the autoregressive cell ran out of memory (no baseline latency).";
+    assert_eq!(tex.matches(said).count(), n48, "{tex}");
+    assert!(tex.lines().filter(|l| l.contains(said)).all(|l| l.starts_with("\\noindent{\\footnotesize $N = 48$")));
+    // The bundle as written, whole: no such row.
+    let whole = sb.cmd(&["report", fixture.to_str().expect("utf8")]);
+    assert_exit!(whole, 0);
+    assert!(!stdout(&whole).contains("no baseline latency"), "{}", stdout(&whole));
+}

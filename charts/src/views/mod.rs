@@ -27,7 +27,7 @@ pub use answer::answer;
 pub use choices::{FilterChoices, filter_choices, kept, shape};
 pub use energy::has_energy;
 pub use options::{Filters, Options, ParetoX, ViewKind};
-pub use parity::{ParityRow, parity_rows};
+pub use parity::{ParityRow, parity_not_drawn, parity_rows};
 pub use quality::{quality_metric, quality_metrics};
 pub use roofline::NO_ROOFLINE;
 pub use series::{sampler_name, short_model};

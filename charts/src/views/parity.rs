@@ -162,6 +162,14 @@ pub fn parity_rows(bundles: &[&LoadedBundle], f: &Filters, o: &Options) -> Resul
     Ok((format!("{metric} ({})", direction_text(dir)), rows))
 }
 
+/// The note under the S_parity panel naming the autoregressive cells the filters keep that did not finish (out of
+/// memory, failed, skipped): their (B, N) has no row, as it has no baseline latency to divide by, which a table that
+/// silently lacks a batch size would not say. `None` when every such cell ran.
+pub fn parity_not_drawn(bundles: &[&LoadedBundle], f: &Filters) -> Option<String> {
+    let ar = |c: &Cell| c.key.sampler == schema::Sampler::ArGreedy;
+    super::not_drawn(bundles, f, "no S_parity row at their B and N: no baseline latency", &ar, (true, true))
+}
+
 /// The warning on degenerate text (see [`ParityRow::entropy_warning`]).
 pub const ENTROPY_WARNING: &str =
     "the diffusion model's output entropy is far below the AR model's: parity may come from degenerate text";

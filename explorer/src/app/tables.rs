@@ -21,11 +21,14 @@ pub(super) fn ParityView(
     move || {
         let s = state.get();
         let r: Vec<&LoadedBundle> = bundles.iter().map(|b| b.as_ref()).collect();
+        // The autoregressive cells that did not finish: their (B, N) has no row, said under the table.
+        let not_drawn = views::parity_not_drawn(&r, &s.filters)
+            .map(|n| view! { <p class="note" data-testid="parity-not-drawn">{n}</p> });
         match views::parity_rows(&r, &s.filters, &s.options) {
             Err(e) if e == views::NO_QUALITY => {
                 view! { <p class="empty no-quality" data-testid="no-quality">{e}</p> }.into_any()
             }
-            Err(e) => view! { <p class="empty" data-testid="chart-message">{e}</p> }.into_any(),
+            Err(e) => view! { <p class="empty" data-testid="chart-message">{e}</p> {not_drawn} }.into_any(),
             Ok((metric, rows)) => {
                 let body = rows
                     .into_iter()
@@ -56,6 +59,7 @@ pub(super) fn ParityView(
                         </tr></thead>
                         <tbody>{body}</tbody>
                     </table>
+                    {not_drawn}
                 }
                 .into_any()
             }
