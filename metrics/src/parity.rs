@@ -529,12 +529,12 @@ pub fn self_scored_note(records: &[ParityRecord]) -> Option<String> {
     ))
 }
 
-/// The batch sizes of record `r` that have no speedup row because its autoregressive cell there did not finish (out
-/// of memory, failed, not run: no baseline latency to divide by), each with what happened in words (`ran out of
-/// memory`). Every reader says them beside the record's rows: a table that silently lacks a B reads as if it had
-/// never been planned.
-pub fn unfinished_baselines(bundle: &Bundle, r: &ParityRecord) -> Vec<(u32, &'static str)> {
-    let mut out: Vec<(u32, &'static str)> = bundle
+/// The autoregressive cells of record `r` (its AR model, at its N) that did not finish (out of memory, failed, not
+/// run), at batch sizes the record has no speedup row for (no baseline latency to divide by), by B, each with what
+/// happened in words (`ran out of memory`). Every reader says them beside the record's rows: a table that silently
+/// lacks a B reads as if it had never been planned.
+pub fn unfinished_baselines<'a>(bundle: &'a Bundle, r: &ParityRecord) -> Vec<(&'a CellKey, &'static str)> {
+    let mut out: Vec<(&CellKey, &'static str)> = bundle
         .cells
         .iter()
         .filter(|c| c.key.sampler == Sampler::ArGreedy && c.key.model == r.ar_model && c.key.seq_len == r.seq_len)
@@ -546,11 +546,11 @@ pub fn unfinished_baselines(bundle: &Bundle, r: &ParityRecord) -> Vec<(u32, &'st
                 CellStatus::Error { .. } => "failed",
                 CellStatus::Skipped { .. } => "was not run",
             };
-            Some((c.key.batch_size, what))
+            Some((&c.key, what))
         })
         .collect();
-    out.sort_unstable();
-    out.dedup_by_key(|(b, _)| *b);
+    out.sort_by_key(|(k, _)| k.batch_size);
+    out.dedup_by_key(|(k, _)| k.batch_size);
     out
 }
 

@@ -30,7 +30,7 @@ use metrics::derive::{CellSummary, Summary};
 use metrics::energy::CellEnergy;
 use schema::bundle::{ModelInfo, QualityValue};
 use schema::parity::{ParityRecord, SpeedupRow};
-use schema::{Bundle, Cell, CellStatus, Repetition};
+use schema::{Bundle, Cell, CellKey, CellStatus, Repetition};
 
 use crate::InputError;
 
@@ -622,13 +622,22 @@ fn status_name(status: &CellStatus) -> &'static str {
 
 // ---- The parity table --------------------------------------------------------------------------------------
 
-/// One row of the parity table: a record at one batch size (or a record without speedup rows).
+/// One row of the parity table: a record at one batch size (or a record without speedup rows). A batch size whose
+/// autoregressive cell did not finish has a row too, with that cell and why (`unfinished`), and nothing measured.
 struct ParityRow<'a> {
     bundle_name: &'a str,
     bundle: &'a Bundle,
     source: &'static str,
     record: &'a ParityRecord,
     speedup: Option<&'a SpeedupRow>,
+    unfinished: Option<(&'a CellKey, &'static str)>,
+}
+
+impl ParityRow<'_> {
+    /// The row's batch size: its speedup row's, or its unfinished AR cell's.
+    fn batch_size(&self) -> Option<u32> {
+        self.speedup.map(|s| s.batch_size).or(self.unfinished.map(|(k, _)| k.batch_size))
+    }
 }
 
 fn parity_table(bundles: &[(&str, &Bundle)]) -> Table {
@@ -645,11 +654,17 @@ fn parity_table(bundles: &[(&str, &Bundle)]) -> Table {
     let mut rows = Vec::new();
     for ((name, b), (list, source)) in bundles.iter().zip(&records) {
         for record in list.iter() {
-            let row = |speedup| ParityRow { bundle_name: name, bundle: b, source, record, speedup };
-            match record.speedups.is_empty() {
-                true => rows.push(row(None)),
-                false => rows.extend(record.speedups.iter().map(|s| row(Some(s)))),
+            let row =
+                |speedup, unfinished| ParityRow { bundle_name: name, bundle: b, source, record, speedup, unfinished };
+            let unfinished = metrics::parity::unfinished_baselines(b, record);
+            if record.speedups.is_empty() && unfinished.is_empty() {
+                rows.push(row(None, None));
+                continue;
             }
+            let mut of_record: Vec<ParityRow<'_>> = record.speedups.iter().map(|s| row(Some(s), None)).collect();
+            of_record.extend(unfinished.into_iter().map(|u| row(None, Some(u))));
+            of_record.sort_by_key(ParityRow::batch_size);
+            rows.extend(of_record);
         }
     }
     let cols: Vec<Col<'_, ParityRow<'_>>> = vec![
@@ -698,8 +713,10 @@ fn parity_table(bundles: &[(&str, &Bundle)]) -> Table {
         int("s_parity_high", |r: &ParityRow| r.record.s_parity_interval.and_then(|i| i.high).map(u64::from)),
         float("reached_fraction", |r: &ParityRow| r.record.reached_fraction),
         json("curve", |r: &ParityRow| Some(&r.record.curve)),
-        int("batch_size", |r: &ParityRow| r.speedup.map(|s| u64::from(s.batch_size))),
-        text("ar_cell", |r: &ParityRow| r.speedup.map(|s| s.ar_cell.to_string())),
+        int("batch_size", |r: &ParityRow| r.batch_size().map(u64::from)),
+        text("ar_cell", |r: &ParityRow| {
+            r.speedup.map(|s| s.ar_cell.to_string()).or(r.unfinished.map(|(k, _)| k.to_string()))
+        }),
         float("ar_e2e_ms", |r: &ParityRow| r.speedup.map(|s| s.ar_e2e_ms)),
         text("diffusion_cell", |r: &ParityRow| {
             r.speedup.and_then(|s| s.diffusion_cell.as_ref()).map(|k| k.to_string())
@@ -709,7 +726,11 @@ fn parity_table(bundles: &[(&str, &Bundle)]) -> Table {
         float("speedup_low", |r: &ParityRow| r.speedup.and_then(|s| s.speedup).and_then(|e| e.low)),
         float("speedup_high", |r: &ParityRow| r.speedup.and_then(|s| s.speedup).and_then(|e| e.high)),
         boolean("viable", |r: &ParityRow| r.speedup.and_then(|s| s.viable)),
-        text("note", |r: &ParityRow| r.speedup.and_then(|s| s.note.clone())),
+        text("note", |r: &ParityRow| {
+            r.speedup
+                .and_then(|s| s.note.clone())
+                .or(r.unfinished.map(|(_, what)| metrics::parity::unfinished_baseline_text(what)))
+        }),
         int("bootstrap_resamples", |r: &ParityRow| r.record.bootstrap.map(|b| u64::from(b.resamples))),
         int("bootstrap_seed", |r: &ParityRow| r.record.bootstrap.map(|b| b.seed)),
         int("bootstrap_prompts", |r: &ParityRow| r.record.bootstrap.map(|b| u64::from(b.prompts))),

@@ -424,9 +424,9 @@ fn parity_latex(b: &schema::Bundle, opts: &metrics::parity::ParityOptions) -> St
             said.push(format!("\\emph{{Warning: {}.}}", esc(&crate::report::low_entropy_text(d, a))));
         }
         // A B whose autoregressive cell did not finish has no row in the table.
-        for (batch, what) in metrics::parity::unfinished_baselines(b, r) {
+        for (key, what) in metrics::parity::unfinished_baselines(b, r) {
             let why = esc(&metrics::parity::unfinished_baseline_text(what));
-            said.push(format!("$B = {batch}$: no row, {why}."));
+            said.push(format!("$B = {}$: no row, {why}.", key.batch_size));
         }
         if !said.is_empty() {
             let series = series_of(r);

@@ -380,7 +380,9 @@ fn summary(s: &mut String, bundle: &Bundle, records: &[ParityRecord], partial: b
                 Some(e) => (row.batch_size, num(e.value)),
                 None => (row.batch_size, "-".into()),
             })
-            .chain(metrics::parity::unfinished_baselines(bundle, r).into_iter().map(|(b, _)| (b, "-".into())))
+            .chain(
+                metrics::parity::unfinished_baselines(bundle, r).into_iter().map(|(k, _)| (k.batch_size, "-".into())),
+            )
             .collect();
         speedups.sort_by_key(|(b, _)| *b);
         let speedups: Vec<String> = speedups.into_iter().map(|(b, v)| format!("B={b}: {v}")).collect();
@@ -481,8 +483,8 @@ fn section(
     // The rows by B: each speedup row, and a B whose autoregressive cell did not finish as a row with no numbers.
     let mut lines: Vec<(u32, String)> = metrics::parity::unfinished_baselines(bundle, r)
         .into_iter()
-        .map(|(b, what)| {
-            let why = metrics::parity::unfinished_baseline_text(what);
+        .map(|(key, what)| {
+            let (b, why) = (key.batch_size, metrics::parity::unfinished_baseline_text(what));
             (b, format!("| {b} | - | - | - | - | - | no verdict: {why} |"))
         })
         .collect();

@@ -524,3 +524,40 @@ fn a_fresh_demo_run_exports_every_cell_and_repetition() {
     let name = bundle.file_name().and_then(|n| n.to_str()).expect("file name");
     check_repetitions(&rows, &b, name);
 }
+
+#[test]
+fn the_parity_table_keeps_a_batch_size_whose_autoregressive_cell_ran_out_of_memory_as_a_row_with_nothing_measured() {
+    let sb = Sandbox::new();
+    let mut json: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("v1.5/demo-series.json")).expect("fixture"))
+            .expect("json");
+    let cells = json["cells"].as_array_mut().expect("cells");
+    let ar = cells
+        .iter_mut()
+        .find(|c| c["key"]["sampler"] == "ar_greedy" && c["key"]["batch_size"] == 1 && c["key"]["seq_len"] == 48)
+        .expect("the AR cell at B = 1, N = 48 (its group's quality cell is B = 8)");
+    ar["status"] = serde_json::json!({"state": "oom", "message": "CUDA out of memory (test)"});
+    ar["repetitions"] = serde_json::json!([]);
+    let bundle = sb.write("oom.json", &json.to_string());
+    let out = sb.path().join("parity.jsonl");
+    export(&sb, &[s(&bundle), "--table", "parity", "-o", s(&out)]);
+    let (_, rows) = read_jsonl(&out);
+    let at = |n: f64, b: f64| -> Vec<&Row> {
+        rows.iter().filter(|r| num(r, "seq_len") == Some(n) && num(r, "batch_size") == Some(b)).collect()
+    };
+    let oom = at(48.0, 1.0);
+    assert!(!oom.is_empty(), "each N = 48 record keeps B = 1");
+    for row in oom {
+        assert_eq!(text(row, "ar_cell").as_deref(), Some("dllm-bench/synthetic-llama-tiny N=48 B=1"));
+        for col in ["ar_e2e_ms", "diffusion_e2e_ms", "speedup"] {
+            assert_eq!(num(row, col), None, "{col}: nothing measured is null");
+        }
+        assert_eq!(flag(row, "viable"), None);
+        let note = text(row, "note").expect("why");
+        assert_eq!(note, metrics::parity::unfinished_baseline_text("ran out of memory"));
+    }
+    // The other rows are as before: N = 96 keeps its measured B = 1, and each record's rows go by B.
+    assert!(at(96.0, 1.0).iter().all(|r| num(r, "ar_e2e_ms").is_some()));
+    let bs: Vec<f64> = rows.iter().filter_map(|r| num(r, "batch_size")).collect();
+    assert_eq!(bs, [1.0, 4.0, 8.0].repeat(rows.len() / 3), "{bs:?}");
+}
