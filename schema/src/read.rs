@@ -177,6 +177,15 @@ pub fn read_bundle_detailed(json: &str) -> Result<ReadBundle, BundleError> {
         }
         invalid(json_path_at(text, at), message_of(&e))
     })?;
+    #[cfg(not(target_arch = "wasm32"))]
+    if let Some(path) = object_as_array(text, &bundle) {
+        return Err(invalid(
+            path,
+            "an object written as an array: its values would be read into the object's fields by position (no \
+             writer of the format writes one); write it as an object with named fields"
+                .into(),
+        ));
+    }
     if file_version < SchemaVersion::V1_4.number() {
         // Runners before 1.4 ranked LLaDA's positions in f64 and drew Gumbel noise on the host, and their
         // embedded configs do not say so: the defaults of today's runner would misstate them.
@@ -227,6 +236,46 @@ pub fn unknown_fields(json: &str) -> Vec<String> {
     let _: Result<Bundle, _> =
         serde_ignored::deserialize(&mut de, |p| unknown.push(crate::grid::parse::field_path(&p)));
     unknown
+}
+
+/// The path (`cells[3].key`) of the first value of `text` that is an array where `bundle`, as parsed from it, has an
+/// object: serde reads a struct from an array of its fields in order, which no writer of the format does (a hand edit,
+/// or another tool's bug) and which would put the values into fields by position. `None` when there is none. Native
+/// readers only (a second pass over the text; the explorer only displays what it reads).
+#[cfg(not(target_arch = "wasm32"))]
+fn object_as_array(text: &str, bundle: &Bundle) -> Option<String> {
+    fn walk(raw: &Value, typed: &Value, path: &mut String) -> bool {
+        match (raw, typed) {
+            (Value::Array(_), Value::Object(_)) => true,
+            (Value::Object(r), Value::Object(t)) => t.iter().any(|(k, tv)| {
+                let Some(rv) = r.get(k) else { return false };
+                let at = path.len();
+                if !path.is_empty() {
+                    path.push('.');
+                }
+                path.push_str(k);
+                let found = walk(rv, tv, path);
+                if !found {
+                    path.truncate(at);
+                }
+                found
+            }),
+            (Value::Array(r), Value::Array(t)) => r.iter().zip(t).enumerate().any(|(i, (rv, tv))| {
+                let at = path.len();
+                path.push_str(&format!("[{i}]"));
+                let found = walk(rv, tv, path);
+                if !found {
+                    path.truncate(at);
+                }
+                found
+            }),
+            _ => false,
+        }
+    }
+    let raw: Value = serde_json::from_str(text).ok()?;
+    let typed = serde_json::to_value(bundle).ok()?;
+    let mut path = String::new();
+    walk(&raw, &typed, &mut path).then_some(path)
 }
 
 /// The value of `schema_version` when it is the object's first member and a plain string (no escapes).

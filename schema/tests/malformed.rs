@@ -394,3 +394,22 @@ fn fields_that_come_together_or_agree_with_each_other_are_checked() {
         "provenance.missing_cells[1]",
     );
 }
+
+#[test]
+fn an_object_written_as_an_array_is_refused_naming_it() {
+    // serde reads a struct from an array of its fields in declaration order: the cell's key as [model, sampler,
+    // steps, B, N, prompt, output] would be read by position. No writer writes one; the reader refuses it, naming the
+    // field (and where the types do not line up, the type error names the element).
+    let v = valid();
+    let key = &v["cells"][0]["key"];
+    let fields = ["model", "sampler", "steps", "batch_size", "seq_len", "prompt_tokens", "output_tokens"];
+    let positional: Vec<serde_json::Value> = fields.iter().map(|f| key.get(*f).cloned().unwrap_or_default()).collect();
+    let mut edited = v.clone();
+    edited["cells"][0]["key"] = serde_json::Value::Array(positional);
+    let err = read_bundle(&edited.to_string()).expect_err("refused");
+    assert!(matches!(&err, BundleError::Invalid { path, .. } if path == "cells[0].key"), "{err}");
+    assert!(err.to_string().contains("an object written as an array"), "{err}");
+    assert!(err.fix().contains("the type the format has"), "{}", err.fix());
+    // The same values as an object read as before.
+    read_bundle(&v.to_string()).expect("valid");
+}
