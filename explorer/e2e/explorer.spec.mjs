@@ -564,6 +564,16 @@ async function checkAboveTheFold(page) {
     await page.click('.open-files summary');
     assert.ok(await page.isVisible('[data-testid="file-input"]'), 'the file picker opens');
     await page.click('.open-files summary');
+    // About: what the study compares and what its numbers mean, inside the screen's width.
+    await page.click('.about summary');
+    const about = await page.$eval('.about .popover', (p) => {
+      const r = p.getBoundingClientRect();
+      return { text: p.textContent, left: r.left, right: r.right, visible: r.width > 0 && r.height > 0 };
+    });
+    assert.ok(about.visible && about.text.includes('S_parity') && about.text.includes('SYNTHETIC'), about.text);
+    assert.ok(about.left >= 0 && about.right <= w, `About at ${w} px spans ${about.left}..${about.right}`);
+    if (w === 390) await page.screenshot({ path: `${SHOTS}-about-${w}.png` });
+    await page.click('.about summary');
   }
   await page.setViewportSize({ width: 1280, height: 1000 });
   pass(`the chart above the fold (its top edge, px: ${tops.join(', ')})`);

@@ -260,6 +260,7 @@ pub fn App() -> impl IntoView {
             // provenance in a line each (the rest on a click), so that the chart starts high on the first screen.
             <header class="bar">
                 <h1 title="LLaDA-8B (masked diffusion) vs Meta-Llama-3-8B (autoregressive)">"dllm-bench explorer"</h1>
+                <About/>
                 <label>"Bundle " {bundle_select(main_src, "bundle-select", "(choose a bundle)")}</label>
                 <label>"Compare with " {bundle_select(cmp_src, "compare-select", "(none)")}</label>
                 <details class="open-files">
@@ -306,6 +307,48 @@ pub fn App() -> impl IntoView {
                 (!bundles.is_empty()).then(|| view! { <Workspace bundles=bundles state=state selected=selected/> })
             }}
         </div>
+    }
+}
+
+/// What a reviewer reads before the numbers, one click away in the bar: what is compared, what S_parity and the
+/// speedup at parity are, what the intervals cover, what synthetic weights mean, and how to get the same numbers
+/// without a browser. Static text: it says what every bundle's views show, not one bundle's numbers.
+#[component]
+fn About() -> impl IntoView {
+    view! {
+        <details class="about" data-testid="about">
+            <summary>"About"</summary>
+            <div class="popover">
+                <p>
+                    "dllm-bench measures a masked-diffusion language model (LLaDA-8B-Base: every position of the \
+                     output decoded in K steps, the whole sequence in each forward) against an autoregressive one \
+                     (Meta-Llama-3-8B: one token per forward, with a KV cache), on the same prompts, sequence \
+                     lengths N, batch sizes B and device. A bundle holds every measured run; each view draws from it."
+                </p>
+                <p>
+                    "S_parity is the fewest diffusion steps K at which the diffusion model's quality is at least as \
+                     good as the autoregressive model's (per N and sampler series); the speedup at parity is \
+                     L_e2e(autoregressive, B) / L_e2e(diffusion at S_parity, B), and above 1 the diffusion model is \
+                     faster at equal quality. The Answer tab shows both; the S_parity tab has them per series, B \
+                     and N."
+                </p>
+                <p>
+                    "Intervals are 95% bootstrap intervals over prompts: they cover quality (and so S_parity), not \
+                     timing noise; latencies are medians over repetitions, whose spread the latency bars show. A \
+                     cell that ran out of memory or failed is named under the views it is missing from and listed \
+                     in Run details."
+                </p>
+                <p>
+                    "A bundle marked SYNTHETIC was measured on random weights in the real format: its timing and \
+                     memory are real, its quality (and so S_parity) is meaningless."
+                </p>
+                <p class="hint">
+                    "The same numbers without a browser: " <code>"dllm-bench report BUNDLE"</code> " (S_parity, the \
+                     speedups, the verdicts) and " <code>"dllm-bench figures BUNDLE"</code> " (these charts as \
+                     files). Each bundle's provenance names the commit and the config that made it."
+                </p>
+            </div>
+        </details>
     }
 }
 

@@ -21,7 +21,7 @@ pub(super) fn ParityView(
     move || {
         let s = state.get();
         let r: Vec<&LoadedBundle> = bundles.iter().map(|b| b.as_ref()).collect();
-        // The autoregressive cells that did not finish: their (B, N) has no row, said under the table.
+        // The autoregressive cells that did not finish: their (B, N) has no row, said above the table.
         let not_drawn = views::parity_not_drawn(&r, &s.filters)
             .map(|n| view! { <p class="note" data-testid="parity-not-drawn">{n}</p> });
         match views::parity_rows(&r, &s.filters, &s.options) {
@@ -52,6 +52,7 @@ pub(super) fn ParityView(
                     .collect_view();
                 view! {
                     <p class="note">"Quality metric: " {metric} ". S_parity = the fewest diffusion steps K at which the diffusion model (LLaDA) is at least as good as the AR model (LLaMA) (a threshold series: the fewest forwards, at the threshold named); speedup = L_e2e(AR) / L_e2e(diffusion at S_parity). One row per series, B and N."</p>
+                    {not_drawn}
                     <table class="parity" data-testid="parity-table">
                         <thead><tr>
                             <th>"models"</th><th>"B"</th><th>"N"</th><th>"S_parity"</th><th>"grid interval"</th><th>"95% bootstrap"</th>
@@ -59,7 +60,6 @@ pub(super) fn ParityView(
                         </tr></thead>
                         <tbody>{body}</tbody>
                     </table>
-                    {not_drawn}
                 }
                 .into_any()
             }
