@@ -469,6 +469,35 @@ fn an_autoregressive_cell_that_ran_out_of_memory_is_named_under_the_s_parity_row
     // A filter that leaves the cell out leaves the note out.
     let n256 = Filters { seq: Some(256), ..Filters::default() };
     assert!(views::parity_not_drawn(&[&b], &n256).is_none());
+    // The answer keeps the shape in its heat map, says why, and counts it apart from those judged.
+    let view = chart_view(ViewKind::Answer, &[&b], &Filters::default(), &Options::default());
+    let (_, heat) = views::answer(&[&b], &Options::default()).expect("the answer");
+    let Plot::Heat { panels, .. } = &heat.plot else { panic!("a heat map") };
+    let at = |p: &figure::Panel| p.cells.iter().find(|c| (c.row, c.col) == (0, 1)).map(|c| c.text.clone());
+    let texts: Vec<Option<String>> = panels.iter().map(at).collect();
+    assert!(texts.iter().all(|t| t.is_some()), "every series keeps N = 128, B = 4: {texts:?}");
+    let baseline = panels.iter().flat_map(|p| &p.cells).filter(|c| c.text == "no baseline").count();
+    let sentence = &view.notes[0];
+    // The fixture's series reach parity at N = 128 (no verdict there without the baseline) or not (not viable).
+    assert!(baseline > 0 && texts.iter().flatten().all(|t| t == "no baseline" || t == "no parity"), "{texts:?}");
+    assert!(sentence.contains(&format!("{baseline} more whose autoregressive cell at that B did not finish")));
+    assert!(view.notes[1].contains("or no baseline (the autoregressive cell at that B did not finish)"));
+    assert!(view.notes[1].contains("n/p (no parity), n/m (not measured) and n/b (no baseline)"), "{}", view.notes[1]);
+    let tip = panels.iter().flat_map(|p| &p.cells).find(|c| (c.row, c.col) == (0, 1)).expect("the cell").tip.clone();
+    assert!(tip.contains("the autoregressive cell ran out of memory (no baseline latency)"), "{tip}");
+    let whole_view = chart_view(ViewKind::Answer, &[&whole], &Filters::default(), &Options::default());
+    assert!(!whole_view.notes[1].contains("no baseline"), "said only where a cell is so");
+    // The roofline (every successful cell a point) names such a cell too.
+    let mut v: serde_json::Value =
+        serde_json::from_str(include_str!("../../schema/tests/fixtures/v1.7/demo.json")).expect("json");
+    let c = &mut v["cells"][0];
+    c["status"] = serde_json::json!({"state": "oom", "message": "CUDA out of memory"});
+    c["repetitions"] = serde_json::json!([]);
+    let d = load_bundle("oom-1.7.json", &v.to_string()).expect("loads");
+    let roof = chart_view(ViewKind::Roofline, &[&d], &Filters::default(), &Options::default());
+    assert!(roof.figure.is_ok(), "{:?}", roof.figure);
+    let named = roof.notes.iter().any(|n| n.starts_with("Not drawn (every shape)") && n.contains("(out of memory)"));
+    assert!(named, "{:?}", roof.notes);
 }
 
 #[test]

@@ -529,35 +529,101 @@ pub fn self_scored_note(records: &[ParityRecord]) -> Option<String> {
     ))
 }
 
+/// What happened to a cell that did not finish, in words (`ran out of memory`); `None` for an ok cell.
+fn unfinished_what(status: &CellStatus) -> Option<&'static str> {
+    match status {
+        CellStatus::Ok => None,
+        CellStatus::Oom { .. } => Some("ran out of memory"),
+        CellStatus::Error { .. } => Some("failed"),
+        CellStatus::Skipped { .. } => Some("was not run"),
+    }
+}
+
 /// The autoregressive cells of record `r` (its AR model, at its N) that did not finish (out of memory, failed, not
 /// run), at batch sizes the record has no speedup row for (no baseline latency to divide by), by B, each with what
-/// happened in words (`ran out of memory`). Every reader says them beside the record's rows: a table that silently
-/// lacks a B reads as if it had never been planned.
+/// happened in words (`ran out of memory`). Readers list them with the record's rows ([`rows_by_batch`]): a table
+/// that silently lacks a B reads as if it had never been planned.
 pub fn unfinished_baselines<'a>(bundle: &'a Bundle, r: &ParityRecord) -> Vec<(&'a CellKey, &'static str)> {
     let mut out: Vec<(&CellKey, &'static str)> = bundle
         .cells
         .iter()
         .filter(|c| c.key.sampler == Sampler::ArGreedy && c.key.model == r.ar_model && c.key.seq_len == r.seq_len)
         .filter(|c| !r.speedups.iter().any(|row| row.batch_size == c.key.batch_size))
-        .filter_map(|c| {
-            let what = match c.status {
-                CellStatus::Ok => return None,
-                CellStatus::Oom { .. } => "ran out of memory",
-                CellStatus::Error { .. } => "failed",
-                CellStatus::Skipped { .. } => "was not run",
-            };
-            Some((&c.key, what))
-        })
+        .filter_map(|c| Some((&c.key, unfinished_what(&c.status)?)))
         .collect();
     out.sort_by_key(|(k, _)| k.batch_size);
-    out.dedup_by_key(|(k, _)| k.batch_size);
     out
 }
 
-/// Why a batch size of [`unfinished_baselines`] has no verdict, as every reader writes it: `the autoregressive cell
+/// One batch size of a record, as every reader lists them: its speedup row, or the autoregressive cell that did not
+/// finish at that B ([`unfinished_baselines`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum AtBatch<'a> {
+    /// A speedup row (with a speedup, or a note saying why there is none).
+    Row(&'a SpeedupRow),
+    /// No speedup row: the autoregressive cell at this B did not finish; `what` happened to it, in words.
+    Unfinished {
+        /// The autoregressive cell.
+        ar_cell: &'a CellKey,
+        /// `ran out of memory`, `failed` or `was not run`.
+        what: &'static str,
+    },
+}
+
+impl AtBatch<'_> {
+    /// The batch size.
+    pub fn batch_size(&self) -> u32 {
+        match self {
+            AtBatch::Row(row) => row.batch_size,
+            AtBatch::Unfinished { ar_cell, .. } => ar_cell.batch_size,
+        }
+    }
+}
+
+/// Every batch size of record `r`, by B: its speedup rows and the batch sizes whose autoregressive cell did not
+/// finish. What `report`'s tables and summary, `export --table parity` and the explorer's answer list.
+pub fn rows_by_batch<'a>(bundle: &'a Bundle, r: &'a ParityRecord) -> Vec<AtBatch<'a>> {
+    let unfinished =
+        unfinished_baselines(bundle, r).into_iter().map(|(ar_cell, what)| AtBatch::Unfinished { ar_cell, what });
+    let mut rows: Vec<AtBatch<'a>> = r.speedups.iter().map(AtBatch::Row).chain(unfinished).collect();
+    rows.sort_by_key(AtBatch::batch_size);
+    rows
+}
+
+/// Why a batch size of [`unfinished_baselines`] has no speedup, as every reader writes it: `the autoregressive cell
 /// ran out of memory (no baseline latency)`.
 pub fn unfinished_baseline_text(what: &str) -> String {
     format!("the autoregressive cell {what} (no baseline latency)")
+}
+
+/// The verdict of such a batch size with why, as `report` writes it: `not viable` where parity was not reached (that
+/// verdict needs no latency), else `no verdict`.
+pub fn unfinished_verdict(r: &ParityRecord, what: &str) -> String {
+    let why = unfinished_baseline_text(what);
+    match r.outcome {
+        Parity::NotReached { .. } => format!("not viable: parity {}; {why}", s_parity_text(r)),
+        _ => format!("no verdict: {why}"),
+    }
+}
+
+/// The (AR model, N) of `bundle` at which no autoregressive cell finished, so that no record of `records` compares
+/// against it there (no quality baseline, no latency): every reader says so where S_parity at that N would be.
+pub fn unjudged_baselines<'a>(bundle: &'a Bundle, records: &[ParityRecord]) -> Vec<(&'a str, u32)> {
+    let mut at: BTreeMap<(&str, u32), bool> = BTreeMap::new();
+    for c in bundle.cells.iter().filter(|c| c.key.sampler == Sampler::ArGreedy) {
+        *at.entry((c.key.model.as_str(), c.key.seq_len)).or_insert(true) &= unfinished_what(&c.status).is_some();
+    }
+    at.into_iter()
+        .filter(|&((m, n), none_finished)| none_finished && !records.iter().any(|r| r.ar_model == m && r.seq_len == n))
+        .map(|(k, _)| k)
+        .collect()
+}
+
+/// What a reader writes of an (AR model, N) of [`unjudged_baselines`].
+pub fn unjudged_baseline_text(ar_model: &str, seq_len: u32) -> String {
+    format!(
+        "no S_parity at N = {seq_len} against {ar_model}: none of its autoregressive cells there finished (no quality baseline, no latency)"
+    )
 }
 
 /// Whether `point` of a record's curve is its S_parity point (the threshold at parity for a threshold series).

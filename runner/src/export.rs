@@ -28,9 +28,10 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use metrics::derive::{CellSummary, Summary};
 use metrics::energy::CellEnergy;
+use metrics::parity::AtBatch;
 use schema::bundle::{ModelInfo, QualityValue};
 use schema::parity::{ParityRecord, SpeedupRow};
-use schema::{Bundle, Cell, CellKey, CellStatus, Repetition};
+use schema::{Bundle, Cell, CellStatus, Repetition};
 
 use crate::InputError;
 
@@ -622,21 +623,24 @@ fn status_name(status: &CellStatus) -> &'static str {
 
 // ---- The parity table --------------------------------------------------------------------------------------
 
-/// One row of the parity table: a record at one batch size (or a record without speedup rows). A batch size whose
-/// autoregressive cell did not finish has a row too, with that cell and why (`unfinished`), and nothing measured.
+/// One row of the parity table: a record at one batch size ([`metrics::parity::rows_by_batch`]: a speedup row, or
+/// an autoregressive cell that did not finish there, with nothing measured), or a record without either (`at`
+/// `None`).
 struct ParityRow<'a> {
     bundle_name: &'a str,
     bundle: &'a Bundle,
     source: &'static str,
     record: &'a ParityRecord,
-    speedup: Option<&'a SpeedupRow>,
-    unfinished: Option<(&'a CellKey, &'static str)>,
+    at: Option<AtBatch<'a>>,
 }
 
-impl ParityRow<'_> {
-    /// The row's batch size: its speedup row's, or its unfinished AR cell's.
-    fn batch_size(&self) -> Option<u32> {
-        self.speedup.map(|s| s.batch_size).or(self.unfinished.map(|(k, _)| k.batch_size))
+impl<'a> ParityRow<'a> {
+    /// The speedup row, where there is one.
+    fn speedup(&self) -> Option<&'a SpeedupRow> {
+        match self.at {
+            Some(AtBatch::Row(row)) => Some(row),
+            _ => None,
+        }
     }
 }
 
@@ -654,17 +658,12 @@ fn parity_table(bundles: &[(&str, &Bundle)]) -> Table {
     let mut rows = Vec::new();
     for ((name, b), (list, source)) in bundles.iter().zip(&records) {
         for record in list.iter() {
-            let row =
-                |speedup, unfinished| ParityRow { bundle_name: name, bundle: b, source, record, speedup, unfinished };
-            let unfinished = metrics::parity::unfinished_baselines(b, record);
-            if record.speedups.is_empty() && unfinished.is_empty() {
-                rows.push(row(None, None));
-                continue;
+            let at = metrics::parity::rows_by_batch(b, record);
+            let row = |at| ParityRow { bundle_name: name, bundle: b, source, record, at };
+            match at.is_empty() {
+                true => rows.push(row(None)),
+                false => rows.extend(at.into_iter().map(|a| row(Some(a)))),
             }
-            let mut of_record: Vec<ParityRow<'_>> = record.speedups.iter().map(|s| row(Some(s), None)).collect();
-            of_record.extend(unfinished.into_iter().map(|u| row(None, Some(u))));
-            of_record.sort_by_key(ParityRow::batch_size);
-            rows.extend(of_record);
         }
     }
     let cols: Vec<Col<'_, ParityRow<'_>>> = vec![
@@ -713,23 +712,23 @@ fn parity_table(bundles: &[(&str, &Bundle)]) -> Table {
         int("s_parity_high", |r: &ParityRow| r.record.s_parity_interval.and_then(|i| i.high).map(u64::from)),
         float("reached_fraction", |r: &ParityRow| r.record.reached_fraction),
         json("curve", |r: &ParityRow| Some(&r.record.curve)),
-        int("batch_size", |r: &ParityRow| r.batch_size().map(u64::from)),
-        text("ar_cell", |r: &ParityRow| {
-            r.speedup.map(|s| s.ar_cell.to_string()).or(r.unfinished.map(|(k, _)| k.to_string()))
+        int("batch_size", |r: &ParityRow| r.at.map(|a| u64::from(a.batch_size()))),
+        text("ar_cell", |r: &ParityRow| match r.at? {
+            AtBatch::Row(row) => Some(row.ar_cell.to_string()),
+            AtBatch::Unfinished { ar_cell, .. } => Some(ar_cell.to_string()),
         }),
-        float("ar_e2e_ms", |r: &ParityRow| r.speedup.map(|s| s.ar_e2e_ms)),
+        float("ar_e2e_ms", |r: &ParityRow| r.speedup().map(|s| s.ar_e2e_ms)),
         text("diffusion_cell", |r: &ParityRow| {
-            r.speedup.and_then(|s| s.diffusion_cell.as_ref()).map(|k| k.to_string())
+            r.speedup().and_then(|s| s.diffusion_cell.as_ref()).map(|k| k.to_string())
         }),
-        float("diffusion_e2e_ms", |r: &ParityRow| r.speedup.and_then(|s| s.diffusion_e2e_ms)),
-        float("speedup", |r: &ParityRow| r.speedup.and_then(|s| s.speedup).map(|e| e.value)),
-        float("speedup_low", |r: &ParityRow| r.speedup.and_then(|s| s.speedup).and_then(|e| e.low)),
-        float("speedup_high", |r: &ParityRow| r.speedup.and_then(|s| s.speedup).and_then(|e| e.high)),
-        boolean("viable", |r: &ParityRow| r.speedup.and_then(|s| s.viable)),
-        text("note", |r: &ParityRow| {
-            r.speedup
-                .and_then(|s| s.note.clone())
-                .or(r.unfinished.map(|(_, what)| metrics::parity::unfinished_baseline_text(what)))
+        float("diffusion_e2e_ms", |r: &ParityRow| r.speedup().and_then(|s| s.diffusion_e2e_ms)),
+        float("speedup", |r: &ParityRow| r.speedup().and_then(|s| s.speedup).map(|e| e.value)),
+        float("speedup_low", |r: &ParityRow| r.speedup().and_then(|s| s.speedup).and_then(|e| e.low)),
+        float("speedup_high", |r: &ParityRow| r.speedup().and_then(|s| s.speedup).and_then(|e| e.high)),
+        boolean("viable", |r: &ParityRow| r.speedup().and_then(|s| s.viable)),
+        text("note", |r: &ParityRow| match r.at? {
+            AtBatch::Row(row) => row.note.clone(),
+            AtBatch::Unfinished { what, .. } => Some(metrics::parity::unfinished_baseline_text(what)),
         }),
         int("bootstrap_resamples", |r: &ParityRow| r.record.bootstrap.map(|b| u64::from(b.resamples))),
         int("bootstrap_seed", |r: &ParityRow| r.record.bootstrap.map(|b| b.seed)),

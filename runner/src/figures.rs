@@ -384,6 +384,11 @@ fn parity_latex(b: &schema::Bundle, opts: &metrics::parity::ParityOptions) -> St
     {
         let _ = writeln!(s, "\\noindent\\emph{{Caution: {}.}}\\par", esc(&note));
     }
+    // An N at which no autoregressive cell finished has no row at all.
+    for (model, n) in metrics::parity::unjudged_baselines(b, &records) {
+        let text = metrics::parity::unjudged_baseline_text(model, n);
+        let _ = writeln!(s, "\\noindent\\emph{{Warning: {}.}}\\par", esc(&text));
+    }
     let _ = writeln!(s, "\\begin{{tabular}}{{rlrlrrll}}\n\\toprule");
     let _ = writeln!(
         s,
@@ -423,10 +428,20 @@ fn parity_latex(b: &schema::Bundle, opts: &metrics::parity::ParityOptions) -> St
         if let Some((d, a)) = crate::report::low_entropy_at_parity(b, &quality, r) {
             said.push(format!("\\emph{{Warning: {}.}}", esc(&crate::report::low_entropy_text(d, a))));
         }
-        // A B whose autoregressive cell did not finish has no row in the table.
-        for (key, what) in metrics::parity::unfinished_baselines(b, r) {
+        // The batch sizes whose autoregressive cell did not finish have no row in the table: one sentence per what
+        // happened (`$B = 16, 32$: no row, the autoregressive cell ran out of memory ...`).
+        let unfinished = metrics::parity::unfinished_baselines(b, r);
+        let mut whats: Vec<&str> = Vec::new();
+        for (_, w) in &unfinished {
+            if !whats.contains(w) {
+                whats.push(w);
+            }
+        }
+        for what in whats {
+            let bs: Vec<String> =
+                unfinished.iter().filter(|(_, w)| *w == what).map(|(k, _)| k.batch_size.to_string()).collect();
             let why = esc(&metrics::parity::unfinished_baseline_text(what));
-            said.push(format!("$B = {}$: no row, {why}.", key.batch_size));
+            said.push(format!("$B = {}$: no row, {why}.", bs.join(", ")));
         }
         if !said.is_empty() {
             let series = series_of(r);

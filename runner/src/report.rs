@@ -11,7 +11,9 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 use metrics::derive::ENTROPY_WARNING_RATIO;
-use metrics::parity::{Estimate, ParityOptions, ParityRecord, cell_quality, is_parity_point, parity, s_parity_text};
+use metrics::parity::{
+    AtBatch, Estimate, ParityOptions, ParityRecord, SpeedupRow, cell_quality, is_parity_point, parity, s_parity_text,
+};
 use schema::Bundle;
 use schema::bundle::Direction;
 
@@ -126,7 +128,7 @@ fn caveats(s: &mut String, bundle: &Bundle) {
         let _ = writeln!(
             s,
             "**{} of {} cells have no timing** (a batch size whose autoregressive cell is among them has no speedup \
-             below: its row says why):\n",
+             below, and its row or a warning says why):\n",
             failed.len(),
             bundle.cells.len()
         );
@@ -324,6 +326,10 @@ pub fn render(bundle: &Bundle, source: &str, recounted: usize, o: &ReportOptions
         return s;
     };
     let records = parity(bundle, &opts);
+    // An N at which no autoregressive cell finished has no record at all: said, not left out.
+    for (model, n) in metrics::parity::unjudged_baselines(bundle, &records) {
+        let _ = writeln!(s, "**Warning: {}.**\n", metrics::parity::unjudged_baseline_text(model, n));
+    }
     let label = match &opts.evaluator {
         Some(e) => format!("{} scored by {e}", opts.metric),
         None => opts.metric.clone(),
@@ -373,19 +379,13 @@ fn summary(s: &mut String, bundle: &Bundle, records: &[ParityRecord], partial: b
     );
     for r in records {
         // Every B, in order: one whose autoregressive cell did not finish has no speedup either.
-        let mut speedups: Vec<(u32, String)> = r
-            .speedups
+        let speedups: Vec<String> = metrics::parity::rows_by_batch(bundle, r)
             .iter()
-            .map(|row| match &row.speedup {
-                Some(e) => (row.batch_size, num(e.value)),
-                None => (row.batch_size, "-".into()),
+            .map(|at| match at {
+                AtBatch::Row(SpeedupRow { speedup: Some(e), .. }) => format!("B={}: {}", at.batch_size(), num(e.value)),
+                _ => format!("B={}: -", at.batch_size()),
             })
-            .chain(
-                metrics::parity::unfinished_baselines(bundle, r).into_iter().map(|(k, _)| (k.batch_size, "-".into())),
-            )
             .collect();
-        speedups.sort_by_key(|(b, _)| *b);
-        let speedups: Vec<String> = speedups.into_iter().map(|(b, v)| format!("B={b}: {v}")).collect();
         let _ = writeln!(
             s,
             "| {} | {} {} | {} | {} | {} |",
@@ -481,14 +481,16 @@ fn section(
         short(&r.diffusion_model)
     );
     // The rows by B: each speedup row, and a B whose autoregressive cell did not finish as a row with no numbers.
-    let mut lines: Vec<(u32, String)> = metrics::parity::unfinished_baselines(bundle, r)
-        .into_iter()
-        .map(|(key, what)| {
-            let (b, why) = (key.batch_size, metrics::parity::unfinished_baseline_text(what));
-            (b, format!("| {b} | - | - | - | - | - | no verdict: {why} |"))
-        })
-        .collect();
-    for row in &r.speedups {
+    for at in metrics::parity::rows_by_batch(bundle, r) {
+        let row = match at {
+            AtBatch::Row(row) => row,
+            AtBatch::Unfinished { ar_cell, what } => {
+                let verdict = metrics::parity::unfinished_verdict(r, what);
+                let verdict = if partial { format!("{verdict} (partial bundle)") } else { verdict };
+                let _ = writeln!(s, "| {} | - | - | - | - | - | {verdict} |", ar_cell.batch_size);
+                continue;
+            }
+        };
         let (diff, sp, verdict) = match (&row.speedup, row.diffusion_e2e_ms) {
             (Some(e), Some(ms)) => (
                 num(ms),
@@ -513,13 +515,12 @@ fn section(
         let verdict = if partial { format!("{verdict} (partial bundle)") } else { verdict };
         let ar_j = joules_per_token(bundle, &row.ar_cell);
         let diff_j = row.diffusion_cell.as_ref().map_or_else(|| "-".to_string(), |k| joules_per_token(bundle, k));
-        let line =
-            format!("| {} | {} | {diff} | {sp} | {ar_j} | {diff_j} | {verdict} |", row.batch_size, num(row.ar_e2e_ms));
-        lines.push((row.batch_size, line));
-    }
-    lines.sort_by_key(|(b, _)| *b);
-    for (_, line) in lines {
-        let _ = writeln!(s, "{line}");
+        let _ = writeln!(
+            s,
+            "| {} | {} | {diff} | {sp} | {ar_j} | {diff_j} | {verdict} |",
+            row.batch_size,
+            num(row.ar_e2e_ms)
+        );
     }
     // Degenerate text flatters perplexity: compare the output entropy at S_parity.
     if let Some((d, a)) = low_entropy_at_parity(bundle, quality, r) {

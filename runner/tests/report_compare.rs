@@ -404,44 +404,102 @@ fn figures_latex_table_says_synthetic_weights() {
     }
 }
 
+/// The demo-series fixture with the AR cells at N = 48 and the batch sizes `bs` out of memory (their quality values
+/// dropped where `drop_quality`: no AR cell at that N finished to score them).
+fn with_ar_oom(sb: &Sandbox, name: &str, bs: &[u64], drop_quality: bool) -> PathBuf {
+    let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../schema/tests/fixtures/v1.5/demo-series.json");
+    let mut json = read(&fixture);
+    for c in json["cells"].as_array_mut().expect("cells").iter_mut() {
+        let k = &c["key"];
+        if k["sampler"] == "ar_greedy" && k["seq_len"] == 48 && bs.iter().any(|&b| k["batch_size"] == b) {
+            c["status"] = serde_json::json!({"state": "oom", "message": "CUDA out of memory (test)"});
+            c["repetitions"] = serde_json::json!([]);
+            if drop_quality {
+                for field in ["quality", "generations"] {
+                    c.as_object_mut().expect("a cell").remove(field);
+                }
+            }
+        }
+    }
+    sb.write(name, &json.to_string())
+}
+
+/// The B column of each speedup table of `report` under the headings that start with `heading`, with each row.
+fn speedup_tables<'a>(report: &'a str, heading: &str) -> Vec<Vec<(&'a str, &'a str)>> {
+    report
+        .split("\n## ")
+        .filter(|section| section.starts_with(heading))
+        .map(|section| {
+            let table = &section[section.find("\n| B |").expect("a speedup table")..];
+            table
+                .lines()
+                .skip(3)
+                .take_while(|l| l.starts_with("| "))
+                .map(|l| (l.split(" | ").next().unwrap_or_default().trim_start_matches("| "), l))
+                .collect()
+        })
+        .collect()
+}
+
 #[test]
 fn a_batch_size_whose_autoregressive_cell_ran_out_of_memory_keeps_a_row_saying_why() {
     let sb = Sandbox::new();
-    let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../schema/tests/fixtures/v1.5/demo-series.json");
-    let mut json = read(&fixture);
     // The AR cell at B = 1, N = 48 (not its group's quality cell, B = 8) ran out of memory.
-    let cells = json["cells"].as_array_mut().expect("cells");
-    let ar = cells
-        .iter_mut()
-        .find(|c| c["key"]["sampler"] == "ar_greedy" && c["key"]["batch_size"] == 1 && c["key"]["seq_len"] == 48)
-        .expect("the AR cell");
-    ar["status"] = serde_json::json!({"state": "oom", "message": "CUDA out of memory (test)"});
-    ar["repetitions"] = serde_json::json!([]);
-    let bundle = sb.write("oom.json", &json.to_string());
+    let bundle = with_ar_oom(&sb, "oom.json", &[1], false);
     let b = bundle.to_str().expect("utf8");
     let out = sb.cmd(&["report", b]);
     assert_exit!(out, 0);
     let report = stdout(&out);
-    let row = "| 1 | - | - | - | - | - | no verdict: the autoregressive cell ran out of memory (no baseline latency) |";
-    // Under each N = 48 record, in B order before B = 4's row; N = 96 keeps its measured B = 1.
-    let n48 = report.matches(row).count();
-    assert!(n48 >= 1, "{report}");
-    for at in report.match_indices(row).map(|(i, _)| i) {
-        let rest = &report[at..];
-        assert!(rest.find("\n| 4 | ").is_some_and(|i| i > 0), "B = 1 before B = 4: {report}");
+    let why = "the autoregressive cell ran out of memory (no baseline latency)";
+    // Each N = 48 series keeps B = 1, first, as a row with no numbers; N = 96 keeps its measured B = 1.
+    let tables = speedup_tables(&report, "N = 48: ");
+    assert_eq!(tables.len(), 2, "the reference and prefix+threshold series: {report}");
+    for rows in &tables {
+        assert_eq!(rows.iter().map(|(b, _)| *b).collect::<Vec<_>>(), ["1", "4", "8"], "{report}");
+        assert!(rows[0].1.starts_with("| 1 | - | - | - | - | - | "), "{}", rows[0].1);
     }
-    assert!(report.contains("its row says why"), "{report}");
+    // Reached parity: no verdict without the baseline's latency; not reached: not viable all the same.
+    assert!(tables[0][0].1.ends_with(&format!("| no verdict: {why} |")), "{}", tables[0][0].1);
+    let not_reached = format!("| not viable: parity not reached at any threshold; {why} |");
+    assert!(tables[1][0].1.ends_with(&not_reached), "{}", tables[1][0].1);
+    assert!(speedup_tables(&report, "N = 96: ").iter().all(|rows| !rows[0].1.contains(why)), "{report}");
+    assert!(report.contains("its row or a warning says why"), "{report}");
     // The summary lists every B of the shape, B = 1 with no speedup.
     assert!(report.contains("| B=1: -, B=4: "), "{report}");
     // The LaTeX table says it under the table, per series.
     let figs = sb.cmd(&["figures", b, "-o", "figs", "--format", "svg"]);
     assert_exit!(figs, 0);
     let tex = std::fs::read_to_string(sb.path().join("figs/s_parity.tex")).expect("s_parity.tex");
-    let said = "$B = 1$: no row, the autoregressive cell ran out of memory (no baseline latency).";
-    assert_eq!(tex.matches(said).count(), n48, "{tex}");
-    assert!(tex.lines().filter(|l| l.contains(said)).all(|l| l.starts_with("\\noindent{\\footnotesize $N = 48$")));
+    let said = format!("$B = 1$: no row, {why}.");
+    assert_eq!(tex.matches(&said).count(), 2, "{tex}");
+    assert!(tex.lines().filter(|l| l.contains(&said)).all(|l| l.starts_with("\\noindent{\\footnotesize $N = 48$")));
+    // Two batch sizes the same way: one sentence.
+    let two = with_ar_oom(&sb, "oom2.json", &[1, 4], false);
+    let figs = sb.cmd(&["figures", two.to_str().expect("utf8"), "-o", "figs2", "--format", "svg"]);
+    assert_exit!(figs, 0);
+    let tex = std::fs::read_to_string(sb.path().join("figs2/s_parity.tex")).expect("s_parity.tex");
+    assert_eq!(tex.matches(&format!("$B = 1, 4$: no row, {why}.")).count(), 2, "{tex}");
     // The bundle as written, whole: no such row.
+    let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../schema/tests/fixtures/v1.5/demo-series.json");
     let whole = sb.cmd(&["report", fixture.to_str().expect("utf8")]);
     assert_exit!(whole, 0);
     assert!(!stdout(&whole).contains("no baseline latency"), "{}", stdout(&whole));
+}
+
+#[test]
+fn an_n_at_which_no_autoregressive_cell_finished_is_said_to_have_no_s_parity() {
+    let sb = Sandbox::new();
+    let bundle = with_ar_oom(&sb, "none.json", &[1, 4, 8], true);
+    let b = bundle.to_str().expect("utf8");
+    let out = sb.cmd(&["report", b]);
+    assert_exit!(out, 0);
+    let report = stdout(&out);
+    let warning = "no S_parity at N = 48 against dllm-bench/synthetic-llama-tiny: none of its autoregressive cells \
+                   there finished (no quality baseline, no latency)";
+    assert!(report.contains(&format!("**Warning: {warning}.**")), "{report}");
+    assert!(speedup_tables(&report, "N = 48: ").is_empty() && !speedup_tables(&report, "N = 96: ").is_empty());
+    let figs = sb.cmd(&["figures", b, "-o", "figs", "--format", "svg"]);
+    assert_exit!(figs, 0);
+    let tex = std::fs::read_to_string(sb.path().join("figs/s_parity.tex")).expect("s_parity.tex");
+    assert!(tex.contains("\\noindent\\emph{Warning: no S\\_parity at N = 48 against"), "{tex}");
 }

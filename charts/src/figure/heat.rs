@@ -40,7 +40,8 @@ pub const NA_HATCH: RGBColor = RGBColor(0x96, 0x96, 0x96);
 
 /// The short forms a cell without a value is written with where its words do not fit at the smallest text size
 /// (a narrow figure, many columns); captions explain them.
-pub const SHORT_FORMS: [(&str, &str); 3] = [("no parity", "n/p"), ("not measured", "n/m"), ("no data", "n/d")];
+pub const SHORT_FORMS: [(&str, &str); 4] =
+    [("no parity", "n/p"), ("not measured", "n/m"), ("no data", "n/d"), ("no baseline", "n/b")];
 
 /// The short form of a cell's text (`n/m` for `not measured`), if it has one.
 pub fn short_form(text: &str) -> Option<&'static str> {

@@ -1,6 +1,9 @@
 //! The answer (the landing view): the finding in a sentence and the speedup at parity per series and (N, B) as a
 //! heat map.
 
+use metrics::parity::AtBatch;
+use schema::parity::Parity;
+
 use crate::bundle::LoadedBundle;
 use crate::figure::{Axis, Figure, HeatCell, Panel, Plot};
 
@@ -10,6 +13,10 @@ use super::options::Options;
 use super::parity::{parity_records, record_cell};
 use super::quality::quality_metric;
 use super::series::{sampler_label, series_label, short_model};
+
+/// A heat cell's text where the autoregressive cell at its B did not finish and parity was reached (no verdict
+/// without the baseline's latency); written `n/b` where the words do not fit.
+pub const NO_BASELINE: &str = "no baseline";
 
 /// The answer, from the main bundle's parity records ([`metrics::parity::parity`], the numbers `report` prints):
 /// one sentence stating the finding, and the verdict as one heat map, a panel per diffusion series (columns B, rows
@@ -25,7 +32,9 @@ pub fn answer(bundles: &[&LoadedBundle], o: &Options) -> Result<(String, Figure)
     // (speedup, where) of every cell with one, the number of (series, N, B) with a verdict (a speedup, or parity not
     // reached), of those where parity was reached but the diffusion cell at S_parity has no timing (no verdict), and
     // of those without data.
-    let (mut found, mut judged, mut unmeasured, mut no_data) = (Vec::new(), 0, 0, 0);
+    // `no_baseline`: of those whose autoregressive cell did not finish at that B (reached parity, or no data: no
+    // verdict without the baseline's latency; where parity was not reached, the verdict needs none).
+    let (mut found, mut judged, mut unmeasured, mut no_data, mut no_baseline) = (Vec::new(), 0, 0, 0, 0);
     for r in parity_records(lb, &metric).iter() {
         let Some(cell) = record_cell(lb, r) else { continue };
         let series = format!("{} vs {}", series_label(cell), short_model(&r.ar_model));
@@ -38,23 +47,33 @@ pub fn answer(bundles: &[&LoadedBundle], o: &Options) -> Result<(String, Figure)
         if i == panels.len() {
             panels.push(Panel { title, cells: Vec::new() });
         }
-        for row in &r.speedups {
-            let (n, b) = (r.seq_len, row.batch_size);
-            let e = row.speedup;
+        for at in metrics::parity::rows_by_batch(&lb.bundle, r) {
+            let (n, b) = (r.seq_len, at.batch_size());
+            let (e, note, label) = match at {
+                AtBatch::Row(row) => (row.speedup, row.note.clone(), metrics::parity::no_speedup_label(r)),
+                AtBatch::Unfinished { what, .. } => {
+                    let label = match r.outcome {
+                        Parity::NotReached { .. } => metrics::parity::no_speedup_label(r),
+                        _ => NO_BASELINE,
+                    };
+                    (None, Some(metrics::parity::unfinished_baseline_text(what)), label)
+                }
+            };
             match (e, &r.outcome) {
                 (Some(e), _) => {
                     judged += 1;
                     found.push((e.value, format!("{series}, N = {n}, B = {b}")));
                 }
-                (None, schema::parity::Parity::NotReached { .. }) => judged += 1,
-                (None, schema::parity::Parity::Reached { .. }) => unmeasured += 1,
-                (None, schema::parity::Parity::NoData) => no_data += 1,
+                (None, Parity::NotReached { .. }) => judged += 1,
+                (None, _) if label == NO_BASELINE => no_baseline += 1,
+                (None, Parity::Reached { .. }) => unmeasured += 1,
+                (None, Parity::NoData) => no_data += 1,
             }
             panels[i].cells.push(HeatCell {
                 row: ch.seqs.iter().position(|&y| y == n).unwrap_or(0),
                 col: ch.batches.iter().position(|&x| x == b).unwrap_or(0),
                 value: e.map(|e| e.value.log2()),
-                text: e.map_or_else(|| metrics::parity::no_speedup_label(r).into(), |e| format!("{:.2}x", e.value)),
+                text: e.map_or_else(|| label.into(), |e| format!("{:.2}x", e.value)),
                 oom: false,
                 tip: format!(
                     "{series}\nN = {n}, B = {b}\nS_parity: {}{}{}\nspeedup at parity: {}",
@@ -62,7 +81,7 @@ pub fn answer(bundles: &[&LoadedBundle], o: &Options) -> Result<(String, Figure)
                     metrics::parity::s_parity_interval_text(r).map_or(String::new(), |i| format!(" ({i})")),
                     metrics::parity::s_parity_bracket_text(r).map_or(String::new(), |i| format!("\n{i}")),
                     e.map_or_else(
-                        || format!("- ({})", row.note.as_deref().unwrap_or(metrics::parity::no_speedup_label(r))),
+                        || format!("- ({})", note.as_deref().unwrap_or(label)),
                         |e| match (e.low, e.high) {
                             (Some(l), Some(h)) => format!("{:.3}x [{l:.3}, {h:.3}]", e.value),
                             _ => format!("{:.3}x", e.value),
@@ -101,6 +120,7 @@ pub fn answer(bundles: &[&LoadedBundle], o: &Options) -> Result<(String, Figure)
             "where parity was reached but the diffusion cell at S_parity has no timing at that B (not measured)",
         ),
         (no_data, "without data"),
+        (no_baseline, "whose autoregressive cell at that B did not finish (no baseline latency)"),
     ]
     .iter()
     .filter(|(count, _)| *count > 0)
@@ -122,7 +142,14 @@ pub fn answer(bundles: &[&LoadedBundle], o: &Options) -> Result<(String, Figure)
             "The diffusion model reaches the AR model's quality ({metric}) in {unmeasured} (series, N, B), but its \
              cells at S_parity have no timing (failed or not run): there is no speedup at parity to report ({judged} \
              (series, N, B) judged, none with a speedup).{}",
-            if no_data > 0 { format!(" {no_data} more have no data.") } else { String::new() }
+            [
+                (no_data, "have no data"),
+                (no_baseline, "have no baseline latency (their autoregressive cell did not finish)")
+            ]
+            .iter()
+            .filter(|(count, _)| *count > 0)
+            .map(|(count, what)| format!(" {count} more {what}."))
+            .collect::<String>()
         ),
         _ => format!(
             "The diffusion model reaches the AR model's quality ({metric}) in none of the {judged} (series, N, B) \
@@ -135,6 +162,10 @@ pub fn answer(bundles: &[&LoadedBundle], o: &Options) -> Result<(String, Figure)
         [metrics::parity::self_scored_note(&records), metrics::parity::floor_tie_note(&records)].into_iter().flatten()
     {
         sentence = format!("{sentence} Caution: {note}.");
+    }
+    // An N at which no autoregressive cell finished has no cells in the heat map at all.
+    for (model, n) in metrics::parity::unjudged_baselines(&lb.bundle, &records) {
+        sentence = format!("{sentence} Warning: {}.", metrics::parity::unjudged_baseline_text(short_model(model), n));
     }
     let figure = Figure {
         title: "Speedup at parity, L_e2e(AR) / L_e2e(diffusion at S_parity)".into(),

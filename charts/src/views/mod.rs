@@ -88,14 +88,21 @@ pub fn chart_view(view: ViewKind, bundles: &[&LoadedBundle], f: &Filters, o: &Op
         ViewKind::Answer => match answer(bundles, o) {
             Ok((sentence, verdict)) => {
                 notes.push(sentence);
+                let baseline = match &verdict.plot {
+                    Plot::Heat { panels, .. } => {
+                        panels.iter().flat_map(|p| &p.cells).any(|c| c.text == answer::NO_BASELINE)
+                    }
+                    _ => false,
+                };
                 notes.push(format!(
                     "Left (above, on a narrow screen), each cell: the speedup at parity; blue: faster at equal \
                          quality, red: slower; grey (hatched): no parity (not reached) or not measured (reached, but \
-                         the diffusion cell at S_parity has no timing), written {} where the words do not fit; the \
+                         the diffusion cell at S_parity has no timing){}, written {} where the words do not fit; the \
                          tooltip names S_parity, its 95% interval and why. Right (below): the Pareto frontier of \
                          quality against latency at the shape the filters pick. Detail: the S_parity and Pareto \
                          frontier tabs.",
-                    short_forms_text()
+                    if baseline { " or no baseline (the autoregressive cell at that B did not finish)" } else { "" },
+                    short_forms_text(baseline)
                 ));
                 if bundles.len() > 1 {
                     notes.push(
@@ -136,12 +143,19 @@ pub fn chart_view(view: ViewKind, bundles: &[&LoadedBundle], f: &Filters, o: &Op
     ChartView { figure, notes }
 }
 
-/// The heat map's short forms in words: `n/p (no parity), n/m (not measured)`, as [`figure::SHORT_FORMS`] has them
-/// (the answer's verdicts only: `no data` has no cell there).
-fn short_forms_text() -> String {
-    let parity = ["no parity", "not measured"];
-    let forms = figure::SHORT_FORMS.iter().filter(|(long, _)| parity.contains(long));
-    forms.map(|(long, short)| format!("{short} ({long})")).collect::<Vec<_>>().join(" and ")
+/// The heat map's short forms in words: `n/p (no parity) and n/m (not measured)`, as [`figure::SHORT_FORMS`] has
+/// them (the answer's verdicts only: `no data` has no cell there), with `n/b (no baseline)` where `baseline` (the
+/// figure has such a cell).
+fn short_forms_text(baseline: bool) -> String {
+    let wanted =
+        |long: &str| ["no parity", "not measured"].contains(&long) || (baseline && long == answer::NO_BASELINE);
+    let forms = figure::SHORT_FORMS.iter().filter(|(long, _)| wanted(long));
+    let mut words: Vec<String> = forms.map(|(long, short)| format!("{short} ({long})")).collect();
+    let last = words.pop().unwrap_or_default();
+    match words.is_empty() {
+        true => last,
+        false => format!("{} and {last}", words.join(", ")),
+    }
 }
 
 /// The note naming the cells a view leaves out because they did not finish (out of memory, failed, skipped), among

@@ -162,7 +162,7 @@ pub fn parity_rows(bundles: &[&LoadedBundle], f: &Filters, o: &Options) -> Resul
     Ok((format!("{metric} ({})", direction_text(dir)), rows))
 }
 
-/// The note under the S_parity panel naming the autoregressive cells the filters keep that did not finish (out of
+/// The note above the S_parity rows naming the autoregressive cells the filters keep that did not finish (out of
 /// memory, failed, skipped): their (B, N) has no row, as it has no baseline latency to divide by, which a table that
 /// silently lacks a batch size would not say. `None` when every such cell ran.
 pub fn parity_not_drawn(bundles: &[&LoadedBundle], f: &Filters) -> Option<String> {

@@ -28,6 +28,8 @@ pub(super) fn roofline(
     let measured = recorded.first().map(|&(_, p)| p);
     let peak_bw = o.peak_bw_tbs.map(|v| v * 1e12).or(measured.map(|p| p.copy_bytes_per_s));
     let peak_flops = o.peak_tflops.map(|v| v * 1e12).or(measured.map(|p| p.matmul_flops_per_s));
+    // Every successful cell is a point: the others are named, as every view names what it leaves out.
+    notes.extend(super::not_drawn(bundles, f, "every shape", &|_: &schema::Cell| true, (true, true)));
     let mut pal = Palette::of(bundles, o);
     let mut series = Vec::new();
     let (mut x_lo, mut x_hi) = (f64::INFINITY, f64::NEG_INFINITY);

@@ -312,7 +312,7 @@ pub fn App() -> impl IntoView {
 
 /// What a reviewer reads before the numbers, one click away in the bar: what is compared, what S_parity and the
 /// speedup at parity are, what the intervals cover, what synthetic weights mean, and how to get the same numbers
-/// without a browser. Static text: it says what every bundle's views show, not one bundle's numbers.
+/// without a browser. Static text (the study's models by name, any bundle's in its provenance), no bundle's numbers.
 #[component]
 fn About() -> impl IntoView {
     view! {
@@ -320,23 +320,24 @@ fn About() -> impl IntoView {
             <summary>"About"</summary>
             <div class="popover">
                 <p>
-                    "dllm-bench measures a masked-diffusion language model (LLaDA-8B-Base: every position of the \
-                     output decoded in K steps, the whole sequence in each forward) against an autoregressive one \
-                     (Meta-Llama-3-8B: one token per forward, with a KV cache), on the same prompts, sequence \
-                     lengths N, batch sizes B and device. A bundle holds every measured run; each view draws from it."
+                    "dllm-bench measures a masked-diffusion language model against an autoregressive one on the \
+                     same prompts, sequence lengths N, batch sizes B and device: in the study, LLaDA-8B-Base \
+                     (every forward reads the whole sequence; K steps, or with a confidence threshold as many \
+                     forwards as it takes) against Meta-Llama-3-8B (one token per forward, with a KV cache). Each \
+                     bundle's provenance names its models and device; each view draws from the bundle."
                 </p>
                 <p>
-                    "S_parity is the fewest diffusion steps K at which the diffusion model's quality is at least as \
-                     good as the autoregressive model's (per N and sampler series); the speedup at parity is \
-                     L_e2e(autoregressive, B) / L_e2e(diffusion at S_parity, B), and above 1 the diffusion model is \
-                     faster at equal quality. The Answer tab shows both; the S_parity tab has them per series, B \
-                     and N."
+                    "S_parity is the fewest diffusion steps K (for a threshold series, the fewest forwards) at \
+                     which the diffusion model's quality is at least as good as the autoregressive model's, per N \
+                     and series; the speedup at parity is L_e2e(autoregressive, B) / L_e2e(diffusion at S_parity, \
+                     B), and above 1 the diffusion model is faster at equal quality. The Answer tab shows both; the \
+                     S_parity tab has them per series, B and N."
                 </p>
                 <p>
                     "Intervals are 95% bootstrap intervals over prompts: they cover quality (and so S_parity), not \
-                     timing noise; latencies are medians over repetitions, whose spread the latency bars show. A \
-                     cell that ran out of memory or failed is named under the views it is missing from and listed \
-                     in Run details."
+                     timing noise; latencies are medians over repetitions, whose spread (min to max) the latency \
+                     charts draw as bars. A cell that ran out of memory, failed or was skipped is named in a note \
+                     where a view leaves it out, and listed in Run details."
                 </p>
                 <p>
                     "A bundle marked SYNTHETIC was measured on random weights in the real format: its timing and \
