@@ -20,6 +20,7 @@ pub mod index;
 pub mod key;
 pub mod parity;
 pub mod read;
+mod strict;
 pub mod version;
 
 pub use bundle::{

@@ -6,6 +6,7 @@
 use serde_json::Value;
 
 use crate::bundle::{Bundle, CellStatus};
+use crate::strict::Strict;
 use crate::version::{SchemaVersion, VersionNumber};
 
 /// Why a bundle cannot be read. The message says what is wrong and what to do.
@@ -158,9 +159,10 @@ pub fn read_bundle_detailed(json: &str) -> Result<ReadBundle, BundleError> {
         upgraded = value.to_string();
         upgraded.as_str()
     };
-    // A plain typed parse (one monomorphization of the bundle's deserializer: fast, and small in wasm); when it
+    // A plain typed parse (one monomorphization of the bundle's deserializer: fast, and small in wasm), every struct
+    // from an object only ([`Strict`]: serde would read one from an array of its values, by position); when it
     // fails, the field is named from where in the text the parser stopped.
-    let mut bundle: Bundle = serde_json::from_str(text).map_err(|e| {
+    let mut bundle: Bundle = strict_from_str(text).map_err(|e| {
         let at = byte_offset(text, e.line(), e.column());
         if e.is_syntax() || e.is_eof() {
             // serde_json reports a value of the wrong JSON type where a name is expected (`"sampler": null`, a
@@ -175,17 +177,19 @@ pub fn read_bundle_detailed(json: &str) -> Result<ReadBundle, BundleError> {
             }
             return not_json_in(text, &e);
         }
-        invalid(json_path_at(text, at), message_of(&e))
+        let message = message_of(&e);
+        // An array where an object goes ([`Strict`]): said in the format's words.
+        match message.strip_prefix("invalid type: sequence, expected struct ") {
+            Some(name) => invalid(
+                json_path_at(text, at),
+                format!(
+                    "an array where an object goes (a {name}): its values would be read into the fields by position, \
+                     which no writer of the format does; write it as an object with named fields"
+                ),
+            ),
+            None => invalid(json_path_at(text, at), message),
+        }
     })?;
-    #[cfg(not(target_arch = "wasm32"))]
-    if let Some(path) = object_as_array(text, &bundle) {
-        return Err(invalid(
-            path,
-            "an object written as an array: its values would be read into the object's fields by position (no \
-             writer of the format writes one); write it as an object with named fields"
-                .into(),
-        ));
-    }
     if file_version < SchemaVersion::V1_4.number() {
         // Runners before 1.4 ranked LLaDA's positions in f64 and drew Gumbel noise on the host, and their
         // embedded configs do not say so: the defaults of today's runner would misstate them.
@@ -238,44 +242,12 @@ pub fn unknown_fields(json: &str) -> Vec<String> {
     unknown
 }
 
-/// The path (`cells[3].key`) of the first value of `text` that is an array where `bundle`, as parsed from it, has an
-/// object: serde reads a struct from an array of its fields in order, which no writer of the format does (a hand edit,
-/// or another tool's bug) and which would put the values into fields by position. `None` when there is none. Native
-/// readers only (a second pass over the text; the explorer only displays what it reads).
-#[cfg(not(target_arch = "wasm32"))]
-fn object_as_array(text: &str, bundle: &Bundle) -> Option<String> {
-    fn walk(raw: &Value, typed: &Value, path: &mut String) -> bool {
-        match (raw, typed) {
-            (Value::Array(_), Value::Object(_)) => true,
-            (Value::Object(r), Value::Object(t)) => t.iter().any(|(k, tv)| {
-                let Some(rv) = r.get(k) else { return false };
-                let at = path.len();
-                if !path.is_empty() {
-                    path.push('.');
-                }
-                path.push_str(k);
-                let found = walk(rv, tv, path);
-                if !found {
-                    path.truncate(at);
-                }
-                found
-            }),
-            (Value::Array(r), Value::Array(t)) => r.iter().zip(t).enumerate().any(|(i, (rv, tv))| {
-                let at = path.len();
-                path.push_str(&format!("[{i}]"));
-                let found = walk(rv, tv, path);
-                if !found {
-                    path.truncate(at);
-                }
-                found
-            }),
-            _ => false,
-        }
-    }
-    let raw: Value = serde_json::from_str(text).ok()?;
-    let typed = serde_json::to_value(bundle).ok()?;
-    let mut path = String::new();
-    walk(&raw, &typed, &mut path).then_some(path)
+/// `serde_json::from_str` through [`Strict`]: the value, then nothing but whitespace.
+fn strict_from_str<'a, T: serde::Deserialize<'a>>(text: &'a str) -> Result<T, serde_json::Error> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let value = T::deserialize(Strict(&mut de))?;
+    de.end()?;
+    Ok(value)
 }
 
 /// The value of `schema_version` when it is the object's first member and a plain string (no escapes).

@@ -408,8 +408,13 @@ fn an_object_written_as_an_array_is_refused_naming_it() {
     edited["cells"][0]["key"] = serde_json::Value::Array(positional);
     let err = read_bundle(&edited.to_string()).expect_err("refused");
     assert!(matches!(&err, BundleError::Invalid { path, .. } if path == "cells[0].key"), "{err}");
-    assert!(err.to_string().contains("an object written as an array"), "{err}");
+    assert!(err.to_string().contains("an array where an object goes (a CellKey)"), "{err}");
     assert!(err.fix().contains("the type the format has"), "{}", err.fix());
+    // Deeper, and in a struct with a custom reader (a cell's status).
+    let mut edited = v.clone();
+    edited["cells"][1]["status"] = serde_json::json!(["ok"]);
+    let err = read_bundle(&edited.to_string()).expect_err("refused");
+    assert!(matches!(&err, BundleError::Invalid { path, .. } if path == "cells[1].status"), "{err}");
     // The same values as an object read as before.
     read_bundle(&v.to_string()).expect("valid");
 }
