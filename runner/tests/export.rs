@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::assert_exit;
-use crate::util::{Sandbox, stderr, stdout};
+use crate::util::{Sandbox, mark_oom, stderr, stdout, with_ar_oom};
 
 /// A row as read back: column name -> value (strings for CSV fields, JSON values otherwise; null when empty).
 type Row = BTreeMap<String, Value>;
@@ -355,8 +355,7 @@ fn a_cell_without_repetitions_is_one_row_with_its_status_and_nothing_measured() 
         .iter()
         .position(|c| c["key"]["sampler"] != "ar_greedy" && c["key"]["batch_size"] == 1)
         .expect("a diffusion cell at B = 1");
-    cells[i]["status"] = serde_json::json!({"state": "oom", "message": "CUDA out of memory (test)"});
-    cells[i]["repetitions"] = serde_json::json!([]);
+    mark_oom(&mut cells[i]);
     let bundle = sb.write("oom.json", &json.to_string());
     let b = schema::read_bundle(&std::fs::read_to_string(&bundle).expect("bundle")).expect("still valid");
     let out = sb.path().join("oom.parquet");
@@ -528,17 +527,8 @@ fn a_fresh_demo_run_exports_every_cell_and_repetition() {
 #[test]
 fn the_parity_table_keeps_a_batch_size_whose_autoregressive_cell_ran_out_of_memory_as_a_row_with_nothing_measured() {
     let sb = Sandbox::new();
-    let mut json: Value =
-        serde_json::from_str(&std::fs::read_to_string(fixture("v1.5/demo-series.json")).expect("fixture"))
-            .expect("json");
-    let cells = json["cells"].as_array_mut().expect("cells");
-    let ar = cells
-        .iter_mut()
-        .find(|c| c["key"]["sampler"] == "ar_greedy" && c["key"]["batch_size"] == 1 && c["key"]["seq_len"] == 48)
-        .expect("the AR cell at B = 1, N = 48 (its group's quality cell is B = 8)");
-    ar["status"] = serde_json::json!({"state": "oom", "message": "CUDA out of memory (test)"});
-    ar["repetitions"] = serde_json::json!([]);
-    let bundle = sb.write("oom.json", &json.to_string());
+    // The AR cell at B = 1, N = 48 (not its group's quality cell) ran out of memory.
+    let bundle = with_ar_oom(&sb, "oom.json", &[1], false);
     let out = sb.path().join("parity.jsonl");
     export(&sb, &[s(&bundle), "--table", "parity", "-o", s(&out)]);
     let (_, rows) = read_jsonl(&out);

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use serde_json::Value;
 
 use crate::assert_exit;
-use crate::util::{Sandbox, stdout};
+use crate::util::{Sandbox, stdout, with_ar_oom};
 
 fn results(name: &str) -> String {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../results").join(name).display().to_string()
@@ -402,26 +402,6 @@ fn figures_latex_table_says_synthetic_weights() {
             "{i}\n{tex}"
         );
     }
-}
-
-/// The demo-series fixture with the AR cells at N = 48 and the batch sizes `bs` out of memory (their quality values
-/// dropped where `drop_quality`: no AR cell at that N finished to score them).
-fn with_ar_oom(sb: &Sandbox, name: &str, bs: &[u64], drop_quality: bool) -> PathBuf {
-    let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../schema/tests/fixtures/v1.5/demo-series.json");
-    let mut json = read(&fixture);
-    for c in json["cells"].as_array_mut().expect("cells").iter_mut() {
-        let k = &c["key"];
-        if k["sampler"] == "ar_greedy" && k["seq_len"] == 48 && bs.iter().any(|&b| k["batch_size"] == b) {
-            c["status"] = serde_json::json!({"state": "oom", "message": "CUDA out of memory (test)"});
-            c["repetitions"] = serde_json::json!([]);
-            if drop_quality {
-                for field in ["quality", "generations"] {
-                    c.as_object_mut().expect("a cell").remove(field);
-                }
-            }
-        }
-    }
-    sb.write(name, &json.to_string())
 }
 
 /// The B column of each speedup table of `report` under the headings that start with `heading`, with each row.

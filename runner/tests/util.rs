@@ -126,3 +126,30 @@ pub fn files_under(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+/// Marks a cell of a bundle's JSON out of memory, as the runner records one: the status, and no repetitions.
+pub fn mark_oom(cell: &mut serde_json::Value) {
+    cell["status"] = serde_json::json!({"state": "oom", "message": "CUDA out of memory (test)"});
+    cell["repetitions"] = serde_json::json!([]);
+}
+
+/// The demo-series fixture (`schema/tests/fixtures/v1.5/demo-series.json`, its largest B of 8 each group's quality
+/// cell) written to `name` with the AR cells at N = 48 and the batch sizes `bs` out of memory, their quality values
+/// dropped where `drop_quality` (no AR cell at that N finished to score them).
+pub fn with_ar_oom(sb: &Sandbox, name: &str, bs: &[u64], drop_quality: bool) -> PathBuf {
+    let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../schema/tests/fixtures/v1.5/demo-series.json");
+    let text = std::fs::read_to_string(&fixture).expect("the fixture");
+    let mut json: serde_json::Value = serde_json::from_str(&text).expect("json");
+    for c in json["cells"].as_array_mut().expect("cells").iter_mut() {
+        let k = &c["key"];
+        if k["sampler"] == "ar_greedy" && k["seq_len"] == 48 && bs.iter().any(|&b| k["batch_size"] == b) {
+            mark_oom(c);
+            if drop_quality {
+                for field in ["quality", "generations"] {
+                    c.as_object_mut().expect("a cell").remove(field);
+                }
+            }
+        }
+    }
+    sb.write(name, &json.to_string())
+}

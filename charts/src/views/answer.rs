@@ -49,15 +49,14 @@ pub fn answer(bundles: &[&LoadedBundle], o: &Options) -> Result<(String, Figure)
         }
         for at in metrics::parity::rows_by_batch(&lb.bundle, r) {
             let (n, b) = (r.seq_len, at.batch_size());
-            let (e, note, label) = match at {
-                AtBatch::Row(row) => (row.speedup, row.note.clone(), metrics::parity::no_speedup_label(r)),
-                AtBatch::Unfinished { what, .. } => {
-                    let label = match r.outcome {
-                        Parity::NotReached { .. } => metrics::parity::no_speedup_label(r),
-                        _ => NO_BASELINE,
-                    };
-                    (None, Some(metrics::parity::unfinished_baseline_text(what)), label)
-                }
+            let (e, note, unfinished) = match at {
+                AtBatch::Row(row) => (row.speedup, row.note.clone(), false),
+                AtBatch::Unfinished { what, .. } => (None, Some(metrics::parity::unfinished_baseline_text(what)), true),
+            };
+            // Parity not reached is a verdict without any latency; reached, it needs the baseline's.
+            let label = match (unfinished, r.outcome) {
+                (true, Parity::Reached { .. } | Parity::NoData) => NO_BASELINE,
+                _ => metrics::parity::no_speedup_label(r),
             };
             match (e, &r.outcome) {
                 (Some(e), _) => {
@@ -65,7 +64,7 @@ pub fn answer(bundles: &[&LoadedBundle], o: &Options) -> Result<(String, Figure)
                     found.push((e.value, format!("{series}, N = {n}, B = {b}")));
                 }
                 (None, Parity::NotReached { .. }) => judged += 1,
-                (None, _) if label == NO_BASELINE => no_baseline += 1,
+                (None, _) if unfinished => no_baseline += 1,
                 (None, Parity::Reached { .. }) => unmeasured += 1,
                 (None, Parity::NoData) => no_data += 1,
             }
