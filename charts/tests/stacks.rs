@@ -145,3 +145,27 @@ fn no_shared_cell_is_a_one_line_note_and_one_bundle_none() {
         )
     );
 }
+
+#[test]
+fn a_batch_size_whose_autoregressive_cell_ran_out_of_memory_in_one_bundle_keeps_its_row_saying_why() {
+    // [B]'s AR cell at N = 128, B = 4 ran out of memory: [A]'s speedup there stands beside B's reason, not beside
+    // a bare "-".
+    let mut v: Value = serde_json::from_str(A100).expect("json");
+    for c in v["cells"].as_array_mut().expect("cells") {
+        let k = &c["key"];
+        if k["sampler"] == "ar_greedy" && k["seq_len"] == 128 && k["batch_size"] == 4 {
+            c["status"] = serde_json::json!({"state": "oom", "message": "CUDA out of memory (test)"});
+            c["repetitions"] = serde_json::json!([]);
+        }
+    }
+    let (a, b) = (load("study-h200.json", H200), load("oom.json", &v.to_string()));
+    let p = stack_comparison(&[&a, &b], &Options::default()).expect("a panel");
+    assert_eq!(p.speedups.len(), 4, "the row stays: {:?}", p.speedups);
+    let r = p.speedups.iter().find(|r| (r.seq, r.batch) == (128, 4)).expect("N=128 B=4");
+    assert_eq!(r.speedup_b, "no baseline: AR cell ran out of memory", "{r:?}");
+    assert_eq!((r.s_parity_a.as_str(), r.s_parity_b.as_str()), ("K = 64", "K = 64"), "{r:?}");
+    assert!(r.speedup_a.ends_with('x'), "{r:?}");
+    assert_eq!(r.speedup_ratio, "-", "{r:?}");
+    // The other rows are as before.
+    assert!(p.speedups.iter().filter(|r| (r.seq, r.batch) != (128, 4)).all(|r| !r.speedup_b.starts_with("no ")));
+}

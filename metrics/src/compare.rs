@@ -12,7 +12,7 @@ use schema::key::{BlockCache, Sampler};
 use schema::{Bundle, Cell, CellKey, CellStatus};
 
 use crate::derive::{Summary, cell_summary, summarize};
-use crate::parity::{ParityOptions, ParityRecord, parity};
+use crate::parity::{AtBatch, ParityOptions, ParityRecord, parity, rows_by_batch};
 
 /// A cell's latency figures, from [`crate::derive::cell_summary`]; `None` where the cell has none.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -104,10 +104,49 @@ pub struct SpeedupPair {
     pub thresholded: bool,
     /// Batch size B.
     pub batch_size: u32,
-    /// The first bundle's record (S_parity and the rest) and its speedup at this B.
-    pub first: Option<(ParityRecord, Option<f64>)>,
+    /// The first bundle's side: its record of the series and what it has at this B.
+    pub first: Option<StackSide>,
     /// The second bundle's.
-    pub second: Option<(ParityRecord, Option<f64>)>,
+    pub second: Option<StackSide>,
+}
+
+/// One bundle's side of a [`SpeedupPair`]: its record of the series (S_parity and the rest) and its speedup at the
+/// pair's B, or why it has none.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StackSide {
+    /// The bundle's record of the series.
+    pub record: ParityRecord,
+    /// The speedup at this B; `None`: none (see `unfinished`, else the record's outcome or its row's note).
+    pub speedup: Option<f64>,
+    /// The autoregressive cell at this B did not finish in this bundle: what happened to it (`ran out of memory`,
+    /// [`AtBatch::Unfinished`]), so that there is no baseline latency to divide by.
+    pub unfinished: Option<&'static str>,
+}
+
+impl StackSide {
+    /// The speedup in words, `number` writing the figure: it, `no baseline: AR cell ran out of memory` where the
+    /// autoregressive cell at this B did not finish, else `-`. What `report --compare` and the explorer's two stacks
+    /// write in the side's column.
+    pub fn speedup_text(&self, number: impl Fn(f64) -> String) -> String {
+        match (self.speedup, self.unfinished) {
+            (Some(v), _) => number(v),
+            (None, Some(what)) => format!("no baseline: AR cell {what}"),
+            (None, None) => "-".into(),
+        }
+    }
+}
+
+impl SpeedupPair {
+    /// The speedup under each bundle, where both have one.
+    fn speedups(&self) -> (Option<f64>, Option<f64>) {
+        (self.first.as_ref().and_then(|x| x.speedup), self.second.as_ref().and_then(|x| x.speedup))
+    }
+
+    /// The speedup under the first bundle over the one under the second, where both have one.
+    pub fn speedup_ratio(&self) -> Option<f64> {
+        let (a, b) = self.speedups();
+        ratio(a, b)
+    }
 }
 
 /// Two stacks compared: [`compare_stacks`].
@@ -174,9 +213,12 @@ pub fn compare_stacks(first: &Bundle, second: &Bundle, opts: Option<&ParityOptio
         None => (None, None),
     };
     let mut speedups: Vec<SpeedupPair> = Vec::new();
-    for (side, records) in [(0, &pa), (1, &pb)] {
+    // Every batch size of each record, a B whose autoregressive cell did not finish included: it keeps its pair
+    // with the other bundle's row (and says why it has no speedup) rather than showing as absent.
+    for (side, bundle, records) in [(0, first, &pa), (1, second, &pb)] {
         for r in records.iter().flatten() {
-            for row in &r.speedups {
+            for row in rows_by_batch(bundle, r) {
+                let batch_size = row.batch_size();
                 let same = |p: &SpeedupPair| {
                     (p.seq_len, &p.ar_model, &p.diffusion_model, p.sampler, p.block_length, p.cache, p.thresholded)
                         == (
@@ -188,7 +230,7 @@ pub fn compare_stacks(first: &Bundle, second: &Bundle, opts: Option<&ParityOptio
                             r.cache,
                             r.thresholded,
                         )
-                        && p.batch_size == row.batch_size
+                        && p.batch_size == batch_size
                 };
                 let at = match speedups.iter().position(same) {
                     Some(i) => i,
@@ -201,14 +243,18 @@ pub fn compare_stacks(first: &Bundle, second: &Bundle, opts: Option<&ParityOptio
                             block_length: r.block_length,
                             cache: r.cache,
                             thresholded: r.thresholded,
-                            batch_size: row.batch_size,
+                            batch_size,
                             first: None,
                             second: None,
                         });
                         speedups.len() - 1
                     }
                 };
-                let value = Some((r.clone(), row.speedup.map(|e| e.value)));
+                let (speedup, unfinished) = match row {
+                    AtBatch::Row(row) => (row.speedup.map(|e| e.value), None),
+                    AtBatch::Unfinished { what, .. } => (None, Some(what)),
+                };
+                let value = Some(StackSide { record: r.clone(), speedup, unfinished });
                 if side == 0 {
                     speedups[at].first = value;
                 } else {

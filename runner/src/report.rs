@@ -675,13 +675,13 @@ pub fn compare_section(runner: &Bundle, reference: &Bundle, reference_source: &s
          | runner / reference |\n|---:|---|---|---:|---|---:|---|---:|---:|"
     );
     for p in &c.speedups {
-        let series = p.first.as_ref().or(p.second.as_ref()).map(|(r, _)| series_name(r)).unwrap_or_default();
-        let side = |x: &Option<(ParityRecord, Option<f64>)>| match x {
-            Some((r, v)) => (s_parity_text(r), v.map_or("-".into(), num)),
+        let series = p.first.as_ref().or(p.second.as_ref()).map(|x| series_name(&x.record)).unwrap_or_default();
+        let side = |x: &Option<metrics::compare::StackSide>| match x {
+            Some(x) => (s_parity_text(&x.record), x.speedup_text(num)),
             None => ("-".into(), "-".into()),
         };
         let ((ka, sa), (kb, sb)) = (side(&p.first), side(&p.second));
-        let both = metrics::compare::ratio(p.first.as_ref().and_then(|x| x.1), p.second.as_ref().and_then(|x| x.1));
+        let both = p.speedup_ratio();
         let _ = writeln!(
             s,
             "| {} | {} {series} | {} | {} | {ka} | {sa} | {kb} | {sb} | {} |",

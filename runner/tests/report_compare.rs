@@ -467,6 +467,52 @@ fn a_batch_size_whose_autoregressive_cell_ran_out_of_memory_keeps_a_row_saying_w
 }
 
 #[test]
+fn report_compare_keeps_a_batch_size_whose_autoregressive_cell_ran_out_of_memory_on_one_side_saying_why() {
+    let sb = Sandbox::new();
+    // The "runner": the demo-series fixture with its AR cell at N = 48, B = 1 out of memory; the "reference": the
+    // fixture whole, its tool renamed so that the two are not one implementation.
+    let runner = with_ar_oom(&sb, "oom.json", &[1], false);
+    let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../schema/tests/fixtures/v1.5/demo-series.json");
+    let mut whole: Value = serde_json::from_str(&std::fs::read_to_string(&fixture).expect("fixture")).expect("json");
+    whole["provenance"]["tool"] = "hf_reference.py".into();
+    let reference = sb.write("reference.json", &whole.to_string());
+    let (r, f) = (runner.to_str().expect("utf8"), reference.to_str().expect("utf8"));
+    let out = sb.cmd(&["report", r, "--compare", f]);
+    assert_exit!(out, 0);
+    let text = stdout(&out);
+    let s = section(&text);
+    // | N | series | vs | B | S_parity runner | speedup runner | S_parity reference | speedup reference | ratio |
+    let rows: Vec<Vec<&str>> =
+        s.lines().filter(|l| l.starts_with("| 48 |")).map(|l| l.split('|').map(str::trim).collect()).collect();
+    let at_b1: Vec<&Vec<&str>> = rows.iter().filter(|c| c[4] == "1").collect();
+    assert_eq!(at_b1.len(), 2, "B = 1 keeps its row in both N = 48 series:\n{s}");
+    for cols in at_b1 {
+        assert_eq!(cols[6], "no baseline: AR cell ran out of memory", "{cols:?}");
+        // The runner's record of the series is there: its S_parity is shown, the same as the reference's.
+        assert_ne!(cols[5], "-", "{cols:?}");
+        assert_eq!(cols[5], cols[7], "{cols:?}");
+        assert_eq!(cols[9], "-", "no ratio without the runner's speedup: {cols:?}");
+    }
+    // The reference's own speedup at B = 1 is a number where its series reached parity.
+    assert!(rows.iter().any(|c| c[4] == "1" && c[8].parse::<f64>().is_ok()), "{s}");
+    // The other batch sizes are unchanged: both sides have their speedups and a ratio.
+    assert!(rows.iter().filter(|c| c[4] != "1").all(|c| !c[6].starts_with("no baseline")), "{s}");
+    // Swapped, the reference's column says it.
+    let out = sb.cmd(&["report", f, "--compare", r]);
+    assert_exit!(out, 0);
+    let text = stdout(&out);
+    let swapped = section(&text);
+    let b1: Vec<Vec<&str>> = swapped
+        .lines()
+        .filter(|l| l.starts_with("| 48 |"))
+        .map(|l| l.split('|').map(str::trim).collect::<Vec<_>>())
+        .filter(|c| c[4] == "1")
+        .collect();
+    assert_eq!(b1.len(), 2, "{swapped}");
+    assert!(b1.iter().all(|c| c[8] == "no baseline: AR cell ran out of memory" && c[7] != "-"), "{swapped}");
+}
+
+#[test]
 fn an_n_at_which_no_autoregressive_cell_finished_is_said_to_have_no_s_parity() {
     let sb = Sandbox::new();
     let bundle = with_ar_oom(&sb, "none.json", &[1, 4, 8], true);

@@ -4,8 +4,8 @@
 //! speedup at parity under each bundle. Every number is `metrics::compare::compare_stacks`'s (as `report --compare`
 //! prints it); this module only labels and formats them.
 
-use metrics::compare::{StackComparison, compare_stacks, paired_cells, ratio};
-use metrics::parity::{ParityOptions, ParityRecord, s_parity_text};
+use metrics::compare::{StackComparison, StackSide, compare_stacks, paired_cells};
+use metrics::parity::{ParityOptions, s_parity_text};
 
 use crate::bundle::LoadedBundle;
 
@@ -157,8 +157,8 @@ pub fn stack_comparison(bundles: &[&LoadedBundle], o: &Options) -> Result<StackP
         )),
         _ => None,
     };
-    let side = |p: &Option<(ParityRecord, Option<f64>)>| match p {
-        Some((r, v)) => (s_parity_text(r), speedup_text(*v)),
+    let side = |p: &Option<StackSide>| match p {
+        Some(x) => (s_parity_text(&x.record), x.speedup_text(|v| speedup_text(Some(v)))),
         None => ("-".to_string(), "-".to_string()),
     };
     let speedups = match speedups_note {
@@ -169,10 +169,10 @@ pub fn stack_comparison(bundles: &[&LoadedBundle], o: &Options) -> Result<StackP
             .map(|p| {
                 let series = [(a, &p.first), (b, &p.second)]
                     .into_iter()
-                    .find_map(|(lb, x)| x.as_ref().and_then(|(r, _)| record_cell(lb, r)))
+                    .find_map(|(lb, x)| x.as_ref().and_then(|x| record_cell(lb, &x.record)))
                     .map_or_else(|| short_model(&p.diffusion_model).to_string(), series_label);
                 let ((s_parity_a, speedup_a), (s_parity_b, speedup_b)) = (side(&p.first), side(&p.second));
-                let both = ratio(p.first.as_ref().and_then(|x| x.1), p.second.as_ref().and_then(|x| x.1));
+                let both = p.speedup_ratio();
                 let factor = c
                     .factors
                     .iter()
