@@ -563,9 +563,12 @@ async function checkAboveTheFold(page) {
     }
     await page.click('.open-files summary');
     assert.ok(await page.isVisible('[data-testid="file-input"]'), 'the file picker opens');
-    await page.click('.open-files summary');
+    // The popovers close as menus do: a click inside stays open, one outside (About's summary) closes it.
+    await page.click('.open-files .hint');
+    assert.ok(await page.isVisible('[data-testid="file-input"]'), 'a click inside Open files keeps it open');
     // About: what the study compares and what its numbers mean, inside the screen's width.
     await page.click('.about summary');
+    assert.ok(!(await page.$('.open-files[open]')), 'opening About closes Open files');
     const about = await page.$eval('.about .popover', (p) => {
       const r = p.getBoundingClientRect();
       return { text: p.textContent, left: r.left, right: r.right, visible: r.width > 0 && r.height > 0 };
@@ -573,7 +576,16 @@ async function checkAboveTheFold(page) {
     assert.ok(about.visible && about.text.includes('S_parity') && about.text.includes('SYNTHETIC'), about.text);
     assert.ok(about.left >= 0 && about.right <= w, `About at ${w} px spans ${about.left}..${about.right}`);
     if (w === 390) await page.screenshot({ path: `${SHOTS}-about-${w}.png` });
+    await page.click('.about .popover p');
+    assert.ok(await page.$('.about[open]'), 'a click on the text keeps About open');
+    await page.keyboard.press('Escape');
+    assert.ok(!(await page.$('.about[open]')), 'Escape closes About');
     await page.click('.about summary');
+    await page.click('h1');
+    assert.ok(!(await page.$('.about[open]')), 'a click outside closes About');
+    await page.click('.about summary');
+    await page.click('.about summary');
+    assert.ok(!(await page.$('.about[open]')), 'its own summary still closes About');
   }
   await page.setViewportSize({ width: 1280, height: 1000 });
   pass(`the chart above the fold (its top edge, px: ${tops.join(', ')})`);

@@ -45,6 +45,39 @@ pub(super) fn on_history(f: impl Fn() + 'static) {
     std::mem::forget(handle);
 }
 
+/// The bar's popovers (About, Open files: `details` drawn over the page) close as a menu does, on a click outside
+/// them (opening one closes the other) or on Escape; a click inside one (a file picker) leaves it open. For the
+/// page's whole life.
+pub(super) fn close_popovers_as_menus() {
+    let click = window_event_listener(leptos::ev::click, |ev| {
+        let target = ev.target().and_then(|t| t.dyn_into::<web_sys::Node>().ok());
+        close_popovers(target.as_ref());
+    });
+    let escape = window_event_listener(leptos::ev::keydown, |ev| {
+        if ev.key() == "Escape" {
+            close_popovers(None);
+        }
+    });
+    // Never removed: the page listens as long as it lives.
+    std::mem::forget((click, escape));
+}
+
+/// Closes every open popover of the bar that does not hold `within`.
+fn close_popovers(within: Option<&web_sys::Node>) {
+    let Ok(open) = document().query_selector_all(POPOVERS) else { return };
+    for i in 0..open.length() {
+        let Some(d) = open.item(i).and_then(|n| n.dyn_into::<web_sys::Element>().ok()) else { continue };
+        if within.is_some_and(|t| d.contains(Some(t))) {
+            continue;
+        }
+        let _ = d.remove_attribute("open");
+    }
+}
+
+/// The open popovers: the bar's `details` whose content is drawn over the page (the provenance opens in the flow
+/// and stays open until its own summary is clicked).
+const POPOVERS: &str = "details.about[open], details.open-files[open]";
+
 /// Starts a download of `url` as `name`.
 pub(super) fn download_url(url: &str, name: &str) {
     let doc = document();

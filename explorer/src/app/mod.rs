@@ -18,7 +18,9 @@ use wasm_bindgen_futures::JsFuture;
 
 use crate::index;
 use crate::state::PageState;
-use browser::{fetch_text, fetch_utf8, js_message, on_history, prefetched, query_state, set_query, utf8};
+use browser::{
+    close_popovers_as_menus, fetch_text, fetch_utf8, js_message, on_history, prefetched, query_state, set_query, utf8,
+};
 use chart::ChartPanel;
 use filters::FilterBar;
 use tables::{CellDetails, CellTable, ParityView, StacksView};
@@ -156,6 +158,7 @@ pub fn App() -> impl IntoView {
         set_query(&s.to_query(), push);
         shown_last.set_value(Some(s));
     });
+    close_popovers_as_menus();
     // Back and Forward: the state, the bundles and the view again from the address.
     on_history(move || {
         let q = query_state();
