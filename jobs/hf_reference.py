@@ -41,6 +41,10 @@ What is measured, per cell (W warm-ups, then R repetitions, each stored raw):
   torch.cuda.mem_get_info; the cache emptied at each cell's start, so a cell's reserved peak is its own (the runner
   trims its pool likewise). CPU: the process's peak RSS (VmHWM, reset through /proc/self/clear_refs), else absent.
 - Out of memory: the cell is recorded as `oom` with B, N and K in the message; the grid goes on.
+- Stopped by SIGTERM or SIGINT (a job's time limit, a capped call, Ctrl-C): the cell under way is dropped, the
+  finished ones are written as a partial bundle (planned_cells says how many were planned; every reader labels
+  it partial) and the script exits 75, as `dllm-bench run` does. There is no resume: run the cells left with
+  --steps, --seq-len or --batch-size into another bundle.
 
 Deliberate differences from the runner (none changes what is timed):
 - Prompts are seeded uniform token ids (BOS first, then prompt_tokens - 1 ids below the special ids), not text:
@@ -65,6 +69,7 @@ import math
 import os
 import platform
 import random
+import signal
 import socket
 import subprocess
 import sys
@@ -613,6 +618,19 @@ def write_atomic(path: Path, bundle: dict) -> None:
 # ---------------------------------------------------------------------------------------------------------------
 
 
+class Stopped(BaseException):
+    """SIGTERM or SIGINT arrived: the grid stops between two Python operations (a cell's `except Exception` does
+    not take it for a failed cell) and the finished cells are written."""
+
+
+def raise_stopped(signum, _frame):
+    raise Stopped(signal.Signals(signum).name)
+
+
+# Exit status of a run stopped by a signal, its finished cells written (the runner's, runner::signals).
+EXIT_INTERRUPTED = 75
+
+
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -721,6 +739,34 @@ def main(argv=None) -> int:
               "the synthetic tokenizer into the cache, or pass --model-cache-dir", file=sys.stderr)
         return 2
     models_info, out_cells = [], []
+    stopped = None
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, raise_stopped)
+    try:
+        measure_models(config, planned_models, keys, cache, run, dtype, dtype_bytes, device, args, count,
+                       models_info, out_cells)
+    except Stopped as e:
+        stopped = str(e)
+    except ModelBuildError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    # The bundle is written whatever arrives now (a second signal would lose every cell measured).
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, signal.SIG_IGN)
+    return write_bundle(config, source, plan, keys, models_info, out_cells, started, dev_info, host, count, args,
+                        run, stopped)
+
+
+class ModelBuildError(Exception):
+    """A model the reference cannot build faithfully: nothing is written."""
+
+
+def measure_models(config, planned_models, keys, cache, run, dtype, dtype_bytes, device, args, count, models_info,
+                   out_cells) -> None:
+    """Builds each model in turn and measures its cells, appending to `models_info` and `out_cells` as it goes (so
+    that a stop leaves every finished cell there)."""
+    import torch
+
     for mi, spec in enumerate(config["models"]):
         planned = planned_models[spec["id"]]
         shape, preset = {**planned["shape"], "max_positions": planned["max_positions"]}, planned["preset"]
@@ -734,9 +780,8 @@ def main(argv=None) -> int:
               f"attention {model.config._attn_implementation}) built in {time.perf_counter() - t0:.1f}s",
               file=sys.stderr)
         if spec["kind"] == "llada" and not check_bidirectional(model, shape["vocab"], device):
-            print(f"error: {spec['id']}: this transformers version keeps the causal mask for the LLaDA model; "
-                  "the reference would be wrong", file=sys.stderr)
-            return 1
+            raise ModelBuildError(f"{spec['id']}: this transformers version keeps the causal mask for the LLaDA "
+                                  "model; the reference would be wrong")
         tok = {"vocab_size": len(tokenizer) if tokenizer is not None else shape["vocab"], "bos_id": ids["bos"],
                "eos_id": ids["eos"]}
         if "mask" in ids:
@@ -766,6 +811,14 @@ def main(argv=None) -> int:
         gc.collect()
         if device.type == "cuda":
             torch.cuda.empty_cache()
+
+
+def write_bundle(config, source, plan, keys, models_info, out_cells, started, dev_info, host, count, args, run,
+                 stopped) -> int:
+    """Writes the bundle of the cells measured (atomically; partial where `stopped` names the signal that ended
+    the grid early) and returns the exit status: 0, 1 where a cell failed, 75 where stopped."""
+    import torch
+    import transformers
 
     h = hashlib.sha256()
     for i in range(count):
@@ -804,7 +857,13 @@ def main(argv=None) -> int:
     write_atomic(out, bundle)
     failed = sum(c["status"]["state"] != "ok" for c in out_cells)
     print(f"{out}: {len(out_cells)} cells ({len(out_cells) - failed} ok)", file=sys.stderr)
+    if stopped:
+        print(f"{TOOL}: stopped by {stopped} after {len(out_cells)} of {len(keys)} cells: {out} is a partial "
+              "bundle (the cell under way was dropped); run the cells left with --steps, --seq-len or "
+              "--batch-size into another bundle", file=sys.stderr)
     print(out)
+    if stopped:
+        return EXIT_INTERRUPTED
     return 1 if failed else 0
 
 

@@ -21,8 +21,10 @@
 #            ratios. BIN must be built with `--features cudnn` for the cuDNN runs.
 #   grid     config/gpu_primary.toml (the primary grid on synthetic 8B weights) with W=$GRID_W R=$GRID_R
 #            (default 1/1), CUDA-event e2e times beside the host clock (`runner::timing=debug`)
-#   hf       jobs/hf_reference.py (HF transformers, eager attention) on K=$HF_STEPS (default 32) of the grid,
-#            W=$HF_W R=$HF_R (default 1/1), then `dllm-bench compare`
+#   hf       jobs/hf_reference.py (HF transformers) on the grid with each attention of $HF_ATTN (default
+#            "eager sdpa"), every K of the grid unless HF_STEPS names some (e.g. 32), W=$HF_W R=$HF_R (default
+#            1/1), the time left shared between the attentions; a run its cap stops writes its finished cells
+#            (a partial bundle, exit 75); then `dllm-bench compare` of the runner's grid with each
 #   oom      config/gpu_oom.toml: a LLaDA cell that exhausts the card, then cells that must still run (measured
 #            in issue 12: not in the default stages, name it to run it)
 #   energy   the NVML check (runner/PERF.md, "The NVML check a GPU session must run"): the counter and the GPU it
@@ -235,15 +237,25 @@ fi
 
 if has hf; then
     wait_synth
-    say "stage hf (eager, K=${HF_STEPS:-32}, W=${HF_W:-1} R=${HF_R:-1})"
-    capped 200 45 "$W/hf.log" python3 jobs/hf_reference.py --config config/gpu_primary.toml --device cuda \
-        --attn eager --steps "${HF_STEPS:-32}" --warmup "${HF_W:-1}" --repetitions "${HF_R:-1}" \
-        --model-cache-dir "$HF" --dllm-bench "$BIN" --output "$W/hf-eager.json"
-    [ -f "$W/hf-eager.json" ] && cp "$W/hf-eager.json" "$OUT_DIR/gpu_primary-hf-eager.json"
-    if [ -f "$W/grid/bundle.json" ] && [ -f "$W/hf-eager.json" ]; then
-        "$BIN" compare --markdown "$W/grid/bundle.json" "$W/hf-eager.json" >"$W/compare.txt" 2>&1
-        tee -a "$SUMMARY" <"$W/compare.txt"
-    fi
+    attns=(${HF_ATTN:-eager sdpa})
+    steps=()
+    [ -n "${HF_STEPS:-}" ] && steps=(--steps "$HF_STEPS")
+    say "stage hf (${attns[*]}, K=${HF_STEPS:-every K of the grid}, W=${HF_W:-1} R=${HF_R:-1})"
+    for i in "${!attns[@]}"; do
+        attn=${attns[$i]}
+        # An equal share of what is left (less the reserve) for this and each attention after it.
+        share=$(( ($(left) - 45) / (${#attns[@]} - i) ))
+        capped "$share" 45 "$W/hf-$attn.log" python3 jobs/hf_reference.py --config config/gpu_primary.toml \
+            --device cuda --attn "$attn" "${steps[@]}" --warmup "${HF_W:-1}" --repetitions "${HF_R:-1}" \
+            --model-cache-dir "$HF" --dllm-bench "$BIN" --output "$W/hf-$attn.json"
+        [ -f "$W/hf-$attn.json" ] || continue
+        cp "$W/hf-$attn.json" "$OUT_DIR/gpu_primary-hf-$attn.json"
+        grep -E "stopped by|cells \(" "$W/hf-$attn.log" | tee -a "$SUMMARY"
+        if [ -f "$W/grid/bundle.json" ]; then
+            "$BIN" compare --markdown "$W/grid/bundle.json" "$W/hf-$attn.json" >"$W/compare-$attn.txt" 2>&1
+            tee -a "$SUMMARY" <"$W/compare-$attn.txt"
+        fi
+    done
 fi
 
 if has oom; then

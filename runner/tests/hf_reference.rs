@@ -486,3 +486,66 @@ fn bundles_equal_a_runner_run_on_both_attention_implementations() {
     }
     eprintln!("hf_reference.py bundles: {:.1} s", started.elapsed().as_secs_f64());
 }
+
+/// SIGTERM (a job's time limit, a capped call on a lent GPU) mid-grid: the finished cells are written as a partial
+/// bundle that validates, the cell under way is dropped, and the exit status is the runner's 75.
+#[test]
+fn a_reference_run_stopped_by_sigterm_writes_its_finished_cells_as_a_partial_bundle() {
+    let Some(python) = hf_python_or_skip("hf_reference::a_reference_run_stopped_by_sigterm_writes_its_finished_cells")
+    else {
+        return;
+    };
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let sb = Sandbox::new();
+    let cache = sb.cache();
+    sb.write("a.toml", TINY_A);
+    // The tokenizers the reference reads (output_bytes): written by one small run of the runner.
+    let seed = sb.cmd(&["run", "--config", "a.toml", "--seq-len", "13", "--batch-size", "1", "--steps", "2", "-q"]);
+    assert_exit!(seed, 0);
+    let path = sb.path().join("stopped.json");
+    // 20 cells of about half a second each (50 repetitions): the signal comes after the first.
+    let mut child = Command::new(python)
+        .arg(repo().join("jobs/hf_reference.py"))
+        .args(["--config", "a.toml", "--threads", "1", "--repetitions", "50", "--output"])
+        .arg(&path)
+        .current_dir(sb.path())
+        .env("HF_HUB_CACHE", &cache)
+        .env_remove("HF_HOME")
+        .env("HF_HUB_OFFLINE", "1")
+        .env("OMP_NUM_THREADS", "1")
+        .env("DLLM_BENCH", env!("CARGO_BIN_EXE_dllm-bench"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run hf_reference.py");
+    let mut log = String::new();
+    let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
+    for line in lines.by_ref() {
+        let line = line.expect("stderr line");
+        log.push_str(&line);
+        log.push('\n');
+        if line.contains(": ok, median e2e") {
+            let kill = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill");
+            assert!(kill.success());
+            break;
+        }
+    }
+    for line in lines {
+        log.push_str(&line.expect("stderr line"));
+        log.push('\n');
+    }
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(75), "{log}");
+    assert!(log.contains("stopped by SIGTERM after ") && log.contains("is a partial bundle"), "{log}");
+    assert_exit!(sb.cmd(&["validate", path.to_str().expect("utf8")]), 0);
+    let hf = schema::read_bundle(&std::fs::read_to_string(&path).expect("partial bundle")).expect("valid");
+    let planned = hf.provenance.planned_cells.expect("planned_cells") as usize;
+    assert!(!hf.cells.is_empty() && hf.cells.len() < planned, "{} of {planned} cells: {log}", hf.cells.len());
+    // Every cell written is finished: all its repetitions, none cut.
+    assert!(hf.cells.iter().all(|c| c.status == CellStatus::Ok && c.repetitions.len() == 50), "{log}");
+    // Readers say it is partial.
+    let report = sb.cmd(&["report", path.to_str().expect("utf8")]);
+    assert_exit!(report, 0);
+    assert!(String::from_utf8_lossy(&report.stdout).contains("**PARTIAL bundle: "), "{}", stderr(&report));
+}
