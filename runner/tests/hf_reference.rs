@@ -86,17 +86,21 @@ fn stdout_line(o: &Output) -> String {
 /// `python jobs/hf_reference.py ARGS`, from `dir`, with `cache` as the HF cache and one torch thread (two
 /// cores run the whole suite at once).
 fn hf_reference(python: &Path, dir: &Path, cache: &Path, args: &[&str]) -> Output {
-    Command::new(python)
-        .arg(repo().join("jobs/hf_reference.py"))
+    hf_reference_command(python, dir, cache, args).output().expect("run hf_reference.py")
+}
+
+/// The command [`hf_reference`] runs, to start it and signal it.
+fn hf_reference_command(python: &Path, dir: &Path, cache: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(python);
+    cmd.arg(repo().join("jobs/hf_reference.py"))
         .args(args)
         .current_dir(dir)
         .env("HF_HUB_CACHE", cache)
         .env_remove("HF_HOME")
         .env("HF_HUB_OFFLINE", "1")
         .env("OMP_NUM_THREADS", "1")
-        .env("DLLM_BENCH", env!("CARGO_BIN_EXE_dllm-bench"))
-        .output()
-        .expect("run hf_reference.py")
+        .env("DLLM_BENCH", env!("CARGO_BIN_EXE_dllm-bench"));
+    cmd
 }
 
 /// Multiple blocks, low-confidence remasking, output_tokens; prompt indices wrap around the 3 prompts.
@@ -505,16 +509,9 @@ fn a_reference_run_stopped_by_sigterm_writes_its_finished_cells_as_a_partial_bun
     assert_exit!(seed, 0);
     let path = sb.path().join("stopped.json");
     // 20 cells of about half a second each (50 repetitions): the signal comes after the first.
-    let mut child = Command::new(python)
-        .arg(repo().join("jobs/hf_reference.py"))
-        .args(["--config", "a.toml", "--threads", "1", "--repetitions", "50", "--output"])
-        .arg(&path)
-        .current_dir(sb.path())
-        .env("HF_HUB_CACHE", &cache)
-        .env_remove("HF_HOME")
-        .env("HF_HUB_OFFLINE", "1")
-        .env("OMP_NUM_THREADS", "1")
-        .env("DLLM_BENCH", env!("CARGO_BIN_EXE_dllm-bench"))
+    let args =
+        ["--config", "a.toml", "--threads", "1", "--repetitions", "50", "--output", path.to_str().expect("utf8")];
+    let mut child = hf_reference_command(python, sb.path(), &cache, &args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

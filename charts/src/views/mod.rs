@@ -158,6 +158,21 @@ fn short_forms_text(baseline: bool) -> String {
     }
 }
 
+/// The one shape (B, N) a view of one shape draws (quality vs steps, Pareto): [`choices::shape`]'s, with its note
+/// (which shape, where the filters leave several) and the note naming the cells at it that are not drawn
+/// ([`not_drawn`]) added to `notes`.
+pub(super) fn drawn_shape(
+    bundles: &[&LoadedBundle],
+    f: &Filters,
+    notes: &mut Vec<String>,
+) -> Result<(u32, u32), String> {
+    let ((b, n), note) = choices::shape(bundles, f).ok_or("no cells")?;
+    notes.extend(note);
+    let at = |c: &schema::Cell| c.key.batch_size == b && c.key.seq_len == n;
+    notes.extend(not_drawn(bundles, f, &format!("B = {b}, N = {n}"), &at, (false, false)));
+    Ok((b, n))
+}
+
 /// The note naming the cells a view leaves out because they did not finish (out of memory, failed, skipped), among
 /// those the filters keep that `at` picks (the view's shape, `shape` in words: `B = 4, N = 256`); `None` when
 /// every such cell ran. Each is named as the view's legend and points name it (`K=64`), with its B (`batch`: a view

@@ -5,13 +5,12 @@ use metrics::derive::{QualityPoint, pareto_view};
 use crate::bundle::LoadedBundle;
 use crate::figure::{self, Axis, CellId, Figure, Mark, Plot, Series, Style};
 
-use super::choices::shape;
 use super::energy;
 use super::options::{Filters, Options, ParetoX};
 use super::parity::parity_records;
 use super::quality::{cell_interval, direction_text, quality_metric, quality_points};
 use super::series::{Palette, key_text, point_label, push_mark, series_label, short_model, tag};
-use super::{NO_QUALITY, bars_text, not_drawn, shape_text};
+use super::{NO_QUALITY, bars_text, drawn_shape, shape_text};
 
 pub(super) fn pareto(
     bundles: &[&LoadedBundle],
@@ -20,10 +19,7 @@ pub(super) fn pareto(
     notes: &mut Vec<String>,
 ) -> Result<Figure, String> {
     let (metric, dir) = quality_metric(bundles, o).ok_or(NO_QUALITY)?;
-    let ((b, n), note) = shape(bundles, f).ok_or("no cells")?;
-    notes.extend(note);
-    let at = |c: &schema::Cell| c.key.batch_size == b && c.key.seq_len == n;
-    notes.extend(not_drawn(bundles, f, &format!("B = {b}, N = {n}"), &at, (false, false)));
+    let (b, n) = drawn_shape(bundles, f, notes)?;
     let mut pal = Palette::of(bundles, o);
     let mut series = Vec::new();
     // The x of a point: its latency, or (hardware-independent) its forwards or tokens per forward per sequence.

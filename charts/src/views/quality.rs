@@ -6,11 +6,11 @@ use schema::CellStatus;
 use crate::bundle::LoadedBundle;
 use crate::figure::{self, Axis, CellId, Figure, Mark, Plot, RefLine, Style};
 
-use super::choices::{kept_where, set, shape};
+use super::choices::{kept_where, set};
 use super::options::{Filters, Options};
 use super::parity::parity_records;
 use super::series::{Palette, key_text, push_mark, series_label, short_model, sort_marks, steps_axis, tag};
-use super::{NO_QUALITY, bars_text, not_drawn, shape_text, value_text};
+use super::{NO_QUALITY, bars_text, drawn_shape, shape_text, value_text};
 
 /// The quality metric shown: the chosen one if a bundle has it, else the one the first bundle's run defines
 /// S_parity with (`quality.parity_metric`, scored by its primary evaluator), else the first any bundle has.
@@ -66,10 +66,7 @@ pub(super) fn quality_steps(
     notes: &mut Vec<String>,
 ) -> Result<Figure, String> {
     let (metric, dir) = quality_metric(bundles, o).ok_or(NO_QUALITY)?;
-    let ((b, n), note) = shape(bundles, f).ok_or("no cells")?;
-    notes.extend(note);
-    let at = |c: &schema::Cell| c.key.batch_size == b && c.key.seq_len == n;
-    notes.extend(not_drawn(bundles, f, &format!("B = {b}, N = {n}"), &at, (false, false)));
+    let (b, n) = drawn_shape(bundles, f, notes)?;
     let mut pal = Palette::of(bundles, o);
     let (mut series, mut refs) = (Vec::new(), Vec::new());
     let mut with_intervals = false;
