@@ -375,6 +375,37 @@ fn a_compared_bundles_error_bars_are_drawn_beside_the_firsts_not_over_them() {
 }
 
 #[test]
+fn a_compared_bundles_bars_are_outlined_in_their_series_colour() {
+    let (a, b) = (h200(), load_bundle("b.json", H200).expect("fixture loads"));
+    let f =
+        fig(ViewKind::Throughput, &[&a, &b], &Filters { seq: Some(128), ..Filters::default() }, &Options::default());
+    let (series, _) = xy(&f);
+    let (out, _) = svg(&f);
+    // An outline: a rectangle with no fill, stroked in the colour, opaque (the legend's box is a pale black).
+    let outline = |colour: &str| format!("opacity=\"1\" fill=\"none\" stroke=\"{colour}\"");
+    let outlined =
+        |svg: &str, colour: &str| svg.lines().filter(|l| l.contains("<rect") && l.contains(&outline(colour))).count();
+    let mut alt = 0;
+    for s in series {
+        let RGBColor(r, g, bl) = figure::colour(s.colour);
+        let colour = format!("#{r:02X}{g:02X}{bl:02X}");
+        if s.alt {
+            // Each of [B]'s bars and its legend key.
+            assert_eq!(outlined(&out, &colour), s.marks.len() + 1, "{}: {out}", s.label);
+            alt += 1;
+        }
+    }
+    assert!(alt > 0, "the compared bundle has bar series");
+    // One bundle: no bar outlined in any series' colour.
+    let f = fig(ViewKind::Throughput, &[&a], &Filters { seq: Some(128), ..Filters::default() }, &Options::default());
+    let (out1, _) = svg(&f);
+    for s in xy(&f).0 {
+        let RGBColor(r, g, bl) = figure::colour(s.colour);
+        assert_eq!(outlined(&out1, &format!("#{r:02X}{g:02X}{bl:02X}")), 0, "{}", s.label);
+    }
+}
+
+#[test]
 fn small_multiples_say_what_their_bars_are_when_only_a_later_facet_has_them() {
     // The demo's N = 48 cells without per-prompt values: the first facets (N = 48) have no bars, N = 96's do.
     let mut v: serde_json::Value =

@@ -454,7 +454,7 @@ fn parity_latex(b: &schema::Bundle, opts: &metrics::parity::ParityOptions) -> St
 /// How the figures of two bundles (`--compare`) tell them apart, as `charts::figure` draws them.
 const COMPARE_LEGEND: &str = "Two bundles: every label starts with \"[A] \" (the first bundle) or \"[B] \" (the \
      second, `--compare`). The first bundle's series are solid lines with round points and full-colour bars; the \
-     second's are finely dashed lines with triangular points and paler bars; on points, the first bundle's error \
+     second's are finely dashed lines with triangular points and paler bars outlined in the full colour; on points, the first bundle's error \
      bars are drawn just left of the point and the second's just right, so that neither covers the other. \
      Reference lines (the autoregressive model, S_parity) are dashed in both: long dashes for the first bundle, \
      short ones for the second.";

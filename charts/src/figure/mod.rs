@@ -164,7 +164,7 @@ pub struct Series {
     pub colour: usize,
     /// How it is drawn.
     pub style: Style,
-    /// The compared bundle's series: dashed lines, triangle markers, hatched-looking lighter bars.
+    /// The compared bundle's series: dashed lines, triangle markers, paler bars outlined in the series' colour.
     pub alt: bool,
     /// The marks.
     pub marks: Vec<Mark>,

@@ -154,8 +154,8 @@ pub(super) enum Key {
     /// A line (or band) in this style, dashed (dash and gap lengths) or solid, with the series' point marker
     /// (a triangle when `true`) or none.
     Line { style: ShapeStyle, dash: Option<(f64, f64)>, marker: Option<bool> },
-    /// A bar's fill.
-    Bar(ShapeStyle),
+    /// A bar's fill, and its outline where it has one.
+    Bar(ShapeStyle, Option<ShapeStyle>),
     /// A point: a circle, or a triangle when `true`.
     Point(ShapeStyle, bool),
 }
@@ -284,8 +284,10 @@ pub(super) fn draw_legend<DB: DrawingBackend>(
                 }
                 m.map_or(Ok(()), |tri| point(style.color.filled(), tri))
             }
-            Key::Bar(fill) => {
-                area.draw(&Rectangle::new([(x + px(3.0), y - px(5.0)), (x + px(17.0), y + px(5.0))], fill))
+            Key::Bar(fill, outline) => {
+                let corners = [(x + px(3.0), y - px(5.0)), (x + px(17.0), y + px(5.0))];
+                area.draw(&Rectangle::new(corners, fill)).map_err(backend_err)?;
+                outline.map_or(Ok(()), |line| area.draw(&Rectangle::new(corners, line)))
             }
             Key::Point(fill, tri) => point(fill, tri),
         }

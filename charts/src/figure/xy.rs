@@ -361,13 +361,23 @@ pub(super) fn xy_panel<'a, 'b, DB: DrawingBackend>(
                 legend.push((&se.label, Key::Line { style: st, dash: None, marker: Some(false) }));
             }
             Style::Bars { width: w } => {
+                // The compared bundle's bars: paler, outlined in the full colour, so that one is not taken for a
+                // bar of another series whose colour is pale.
                 let fill = if se.alt { c.mix(0.55).filled() } else { c.filled() };
-                cc.draw_series(se.marks.iter().filter_map(|m| {
-                    let (Some(y), Some(_)) = (to_space(ya, m.y), to_space(xa, m.x)) else { return None };
-                    Some(Rectangle::new([(m.x - w / 2.0, y_floor), (m.x + w / 2.0, y)], fill))
-                }))
-                .map_err(backend_err)?;
-                legend.push((&se.label, Key::Bar(fill)));
+                let outline = se.alt.then(|| c.stroke_width(si(1.5)));
+                let rects: Vec<[(f64, f64); 2]> = se
+                    .marks
+                    .iter()
+                    .filter_map(|m| {
+                        let (Some(y), Some(_)) = (to_space(ya, m.y), to_space(xa, m.x)) else { return None };
+                        Some([(m.x - w / 2.0, y_floor), (m.x + w / 2.0, y)])
+                    })
+                    .collect();
+                cc.draw_series(rects.iter().map(|&r| Rectangle::new(r, fill))).map_err(backend_err)?;
+                if let Some(line) = outline {
+                    cc.draw_series(rects.iter().map(|&r| Rectangle::new(r, line))).map_err(backend_err)?;
+                }
+                legend.push((&se.label, Key::Bar(fill, outline)));
             }
             Style::Points => legend.push((&se.label, Key::Point(c.filled(), se.alt))),
         }
