@@ -406,6 +406,42 @@ fn a_compared_bundles_bars_are_outlined_in_their_series_colour() {
 }
 
 #[test]
+fn the_s_parity_line_is_half_tone_so_that_the_error_bar_at_its_k_shows() {
+    let text = include_str!("../../schema/tests/fixtures/v1.2/demo-quality.json");
+    let a = load_bundle("a.json", text).expect("loads");
+    let f = fig(ViewKind::QualitySteps, &[&a], &shape(8, 96), &Options::default());
+    let (series, refs) = xy(&f);
+    let line = refs.iter().find(|r| r.vertical).expect("an S_parity line");
+    let llada = series.iter().find(|s| s.colour == line.colour).expect("its series");
+    assert!(llada.marks.iter().any(|m| m.x == line.value && m.lo.is_some()), "an error bar at S_parity's K");
+    let RGBColor(r, g, bl) = figure::colour(line.colour);
+    let (out, _) = svg(&f);
+    let stroke = format!("stroke=\"#{r:02X}{g:02X}{bl:02X}\"");
+    let opacity = |l: &str| l.split(" opacity=\"").nth(1).and_then(|r| r.split('"').next()).map(str::to_string);
+    // The colour's vertical strokes that do not end in a cap: the error bars' stems (opaque) and the line's dashes.
+    let verticals: Vec<(i64, String)> = out
+        .lines()
+        .filter(|l| l.contains("<polyline") && l.contains(&stroke))
+        .filter_map(|l| {
+            let points = l.split(" points=\"").nth(1)?.split('"').next()?;
+            let xy: Vec<(i64, i64)> = points
+                .split_whitespace()
+                .filter_map(|p| p.split_once(','))
+                .filter_map(|(x, y)| Some((x.parse().ok()?, y.parse().ok()?)))
+                .collect();
+            match xy[..] {
+                [(x0, y0), (x1, y1)] if x0 == x1 && y0 != y1 => Some((x0, opacity(l)?)),
+                _ => None,
+            }
+        })
+        .collect();
+    let dashes: Vec<i64> = verticals.iter().filter(|(_, o)| o == "0.5").map(|(x, _)| *x).collect();
+    assert!(dashes.len() > 3 && dashes.iter().all(|&x| x == dashes[0]), "the line's dashes, half tone: {verticals:?}");
+    // The error bar's stem at that x is drawn opaque, over the dashes.
+    assert!(verticals.iter().any(|(x, o)| (x - dashes[0]).abs() <= 1 && o == "1"), "{verticals:?}");
+}
+
+#[test]
 fn small_multiples_say_what_their_bars_are_when_only_a_later_facet_has_them() {
     // The demo's N = 48 cells without per-prompt values: the first facets (N = 48) have no bars, N = 96's do.
     let mut v: serde_json::Value =

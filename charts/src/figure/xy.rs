@@ -328,7 +328,12 @@ pub(super) fn xy_panel<'a, 'b, DB: DrawingBackend>(
         cc.draw_series([Rectangle::new([(x_lo, lo), (x_hi, hi)], fill)]).map_err(backend_err)?;
     }
     for r in xy.refs.iter().filter(|r| r.facet == facet) {
-        let st = colour(r.colour).stroke_width(width);
+        // A vertical line (S_parity at its K) half-tone: the error bar of the point at that K, drawn over it in the
+        // full colour, stays visible.
+        let st = match r.vertical {
+            true => colour(r.colour).mix(0.5).stroke_width(width),
+            false => colour(r.colour).stroke_width(width),
+        };
         let Some(v) = to_space(if r.vertical { xa } else { ya }, r.value) else { continue };
         let line = if r.vertical { [(v, cc.y_range().start), (v, cc.y_range().end)] } else { [(x_lo, v), (x_hi, v)] };
         let (dash, gap) = if r.alt { (s(3.0), s(4.0)) } else { (s(8.0), s(5.0)) };
