@@ -263,6 +263,19 @@ pub fn compare_stacks(first: &Bundle, second: &Bundle, opts: Option<&ParityOptio
             }
         }
     }
+    // Each series' batch sizes together, by B, the series in the order they first came (a B that only the second
+    // bundle has joins its series rather than the end).
+    let series_of = |p: &SpeedupPair| {
+        (p.seq_len, p.ar_model.clone(), p.diffusion_model.clone(), p.sampler, p.block_length, p.cache, p.thresholded)
+    };
+    let mut order = Vec::new();
+    for p in &speedups {
+        let key = series_of(p);
+        if !order.contains(&key) {
+            order.push(key);
+        }
+    }
+    speedups.sort_by_key(|p| (order.iter().position(|k| *k == series_of(p)), p.batch_size));
     StackComparison {
         arms,
         factors,

@@ -513,6 +513,44 @@ fn report_compare_keeps_a_batch_size_whose_autoregressive_cell_ran_out_of_memory
 }
 
 #[test]
+fn report_compare_lists_a_batch_size_only_the_reference_has_with_its_series_in_b_order() {
+    let sb = Sandbox::new();
+    // The "runner": the demo-series fixture without its B = 1 cells (a partial bundle); the "reference": whole.
+    let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../schema/tests/fixtures/v1.5/demo-series.json");
+    let whole: Value = serde_json::from_str(&std::fs::read_to_string(&fixture).expect("fixture")).expect("json");
+    let mut cut = whole.clone();
+    cut["cells"].as_array_mut().expect("cells").retain(|c| c["key"]["batch_size"] != 1);
+    let runner = sb.write("cut.json", &cut.to_string());
+    let mut reference = whole;
+    reference["provenance"]["tool"] = "hf_reference.py".into();
+    let reference = sb.write("reference.json", &reference.to_string());
+    let out = sb.cmd(&["report", runner.to_str().expect("utf8"), "--compare", reference.to_str().expect("utf8")]);
+    assert_exit!(out, 0);
+    let text = stdout(&out);
+    let s = section(&text);
+    // | N | series | vs | B | ...: each series' rows together, by B, B = 1 (the reference's only) first.
+    let rows: Vec<(String, String)> = s
+        .lines()
+        .filter(|l| l.starts_with("| 48 |") || l.starts_with("| 96 |"))
+        .map(|l| {
+            let c: Vec<&str> = l.split('|').map(str::trim).collect();
+            (format!("{} {}", c[1], c[2]), c[4].to_string())
+        })
+        .collect();
+    assert!(rows.iter().any(|(_, b)| b == "1"), "{s}");
+    let mut seen: Vec<&String> = Vec::new();
+    for (i, (series, b)) in rows.iter().enumerate() {
+        if seen.last() != Some(&series) {
+            assert!(!seen.contains(&series), "the rows of {series} are not together:\n{s}");
+            seen.push(series);
+            assert_eq!(b, "1", "{series} starts at B = 1:\n{s}");
+        } else {
+            assert!(rows[i - 1].1.parse::<u32>().expect("B") < b.parse::<u32>().expect("B"), "B order:\n{s}");
+        }
+    }
+}
+
+#[test]
 fn an_n_at_which_no_autoregressive_cell_finished_is_said_to_have_no_s_parity() {
     let sb = Sandbox::new();
     let bundle = with_ar_oom(&sb, "none.json", &[1, 4, 8], true);
