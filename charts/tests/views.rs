@@ -1406,6 +1406,8 @@ fn the_answer_of_a_partial_bundle_says_its_quality_is_not_measured_yet() {
     let cells = json["cells"].as_array_mut().expect("cells");
     for c in cells.iter_mut().filter(|c| c["key"]["sampler"] != "ar_greedy") {
         c["quality"] = serde_json::json!([]);
+        // Without their continuations too: continuations no evaluator scored are a run stopped while scoring.
+        c.as_object_mut().expect("a cell").remove("generations");
     }
     let whole = load_bundle("whole.json", &json.to_string()).expect("loads");
     let e = views::answer(&[&whole], &Options::default()).expect_err("nothing to judge");
@@ -1546,4 +1548,26 @@ fn quality_vs_steps_marks_a_threshold_series_s_parity_at_its_point() {
         }
     }
     assert!(checked > 0, "the fixture has a threshold series at parity");
+}
+
+#[test]
+fn a_bundle_stopped_while_its_evaluators_scored_is_partial_in_the_explorer() {
+    // Every cell there, but the evaluator's perplexity of the diffusion cells' continuations not scored yet.
+    let text = include_str!("../../schema/tests/fixtures/v1.2/demo-quality.json");
+    let whole = load_bundle("whole.json", text).expect("loads");
+    assert_eq!(whole.partial, None);
+    let mut json: serde_json::Value = serde_json::from_str(text).expect("json");
+    let mut cut = 0;
+    for c in json["cells"].as_array_mut().expect("cells").iter_mut() {
+        if c["key"]["sampler"] != "ar_greedy" && c["generations"].as_array().is_some_and(|g| !g.is_empty()) {
+            c["quality"].as_array_mut().expect("quality").retain(|q| q["evaluator"].is_null());
+            cut += 1;
+        }
+    }
+    assert!(cut > 0);
+    let b = load_bundle("scoring.json", &json.to_string()).expect("loads");
+    let planned = json["cells"].as_array().expect("cells").len();
+    let want =
+        format!("{planned} of {planned} planned cells, the continuations of {cut} not yet scored by every evaluator");
+    assert_eq!(b.partial.as_deref(), Some(want.as_str()));
 }

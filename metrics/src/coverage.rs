@@ -1,8 +1,9 @@
-//! How much of its planned grid a bundle holds: an interrupted run's `partial.json`, or a merge with missing
-//! cells, is a valid bundle whose S_parity, speedups and verdicts may change when the rest is measured. Every
-//! reader says so from this one test (`validate`, `report`, `figures`, the explorer).
+//! How much of its planned grid a bundle holds: an interrupted run's `partial.json` (stopped while measuring, or
+//! while its evaluators scored the continuations), or a merge with missing cells, is a valid bundle whose
+//! S_parity, speedups and verdicts may change when the rest is measured. Every reader says so from this one test
+//! (`validate`, `report`, `figures`, `export`, the explorer).
 
-use schema::Bundle;
+use schema::{Bundle, Cell, CellKey};
 
 /// A bundle with fewer cells than its run planned.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -13,25 +14,55 @@ pub struct Partial {
     pub planned: Option<u32>,
     /// Cells of the grid a merge did not have (`provenance.missing_cells`; not read by wasm builds).
     pub missing: usize,
+    /// Cells whose continuations not every evaluator has scored yet ([`unscored_cells`]).
+    pub unscored: usize,
 }
 
 impl Partial {
     /// `16 of 48 planned cells`, or `16 cells, 4 of the grid missing` without a planned count.
+    /// With `, the continuations of 10 not yet scored by every evaluator` where some are not.
     pub fn counts(&self) -> String {
-        match self.planned {
+        let mut s = match self.planned {
             Some(p) => format!("{} of {p} planned cells", self.present),
             None => format!("{} cells, {} of the grid missing", self.present, self.missing),
+        };
+        if self.unscored > 0 {
+            s.push_str(&format!(", the continuations of {} not yet scored by every evaluator", self.unscored));
         }
+        s
     }
 }
 
-/// The bundle's shortfall; `None` when it holds every cell it planned (or records no plan).
+/// Whether `evaluator` has settled the perplexity of `cell`'s continuations: a value, or the error that prevented
+/// it (`quality_errors`). What a run's scoring still has to do, and what a bundle stopped while scoring lacks.
+pub fn perplexity_settled(cell: &Cell, evaluator: &str) -> bool {
+    let of = |metric: &str, by: Option<&str>| metric == "perplexity" && by == Some(evaluator);
+    cell.quality.iter().any(|q| of(&q.metric, q.evaluator.as_deref()))
+        || cell.quality_errors.iter().any(|q| of(&q.metric, q.evaluator.as_deref()))
+}
+
+/// The cells with continuations (each group's quality cell) whose perplexity some evaluator of the bundle's
+/// `[quality]` table has not settled ([`perplexity_settled`]): a run stopped while its evaluators scored writes
+/// every cell, but not every value its verdicts come from.
+pub fn unscored_cells(b: &Bundle) -> Vec<&CellKey> {
+    let evaluators = b.provenance.config.evaluators();
+    b.cells
+        .iter()
+        .filter(|c| !c.generations.is_empty() && evaluators.iter().any(|e| !perplexity_settled(c, &e.id)))
+        .map(|c| &c.key)
+        .collect()
+}
+
+/// The bundle's shortfall; `None` when it holds every cell it planned (or records no plan) and every evaluator
+/// has scored its continuations.
 pub fn partial(b: &Bundle) -> Option<Partial> {
     let p = &b.provenance;
     let short = p.planned_cells.is_some_and(|n| (b.cells.len() as u64) < u64::from(n));
-    (short || !p.missing_cells.is_empty()).then_some(Partial {
+    let unscored = unscored_cells(b).len();
+    (short || !p.missing_cells.is_empty() || unscored > 0).then_some(Partial {
         present: b.cells.len(),
         planned: p.planned_cells,
         missing: p.missing_cells.len(),
+        unscored,
     })
 }

@@ -137,6 +137,16 @@ pub fn main(args: &ExportArgs) -> Result<ExitCode> {
             n => format!(" ({n} with SYNTHETIC weights: column synthetic_weights; their quality is meaningless)"),
         }
     );
+    for (path, b) in args.bundles.iter().zip(&bundles) {
+        if let Some(x) = metrics::coverage::partial(b) {
+            crate::say!(
+                "warning: {} is a PARTIAL bundle ({}): its rows, S_parity and verdicts may change when the rest is \
+                 measured (resume the run: dllm-bench run --resume DIR)",
+                path.display(),
+                x.counts()
+            );
+        }
+    }
     if args.table == ExportTable::Parity && table.rows.is_empty() {
         crate::say!("note: no S_parity records (no quality values in the bundles): the table has its header only");
     }

@@ -198,11 +198,7 @@ pub fn merge(inputs: &[(PathBuf, Bundle)], opts: MergeOptions) -> Result<Merged,
     // its evaluators scored leaves a partial bundle whose cells are all there, and its verdicts would change.
     let mut unscored = Vec::new();
     for (path, b) in inputs {
-        let evaluators = b.provenance.config.evaluators();
-        let lacking = |c: &&Cell| {
-            !c.generations.is_empty() && evaluators.iter().any(|e| !crate::quality::perplexity_settled(c, &e.id))
-        };
-        let n = b.cells.iter().filter(lacking).count();
+        let n = metrics::coverage::unscored_cells(b).len();
         if n > 0 {
             unscored.push(format!("{}: {n} cells", show(path)));
         }

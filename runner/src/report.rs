@@ -284,7 +284,10 @@ pub fn render(bundle: &Bundle, source: &str, recounted: usize, o: &ReportOptions
     if let Some(x) = &partial {
         let unscored = match x.unscored.len() {
             0 => String::new(),
-            n => format!("; {n} quality groups have no quality value yet, so their K are not in S_parity"),
+            n => format!(
+                "; {n} quality groups have no quality value yet, or not every evaluator's perplexity, so their K are \
+                 not in S_parity"
+            ),
         };
         let _ = writeln!(
             s,

@@ -250,6 +250,61 @@ fn validate_and_report_say_a_bundle_is_partial() {
 }
 
 #[test]
+fn a_bundle_stopped_while_its_evaluators_scored_is_partial_to_every_reader() {
+    let sb = Sandbox::new();
+    let full = demo_run(&sb, "1,4");
+    let mut b = read(&full);
+    // What a run stopped while scoring leaves: every cell, the text statistics of each quality cell, but the
+    // evaluator's perplexity of only some (the first two).
+    let mut scored = 0;
+    let mut cut = 0;
+    for c in b["cells"].as_array_mut().expect("cells") {
+        if c["generations"].as_array().is_none_or(|g| g.is_empty()) {
+            continue;
+        }
+        scored += 1;
+        if scored > 2 {
+            let q = c["quality"].as_array_mut().expect("quality");
+            let before = q.len();
+            q.retain(|v| v["evaluator"].is_null());
+            assert!(q.len() < before && !q.is_empty(), "text statistics stay, the perplexity goes: {q:?}");
+            cut += 1;
+        }
+    }
+    assert!(cut >= 2, "{cut} quality cells cut");
+    b.as_object_mut().expect("bundle").remove("parity");
+    let partial = sb.write("scoring.json", &serde_json::to_string(&b).expect("json"));
+    let p = partial.to_str().expect("utf8");
+    let counts = format!("12 of 12 planned cells, the continuations of {cut} not yet scored by every evaluator");
+
+    let out = sb.cmd(&["validate", p]);
+    assert_exit!(out, 0);
+    let text = stdout(&out);
+    assert!(text.contains(&format!("scoring.json: valid but PARTIAL: {counts}")), "{text}");
+    assert!(!text.contains("planned cells not measured yet"), "every cell is there: {text}");
+    assert!(text.contains(&format!("partial: {cut} quality groups have no quality value yet, or not every")), "{text}");
+    let out = sb.cmd(&["validate", "--complete", p]);
+    assert_exit!(out, 2);
+    // The report warns before any number; export says it on its standard error.
+    let out = sb.cmd(&["report", p]);
+    assert_exit!(out, 0);
+    let text = stdout(&out);
+    let warning = text.find(&format!("**PARTIAL bundle: {counts}")).unwrap_or_else(|| panic!("no warning:\n{text}"));
+    assert!(warning < text.find("## Summary").expect("summary"), "{text}");
+    for table in ["parity", "repetitions"] {
+        let out = sb.cmd(&["export", p, "--table", table, "-o", &format!("{table}.csv")]);
+        assert_exit!(out, 0);
+        let err = crate::util::stderr(&out);
+        assert!(err.contains(&format!("warning: {p} is a PARTIAL bundle ({counts})")), "{err}");
+    }
+    // The whole bundle: none of it.
+    let whole = full.to_str().expect("utf8");
+    assert!(!stdout(&sb.cmd(&["validate", whole])).contains("PARTIAL"));
+    let out = sb.cmd(&["export", whole, "-o", "whole.csv"]);
+    assert!(!crate::util::stderr(&out).contains("PARTIAL"), "{}", crate::util::stderr(&out));
+}
+
+#[test]
 fn report_says_what_the_speedup_interval_covers() {
     let sb = Sandbox::new();
     let full = demo_run(&sb, "1,4");

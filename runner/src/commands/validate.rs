@@ -38,8 +38,8 @@ pub struct Partial {
     /// one missing (a parity search adds cells the config does not list: then they are not named).
     pub not_measured: Vec<CellKey>,
     /// Groups of cells (a model, sampler, N and K: quality is measured once per group) of the planned grid with
-    /// no quality value in the bundle yet, each named by the cell that measures it (its largest B); empty
-    /// without a `[quality]` table.
+    /// no quality value in the bundle yet, or not every evaluator's perplexity, each named by the cell that
+    /// measures it (its largest B); empty without a `[quality]` table.
     pub unscored: Vec<CellKey>,
 }
 
@@ -76,11 +76,16 @@ pub fn partial(b: &Bundle) -> Option<Partial> {
                 *g = k;
             }
         }
+        // Scored: a value or an error, and every evaluator's perplexity settled (the text statistics come first,
+        // so a run stopped while its evaluators scored has values but not all of them).
+        let lacking: BTreeSet<metrics::parity::GroupKey> =
+            metrics::coverage::unscored_cells(b).into_iter().map(metrics::parity::GroupKey::of).collect();
         let scored: BTreeSet<metrics::parity::GroupKey> = b
             .cells
             .iter()
             .filter(|c| !c.quality.is_empty() || !c.quality_errors.is_empty())
             .map(|c| metrics::parity::GroupKey::of(&c.key))
+            .filter(|g| !lacking.contains(g))
             .collect();
         unscored = groups.into_iter().filter(|(g, _)| !scored.contains(g)).map(|(_, k)| k.clone()).collect();
     }
@@ -140,7 +145,9 @@ pub fn main(args: ValidateArgs) -> Result<ExitCode> {
                         b.provenance.missing_cells.len(),
                         b.provenance.missing_cells.iter().map(|k| k.to_string()).collect::<Vec<_>>().join("; ")
                     );
-                } else if let Some(x) = &part {
+                } else if let Some(x) =
+                    part.as_ref().filter(|x| x.shortfall.planned.is_some_and(|p| (p as usize) > x.shortfall.present))
+                {
                     let what = match x.not_measured.is_empty() {
                         true => String::new(),
                         false => format!(": {}", list(&x.not_measured, 10)),
@@ -153,8 +160,9 @@ pub fn main(args: ValidateArgs) -> Result<ExitCode> {
                 }
                 if let Some(x) = part.as_ref().filter(|x| !x.unscored.is_empty()) {
                     println!(
-                        "  partial: {} quality groups have no quality value yet (S_parity leaves their K out), each \
-                         measured in: {}",
+                        "  partial: {} quality groups have no quality value yet, or not every evaluator's perplexity \
+                         (a run stopped while scoring: resume it with dllm-bench run --resume DIR; S_parity leaves \
+                         their K out), each measured in: {}",
                         x.unscored.len(),
                         list(&x.unscored, 10)
                     );

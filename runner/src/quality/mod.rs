@@ -18,14 +18,6 @@ use schema::bundle::{Direction, Generation, Pooling, PromptValue, QualityValue};
 use crate::model::{LoadedModel, LogitsSpan, Positions};
 use crate::prompts::PromptSet;
 
-/// Whether `evaluator` has settled the perplexity of `cell`'s continuations: a value, or the error that prevented
-/// it (`quality_errors`). What scoring still has to do, and what a merge of an interrupted shard lacks.
-pub fn perplexity_settled(cell: &schema::Cell, evaluator: &str) -> bool {
-    let of = |metric: &str, by: Option<&str>| metric == "perplexity" && by == Some(evaluator);
-    cell.quality.iter().any(|q| of(&q.metric, q.evaluator.as_deref()))
-        || cell.quality_errors.iter().any(|q| of(&q.metric, q.evaluator.as_deref()))
-}
-
 /// The text-statistic metrics of a set of generations (no model needed); metrics with no value for any prompt
 /// are left out.
 pub fn text_quality(generations: &[Generation]) -> Vec<QualityValue> {

@@ -159,7 +159,7 @@ pub(super) fn score_perplexity(
         .cells
         .iter()
         // A failure is recorded once (in the bundle's `quality_errors`); a new run scores it again.
-        .filter(|c| !c.generations.is_empty() && !quality::perplexity_settled(c, &spec.id))
+        .filter(|c| !c.generations.is_empty() && !metrics::coverage::perplexity_settled(c, &spec.id))
         .cloned()
         .collect();
     if pending.is_empty() {
