@@ -476,6 +476,17 @@ pub fn verdict_without_speedup(r: &ParityRecord) -> &'static str {
     verdict_without_speedup_why(r.outcome).0
 }
 
+/// Whether a batch size of record `r` is viable, as its verdict says: its speedup row's (above 1 at parity),
+/// `false` where parity was not reached (a verdict that needs no latency, so also for a B whose autoregressive
+/// cell did not finish), else `None` (no verdict: nothing to judge by).
+pub fn viable(r: &ParityRecord, at: &AtBatch) -> Option<bool> {
+    let row = match at {
+        AtBatch::Row(row) => row.viable,
+        AtBatch::Unfinished { .. } => None,
+    };
+    row.or(matches!(r.outcome, Parity::NotReached { .. }).then_some(false))
+}
+
 /// [`verdict_without_speedup`] of an outcome, with why (`parity not reached`), for a reader with no record's note
 /// at hand (the explorer's S_parity rows).
 pub fn verdict_without_speedup_why(outcome: Parity) -> (&'static str, &'static str) {

@@ -735,7 +735,7 @@ fn parity_table(bundles: &[(&str, &Bundle)]) -> Table {
         float("speedup", |r: &ParityRow| r.speedup().and_then(|s| s.speedup).map(|e| e.value)),
         float("speedup_low", |r: &ParityRow| r.speedup().and_then(|s| s.speedup).and_then(|e| e.low)),
         float("speedup_high", |r: &ParityRow| r.speedup().and_then(|s| s.speedup).and_then(|e| e.high)),
-        boolean("viable", |r: &ParityRow| r.speedup().and_then(|s| s.viable)),
+        boolean("viable", |r: &ParityRow| metrics::parity::viable(r.record, r.at.as_ref()?)),
         text("note", |r: &ParityRow| match r.at? {
             AtBatch::Row(row) => row.note.clone(),
             AtBatch::Unfinished { what, .. } => Some(metrics::parity::unfinished_baseline_text(what)),

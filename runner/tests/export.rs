@@ -442,8 +442,13 @@ fn the_parity_table_has_a_row_per_record_and_batch_size() {
             assert_eq!(num(row, "batch_size"), speedup.map(|s| f64::from(s.batch_size)));
             assert_eq!(num(row, "ar_e2e_ms"), speedup.map(|s| s.ar_e2e_ms));
             assert_eq!(num(row, "speedup"), speedup.and_then(|s| s.speedup).map(|e| e.value));
-            assert_eq!(flag(row, "viable"), speedup.and_then(|s| s.viable));
+            // The verdict's: the speedup's, and not viable where parity was not reached (no speedup needed).
+            let not_reached = matches!(record.outcome, schema::parity::Parity::NotReached { .. });
+            assert_eq!(flag(row, "viable"), speedup.and_then(|s| s.viable).or(not_reached.then_some(false)));
         }
+        let not_reached: Vec<&Row> =
+            rows.iter().filter(|r| text(r, "outcome").as_deref() == Some("not_reached")).collect();
+        assert!(!not_reached.is_empty() && not_reached.iter().all(|r| flag(r, "viable") == Some(false)), "{file}");
     }
     // A stale stored record (the bundle edited after it was written): the table, like `report` and the explorer,
     // gives what the cells give, and `validate` says the stored records are stale.
@@ -542,7 +547,9 @@ fn the_parity_table_keeps_a_batch_size_whose_autoregressive_cell_ran_out_of_memo
         for col in ["ar_e2e_ms", "diffusion_e2e_ms", "speedup"] {
             assert_eq!(num(row, col), None, "{col}: nothing measured is null");
         }
-        assert_eq!(flag(row, "viable"), None);
+        // No verdict without the baseline's latency, but not viable where parity was not reached, as `report`.
+        let not_reached = text(row, "outcome").as_deref() == Some("not_reached");
+        assert_eq!(flag(row, "viable"), not_reached.then_some(false));
         let note = text(row, "note").expect("why");
         assert_eq!(note, metrics::parity::unfinished_baseline_text("ran out of memory"));
     }
