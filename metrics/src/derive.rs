@@ -72,7 +72,7 @@ pub fn bytes_per_s(rep: &Repetition) -> Option<f64> {
 }
 
 /// Everything derived for one cell. Absent where the cell did not measure it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CellSummary {
     /// End-to-end latency, ms.
     pub e2e_ms: Option<Summary>,
@@ -101,8 +101,13 @@ pub struct CellSummary {
     pub peak_rss_bytes: Option<u64>,
 }
 
-/// Summarizes a cell's repetitions.
+/// Summarizes a cell's repetitions. A cell that did not finish (out of memory or failed after some repetitions,
+/// which the runner keeps as measured) has no summary, all `None`: every reader then gives it no timing, as
+/// `report` and `compare` say.
 pub fn cell_summary(cell: &Cell) -> CellSummary {
+    if cell.status != CellStatus::Ok {
+        return CellSummary::default();
+    }
     let reps = &cell.repetitions;
     let collect = |f: &dyn Fn(&Repetition) -> Option<f64>| summarize_owned(reps.iter().filter_map(f).collect());
     let n_out = cell.key.output_tokens;

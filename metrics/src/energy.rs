@@ -38,7 +38,7 @@ pub fn idle_power_w(meter: &EnergyMeter) -> Option<f64> {
 }
 
 /// A cell's energy figures, each summarized over its repetitions that have energy. All `None` when none does.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct CellEnergy {
     /// Joules per run (the whole batch).
     pub energy_j: Option<Summary>,
@@ -52,6 +52,10 @@ pub struct CellEnergy {
 
 /// Summarizes a cell's energy over its repetitions.
 pub fn cell_energy(cell: &Cell) -> CellEnergy {
+    // As `derive::cell_summary`: a cell that did not finish has no summary.
+    if cell.status != schema::CellStatus::Ok {
+        return CellEnergy::default();
+    }
     let reps = &cell.repetitions;
     let of = |f: &dyn Fn(&Repetition) -> Option<f64>| summarize(&reps.iter().filter_map(f).collect::<Vec<_>>());
     CellEnergy {

@@ -244,6 +244,7 @@ fn check_repetitions(rows: &[Row], b: &schema::Bundle, bundle_name: &str) {
         // Derived per repetition and per cell, by `metrics`.
         assert_eq!(num(row, "tokens_per_s"), rep.and_then(metrics::derive::tokens_per_s));
         assert_eq!(num(row, "itl_ms"), rep.and_then(|r| metrics::derive::itl_ms(r, key.output_tokens)));
+        // (A cell that did not finish has no cell summary; its raw repetitions above stay.)
         let summary = &summaries[ci];
         assert_eq!(num(row, "e2e_ms_median"), summary.e2e_ms.map(|s| s.median));
         assert_eq!(num(row, "tokens_per_s_std"), summary.tokens_per_s.and_then(|s| s.std));
@@ -370,6 +371,32 @@ fn a_cell_without_repetitions_is_one_row_with_its_status_and_nothing_measured() 
     for col in ["repetition", "e2e_ms", "tokens_per_s", "e2e_ms_median", "forward_passes", "tokens_per_forward"] {
         assert_eq!(num(row, col), None, "{col}: nothing measured is null, not 0");
     }
+    // Out of memory after two repetitions (the runner keeps the finished ones): they are exported as measured,
+    // but the cell has no summary, as `report` and `compare` give it no timing.
+    let cells = json["cells"].as_array_mut().expect("cells");
+    let j = cells
+        .iter()
+        .position(|c| c["key"]["sampler"] == "ar_greedy" && c["repetitions"].as_array().is_some_and(|r| r.len() >= 2))
+        .expect("an AR cell with repetitions");
+    cells[j]["status"] = serde_json::json!({"state": "oom", "message": "CUDA out of memory (test)"});
+    let kept = cells[j]["repetitions"].as_array().expect("reps").len();
+    let bundle = sb.write("oom-late.json", &json.to_string());
+    let b = schema::read_bundle(&std::fs::read_to_string(&bundle).expect("bundle")).expect("still valid");
+    let out = sb.path().join("oom-late.csv");
+    export(&sb, &[s(&bundle), "-o", s(&out)]);
+    let (_, rows) = read_csv(&out);
+    check_repetitions(&rows, &b, "oom-late.json");
+    let late: Vec<&Row> = rows.iter().filter(|r| num(r, "cell") == Some(j as f64)).collect();
+    assert_eq!(late.len(), kept);
+    for row in late {
+        assert_eq!(text(row, "status").as_deref(), Some("oom"));
+        assert!(num(row, "e2e_ms").is_some() && num(row, "tokens_per_s").is_some(), "the repetition as measured");
+        for col in ["e2e_ms_median", "tokens_per_s_median", "itl_ms_median", "peak_rss_bytes_max"] {
+            assert_eq!(num(row, col), None, "{col}: no summary of a cell that did not finish");
+        }
+    }
+    let report = sb.cmd(&["report", s(&bundle)]);
+    assert!(stdout(&report).contains("have no timing"), "{}", stdout(&report));
 }
 
 #[test]
