@@ -40,6 +40,17 @@ pub enum FigureFormat {
     Pdf,
 }
 
+impl FigureFormat {
+    /// The extension of its files.
+    fn extension(self) -> &'static str {
+        match self {
+            FigureFormat::Svg => "svg",
+            FigureFormat::Png => "png",
+            FigureFormat::Pdf => "pdf",
+        }
+    }
+}
+
 /// SVG pixels per inch (CSS's): a figure `--width` inches wide is drawn this many pixels an inch.
 pub const SVG_PX_PER_INCH: f64 = 96.0;
 /// The smallest text of a figure, in points at its printed size (`--width`): a journal's usual minimum.
@@ -568,6 +579,16 @@ pub fn main(args: &FiguresArgs) -> Result<ExitCode> {
         }
     }
     let fonts = raster.then(|| font_options(&args.font)).transpose()?;
+    // Every file this may write, checked before any is: a folder in the way of one refuses the whole set rather
+    // than leaving it half written.
+    let names = specs(&first)
+        .into_iter()
+        .filter(|spec| spec.skip.is_none())
+        .flat_map(|spec| formats.iter().map(move |f| format!("{}.{}", spec.stem, f.extension())))
+        .chain(["s_parity.md", "s_parity.tex", "captions.md"].map(String::from));
+    for name in names {
+        crate::output::check_target(&args.output.join(name))?;
+    }
     for spec in specs(&first) {
         if let Some(why) = &spec.skip {
             skipped += 1;
@@ -605,12 +626,13 @@ pub fn main(args: &FiguresArgs) -> Result<ExitCode> {
                 // Parsed once for PNG and PDF.
                 let tree = fonts.as_ref().map(|opt| svg_tree(&text, opt)).transpose()?;
                 for format in &formats {
-                    let (file, bytes) = match (format, &tree) {
-                        (FigureFormat::Svg, _) => (format!("{}.svg", spec.stem), text.clone().into_bytes()),
-                        (FigureFormat::Png, Some(tree)) => (format!("{}.png", spec.stem), png(tree, args.dpi)?),
-                        (FigureFormat::Pdf, Some(tree)) => (format!("{}.pdf", spec.stem), pdf(tree)?),
+                    let bytes = match (format, &tree) {
+                        (FigureFormat::Svg, _) => text.clone().into_bytes(),
+                        (FigureFormat::Png, Some(tree)) => png(tree, args.dpi)?,
+                        (FigureFormat::Pdf, Some(tree)) => pdf(tree)?,
                         (_, None) => unreachable!("the SVG is parsed when a format needs it"),
                     };
+                    let file = format!("{}.{}", spec.stem, format.extension());
                     crate::output::write_atomic(&args.output.join(&file), &bytes)?;
                     written += 1;
                     let _ = writeln!(captions, "\n## {file}\n\n{} ({} marks).", fig.title, fig.mark_count());

@@ -43,9 +43,10 @@ pub fn create_folder(dir: &Path) -> Result<()> {
     }
 }
 
-/// Writes `bytes` to `path` atomically: readers see the old file or the whole new one, never a part. A `path`
-/// that is a folder, or lies under a file, is bad input (exit 2).
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+/// Refuses (bad input, exit 2) a `path` that [`write_atomic`] could not replace with a file: one of the bundles this
+/// command read, or a folder. A command that writes several files checks them all first, so that it writes all
+/// or none.
+pub fn check_target(path: &Path) -> Result<()> {
     if let Some(input) = crate::input::read_by_this_process(path) {
         return Err(InputError(format!(
             "{}: refusing to replace {}, a bundle this command read (the output is one of the inputs); fix: name \
@@ -57,12 +58,19 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     }
     if path.is_dir() {
         return Err(InputError(format!(
-            "{} is a folder; fix: name a file to write (e.g. {})",
-            path.display(),
-            path.join("out.json").display()
+            "{} is a folder where a file is to be written; fix: remove or rename that folder, or write the output \
+             elsewhere",
+            path.display()
         ))
         .into());
     }
+    Ok(())
+}
+
+/// Writes `bytes` to `path` atomically: readers see the old file or the whole new one, never a part. A `path`
+/// that is a folder, or lies under a file, is bad input (exit 2).
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    check_target(path)?;
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     create_folder(dir)?;
     // A folder the user may not write is bad input (exit 2), like a path through a file.

@@ -558,6 +558,16 @@ fn outputs_through_a_file_or_onto_a_folder_are_refused_naming_the_path() {
     refused(&sb, &["merge", &bundle, "-o", "adir"], &["adir is a folder"]);
     assert_eq!(std::fs::read_to_string(sb.path().join("afile")).expect("read"), "a user's file");
     assert!(std::fs::read_dir(sb.path().join("adir")).expect("adir").next().is_none(), "nothing written in adir");
+    // A folder where one of the figures' files goes (the last written): refused before any is written, with a fix
+    // that fits a name the user did not choose.
+    for name in ["captions.md", "latency_vs_steps_N48_B1.svg"] {
+        let figs = sb.path().join(format!("figs-{name}"));
+        std::fs::create_dir_all(figs.join(name)).expect("mkdir");
+        let figs = figs.to_str().expect("utf8");
+        refused(&sb, &["figures", &bundle, "-o", figs, "--format", "svg"], &[name, "is a folder", "remove or rename"]);
+        let left: Vec<_> = std::fs::read_dir(figs).expect("figs").flatten().map(|e| e.file_name()).collect();
+        assert_eq!(left, [std::ffi::OsString::from(name)], "nothing written beside the folder");
+    }
 }
 
 #[test]
