@@ -545,7 +545,7 @@ pub fn main(args: &FiguresArgs) -> Result<ExitCode> {
             args.width, args.dpi
         ))));
     }
-    crate::output::create_folder(&args.output)?;
+    crate::output::create_folder_for(&args.output, "-o")?;
     let mut captions = String::new();
     let _ = writeln!(captions, "# Figures\n");
     let _ = writeln!(

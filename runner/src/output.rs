@@ -25,17 +25,24 @@ pub fn unwritable_here(e: &std::io::Error) -> bool {
 
 /// Creates the folder `dir` and its parents. A path through a file is bad input (exit 2), naming the file.
 pub fn create_folder(dir: &Path) -> Result<()> {
+    create_folder_for(dir, "")
+}
+
+/// [`create_folder`] for the folder a flag names (`--output-dir`), which its refusal names first.
+pub fn create_folder_for(dir: &Path, flag: &str) -> Result<()> {
+    let flag = if flag.is_empty() { String::new() } else { format!("{flag} ") };
     if let Some(file) = dir.ancestors().find(|a| !a.as_os_str().is_empty() && a.exists() && !a.is_dir()) {
         return Err(InputError(format!(
-            "{}: {} is a file, not a folder; fix: pass a folder path that is not a file nor under one",
+            "{flag}{}: {} is a file, not a folder; fix: pass {} folder path that is not a file nor under one",
             dir.display(),
-            file.display()
+            file.display(),
+            if flag.is_empty() { "a".to_string() } else { format!("{flag}a") }
         ))
         .into());
     }
     match std::fs::create_dir_all(dir) {
         Err(e) if unwritable_here(&e) || e.kind() == std::io::ErrorKind::NotFound => Err(InputError(format!(
-            "cannot create the folder {}: {e}; fix: pass a folder you can write",
+            "{flag}cannot create the folder {}: {e}; fix: pass a folder you can write",
             dir.display()
         ))
         .into()),

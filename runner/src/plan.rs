@@ -109,6 +109,17 @@ pub struct ResolvedConfig {
 }
 
 impl ResolvedConfig {
+    /// The prompt set the config names ([`crate::prompts::PromptSet::load`]), what it refuses (a missing or short
+    /// prompt file, too few prompts) said with the config's name first.
+    pub fn load_prompts(&self, hub_cache: &Path) -> Result<crate::prompts::PromptSet> {
+        crate::prompts::PromptSet::load(&self.config.prompts, &self.dir, hub_cache).map_err(|e| {
+            match e.downcast::<InputError>() {
+                Ok(InputError(m)) => InputError(format!("{}: {m}", self.source)).into(),
+                Err(e) => e,
+            }
+        })
+    }
+
     /// The device the config asks for.
     pub fn device(&self) -> DeviceSpec {
         self.device
@@ -244,7 +255,8 @@ pub fn resolve_with_base(
     let embedded = crate::prompts::embedded_count();
     if config.prompts.source == schema::grid::PromptSource::Embedded && config.prompts.prompt_count() > embedded {
         return Err(InputError(format!(
-            "{source}: field `prompts.count`: {} prompts, but the embedded set has {embedded}; fix: prompts.count (or --max-prompts) at most {embedded}, or prompts from a file or Wikitext",
+            "{source}: field `prompts.count`: {} prompts, but the embedded set has {embedded}\n  fix: prompts.count \
+             (or --max-prompts) at most {embedded}, or prompts from a file or Wikitext",
             config.prompts.prompt_count()
         ))
         .into());

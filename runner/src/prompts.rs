@@ -74,7 +74,8 @@ impl PromptSet {
         };
         if all.len() < n {
             return Err(InputError(format!(
-                "prompts.count = {n} but {source} has only {} prompts; fix: lower prompts.count (or --max-prompts)",
+                "field `prompts.count`: {n} prompts, but {source} has only {}\n  fix: lower prompts.count (or \
+                 --max-prompts), or add prompts to the file",
                 all.len()
             ))
             .into());

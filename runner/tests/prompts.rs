@@ -474,11 +474,14 @@ fn plan_reads_a_prompt_file_as_run_does() {
     sb.write("grid.toml", &demo);
     let out = sb.cmd(&["plan", "--config", "grid.toml"]);
     crate::assert_exit!(out, 2);
-    assert!(crate::util::stderr(&out).contains("prompts.txt"), "{}", crate::util::stderr(&out));
+    let err = crate::util::stderr(&out);
+    assert!(err.contains("grid.toml: prompts.path: the prompt file") && err.contains("prompts.txt"), "{err}");
     sb.write("prompts.txt", "Only one prompt here.\n");
     let out = sb.cmd(&["plan", "--config", "grid.toml"]);
     crate::assert_exit!(out, 2);
-    assert!(crate::util::stderr(&out).contains("has only 1 prompts"), "{}", crate::util::stderr(&out));
+    let err = crate::util::stderr(&out);
+    assert!(err.contains("grid.toml: field `prompts.count`: 2 prompts, but file:prompts.txt has only 1\n"), "{err}");
+    assert!(err.contains("\n  fix: lower prompts.count"), "{err}");
     sb.write("prompts.txt", "The first prompt.\n\nThe second prompt.\n");
     crate::assert_exit!(sb.cmd(&["plan", "--config", "grid.toml"]), 0);
 }

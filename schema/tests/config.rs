@@ -201,6 +201,24 @@ fn unknown_field_is_a_typo_not_ignored() {
 }
 
 #[test]
+fn a_value_of_the_wrong_type_says_what_the_field_takes() {
+    for (from, to, takes) in [
+        ("warmup = 1", "warmup = \"one\"", "a whole number such as 3, without quotes"),
+        ("warmup = 1", "warmup = 1.5", "a whole number such as 3, without quotes"),
+        ("repetitions = 2", "repetitions = [2]", "a whole number such as 3, without quotes"),
+    ] {
+        let text = BASE.replace(from, to);
+        assert_ne!(text, BASE, "{from:?} not in BASE");
+        let err = GridConfig::from_toml(&text, "my.toml").expect_err("refused").to_string();
+        assert!(err.starts_with("my.toml: line ") && err.contains(to), "{err}");
+        assert!(err.contains(&format!("\n  fix: write the value as {takes}; config/experiments.toml")), "{err}");
+    }
+    let lists = BASE.lines().find(|l| l.starts_with("seq_lengths")).expect("seq_lengths in BASE");
+    let err = GridConfig::from_toml(&BASE.replace(lists, "seq_lengths = 48"), "my.toml").expect_err("refused");
+    assert!(err.to_string().contains("fix: write the value as a list in brackets, such as [1, 4]"), "{err}");
+}
+
+#[test]
 fn missing_section() {
     let text = BASE.replace("[prompts]\nsource = \"embedded\"\ncount = 4\n", "");
     let err = GridConfig::from_toml(&text, "my.toml").expect_err("refused");

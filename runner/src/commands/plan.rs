@@ -52,7 +52,7 @@ pub fn main(args: PlanArgs) -> Result<ExitCode> {
     // A prompt file is read here as `run` reads it (a missing or short file is refused now, not after the jobs
     // are queued); Wikitext's shards are `fetch`'s to check.
     if resolved.config.prompts.source == schema::grid::PromptSource::File {
-        crate::prompts::PromptSet::load(&resolved.config.prompts, &resolved.dir, std::path::Path::new(""))?;
+        resolved.load_prompts(std::path::Path::new(""))?;
     }
     if args.json {
         use schema::grid::SynthPreset;

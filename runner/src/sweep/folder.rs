@@ -68,7 +68,7 @@ pub(super) fn open_folder(resolved: &ResolvedConfig, opts: &SweepOptions, prompt
             return Ok(Opened { dir, journal: None, new_header: Some(h), lock: None });
         }
         RunFolder::At(dir) => {
-            crate::output::create_folder(dir)?;
+            crate::output::create_folder_for(dir, "--run-dir")?;
             let lock =
                 RunLock::acquire(dir).map_err(|e| unwritable(e, dir, "give --run-dir a folder you can write"))?;
             if !Journal::exists(dir) {
@@ -214,7 +214,7 @@ pub(super) fn create_journal(
     let mut header = header.clone();
     if unique {
         let parent = dir.parent().map(Path::to_path_buf).unwrap_or_default();
-        crate::output::create_folder(&parent)?;
+        crate::output::create_folder_for(&parent, "--output-dir")?;
         let base = dir.file_name().and_then(|n| n.to_str()).unwrap_or("run.run").trim_end_matches(".run").to_string();
         for n in 1.. {
             let name = if n == 1 { base.clone() } else { format!("{base}-{n}") };

@@ -197,7 +197,7 @@ pub fn run(resolved: &ResolvedConfig, opts: &SweepOptions) -> Result<SweepOutcom
     // A CUDA-graph decode captures on a stream of the device's own (see `device::open_with`).
     let device = crate::device::open_with(spec, cfg.run.cuda_graphs)?;
     let dtype = dtype_of(cfg.run.dtype);
-    let prompts = PromptSet::load(&cfg.prompts, &resolved.dir, &opts.model_cache_dir)?;
+    let prompts = resolved.load_prompts(&opts.model_cache_dir)?;
     let prompt_info = PromptSetInfo {
         source: prompts.source.clone(),
         selection: prompts.selection.clone(),

@@ -85,7 +85,28 @@ fn explain(text: &str, e: &toml::de::Error) -> (String, String) {
         .or_else(|| table_for_array(text))
         .or_else(|| array_for_table(text))
         .or_else(|| missing_table(e))
+        .or_else(|| wrong_type(e).map(|fix| (parse_message(text, e), fix)))
         .unwrap_or_else(|| (parse_message(text, e), ConfigError::COMPARE.to_string()))
+}
+
+/// The fix of a value of the wrong type (`invalid type: string "one", expected u32`): what the field takes, in
+/// words a config's writer knows (`a whole number such as 3, without quotes`); `None` for another error, or a type
+/// with no plainer name.
+fn wrong_type(e: &toml::de::Error) -> Option<String> {
+    let msg = e.message().trim();
+    let expected = msg.strip_prefix("invalid type: ")?.split_once(", expected ")?.1.trim();
+    let what = match expected {
+        "u8" | "u16" | "u32" | "u64" | "usize" | "i8" | "i16" | "i32" | "i64" | "isize" => {
+            "a whole number such as 3, without quotes"
+        }
+        "f32" | "f64" => "a number such as 0.5, without quotes",
+        "a boolean" => "true or false, without quotes",
+        "a string" | "a borrowed string" => "text in double quotes, such as \"bf16\"",
+        "a sequence" => "a list in brackets, such as [1, 4]",
+        "a map" => "a table (its own [header], or { key = value, ... })",
+        _ => return None,
+    };
+    Some(format!("write the value as {what}; config/experiments.toml documents every field"))
 }
 
 /// The text without a byte-order mark and leading whitespace.
