@@ -122,13 +122,16 @@ fn state(s: &CellStatus) -> &'static str {
 fn ms(v: Option<f64>) -> String {
     match v {
         None => "-".into(),
+        // Past 11 days (a hand edit, or a unit slip): in exponent form, not hundreds of digits.
+        Some(v) if v >= 1e9 => format!("{v:.3e}"),
         Some(v) if v < 10.0 => format!("{v:.3}"),
         Some(v) => format!("{v:.1}"),
     }
 }
 
 fn ratio(first: Option<f64>, second: Option<f64>) -> String {
-    metrics::compare::ratio(first, second).map_or_else(|| "-".into(), |r| format!("{r:.2}"))
+    metrics::compare::ratio(first, second)
+        .map_or_else(|| "-".into(), |r| if (1e-3..1e6).contains(&r) { format!("{r:.2}") } else { format!("{r:.2e}") })
 }
 
 fn mib(v: Option<u64>) -> String {

@@ -60,7 +60,9 @@ fn est(e: &Estimate) -> String {
 }
 
 fn num(v: f64) -> String {
-    if v.abs() >= 1000.0 {
+    if v.abs() >= 1e9 {
+        format!("{v:.3e}")
+    } else if v.abs() >= 1000.0 {
         format!("{v:.0}")
     } else if v.abs() >= 10.0 {
         format!("{v:.1}")

@@ -114,3 +114,25 @@ fn compare_names_each_difference_and_exits_1() {
         assert!(err.contains("fix:"), "{err}");
     }
 }
+
+#[test]
+fn an_absurd_latency_is_printed_in_exponent_form_not_hundreds_of_digits() {
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/../schema/tests/fixtures/v1.5/demo-series.json");
+    let sb = Sandbox::new();
+    let mut b: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture).expect("fixture")).expect("json");
+    for r in b["cells"][0]["repetitions"].as_array_mut().expect("reps") {
+        r["e2e_ms"] = 1e308.into();
+    }
+    let huge = sb.write("huge.json", &b.to_string());
+    for markdown in [false, true] {
+        let mut args = vec!["compare", fixture, huge.to_str().expect("utf8")];
+        if markdown {
+            args.push("--markdown");
+        }
+        let out = sb.cmd(&args);
+        let text = stdout(&out);
+        assert!(text.contains("1.000e308") && text.contains("e-308"), "{text}");
+        assert!(text.lines().all(|l| l.chars().count() < 400), "a row as long as the number: {text}");
+    }
+}
