@@ -113,6 +113,20 @@ write("does-not-exist.json", None, r"could not fetch .*does-not-exist\.json.*404
 write("../escape.json", None, r"is not a plain bundle file name")
 print(json.dumps(cases))
 PY
+# A bundle of a run stopped while its evaluators scored (opened through ?bundle=): every cell there, the
+# evaluators' perplexity of some continuations not yet; the explorer must call it PARTIAL, as every reader does.
+python3 - "$ROOT/schema/tests/fixtures/v1.2/demo-quality.json" "$RESULTS/stopped-scoring.json" <<'PY'
+import json, sys
+b = json.load(open(sys.argv[1]))
+cut = 0
+for c in b["cells"]:
+    if c["key"]["sampler"] != "ar_greedy" and c.get("generations"):
+        c["quality"] = [q for q in c["quality"] if q.get("evaluator") is None]
+        cut += 1
+assert cut > 0, "the fixture has diffusion cells with continuations"
+b.pop("parity", None)
+json.dump(b, open(sys.argv[2], "w"))
+PY
 mkdir -p "$SITE/bundles"
 cp "$RESULTS"/*.json "$SITE/bundles/"
 # What `dllm-bench serve` generates; written here while the python server stands in for it.

@@ -19,8 +19,9 @@ pub struct LoadedBundle {
     pub provenance: Vec<(&'static str, String)>,
     /// Timing is real, quality meaningless.
     pub synthetic_weights: bool,
-    /// For a bundle with fewer cells than its run planned, the counts (`8 of 12 planned cells`,
-    /// `metrics::coverage`): its S_parity and speedups may change when the rest is measured.
+    /// For a partial bundle (`metrics::coverage::partial`), the counts (`8 of 12 planned cells`, with the
+    /// continuations not yet scored by every evaluator where some are not): its S_parity and speedups may change
+    /// when the rest is measured.
     pub partial: Option<String>,
     /// Repetitions whose token counts the reader corrected (`schema::ReadBundle::recounted_repetitions`).
     pub recounted_repetitions: usize,

@@ -160,9 +160,15 @@ async function checkLatency(page, b) {
     assert.ok(prov.includes(s), `${b.file}: provenance does not show ${JSON.stringify(s)}`);
   }
   assert.equal(Boolean(await page.$('[data-testid="synthetic-badge"]')), Boolean(p.synthetic_weights));
-  // A bundle with fewer cells than its run planned says so (metrics::coverage).
+  // A bundle with fewer cells than its run planned, or continuations an evaluator has not scored (a value or an
+  // error), says so (metrics::coverage).
+  const evaluators = ((p.config.quality || {}).evaluators || []).map((e) => e.id);
+  const settled = (c, e) => [...(c.quality || []), ...(c.quality_errors || [])]
+    .some((q) => q.metric === 'perplexity' && q.evaluator === e);
+  const unscored = bundle.cells.filter((c) => (c.generations || []).length > 0
+    && evaluators.some((e) => !settled(c, e))).length;
   const partial = (p.planned_cells != null && bundle.cells.length < p.planned_cells)
-    || (p.missing_cells || []).length > 0;
+    || (p.missing_cells || []).length > 0 || unscored > 0;
   const badge = await page.$('[data-testid="partial-badge"]');
   assert.equal(Boolean(badge), partial, `${b.file}: partial badge`);
   if (partial && p.planned_cells != null) {
@@ -892,6 +898,20 @@ async function checkBroken(page) {
   pass('a broken compared bundle shows its message while the main bundle is drawn');
 }
 
+/**
+ * A bundle of a run stopped while its evaluators scored (scripts/e2e-browser.sh writes it): every cell is there,
+ * so only its continuations tell that it is partial; the wasm reads which cells have them (without their texts).
+ */
+async function checkStoppedWhileScoring(page) {
+  const file = 'stopped-scoring.json';
+  await page.goto(`${BASE}?bundle=${file}`);
+  await waitLoaded(page, file);
+  const badge = await page.waitForSelector('[data-testid="partial-badge"]', { timeout: TIMEOUT });
+  const text = await badge.textContent();
+  assert.match(text, /PARTIAL: \d+ of \d+ planned cells, the continuations of \d+ not yet scored by every evaluator/, text);
+  pass(`${file}: "${text}"`);
+}
+
 async function checkLocalFiles(page) {
   await page.goto(`${BASE}?bundle=${STUDY.file}`);
   await waitLoaded(page, STUDY.file);
@@ -979,6 +999,7 @@ try {
   await checkMultiples(page);
   await checkDeepLinkAndCompare(page);
   await checkBroken(page);
+  await checkStoppedWhileScoring(page);
   await checkLocalFiles(page);
   await checkAboveTheFold(page);
   await checkHistory(page);

@@ -30,9 +30,10 @@ pub struct Bundle {
     /// Since 1.2: S_parity and the speedup at parity as the writer computed them with
     /// `metrics::parity::parity` from the cells (readers may recompute them; the explorer does). Builds for
     /// wasm32 (the explorer) skip them when reading: the explorer recomputes them from the cells, and their
-    /// deserializers would cost its download about 6 KB gzipped. (It skips the cells' `generations` and
-    /// `quality_errors` and the executions' `slurm` likewise: it shows none of them, and `dllm-bench validate` and
-    /// `report` still read them. It reads `committed_per_step`: an older runner's token count is corrected from it.)
+    /// deserializers would cost its download about 6 KB gzipped. (It skips the executions' `slurm` likewise, and
+    /// the texts of the cells' `generations`: it shows none of them, and `dllm-bench validate` and `report` still
+    /// read them. It reads `quality_errors`, and which cells have continuations, for its partial test; and
+    /// `committed_per_step`: an older runner's token count is corrected from it.)
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub parity: Vec<crate::parity::ParityRecord>,
@@ -432,16 +433,16 @@ pub struct Cell {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub quality: Vec<QualityValue>,
     /// Since 1.2: the continuations the cell's quality was computed from, one per prompt of the set (only the
-    /// group's quality cell has them: see `metrics::parity::quality_cells`). Not read by wasm32 builds (the
-    /// explorer shows no text; see [`Bundle::parity`]).
+    /// group's quality cell has them: see `metrics::parity::quality_cells`). wasm32 builds read each one without
+    /// its texts (`text` and `reference` empty: the explorer shows no text, see [`Bundle::parity`]), so that they
+    /// know which cells have continuations to score (`metrics::coverage::unscored_cells`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
+    #[cfg_attr(target_arch = "wasm32", serde(deserialize_with = "textless::generations"))]
     pub generations: Vec<Generation>,
     /// Since 1.3: quality values that could not be computed (an evaluator failed, or no continuation had a token),
-    /// each with its reason: a missing value is said, never silent (by `report` and `validate`; wasm32 builds do
-    /// not read them: see [`Bundle::parity`]).
+    /// each with its reason: a missing value is said, never silent (by `report`, `validate` and, through
+    /// `metrics::coverage`, every reader's partial test).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub quality_errors: Vec<QualityError>,
     /// Since 1.6: the prompts (indices into the prompt set) whose quality continuation could not be finished: the
     /// sampler stalled on them (a threshold block whose steps commit nothing). Their continuations are absent from
@@ -462,6 +463,38 @@ pub struct QualityError {
     pub evaluator: Option<String>,
     /// What went wrong.
     pub message: String,
+}
+
+/// The continuations as wasm32 builds read them: each without its texts, which the explorer never shows (the bundle's
+/// largest part: reading them would slow its first chart).
+#[cfg(target_arch = "wasm32")]
+mod textless {
+    use serde::{Deserialize, Deserializer};
+
+    use super::Generation;
+
+    /// [`Generation`] less `text` and `reference` (skipped unread, as any field not named here).
+    #[derive(Deserialize)]
+    struct Textless {
+        prompt: u32,
+        prompt_bytes: u32,
+        #[serde(default)]
+        masked_tokens: Option<u32>,
+    }
+
+    pub(super) fn generations<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Generation>, D::Error> {
+        let all: Vec<Textless> = Vec::deserialize(d)?;
+        Ok(all
+            .into_iter()
+            .map(|g| Generation {
+                prompt: g.prompt,
+                prompt_bytes: g.prompt_bytes,
+                text: String::new(),
+                reference: None,
+                masked_tokens: g.masked_tokens,
+            })
+            .collect())
+    }
 }
 
 /// Since 1.2: one generated continuation, kept so that quality can be recomputed and read.

@@ -20,8 +20,9 @@ pub struct IndexEntry {
     pub created_at: String,
     /// Whether the bundle's weights were synthetic.
     pub synthetic_weights: bool,
-    /// Whether the bundle holds fewer cells than its run planned (an interrupted run's `partial.json`, a merge with
-    /// cells missing: `metrics::coverage::partial`): its S_parity and speedups may change. Absent: false.
+    /// Whether the bundle is partial (`metrics::coverage::partial`: fewer cells than its run planned, as an
+    /// interrupted run's `partial.json`; a merge with cells missing; or continuations an evaluator has not scored):
+    /// its S_parity and speedups may change. Absent: false.
     #[serde(default, skip_serializing_if = "is_false")]
     pub partial: bool,
     /// Whether another implementation wrote the bundle (`provenance.tool` is not dllm-bench: the HF transformers
