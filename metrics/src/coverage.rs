@@ -53,6 +53,19 @@ pub fn unscored_cells(b: &Bundle) -> Vec<&CellKey> {
         .collect()
 }
 
+/// What finishes a partial bundle, in words every reader gives as the fix: a run of the runner resumes (or its
+/// shards merge); the PyTorch reference (`jobs/hf_reference.py`, which does not resume) measures the cells left
+/// into another bundle.
+pub fn finish_hint(b: &Bundle) -> &'static str {
+    match b.provenance.tool.as_str() {
+        "hf-transformers-reference" => {
+            "measure the cells left with jobs/hf_reference.py --steps, --seq-len or --batch-size into another bundle \
+             (it does not resume)"
+        }
+        _ => "resume the run (dllm-bench run --resume DIR), or merge every shard's bundle",
+    }
+}
+
 /// The bundle's shortfall; `None` when it holds every cell it planned (or records no plan) and every evaluator
 /// has scored its continuations.
 pub fn partial(b: &Bundle) -> Option<Partial> {

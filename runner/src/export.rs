@@ -142,9 +142,10 @@ pub fn main(args: &ExportArgs) -> Result<ExitCode> {
         if let Some(x) = metrics::coverage::partial(b) {
             crate::say!(
                 "warning: {} is a PARTIAL bundle ({}): its rows, S_parity and verdicts may change when the rest is \
-                 measured (resume the run: dllm-bench run --resume DIR)",
+                 measured ({})",
                 path.display(),
-                x.counts()
+                x.counts(),
+                metrics::coverage::finish_hint(b)
             );
         }
     }

@@ -286,17 +286,14 @@ pub fn render(bundle: &Bundle, source: &str, recounted: usize, o: &ReportOptions
     if let Some(x) = &partial {
         let unscored = match x.unscored.len() {
             0 => String::new(),
-            n => format!(
-                "; {n} quality groups have no quality value yet, or not every evaluator's perplexity, so their K are \
-                 not in S_parity"
-            ),
+            n => format!("; {n} quality groups have no quality value yet, so their K are not in S_parity"),
         };
         let _ = writeln!(
             s,
             "**PARTIAL bundle: {}{unscored}.** S_parity, the speedups and the verdicts below come from the cells \
-             measured so far and may change when the rest of the grid is measured (resume the run, or merge every \
-             shard).\n",
-            x.counts()
+             measured so far and may change when the rest of the grid is measured ({}).\n",
+            x.counts(),
+            metrics::coverage::finish_hint(bundle)
         );
     }
     let device = p.device.name.as_deref().map_or(p.device.kind.clone(), |n| format!("{} {n}", p.device.kind));

@@ -535,7 +535,12 @@ fn a_reference_run_stopped_by_sigterm_writes_its_finished_cells_as_a_partial_bun
     let status = child.wait().expect("wait");
     assert_eq!(status.code(), Some(75), "{log}");
     assert!(log.contains("stopped by SIGTERM after ") && log.contains("is a partial bundle"), "{log}");
-    assert_exit!(sb.cmd(&["validate", path.to_str().expect("utf8")]), 0);
+    let validate = sb.cmd(&["validate", path.to_str().expect("utf8")]);
+    assert_exit!(validate, 0);
+    // The fix it gives is the reference's (which does not resume), not the runner's --resume.
+    let said = String::from_utf8_lossy(&validate.stdout).to_string();
+    assert!(said.contains("valid but PARTIAL") && said.contains("measure the cells left with jobs/hf_reference.py"));
+    assert!(!said.contains("--resume"), "{said}");
     let hf = schema::read_bundle(&std::fs::read_to_string(&path).expect("partial bundle")).expect("valid");
     let planned = hf.provenance.planned_cells.expect("planned_cells") as usize;
     assert!(!hf.cells.is_empty() && hf.cells.len() < planned, "{} of {planned} cells: {log}", hf.cells.len());

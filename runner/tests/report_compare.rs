@@ -282,7 +282,9 @@ fn a_bundle_stopped_while_its_evaluators_scored_is_partial_to_every_reader() {
     let text = stdout(&out);
     assert!(text.contains(&format!("scoring.json: valid but PARTIAL: {counts}")), "{text}");
     assert!(!text.contains("planned cells not measured yet"), "every cell is there: {text}");
-    assert!(text.contains(&format!("partial: {cut} quality groups have no quality value yet, or not every")), "{text}");
+    assert!(text.contains(&format!("partial: the continuations of {cut} cells are not yet scored by every")), "{text}");
+    assert!(text.contains("resume the run (dllm-bench run --resume DIR)"), "{text}");
+    assert!(!text.contains("quality groups have no quality value yet"), "every group has its values: {text}");
     let out = sb.cmd(&["validate", "--complete", p]);
     assert_exit!(out, 2);
     // The report warns before any number; export says it on its standard error.
@@ -542,7 +544,7 @@ fn report_compare_keeps_a_batch_size_whose_autoregressive_cell_ran_out_of_memory
     let at_b1: Vec<&Vec<&str>> = rows.iter().filter(|c| c[4] == "1").collect();
     assert_eq!(at_b1.len(), 2, "B = 1 keeps its row in both N = 48 series:\n{s}");
     for cols in at_b1 {
-        assert_eq!(cols[6], "no baseline: AR cell ran out of memory", "{cols:?}");
+        assert_eq!(cols[6], "no baseline: the autoregressive cell ran out of memory", "{cols:?}");
         // The runner's record of the series is there: its S_parity is shown, the same as the reference's.
         assert_ne!(cols[5], "-", "{cols:?}");
         assert_eq!(cols[5], cols[7], "{cols:?}");
@@ -564,7 +566,10 @@ fn report_compare_keeps_a_batch_size_whose_autoregressive_cell_ran_out_of_memory
         .filter(|c| c[4] == "1")
         .collect();
     assert_eq!(b1.len(), 2, "{swapped}");
-    assert!(b1.iter().all(|c| c[8] == "no baseline: AR cell ran out of memory" && c[7] != "-"), "{swapped}");
+    assert!(
+        b1.iter().all(|c| c[8] == "no baseline: the autoregressive cell ran out of memory" && c[7] != "-"),
+        "{swapped}"
+    );
 }
 
 #[test]

@@ -3,8 +3,9 @@
 //! It refuses (exit 2, naming the field and the fix) what every reader refuses (`schema::check_bundle`: among them
 //! what a hand edit can make inconsistent, such as a model with synthetic weights in a bundle whose
 //! `provenance.synthetic_weights` is false, or a 0 where no measurement can be 0). It says when a bundle is
-//! partial ([`partial`]: fewer cells than the run planned, or a merge with missing cells): a valid file (exit 0, the
-//! line says PARTIAL) unless `--complete` asks for a whole grid (then exit 2).
+//! partial ([`partial`]: fewer cells than the run planned, a merge with missing cells, or continuations not every
+//! evaluator has scored: a run stopped while scoring): a valid file (exit 0, the line says PARTIAL) unless
+//! `--complete` asks for a whole grid (then exit 2).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -22,13 +23,15 @@ pub struct ValidateArgs {
     #[arg(required = true, value_name = "BUNDLE")]
     pub bundles: Vec<PathBuf>,
     /// Also refuse (exit 2) a partial bundle: one with fewer cells than its run planned (an interrupted run's
-    /// `partial.json`) or a merge with missing cells. Without it a partial bundle is valid and said PARTIAL.
+    /// `partial.json`), a merge with missing cells, or continuations not every evaluator has scored (a run stopped
+    /// while scoring). Without it a partial bundle is valid and said PARTIAL.
     #[arg(long)]
     pub complete: bool,
 }
 
 /// What a partial bundle lacks, from its own fields ([`metrics::coverage::partial`] says whether it is partial):
-/// `provenance.planned_cells` against its cells, and `provenance.missing_cells` (a merge with `--allow-missing`).
+/// `provenance.planned_cells` against its cells, `provenance.missing_cells` (a merge with `--allow-missing`), and
+/// the continuations an evaluator has not scored.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Partial {
     /// The shortfall as every reader counts it: cells held, cells planned.
@@ -38,9 +41,12 @@ pub struct Partial {
     /// one missing (a parity search adds cells the config does not list: then they are not named).
     pub not_measured: Vec<CellKey>,
     /// Groups of cells (a model, sampler, N and K: quality is measured once per group) of the planned grid with
-    /// no quality value in the bundle yet, or not every evaluator's perplexity, each named by the cell that
-    /// measures it (its largest B); empty without a `[quality]` table.
+    /// no quality value in the bundle yet, each named by the cell that measures it (its largest B); empty without a
+    /// `[quality]` table.
     pub unscored: Vec<CellKey>,
+    /// The cells whose continuations not every evaluator has scored yet (a run stopped while scoring:
+    /// [`metrics::coverage::unscored_cells`]).
+    pub unscored_continuations: Vec<CellKey>,
 }
 
 impl Partial {
@@ -50,7 +56,8 @@ impl Partial {
     }
 }
 
-/// The partial state of a bundle; `None` when it holds every cell it planned.
+/// The partial state of a bundle; `None` when it holds every cell it planned and every evaluator has scored its
+/// continuations.
 pub fn partial(b: &Bundle) -> Option<Partial> {
     let p = &b.provenance;
     let shortfall = metrics::coverage::partial(b)?;
@@ -76,20 +83,16 @@ pub fn partial(b: &Bundle) -> Option<Partial> {
                 *g = k;
             }
         }
-        // Scored: a value or an error, and every evaluator's perplexity settled (the text statistics come first,
-        // so a run stopped while its evaluators scored has values but not all of them).
-        let lacking: BTreeSet<metrics::parity::GroupKey> =
-            metrics::coverage::unscored_cells(b).into_iter().map(metrics::parity::GroupKey::of).collect();
         let scored: BTreeSet<metrics::parity::GroupKey> = b
             .cells
             .iter()
             .filter(|c| !c.quality.is_empty() || !c.quality_errors.is_empty())
             .map(|c| metrics::parity::GroupKey::of(&c.key))
-            .filter(|g| !lacking.contains(g))
             .collect();
         unscored = groups.into_iter().filter(|(g, _)| !scored.contains(g)).map(|(_, k)| k.clone()).collect();
     }
-    Some(Partial { shortfall, not_measured, unscored })
+    let unscored_continuations = metrics::coverage::unscored_cells(b).into_iter().cloned().collect();
+    Some(Partial { shortfall, not_measured, unscored, unscored_continuations })
 }
 
 /// Keys as a list, at most `n` named.
@@ -153,18 +156,26 @@ pub fn main(args: ValidateArgs) -> Result<ExitCode> {
                         false => format!(": {}", list(&x.not_measured, 10)),
                     };
                     println!(
-                        "  partial: {} planned cells not measured yet (an interrupted run: resume it with dllm-bench \
-                         run --resume DIR){what}",
-                        x.shortfall.planned.map_or(0, |p| (p as usize).saturating_sub(x.shortfall.present))
+                        "  partial: {} planned cells not measured yet (an interrupted run: {}){what}",
+                        x.shortfall.planned.map_or(0, |p| (p as usize).saturating_sub(x.shortfall.present)),
+                        metrics::coverage::finish_hint(b)
                     );
                 }
                 if let Some(x) = part.as_ref().filter(|x| !x.unscored.is_empty()) {
                     println!(
-                        "  partial: {} quality groups have no quality value yet, or not every evaluator's perplexity \
-                         (a run stopped while scoring: resume it with dllm-bench run --resume DIR; S_parity leaves \
-                         their K out), each measured in: {}",
+                        "  partial: {} quality groups have no quality value yet (S_parity leaves their K out), each \
+                         measured in: {}",
                         x.unscored.len(),
                         list(&x.unscored, 10)
+                    );
+                }
+                if let Some(x) = part.as_ref().filter(|x| !x.unscored_continuations.is_empty()) {
+                    println!(
+                        "  partial: the continuations of {} cells are not yet scored by every evaluator (a run stopped \
+                         while scoring: {}; a value S_parity needs may be among them): {}",
+                        x.unscored_continuations.len(),
+                        metrics::coverage::finish_hint(b),
+                        list(&x.unscored_continuations, 10)
                     );
                 }
                 // A field no reader knows, in a file of this version: misspelled (`prefil_ms`), its value lost to
@@ -208,8 +219,9 @@ pub fn main(args: ValidateArgs) -> Result<ExitCode> {
     if args.complete && !incomplete.is_empty() {
         let names: Vec<String> = incomplete.iter().map(|(p, c)| format!("{} ({c})", p.display())).collect();
         return Err(InputError(format!(
-            "--complete: {} of {} bundles are partial: {}; fix: finish the run (dllm-bench run --resume DIR) or merge \
-             every shard's bundle, or leave out --complete to accept a partial bundle",
+            "--complete: {} of {} bundles are partial: {}; fix: finish each (a run: dllm-bench run --resume DIR, or \
+             merge every shard's bundle; jobs/hf_reference.py: measure the cells left into another bundle), or leave \
+             out --complete to accept a partial bundle",
             incomplete.len(),
             args.bundles.len(),
             names.join(", ")
