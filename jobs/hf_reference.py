@@ -624,6 +624,9 @@ class Stopped(BaseException):
 
 
 def raise_stopped(signum, _frame):
+    # A second signal (Ctrl-C twice, TERM after INT) while the bundle is written must not stop the writing.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, signal.SIG_IGN)
     raise Stopped(signal.Signals(signum).name)
 
 

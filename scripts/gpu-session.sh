@@ -22,9 +22,10 @@
 #   grid     config/gpu_primary.toml (the primary grid on synthetic 8B weights) with W=$GRID_W R=$GRID_R
 #            (default 1/1), CUDA-event e2e times beside the host clock (`runner::timing=debug`)
 #   hf       jobs/hf_reference.py (HF transformers) on the grid with each attention of $HF_ATTN (default
-#            "eager sdpa"), every K of the grid unless HF_STEPS names some (e.g. 32), W=$HF_W R=$HF_R (default
-#            1/1), the time left shared between the attentions; a run its cap stops writes its finished cells
-#            (a partial bundle, exit 75); then `dllm-bench compare` of the runner's grid with each
+#            "sdpa eager": SDPA, the fairer baseline, first), every K of the grid unless HF_STEPS names some (e.g.
+#            32), W=$HF_W R=$HF_R (default 1/1), the time left (less what a later oom or energy stage needs)
+#            shared between the attentions, at most $HF_CAP s each where set; a run its cap stops writes its
+#            finished cells (a partial bundle, exit 75); then `dllm-bench compare` of the runner's grid with each
 #   oom      config/gpu_oom.toml: a LLaDA cell that exhausts the card, then cells that must still run (measured
 #            in issue 12: not in the default stages, name it to run it)
 #   energy   the NVML check (runner/PERF.md, "The NVML check a GPU session must run"): the counter and the GPU it
@@ -237,15 +238,21 @@ fi
 
 if has hf; then
     wait_synth
-    attns=(${HF_ATTN:-eager sdpa})
+    attns=(${HF_ATTN:-sdpa eager})
+    # What the stages after this one need (oom about 65 s, energy about 100 s), kept back from the shares.
+    after=45
+    has oom && after=$(( after + 65 ))
+    has energy && after=$(( after + 100 ))
     steps=()
     [ -n "${HF_STEPS:-}" ] && steps=(--steps "$HF_STEPS")
     say "stage hf (${attns[*]}, K=${HF_STEPS:-every K of the grid}, W=${HF_W:-1} R=${HF_R:-1})"
     for i in "${!attns[@]}"; do
         attn=${attns[$i]}
-        # An equal share of what is left (less the reserve) for this and each attention after it.
-        share=$(( ($(left) - 45) / (${#attns[@]} - i) ))
-        capped "$share" 45 "$W/hf-$attn.log" python3 jobs/hf_reference.py --config config/gpu_primary.toml \
+        # An equal share of what is left (less the reserve, and the 20 s a stopped run may take to write its
+        # cells) for this and each attention after it; at most HF_CAP seconds each where it is set.
+        share=$(( ($(left) - after - 20 * (${#attns[@]} - i)) / (${#attns[@]} - i) ))
+        [ -n "${HF_CAP:-}" ] && (( share > HF_CAP )) && share=$HF_CAP
+        capped "$share" "$after" "$W/hf-$attn.log" python3 jobs/hf_reference.py --config config/gpu_primary.toml \
             --device cuda --attn "$attn" "${steps[@]}" --warmup "${HF_W:-1}" --repetitions "${HF_R:-1}" \
             --model-cache-dir "$HF" --dllm-bench "$BIN" --output "$W/hf-$attn.json"
         [ -f "$W/hf-$attn.json" ] || continue

@@ -162,7 +162,7 @@ fn a_batch_size_whose_autoregressive_cell_ran_out_of_memory_in_one_bundle_keeps_
     let p = stack_comparison(&[&a, &b], &Options::default()).expect("a panel");
     assert_eq!(p.speedups.len(), 4, "the row stays: {:?}", p.speedups);
     let r = p.speedups.iter().find(|r| (r.seq, r.batch) == (128, 4)).expect("N=128 B=4");
-    assert_eq!(r.speedup_b, "no baseline: AR cell ran out of memory", "{r:?}");
+    assert_eq!(r.speedup_b, "no baseline: the autoregressive cell ran out of memory", "{r:?}");
     assert_eq!((r.s_parity_a.as_str(), r.s_parity_b.as_str()), ("K = 64", "K = 64"), "{r:?}");
     assert!(r.speedup_a.ends_with('x'), "{r:?}");
     assert_eq!(r.speedup_ratio, "-", "{r:?}");

@@ -661,6 +661,15 @@ fn cell_details_show_every_summary() {
     assert!(get("L_e2e").starts_with("median 140.95 ms"));
     assert!(get("peak allocated").starts_with("17.636 GB"));
     assert_eq!(get("quality: perplexity"), "80 (lower is better)");
+    assert_eq!(get("no summary"), "", "a finished cell has its summary");
+    // Out of memory after its repetitions: no summary, and it says so.
+    let mut v: serde_json::Value = serde_json::from_str(H200).expect("json");
+    v["cells"][1]["status"] = serde_json::json!({"state": "oom", "message": "CUDA out of memory (test)"});
+    let oom = load_bundle("oom.json", &v.to_string()).expect("loads");
+    let d = views::cell_details(&oom, 1);
+    let get = |k: &str| d.iter().find(|(l, _)| l == k).map(|(_, v)| v.clone());
+    assert!(get("L_e2e").is_none() && get("peak allocated").is_none(), "{d:?}");
+    assert!(get("no summary").is_some_and(|v| v.starts_with("the cell did not finish")), "{d:?}");
 }
 
 #[test]

@@ -124,13 +124,13 @@ pub struct StackSide {
 }
 
 impl StackSide {
-    /// The speedup in words, `number` writing the figure: it, `no baseline: AR cell ran out of memory` where the
-    /// autoregressive cell at this B did not finish, else `-`. What `report --compare` and the explorer's two stacks
-    /// write in the side's column.
+    /// The speedup in words, `number` writing the figure: it, `no baseline: the autoregressive cell ran out of
+    /// memory` where the autoregressive cell at this B did not finish, else `-`. What `report --compare` and the
+    /// explorer's two stacks write in the side's column.
     pub fn speedup_text(&self, number: impl Fn(f64) -> String) -> String {
         match (self.speedup, self.unfinished) {
             (Some(v), _) => number(v),
-            (None, Some(what)) => format!("no baseline: AR cell {what}"),
+            (None, Some(what)) => format!("no baseline: the autoregressive cell {what}"),
             (None, None) => "-".into(),
         }
     }

@@ -468,7 +468,8 @@ const COMPARE_LEGEND: &str = "Two bundles: every label starts with \"[A] \" (the
      second's are finely dashed lines with triangular points and paler bars outlined in the full colour; on points, the first bundle's error \
      bars are drawn just left of the point and the second's just right, so that neither covers the other. \
      Reference lines (the autoregressive model, S_parity) are dashed in both: long dashes for the first bundle, \
-     short ones for the second.";
+     short ones for the second; S_parity's vertical lines are half-tone in both, so that the error bar at their K \
+     shows.";
 
 /// The explorer's wording of its notes (its controls: filters, tabs, tooltips, a narrow screen) and what a printed
 /// caption says instead.

@@ -42,8 +42,9 @@ pub fn create_folder_for(dir: &Path, flag: &str) -> Result<()> {
     }
     match std::fs::create_dir_all(dir) {
         Err(e) if unwritable_here(&e) || e.kind() == std::io::ErrorKind::NotFound => Err(InputError(format!(
-            "{flag}cannot create the folder {}: {e}; fix: pass a folder you can write",
-            dir.display()
+            "{flag}{}: cannot create the folder: {e}; fix: pass {}a folder you can write",
+            dir.display(),
+            flag
         ))
         .into()),
         r => r.with_context(|| format!("cannot create the folder {}", dir.display())),

@@ -543,16 +543,16 @@ fn outputs_through_a_file_or_onto_a_folder_are_refused_naming_the_path() {
     std::fs::write(sb.path().join("afile"), "a user's file").expect("write");
     std::fs::create_dir(sb.path().join("adir")).expect("mkdir");
     let bundle = format!("{}/../schema/tests/fixtures/v1.5/demo-series.json", env!("CARGO_MANIFEST_DIR"));
-    refused(&sb, &["run", "-o", "afile"], &["afile is a file, not a folder"]);
-    refused(&sb, &["run", "-o", "afile/sub"], &["afile is a file, not a folder"]);
-    refused(&sb, &["run", "--run-dir", "afile"], &["afile is a file, not a folder"]);
+    refused(&sb, &["run", "-o", "afile"], &["--output-dir afile: afile is a file, not a folder"]);
+    refused(&sb, &["run", "-o", "afile/sub"], &["--output-dir afile/sub: afile is a file, not a folder"]);
+    refused(&sb, &["run", "--run-dir", "afile"], &["--run-dir afile: afile is a file, not a folder"]);
     // An output folder the run would not use: its --run-dir (or --resume folder) says where the bundle goes.
     let out = sb.cmd(&["run", "--run-dir", "adir/run", "-o", "elsewhere"]);
     assert_exit!(out, 2);
     assert!(stderr(&out).contains("--output-dir") && stderr(&out).contains("--run-dir"), "{}", stderr(&out));
     let out = sb.cmd(&["run", "--resume", "adir", "-o", "elsewhere"]);
     assert_exit!(out, 2);
-    refused(&sb, &["figures", &bundle, "-o", "afile"], &["afile is a file, not a folder"]);
+    refused(&sb, &["figures", &bundle, "-o", "afile"], &["-o afile: afile is a file, not a folder"]);
     refused(&sb, &["report", &bundle, "-o", "afile/r.md"], &["afile is a file, not a folder"]);
     refused(&sb, &["report", &bundle, "-o", "adir"], &["adir is a folder"]);
     refused(&sb, &["merge", &bundle, "-o", "adir"], &["adir is a folder"]);

@@ -7,13 +7,13 @@ use schema::{CellStatus, Sampler};
 use crate::bundle::LoadedBundle;
 use crate::figure::{self, Axis, CellId, Figure, Mark, Plot, RefLine, Style};
 
-use super::choices::{kept_where, shape};
+use super::choices::kept_where;
 use super::energy;
 use super::options::{Filters, Options};
 use super::series::{
     Palette, key_text, ms, point_label, push_mark, series_label, short_model, sort_marks, steps_axis, tag,
 };
-use super::{not_drawn, shape_text, value_text};
+use super::{drawn_shape, shape_text, value_text};
 
 pub(super) fn latency(
     bundles: &[&LoadedBundle],
@@ -21,8 +21,7 @@ pub(super) fn latency(
     o: &Options,
     notes: &mut Vec<String>,
 ) -> Result<Figure, String> {
-    let ((b, n), note) = shape(bundles, f).ok_or("no cells")?;
-    notes.extend(note);
+    let (b, n) = drawn_shape(bundles, f, notes)?;
     let mut pal = Palette::of(bundles, o);
     let (mut series, mut refs, mut missing) = (Vec::new(), Vec::new(), 0);
     for (bi, lb) in bundles.iter().enumerate() {
@@ -83,8 +82,6 @@ pub(super) fn latency(
         }
     }
     sort_marks(&mut series);
-    let at = |c: &schema::Cell| c.key.batch_size == b && c.key.seq_len == n;
-    notes.extend(not_drawn(bundles, f, &format!("B = {b}, N = {n}"), &at, (false, false)));
     let (what, axis) = match o.energy {
         false => ("Latency", "median end-to-end latency L_e2e (ms)"),
         true => {

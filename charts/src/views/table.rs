@@ -175,6 +175,14 @@ pub fn cell_details(lb: &LoadedBundle, cell: usize) -> Vec<(String, String)> {
         ("status".into(), status_text(&c.status).1),
         ("repetitions (warm-up)".into(), format!("{} ({})", c.repetitions.len(), c.warmup_runs)),
     ];
+    // A cell that did not finish has no summary (`metrics::derive::cell_summary`): said, not left blank.
+    if c.status != CellStatus::Ok && !c.repetitions.is_empty() {
+        out.push((
+            "no summary".into(),
+            "the cell did not finish: its repetitions are in the bundle (and `dllm-bench export`), not summarized"
+                .into(),
+        ));
+    }
     let mut sum = |name: &str, v: Option<Summary>| {
         if let Some(v) = v {
             let std = v.std.map_or_else(|| "no std: one repetition".to_string(), |s| format!("std {s:.3}"));
