@@ -90,10 +90,12 @@ pub fn main(args: RunArgs) -> Result<ExitCode> {
     // A parity search adds cells to the plan as it goes: the bundle's count is the one that holds.
     let planned = outcome.bundle.provenance.planned_cells.map_or(planned, |n| n as usize);
     if let sweep::Ending::Interrupted(signal) = outcome.ending {
+        // As every reader counts it: cells done, and continuations not yet scored (a stop while scoring).
+        let done = metrics::coverage::partial(&outcome.bundle)
+            .map_or_else(|| format!("{} of {planned} cells", outcome.bundle.cells.len()), |p| p.counts());
         crate::say!(
-            "interrupted by {signal}: {} of {planned} cells done, partial bundle {}; continue with \
-             `dllm-bench run --resume {}` (exit status {})",
-            outcome.bundle.cells.len(),
+            "interrupted by {signal} ({done}): partial bundle {}; continue with `dllm-bench run --resume {}` \
+             (exit status {})",
             outcome.path.display(),
             outcome.run_dir.display(),
             crate::EXIT_INTERRUPTED
