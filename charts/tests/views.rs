@@ -932,6 +932,20 @@ fn sampler_series_get_their_own_legend_labels_parity_rows_and_cost_axes() {
         }
         let (svg_text, _) = svg(&p);
         assert!(svg_text.contains(what), "the axis says {what}");
+        // The frontier is the plotted points' own: none of its points is beaten by a point on the chart (fewer
+        // forwards, or more tokens per forward, and better quality).
+        let (_, dir) = views::quality_metric(&[&b], &o).expect("a metric");
+        let better_q = |a: f64, c: f64| match dir {
+            metrics::derive::Direction::LowerIsBetter => a < c,
+            metrics::derive::Direction::HigherIsBetter => a > c,
+        };
+        let cheaper = |a: f64, c: f64| if px == views::ParetoX::Forwards { a <= c } else { a >= c };
+        let points: Vec<&figure::Mark> = series.iter().flat_map(|s| &s.marks).filter(|m| m.cell.is_some()).collect();
+        let front = series.iter().find(|s| s.label.contains("Pareto frontier")).expect("a frontier");
+        for fm in &front.marks {
+            let beaten = points.iter().find(|m| cheaper(m.x, fm.x) && better_q(m.y, fm.y));
+            assert!(beaten.is_none(), "{what}: the frontier's ({}, {}) is beaten by {beaten:?}", fm.x, fm.y);
+        }
     }
     // S_parity: one row per series at each (B, N), the threshold series' in its own words.
     let (_, rows) =

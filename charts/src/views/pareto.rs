@@ -23,7 +23,9 @@ pub(super) fn pareto(
     let mut pal = Palette::of(bundles, o);
     let mut series = Vec::new();
     // The x of a point: its latency, or (hardware-independent) its forwards or tokens per forward per sequence.
-    // The frontier is taken over latency or forwards (fewer is better; tokens per forward is N_out / forwards).
+    // The frontier is taken over the plotted x itself as a cost: latency, forwards, or forwards per token (1 /
+    // tokens per forward, pooled over the repetitions as the axis is), so that no point it passes through is beaten
+    // by another on the chart.
     let px = o.pareto_x;
     // With the energy option, latency's place is energy per token's (a cell without energy has no place).
     let energy = o.energy && px == ParetoX::Latency;
@@ -44,11 +46,14 @@ pub(super) fn pareto(
         let mut pts = quality_points(lb, f, &metric, b, n);
         let recs = parity_records(lb, &metric);
         let ar_model = pts.iter().find(|p| p.steps.is_none()).map(|p| lb.bundle.cells[p.cell].key.model.as_str());
-        let forwards = |p: &QualityPoint| lb.summary(p.cell).forward_passes.map(|f| f.median);
+        let cost = |p: &QualityPoint| match px {
+            ParetoX::TokensPerForward => lb.summary(p.cell).tokens_per_forward.filter(|t| *t > 0.0).map(|t| 1.0 / t),
+            _ => lb.summary(p.cell).forward_passes.map(|f| f.median),
+        };
         if px != ParetoX::Latency {
             // Points of bundles that did not record forwards have no place on these axes.
-            pts.retain(|p| forwards(p).is_some());
-            pts.iter_mut().for_each(|p| p.e2e_ms = forwards(p).unwrap_or(f64::NAN));
+            pts.retain(|p| cost(p).is_some());
+            pts.iter_mut().for_each(|p| p.e2e_ms = cost(p).unwrap_or(f64::NAN));
         }
         if energy {
             let before = pts.len();
