@@ -1594,3 +1594,24 @@ fn a_bundle_stopped_while_its_evaluators_scored_is_partial_in_the_explorer() {
         format!("{planned} of {planned} planned cells, the continuations of {cut} not yet scored by every evaluator");
     assert_eq!(b.partial.as_deref(), Some(want.as_str()));
 }
+
+#[test]
+fn compared_bundles_of_other_shapes_show_the_main_bundles_smallest_and_say_so() {
+    // [B] (the demo, N = 48 and 96) shares no shape with [A] (the study, N = 128 and 256): the default shape is
+    // [A]'s, so that its series are drawn, and the note says [B] has no cell there.
+    let (a, b) = (
+        h200(),
+        load_bundle("demo.json", include_str!("../../schema/tests/fixtures/v1.5/demo-series.json")).expect("loads"),
+    );
+    let v = chart_view(ViewKind::Latency, &[&a, &b], &Filters::default(), &Options::default());
+    assert!(
+        v.notes.iter().any(|n| n.contains("Showing B = 1, N = 128 (the smallest of [A]'s: the bundles share no shape")),
+        "{:?}",
+        v.notes
+    );
+    let f = v.figure.expect("a figure");
+    assert!(xy(&f).0.iter().any(|s| !s.alt && !s.marks.is_empty()), "[A]'s series are drawn");
+    // Sharing shapes: the smallest they share, worded as for one bundle.
+    let v = chart_view(ViewKind::Latency, &[&a, &a], &Filters::default(), &Options::default());
+    assert!(v.notes.iter().any(|n| n.starts_with("Showing B = 1, N = 128 (the smallest;")), "{:?}", v.notes);
+}

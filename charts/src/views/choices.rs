@@ -137,15 +137,34 @@ pub(super) fn set<T: Ord>(values: impl IntoIterator<Item = T>) -> BTreeSet<T> {
     s
 }
 
-/// The (B, N) a per-shape view shows: the filters', else the smallest the bundles have; and a note saying
-/// which was chosen.
+/// The (B, N) a per-shape view shows: the filters', else the smallest (B first) that every loaded bundle has a
+/// cell at, else the smallest of the main bundle's (the first), else of any; and a note saying which was chosen.
 pub fn shape(bundles: &[&LoadedBundle], f: &Filters) -> Option<((u32, u32), Option<String>)> {
-    let ch = filter_choices(bundles);
-    let b = f.batch.or_else(|| ch.batches.first().copied())?;
-    let n = f.seq.or_else(|| ch.seqs.first().copied())?;
-    let note = (f.batch.is_none() || f.seq.is_none())
-        .then(|| format!("Showing B = {b}, N = {n} (the smallest; choose B and N in the filters for another shape)."));
-    Some(((b, n), note))
+    if let (Some(b), Some(n)) = (f.batch, f.seq) {
+        return Some(((b, n), None));
+    }
+    let shapes = |lb: &LoadedBundle| -> BTreeSet<(u32, u32)> {
+        let mut s = BTreeSet::new();
+        lb.bundle
+            .cells
+            .iter()
+            .map(|c| (c.key.batch_size, c.key.seq_len))
+            .filter(|&(b, n)| f.batch.is_none_or(|x| x == b) && f.seq.is_none_or(|x| x == n))
+            .for_each(|k| {
+                s.insert(k);
+            });
+        s
+    };
+    let each: Vec<BTreeSet<(u32, u32)>> = bundles.iter().map(|lb| shapes(lb)).collect();
+    let first = each.first()?;
+    let common = first.iter().find(|k| each.iter().all(|s| s.contains(k)));
+    let (&(b, n), which) = match (common, first.first()) {
+        (Some(k), _) => (k, "the smallest"),
+        (None, Some(k)) => (k, "the smallest of [A]'s: the bundles share no shape, so [B] has no cell at it"),
+        (None, None) => (each.iter().flatten().min()?, "the smallest"),
+    };
+    let note = format!("Showing B = {b}, N = {n} ({which}; choose B and N in the filters for another shape).");
+    Some(((b, n), Some(note)))
 }
 
 /// The N a view drawn over every B (throughput, time per step) shows: the filters', else the smallest the bundles
