@@ -118,6 +118,20 @@ fn throughput_bars_put_ar_beside_llada_with_error_bars() {
     let o = Options { bytes: true, ..Options::default() };
     let bytes = fig(ViewKind::Throughput, &[&b], &Filters { seq: Some(128), ..Filters::default() }, &o);
     assert!(bytes.title.contains("bytes/s"));
+    // Bars of 0 (continuations with no bytes) on a log axis: said in a note.
+    let mut v: serde_json::Value = serde_json::from_str(H200).expect("json");
+    for c in v["cells"].as_array_mut().expect("cells") {
+        for r in c["repetitions"].as_array_mut().into_iter().flatten() {
+            r["output_bytes"] = 0.into();
+        }
+    }
+    let zero = load_bundle("zero.json", &v.to_string()).expect("loads");
+    let f = Filters { seq: Some(128), ..Filters::default() };
+    let log = Options { bytes: true, log_y: true, ..Options::default() };
+    let notes = chart_view(ViewKind::Throughput, &[&zero], &f, &log).notes;
+    assert!(notes.iter().any(|n| n.contains("bars of 0 bytes/s are not drawn on the log axis")), "{notes:?}");
+    let notes = chart_view(ViewKind::Throughput, &[&zero], &f, &Options { log_y: false, ..log }).notes;
+    assert!(!notes.iter().any(|n| n.contains("not drawn on the log axis")), "{notes:?}");
 }
 
 #[test]

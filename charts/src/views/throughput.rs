@@ -89,6 +89,11 @@ pub(super) fn throughput(
             facet: 0,
         });
     }
+    // A log axis cannot place a bar of 0 (continuations that decode to no bytes): said, not silently left out.
+    let zero = series.iter().flat_map(|s| &s.marks).filter(|m| m.y <= 0.0).count();
+    if o.log_y && zero > 0 {
+        notes.push(format!("{zero} bars of 0 {unit} are not drawn on the log axis (turn log y off to see them at 0)."));
+    }
     Ok(Figure {
         title: format!(
             "Throughput ({unit}, median with min..max over repetitions), {}",
