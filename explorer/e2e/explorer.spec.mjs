@@ -569,6 +569,11 @@ async function checkAboveTheFold(page) {
     }
     await page.click('.open-files summary');
     assert.ok(await page.isVisible('[data-testid="file-input"]'), 'the file picker opens');
+    const files = await page.$eval('.open-files .popover', (p) => {
+      const r = p.getBoundingClientRect();
+      return { left: r.left, right: r.right, page: document.documentElement.scrollWidth };
+    });
+    assert.ok(files.left >= 0 && files.right <= w && files.page <= w, `Open files at ${w} px: ${JSON.stringify(files)}`);
     // The popovers close as menus do: a click inside stays open, one outside (About's summary) closes it.
     await page.click('.open-files .hint');
     assert.ok(await page.isVisible('[data-testid="file-input"]'), 'a click inside Open files keeps it open');
@@ -654,6 +659,18 @@ async function checkPhone(page) {
   await page.waitForTimeout(200);
   await page.screenshot({ path: `${SHOTS}-tabs-390.png` });
   pass('a phone: the selected tab is scrolled into the tab strip');
+  // A tooltip of a mark on the right of a phone's chart stays on the screen.
+  await page.goto(`${BASE}?bundle=${STUDY.file}&view=latency`);
+  await waitLoaded(page, STUDY.file);
+  const marks = JSON.parse(await page.getAttribute(CHART, 'data-hits'));
+  const right = marks.reduce((a, h) => (h.x > a.x ? h : a));
+  await hover(page, right);
+  const tip = await page.$eval('[data-testid="chart-tooltip"]', (t) => {
+    const r = t.getBoundingClientRect();
+    return { left: r.left, right: r.right };
+  });
+  assert.ok(tip.left >= 0 && tip.right <= 390, `a phone's tooltip spans ${tip.left}..${tip.right}`);
+  pass(`a phone: the tooltip of the rightmost mark stays on the screen (${Math.round(tip.left)}..${Math.round(tip.right)} px)`);
   const demos = BUNDLES.filter((b) => /fixtures\/v1\.[2-9]\//.test(b.path));
   const sets = [[STUDY], [STUDY, STUDY_B], demos.slice(0, 1), demos.slice(0, 2)].filter((p) => p.length && p.every(Boolean));
   const views = ['answer', 'latency', 'pareto', 'quality', 'throughput', 'memory', 'ttft-itl', 'step-time', 'roofline'];

@@ -62,8 +62,8 @@ pub(super) fn close_popovers_as_menus() {
     std::mem::forget((click, escape));
 }
 
-/// Closes every open popover of the bar that does not hold `within`.
-fn close_popovers(within: Option<&web_sys::Node>) {
+/// Closes every open popover of the bar that does not hold `within` (`None`: every one).
+pub(super) fn close_popovers(within: Option<&web_sys::Node>) {
     let Ok(open) = document().query_selector_all(POPOVERS) else { return };
     for i in 0..open.length() {
         let Some(d) = open.item(i).and_then(|n| n.dyn_into::<web_sys::Element>().ok()) else { continue };

@@ -14,6 +14,9 @@ use super::browser::{download_text, download_url, js_message};
 use super::{CHART_CSS_SIZE, mark};
 use crate::state::PageState;
 
+/// A chart narrower than this (CSS pixels: a phone) shows its tooltips across its whole width.
+const NARROW_CHART_PX: i32 = 640;
+
 /// The canvas of the chart views; redrawn when the figure changes. Hover shows a mark's tooltip, a click
 /// selects its cell. Also the PNG and CSV downloads.
 #[component]
@@ -134,8 +137,12 @@ pub(super) fn ChartPanel(
                         <div
                             class="tooltip"
                             data-testid="chart-tooltip"
-                            // Right of the pointer, or left of it on the right half (stays inside).
-                            style=if x < w / 2 {
+                            // Right of the pointer, or left of it on the right half (stays inside); on a narrow
+                            // chart (a phone) the whole width under the pointer, its lines wrapped, since a
+                            // tooltip wider than half the screen would leave it on one side or the other.
+                            style=if w < NARROW_CHART_PX {
+                                format!("left: 0; right: 0; top: {}px; white-space: pre-wrap", y + 14)
+                            } else if x < w / 2 {
                                 format!("left: {}px; top: {}px", x + 14, y + 14)
                             } else {
                                 format!("left: {}px; top: {}px; transform: translateX(-100%)", x - 14, y + 14)

@@ -204,6 +204,8 @@ pub fn App() -> impl IntoView {
             }
             // Reset so that picking the same file again (after editing it) fires `change` again.
             input.set_value("");
+            // The file is chosen: the popover goes, so that it covers neither the chart nor an error.
+            browser::close_popovers(None);
         }
     };
     let dragging = RwSignal::new(false);
