@@ -135,6 +135,29 @@ fn throughput_bars_put_ar_beside_llada_with_error_bars() {
 }
 
 #[test]
+fn a_memory_view_of_cells_that_recorded_no_peak_says_so_and_no_colour_bar() {
+    let mut v: serde_json::Value = serde_json::from_str(H200).expect("json");
+    for c in v["cells"].as_array_mut().expect("cells") {
+        for r in c["repetitions"].as_array_mut().into_iter().flatten() {
+            for k in ["peak_allocated_bytes", "peak_reserved_bytes", "peak_rss_bytes"] {
+                r.as_object_mut().expect("a repetition").remove(k);
+            }
+        }
+    }
+    let none = load_bundle("none.json", &v.to_string()).expect("loads");
+    let notes = chart_view(ViewKind::Memory, &[&none], &Filters::default(), &Options::default()).notes;
+    assert!(notes.iter().any(|n| n.starts_with("No cell here recorded its peak memory")), "{notes:?}");
+    assert!(!notes.iter().any(|n| n.contains("colour bar")), "{notes:?}");
+    // Measured: the colour bar's note, and K's only without a K filter.
+    let b = h200();
+    let notes = chart_view(ViewKind::Memory, &[&b], &Filters::default(), &Options::default()).notes;
+    assert!(notes.iter().any(|n| n.contains("colour bar") && n.starts_with("Largest peak over")), "{notes:?}");
+    let k = Filters { steps: Some(64), ..Filters::default() };
+    let notes = chart_view(ViewKind::Memory, &[&b], &k, &Options::default()).notes;
+    assert!(notes.iter().any(|n| n.contains("colour bar") && !n.contains("Largest peak over")), "{notes:?}");
+}
+
+#[test]
 fn memory_heatmaps_label_gb_and_mark_oom() {
     let b = h200();
     let f = fig(ViewKind::Memory, &[&b], &Filters::default(), &Options::default());

@@ -89,11 +89,22 @@ pub(super) fn memory(
     if panels.is_empty() {
         return Err("no cell matches the filters".into());
     }
-    notes.push(format!(
-        "Largest peak over the diffusion steps K at each (N, B) (filter K to see one); {unit} = 10^{} bytes; the \
-         colour bar spans the figure's smallest to largest value.",
-        if unit == "MB" { 6 } else { 9 }
-    ));
+    // What the figure draws: a note about K, units and the colour bar only where they apply.
+    let measured = panels.iter().flat_map(|p| &p.cells).any(|c| c.value.is_some());
+    let over_k = match f.steps {
+        Some(_) => String::new(),
+        None => "Largest peak over the diffusion steps K at each (N, B) (filter K to see one); ".into(),
+    };
+    notes.push(match measured {
+        true => format!(
+            "{over_k}{unit} = 10^{} bytes; the colour bar spans the figure's smallest to largest value.",
+            if unit == "MB" { 6 } else { 9 }
+        ),
+        false => format!(
+            "No cell here recorded its peak memory ({}): the cells read n/a (OOM where one ran out of memory).",
+            metric_names.iter().copied().collect::<Vec<_>>().join("; ")
+        ),
+    });
     Ok(Figure {
         title: format!("Memory: {}", metric_names.into_iter().collect::<Vec<_>>().join("; ")),
         plot: Plot::Heat {
