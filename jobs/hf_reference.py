@@ -756,8 +756,8 @@ def main(argv=None) -> int:
     # The bundle is written whatever arrives now (a second signal would lose every cell measured).
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, signal.SIG_IGN)
-    return write_bundle(config, source, plan, keys, models_info, out_cells, started, dev_info, host, count, args,
-                        run, stopped)
+    return write_bundle(config, source, keys, models_info, out_cells, started, dev_info, host, count, args, run,
+                        stopped)
 
 
 class ModelBuildError(Exception):
@@ -816,7 +816,7 @@ def measure_models(config, planned_models, keys, cache, run, dtype, dtype_bytes,
             torch.cuda.empty_cache()
 
 
-def write_bundle(config, source, plan, keys, models_info, out_cells, started, dev_info, host, count, args, run,
+def write_bundle(config, source, keys, models_info, out_cells, started, dev_info, host, count, args, run,
                  stopped) -> int:
     """Writes the bundle of the cells measured (atomically; partial where `stopped` names the signal that ended
     the grid early) and returns the exit status: 0, 1 where a cell failed, 75 where stopped."""

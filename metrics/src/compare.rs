@@ -136,16 +136,24 @@ impl StackSide {
     }
 }
 
+/// A diffusion series against an AR model at one N, as a record and a pair name it: (N, AR model, diffusion model,
+/// sampler, block length, block cache, thresholded).
+type Series<'a> = (u32, &'a str, &'a str, Sampler, Option<u32>, Option<BlockCache>, bool);
+
+fn record_series(r: &ParityRecord) -> Series<'_> {
+    (r.seq_len, &r.ar_model, &r.diffusion_model, r.sampler, r.block_length, r.cache, r.thresholded)
+}
+
 impl SpeedupPair {
-    /// The speedup under each bundle, where both have one.
-    fn speedups(&self) -> (Option<f64>, Option<f64>) {
-        (self.first.as_ref().and_then(|x| x.speedup), self.second.as_ref().and_then(|x| x.speedup))
+    /// Its series.
+    fn series(&self) -> Series<'_> {
+        let p = self;
+        (p.seq_len, &p.ar_model, &p.diffusion_model, p.sampler, p.block_length, p.cache, p.thresholded)
     }
 
     /// The speedup under the first bundle over the one under the second, where both have one.
     pub fn speedup_ratio(&self) -> Option<f64> {
-        let (a, b) = self.speedups();
-        ratio(a, b)
+        ratio(self.first.as_ref().and_then(|x| x.speedup), self.second.as_ref().and_then(|x| x.speedup))
     }
 }
 
@@ -219,19 +227,7 @@ pub fn compare_stacks(first: &Bundle, second: &Bundle, opts: Option<&ParityOptio
         for r in records.iter().flatten() {
             for row in rows_by_batch(bundle, r) {
                 let batch_size = row.batch_size();
-                let same = |p: &SpeedupPair| {
-                    (p.seq_len, &p.ar_model, &p.diffusion_model, p.sampler, p.block_length, p.cache, p.thresholded)
-                        == (
-                            r.seq_len,
-                            &r.ar_model,
-                            &r.diffusion_model,
-                            r.sampler,
-                            r.block_length,
-                            r.cache,
-                            r.thresholded,
-                        )
-                        && p.batch_size == batch_size
-                };
+                let same = |p: &SpeedupPair| p.series() == record_series(r) && p.batch_size == batch_size;
                 let at = match speedups.iter().position(same) {
                     Some(i) => i,
                     None => {
@@ -265,17 +261,13 @@ pub fn compare_stacks(first: &Bundle, second: &Bundle, opts: Option<&ParityOptio
     }
     // Each series' batch sizes together, by B, the series in the order they first came (a B that only the second
     // bundle has joins its series rather than the end).
-    let series_of = |p: &SpeedupPair| {
-        (p.seq_len, p.ar_model.clone(), p.diffusion_model.clone(), p.sampler, p.block_length, p.cache, p.thresholded)
-    };
-    let mut order = Vec::new();
-    for p in &speedups {
-        let key = series_of(p);
-        if !order.contains(&key) {
-            order.push(key);
-        }
-    }
-    speedups.sort_by_key(|p| (order.iter().position(|k| *k == series_of(p)), p.batch_size));
+    let rank: Vec<(usize, u32)> = speedups
+        .iter()
+        .map(|p| (speedups.iter().position(|q| q.series() == p.series()).unwrap_or(0), p.batch_size))
+        .collect();
+    let mut ranked: Vec<((usize, u32), SpeedupPair)> = rank.into_iter().zip(speedups).collect();
+    ranked.sort_by_key(|(k, _)| *k);
+    let speedups = ranked.into_iter().map(|(_, p)| p).collect();
     StackComparison {
         arms,
         factors,

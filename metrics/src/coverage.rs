@@ -15,7 +15,7 @@ pub struct Partial {
     /// Cells of the grid a merge did not have (`provenance.missing_cells`; not read by wasm builds).
     pub missing: usize,
     /// Cells whose continuations not every evaluator has scored yet ([`unscored_cells`]).
-    pub unscored: usize,
+    pub unscored: Vec<CellKey>,
 }
 
 impl Partial {
@@ -26,8 +26,8 @@ impl Partial {
             Some(p) => format!("{} of {p} planned cells", self.present),
             None => format!("{} cells, {} of the grid missing", self.present, self.missing),
         };
-        if self.unscored > 0 {
-            s.push_str(&format!(", the continuations of {} not yet scored by every evaluator", self.unscored));
+        if !self.unscored.is_empty() {
+            s.push_str(&format!(", the continuations of {} not yet scored by every evaluator", self.unscored.len()));
         }
         s
     }
@@ -53,16 +53,16 @@ pub fn unscored_cells(b: &Bundle) -> Vec<&CellKey> {
         .collect()
 }
 
-/// What finishes a partial bundle, in words every reader gives as the fix: a run of the runner resumes (or its
-/// shards merge); the PyTorch reference (`jobs/hf_reference.py`, which does not resume) measures the cells left
-/// into another bundle.
+/// What finishes a partial bundle, in words every reader gives as the fix: a run of the runner (tool
+/// `dllm-bench`) resumes, or its shards merge; a reference's (`jobs/hf_reference.py`, which does not resume)
+/// measures the cells left into another bundle.
 pub fn finish_hint(b: &Bundle) -> &'static str {
     match b.provenance.tool.as_str() {
-        "hf-transformers-reference" => {
+        "dllm-bench" => "resume the run (dllm-bench run --resume DIR), or merge every shard's bundle",
+        _ => {
             "measure the cells left with jobs/hf_reference.py --steps, --seq-len or --batch-size into another bundle \
              (it does not resume)"
         }
-        _ => "resume the run (dllm-bench run --resume DIR), or merge every shard's bundle",
     }
 }
 
@@ -71,8 +71,8 @@ pub fn finish_hint(b: &Bundle) -> &'static str {
 pub fn partial(b: &Bundle) -> Option<Partial> {
     let p = &b.provenance;
     let short = p.planned_cells.is_some_and(|n| (b.cells.len() as u64) < u64::from(n));
-    let unscored = unscored_cells(b).len();
-    (short || !p.missing_cells.is_empty() || unscored > 0).then_some(Partial {
+    let unscored: Vec<CellKey> = unscored_cells(b).into_iter().cloned().collect();
+    (short || !p.missing_cells.is_empty() || !unscored.is_empty()).then_some(Partial {
         present: b.cells.len(),
         planned: p.planned_cells,
         missing: p.missing_cells.len(),

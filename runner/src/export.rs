@@ -6,10 +6,11 @@
 //!   Columns: the bundle and its device, whether its weights were synthetic; the cell's key and status; every raw
 //!   measurement of the repetition (lists as JSON arrays); what `metrics` derives per repetition (ITL, throughput,
 //!   achieved rates, activation memory, joules per token and per sequence, mean power); what `metrics` derives per
-//!   cell (the summaries of `cell_summary` and `energy::cell_energy` as `_median`, `_mean`, `_std` (empty for one repetition), `_min`, `_max`,
-//!   tokens per forward, the largest peaks; empty for a cell that did not finish, whose raw repetitions a failure
-//!   after some left: `report` and `compare` give it no timing either); the energy counter that measured the cell (`energy_source`) or why it
-//!   has no energy (`energy_unavailable`); the cell's quality per metric and evaluator
+//!   cell (the summaries of `cell_summary` and `energy::cell_energy` as `_median`, `_mean`, `_std` (empty for one
+//!   repetition), `_min`, `_max`, tokens per forward, the largest peaks; empty for a cell that did not finish, whose
+//!   raw repetitions a failure after some left: `report` and `compare` give it no timing either); the energy
+//!   counter that measured the cell (`energy_source`) or why it has no energy (`energy_unavailable`); the cell's
+//!   quality per metric and evaluator
 //!   (`metrics::parity::cell_quality`: its own, else its group's).
 //! - `parity`: one row per S_parity record and batch size (a record without speedup rows is one row with an empty
 //!   `batch_size`): the record as `metrics::parity::parity` computes it from the cells with the options the bundle's

@@ -465,8 +465,9 @@ fn parity_latex(b: &schema::Bundle, opts: &metrics::parity::ParityOptions) -> St
 /// How the figures of two bundles (`--compare`) tell them apart, as `charts::figure` draws them.
 const COMPARE_LEGEND: &str = "Two bundles: every label starts with \"[A] \" (the first bundle) or \"[B] \" (the \
      second, `--compare`). The first bundle's series are solid lines with round points and full-colour bars; the \
-     second's are finely dashed lines with triangular points and paler bars outlined in the full colour; on points, the first bundle's error \
-     bars are drawn just left of the point and the second's just right, so that neither covers the other. \
+     second's are finely dashed lines with triangular points and paler bars outlined in the full colour; on \
+     points, the first bundle's error bars are drawn just left of the point and the second's just right, so that \
+     neither covers the other. \
      Reference lines (the autoregressive model, S_parity) are dashed in both: long dashes for the first bundle, \
      short ones for the second; S_parity's vertical lines are half-tone in both, so that the error bar at their K \
      shows.";
@@ -582,15 +583,16 @@ pub fn main(args: &FiguresArgs) -> Result<ExitCode> {
     let fonts = raster.then(|| font_options(&args.font)).transpose()?;
     // Every file this may write, checked before any is: a folder in the way of one refuses the whole set rather
     // than leaving it half written.
-    let names = specs(&first)
-        .into_iter()
+    let specs = specs(&first);
+    let names = specs
+        .iter()
         .filter(|spec| spec.skip.is_none())
         .flat_map(|spec| formats.iter().map(move |f| format!("{}.{}", spec.stem, f.extension())))
         .chain(["s_parity.md", "s_parity.tex", "captions.md"].map(String::from));
     for name in names {
         crate::output::check_target(&args.output.join(name))?;
     }
-    for spec in specs(&first) {
+    for spec in specs {
         if let Some(why) = &spec.skip {
             skipped += 1;
             let _ = writeln!(captions, "\n## {} (not drawn)\n\n{why}", spec.stem);

@@ -33,18 +33,16 @@ pub fn create_folder_for(dir: &Path, flag: &str) -> Result<()> {
     let flag = if flag.is_empty() { String::new() } else { format!("{flag} ") };
     if let Some(file) = dir.ancestors().find(|a| !a.as_os_str().is_empty() && a.exists() && !a.is_dir()) {
         return Err(InputError(format!(
-            "{flag}{}: {} is a file, not a folder; fix: pass {} folder path that is not a file nor under one",
+            "{flag}{}: {} is a file, not a folder; fix: pass {flag}a folder path that is not a file nor under one",
             dir.display(),
-            file.display(),
-            if flag.is_empty() { "a".to_string() } else { format!("{flag}a") }
+            file.display()
         ))
         .into());
     }
     match std::fs::create_dir_all(dir) {
         Err(e) if unwritable_here(&e) || e.kind() == std::io::ErrorKind::NotFound => Err(InputError(format!(
-            "{flag}{}: cannot create the folder: {e}; fix: pass {}a folder you can write",
-            dir.display(),
-            flag
+            "{flag}{}: cannot create the folder: {e}; fix: pass {flag}a folder you can write",
+            dir.display()
         ))
         .into()),
         r => r.with_context(|| format!("cannot create the folder {}", dir.display())),

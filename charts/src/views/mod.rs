@@ -158,8 +158,8 @@ fn short_forms_text(baseline: bool) -> String {
     }
 }
 
-/// The one shape (B, N) a view of one shape draws (latency, quality vs steps, Pareto): [`choices::shape`]'s, with its note
-/// (which shape, where the filters leave several) and the note naming the cells at it that are not drawn
+/// The one shape (B, N) a view of one shape draws (latency, quality vs steps, Pareto): [`choices::shape`]'s, with its
+/// note (which shape, where the filters leave several) and the note naming the cells at it that are not drawn
 /// ([`not_drawn`]) added to `notes`.
 pub(super) fn drawn_shape(
     bundles: &[&LoadedBundle],

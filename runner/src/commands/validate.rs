@@ -29,9 +29,9 @@ pub struct ValidateArgs {
     pub complete: bool,
 }
 
-/// What a partial bundle lacks, from its own fields ([`metrics::coverage::partial`] says whether it is partial):
-/// `provenance.planned_cells` against its cells, `provenance.missing_cells` (a merge with `--allow-missing`), and
-/// the continuations an evaluator has not scored.
+/// What a partial bundle lacks, from its own fields ([`metrics::coverage::partial`] says whether it is partial, and
+/// names the continuations an evaluator has not scored): `provenance.planned_cells` against its cells, and
+/// `provenance.missing_cells` (a merge with `--allow-missing`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Partial {
     /// The shortfall as every reader counts it: cells held, cells planned.
@@ -44,9 +44,6 @@ pub struct Partial {
     /// no quality value in the bundle yet, each named by the cell that measures it (its largest B); empty without a
     /// `[quality]` table.
     pub unscored: Vec<CellKey>,
-    /// The cells whose continuations not every evaluator has scored yet (a run stopped while scoring:
-    /// [`metrics::coverage::unscored_cells`]).
-    pub unscored_continuations: Vec<CellKey>,
 }
 
 impl Partial {
@@ -91,8 +88,7 @@ pub fn partial(b: &Bundle) -> Option<Partial> {
             .collect();
         unscored = groups.into_iter().filter(|(g, _)| !scored.contains(g)).map(|(_, k)| k.clone()).collect();
     }
-    let unscored_continuations = metrics::coverage::unscored_cells(b).into_iter().cloned().collect();
-    Some(Partial { shortfall, not_measured, unscored, unscored_continuations })
+    Some(Partial { shortfall, not_measured, unscored })
 }
 
 /// Keys as a list, at most `n` named.
@@ -169,13 +165,13 @@ pub fn main(args: ValidateArgs) -> Result<ExitCode> {
                         list(&x.unscored, 10)
                     );
                 }
-                if let Some(x) = part.as_ref().filter(|x| !x.unscored_continuations.is_empty()) {
+                if let Some(x) = part.as_ref().filter(|x| !x.shortfall.unscored.is_empty()) {
                     println!(
                         "  partial: the continuations of {} cells are not yet scored by every evaluator (a run stopped \
                          while scoring: {}; a value S_parity needs may be among them): {}",
-                        x.unscored_continuations.len(),
+                        x.shortfall.unscored.len(),
                         metrics::coverage::finish_hint(b),
-                        list(&x.unscored_continuations, 10)
+                        list(&x.shortfall.unscored, 10)
                     );
                 }
                 // A field no reader knows, in a file of this version: misspelled (`prefil_ms`), its value lost to
