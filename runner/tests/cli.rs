@@ -1,6 +1,6 @@
 //! The CLI as users meet it: the demo end to end, plan, validate, and bad input (exit 2, clear message).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use schema::{CellStatus, Sampler};
 
@@ -309,9 +309,9 @@ fn unknown_flag_exits_2() {
 }
 
 #[test]
-fn failed_cells_are_recorded_and_the_run_exits_1() {
-    // N = 1000 (within the tiny models' 1024 positions) needs longer prompts than the embedded set has: every cell
-    // fails, cleanly, and the grid goes on.
+fn prompts_too_short_for_n_are_refused_before_any_model_loads() {
+    // N = 1000 (within the tiny models' 1024 positions) needs longer prompts than the embedded set has: refused with
+    // the lengths, the prompts and the fix, before a model loads or a run folder is made.
     let sb = Sandbox::new();
     let results = sb.results();
     let out = sb.cmd(&[
@@ -319,7 +319,7 @@ fn failed_cells_are_recorded_and_the_run_exits_1() {
         "--output-dir",
         results.to_str().expect("utf8"),
         "--seq-len",
-        "1000",
+        "200,1000",
         "--batch-size",
         "1",
         "--steps",
@@ -329,17 +329,45 @@ fn failed_cells_are_recorded_and_the_run_exits_1() {
         "--warmup",
         "0",
     ]);
-    assert_exit!(out, 1);
-    assert!(stderr(&out).contains("2 of 2 cells failed"), "{}", stderr(&out));
-    let b = schema::read_bundle(&std::fs::read_to_string(stdout(&out).trim()).expect("bundle")).expect("valid");
-    assert_eq!(b.cells.len(), 2);
-    for c in &b.cells {
-        match &c.status {
-            CellStatus::Error { message } => assert!(message.contains("the cell needs 967"), "{message}"),
-            other => panic!("{}: expected an error status, got {other:?}", c.key),
-        }
-        assert!(c.repetitions.is_empty());
-    }
+    assert_exit!(out, 2);
+    let err = stderr(&out);
+    assert!(err.contains("embedded:demo") && err.contains("N = 1000 (N_out 32) needs 967 tokens"), "{err}");
+    assert!(err.contains("prompt 0 has"), "names the prompts: {err}");
+    assert!(!err.contains("N = 200 "), "N = 200 fits: {err}");
+    assert!(err.contains("fix: ") && err.contains("leave N = 1000 out of grid.seq_lengths"), "{err}");
+    assert!(!err.contains("loading"), "no model loaded: {err}");
+    assert!(stdout(&out).trim().is_empty(), "no bundle: {}", stdout(&out));
+    assert!(!results.exists() || std::fs::read_dir(&results).expect("dir").next().is_none(), "nothing written");
+}
+
+#[test]
+fn the_prompt_length_check_reads_only_the_prompts_the_cells_use() {
+    // Prompt 0 is long, prompt 1 short. One repetition of B = 1 reads prompt 0 only: the run goes ahead. Quality
+    // generates a continuation of every prompt at the largest B: refused, naming prompt 1.
+    let sb = Sandbox::new();
+    let long: Vec<String> = (0..300).map(|i| format!("word{}", i % 37)).collect();
+    sb.write("prompts.txt", &format!("{}\n\nonly a few words here\n", long.join(" ")));
+    let demo = std::fs::read_to_string(repo_file("config/demo.toml")).expect("demo");
+    let demo =
+        demo.replacen("source = \"embedded\"\ncount = 8", "source = \"file\"\npath = \"prompts.txt\"\ncount = 2", 1);
+    let plain = sb.write("plain.toml", demo.split("\n[quality]").next().expect("config"));
+    let scored = sb.write("scored.toml", &demo);
+    let args = |cfg: &Path| -> Vec<String> {
+        let cfg = cfg.to_str().expect("utf8");
+        let flags = "--seq-len 96 --batch-size 1 --steps 4 --samplers reference --warmup 0 --repetitions 1";
+        let mut a: Vec<String> = ["run", "--config", cfg, "--output-dir", "results"].map(String::from).to_vec();
+        a.extend(flags.split(' ').map(String::from));
+        a
+    };
+    let run = |cfg: &Path| sb.cmd(&args(cfg).iter().map(String::as_str).collect::<Vec<_>>());
+    let out = run(&plain);
+    assert_exit!(out, 0);
+    let out = run(&scored);
+    assert_exit!(out, 2);
+    let err = stderr(&out);
+    assert!(err.contains("file:prompts.txt") && err.contains("1 of the 2 prompts"), "{err}");
+    assert!(err.contains("prompt 1 has") && !err.contains("prompt 0 has"), "{err}");
+    assert!(err.contains("longer prompts in the prompt file (prompts.path)"), "{err}");
 }
 
 /// The demo config without its quality table and with `line` added to `[run]`, run quickly: its config text and

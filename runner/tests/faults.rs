@@ -323,7 +323,8 @@ fn sigterm_interrupts_a_long_repetition_and_the_journal_stays_consistent() {
     let out = child.wait_with_output().expect("wait");
     let took = signalled.elapsed();
     assert_exit!(out, 75);
-    assert!(took < Duration::from_secs(10), "SIGTERM took {took:?} to stop the run: it waited for the repetition");
+    // About 1.5 s on an idle machine (a step ends first), 10 s seen on a loaded one; the repetition takes minutes.
+    assert!(took < Duration::from_secs(30), "SIGTERM took {took:?} to stop the run: it waited for the repetition");
     let (_, state, _) = runner::journal::read(&dir.join("journal.jsonl")).expect("the journal reads");
     assert!(state.cells.is_empty(), "the interrupted cell is not recorded: {} cells", state.cells.len());
     let partial = std::fs::read_to_string(dir.join("partial.json")).expect("partial bundle");

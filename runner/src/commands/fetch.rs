@@ -96,7 +96,7 @@ pub fn main(args: FetchArgs) -> Result<ExitCode> {
         if let (true, Asset::Model { id, revision, .. }) = (complete, asset) {
             let kind = cfg.models.iter().find(|m| m.id == *id).map_or(schema::ModelKind::Llama, |m| m.kind);
             let checked = crate::model::ModelFiles::from_hf_cache(&cache, id, revision)
-                .and_then(|files| crate::model::LoadedModel::check_files(&files, kind));
+                .and_then(|files| crate::model::LoadedModel::check_files(&files, kind).map(|_| ()));
             if let Err(e) = checked {
                 failed += 1;
                 crate::tell!("broken   {id}: {e}");

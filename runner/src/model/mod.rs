@@ -96,6 +96,13 @@ pub struct SpecialIds {
     pub sources: String,
 }
 
+/// What [`LoadedModel::check_files`] read of a checkpoint without its weights.
+#[derive(Debug)]
+pub struct CheckedFiles {
+    pub tokenizer: tokenizers::Tokenizer,
+    pub special: SpecialIds,
+}
+
 /// A checkpoint loaded on a device: config, tokenizer, special ids and the transformer.
 #[derive(Debug)]
 pub struct LoadedModel {
@@ -397,9 +404,10 @@ impl LoadedModel {
     /// tokenizer (its ids inside config.json's vocabulary), the special tokens (each id a file states a token of
     /// the tokenizer), and every tensor's name, shape, dtype and bytes in the safetensors headers
     /// (milliseconds for the 8B checkpoints). A run calls it for every model before the first cell, so that a
-    /// broken checkpoint is refused before hours of other models' cells.
-    pub fn check_files(files: &ModelFiles, kind: ModelKind) -> Result<(), ModelError> {
-        Self::checked(files, kind).map(|_| ())
+    /// broken checkpoint is refused before hours of other models' cells. Answers the tokenizer and its special
+    /// ids, for the checks a run makes of its prompts before the weights load.
+    pub fn check_files(files: &ModelFiles, kind: ModelKind) -> Result<CheckedFiles, ModelError> {
+        Self::checked(files, kind).map(|(_, tokenizer, special)| CheckedFiles { tokenizer, special })
     }
 
     /// The config, tokenizer and special tokens of `files`, after the weights' headers were checked against the

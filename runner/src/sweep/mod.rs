@@ -233,11 +233,16 @@ pub fn run(resolved: &ResolvedConfig, opts: &SweepOptions) -> Result<SweepOutcom
     for m in &cfg.models {
         if todo.iter().any(|k| k.model == m.id) {
             let files = model_files(m, &opts.model_cache_dir, cfg.run.dtype, chat, opts.progress)?;
-            if chat {
-                chat_template(m, &files)?;
-            }
-            LoadedModel::check_files(&files, m.kind).with_context(|| format!("model {}", m.id))?;
+            let template = if chat { Some(chat_template(m, &files)?) } else { None };
+            let checked = LoadedModel::check_files(&files, m.kind).with_context(|| format!("model {}", m.id))?;
             check_positions(m, &files, &todo)?;
+            let frame = match &template {
+                Some(t) => {
+                    Some(t.frame(&checked.tokenizer, checked.special.bos).with_context(|| format!("model {}", m.id))?)
+                }
+                None => None,
+            };
+            tokens::check_prompt_lengths(m, &checked.tokenizer, frame, &prompts, &todo, cfg)?;
             to_load.push((m, files));
         }
     }

@@ -6,10 +6,13 @@
 //! frame` tokens of the text ([`ChatFrame::wrap`]). Either way N counts every token the model is given, and the
 //! text's cut (`Generation::prompt_bytes`, the start of the true continuation) is where its share ends.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use anyhow::Result;
+use schema::bundle::CellKey;
+use schema::grid::{GridConfig, ModelSpec};
 
+use crate::InputError;
 use crate::model::{ChatFrame, LoadedModel};
 use crate::prompts::PromptSet;
 
@@ -31,7 +34,7 @@ impl TokenCache {
 
     /// The ids and byte offsets of a whole prompt text.
     pub(super) fn encoded(&mut self, model: &LoadedModel, prompts: &PromptSet, index: u32) -> Result<&Encoded> {
-        encode_cached(&mut self.encoded, model, prompts, index)
+        encode_cached(&mut self.encoded, &model.tokenizer, prompts, index)
     }
 
     /// How many tokens of the prompt text a row of `prompt_tokens` holds: all but BOS, or all but the chat
@@ -59,7 +62,7 @@ impl TokenCache {
         prompt_tokens: u32,
     ) -> Result<Vec<u32>> {
         let take = self.text_tokens(index, prompt_tokens)?;
-        let (ids, _) = encode_cached(&mut self.encoded, model, prompts, index)?;
+        let (ids, _) = encode_cached(&mut self.encoded, &model.tokenizer, prompts, index)?;
         if ids.len() < take {
             let after = if self.chat.is_some() { "in the chat template" } else { "after BOS" };
             anyhow::bail!(
@@ -131,10 +134,90 @@ impl TokenCache {
     }
 }
 
+/// Every prompt that a cell of `model` still to run reads is long enough for the cell's prompt length: the
+/// batches of its warm-ups and measured runs, and with quality the whole set at the grid's largest B (see
+/// [`super::scoring::add_generations`]). Checked with the tokenizer (and chat template frame) before the weights
+/// load, so that a short prompt file is refused at once, naming the prompts, the lengths and the fix, instead of
+/// failing every such cell after each model loads. [`TokenCache::prompt`] checks each row again.
+pub(super) fn check_prompt_lengths(
+    model: &ModelSpec,
+    tokenizer: &tokenizers::Tokenizer,
+    chat: Option<ChatFrame>,
+    prompts: &PromptSet,
+    todo: &[CellKey],
+    cfg: &GridConfig,
+) -> Result<()> {
+    let n = prompts.texts.len();
+    let runs = cfg.run.warmup.max(cfg.run.repetitions) as usize;
+    let max_b = cfg.grid.batch_sizes.iter().copied().max().unwrap_or(1);
+    // Per prompt length: the cells' N and N_out (one pair: prompt_tokens = N - N_out), and the prompts read.
+    let mut reads: BTreeMap<u32, ((u32, u32), BTreeSet<u32>)> = BTreeMap::new();
+    for k in todo.iter().filter(|k| k.model == model.id) {
+        let entry = reads.entry(k.prompt_tokens).or_insert_with(|| ((k.seq_len, k.output_tokens), BTreeSet::new()));
+        let b = k.batch_size as usize;
+        if (cfg.quality.is_some() && k.batch_size == max_b) || runs * b >= n {
+            entry.1.extend(0..n as u32);
+        } else {
+            entry.1.extend((0..runs).flat_map(|i| prompts.batch_indices(i, b)));
+        }
+    }
+    let mut cache = TokenCache::new(chat);
+    let mut short = Vec::new();
+    for (&prompt_tokens, ((seq_len, output_tokens), indices)) in &reads {
+        let Some(&first) = indices.first() else { continue };
+        let take =
+            cache.text_tokens(first, prompt_tokens).map_err(|e| InputError(format!("model {}: {e}", model.id)))?;
+        let mut lacking = Vec::new();
+        for &i in indices {
+            let have = encode_cached(&mut cache.encoded, tokenizer, prompts, i)?.0.len();
+            if have < take {
+                lacking.push((i, have));
+            }
+        }
+        if lacking.is_empty() {
+            continue;
+        }
+        let listed: Vec<String> = lacking.iter().take(4).map(|(i, have)| format!("prompt {i} has {have}")).collect();
+        let more = match lacking.len() {
+            l if l > 4 => format!(" and {} more", l - 4),
+            _ => String::new(),
+        };
+        let after = if cache.chat.is_some() { "inside the chat template" } else { "after BOS" };
+        short.push((
+            seq_len,
+            format!(
+                "N = {seq_len} (N_out {output_tokens}) needs {take} tokens of each prompt {after}, and {} of the {} \
+                 prompts its cells read are shorter ({}{more})",
+                lacking.len(),
+                indices.len(),
+                listed.join(", ")
+            ),
+        ));
+    }
+    if short.is_empty() {
+        return Ok(());
+    }
+    let lengths: Vec<String> = short.iter().map(|(n, _)| n.to_string()).collect();
+    let longer = match prompts.source.split(':').next() {
+        Some("file") => "longer prompts in the prompt file (prompts.path)",
+        Some("wikitext") => "a larger prompts.min_chars, so that the documents picked are longer",
+        _ => "longer prompts (prompts.source = \"file\" with prompts.path)",
+    };
+    Err(InputError(format!(
+        "model {}: the prompts ({}) are too short for some cells (refused before any cell is measured): {}; fix: {longer}, or \
+         leave N = {} out of grid.seq_lengths (or --seq-len)",
+        model.id,
+        prompts.source,
+        short.into_iter().map(|(_, m)| m).collect::<Vec<_>>().join("; "),
+        lengths.join(", ")
+    ))
+    .into())
+}
+
 /// The ids and byte offsets of a whole prompt text, from `cache` or tokenized into it.
 fn encode_cached<'a>(
     cache: &'a mut HashMap<u32, Encoded>,
-    model: &LoadedModel,
+    tokenizer: &tokenizers::Tokenizer,
     prompts: &PromptSet,
     index: u32,
 ) -> Result<&'a Encoded> {
@@ -142,7 +225,7 @@ fn encode_cached<'a>(
         std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
         std::collections::hash_map::Entry::Vacant(e) => {
             let text = &prompts.texts[index as usize];
-            let enc = model.tokenizer.encode(text.as_str(), false).map_err(|e| anyhow::anyhow!("tokenizer: {e}"))?;
+            let enc = tokenizer.encode(text.as_str(), false).map_err(|e| anyhow::anyhow!("tokenizer: {e}"))?;
             e.insert((enc.get_ids().to_vec(), enc.get_offsets().to_vec()))
         }
     })
