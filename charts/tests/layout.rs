@@ -4,7 +4,9 @@
 //! 336 SVG pixels), a double column's (7 in, 672) and a screen's (1000 px).
 
 use charts::bundle::{LoadedBundle, load_bundle};
-use charts::figure::{self, ChartStyle, Drawn, Figure, MIN_PLOT_HEIGHT, Plot, TextBox};
+use charts::figure::{
+    self, Axis, CellId, ChartStyle, Drawn, Figure, MIN_PLOT_HEIGHT, Mark, Plot, RefLine, Series, Style, TextBox,
+};
 use charts::views::{Filters, Options, ViewKind, chart_view};
 use plotters::prelude::*;
 
@@ -196,5 +198,52 @@ fn facet_titles_fit_their_facets_on_a_phone() {
         let short = t.replace(" = ", "=");
         assert!(narrow.contains(&format!(">{short}<")) || narrow.contains(&format!(">\n{short}\n<")), "{short}");
         assert!(wide.contains(&format!(">{t}<")) || wide.contains(&format!(">\n{t}\n<")), "{t}");
+    }
+}
+
+#[test]
+fn a_single_chart_s_legend_keeps_clear_of_the_s_parity_line() {
+    // Quality falling with K: the upper left holds the most marks, so by the marks alone the legend would take the
+    // upper right, over the S_parity line at K = 16. It takes the upper left instead.
+    let mark = |i: usize, k: f64| Mark {
+        x: k,
+        y: 10.0 - k.log2(),
+        lo: None,
+        hi: None,
+        tip: format!("K={k}"),
+        cell: Some(CellId { bundle: 0, cell: i }),
+        label: None,
+    };
+    let ks = [2.0, 4.0, 8.0, 16.0];
+    let series = vec![Series {
+        label: "LLaDA-8B-Base (low-confidence remasking)".into(),
+        colour: 0,
+        style: Style::Line,
+        alt: false,
+        marks: ks.iter().enumerate().map(|(i, &k)| mark(i, k)).collect(),
+        facet: 0,
+    }];
+    let line = |value: f64, vertical: bool, label: &str| RefLine {
+        label: label.into(),
+        value,
+        vertical,
+        colour: 0,
+        alt: false,
+        facet: 0,
+        band: None,
+    };
+    let axis = |t: &str, log: bool| Axis { pow2: log, ..Axis::numeric(t, log) };
+    for (s_parity, want_left) in [(16.0, true), (2.0, false)] {
+        let refs = vec![line(6.5, false, "Meta-Llama-3-8B (autoregressive)"), line(s_parity, true, "S_parity")];
+        let plot =
+            Plot::Xy { x: axis("K", true), y: axis("perplexity", false), series: series.clone(), refs, grid: None };
+        let fig = Figure { title: "quality vs steps".into(), plot };
+        let (_, d, _) = draw(&fig, 900, ChartStyle::default());
+        let [legend] = d.legends.as_slice() else { panic!("legends {:?}", d.legends) };
+        let at = d.hits.iter().find(|h| h.mark == ks.iter().position(|&k| k == s_parity).expect("a K")).expect("hit");
+        let [l, _, r, _] = legend.rect;
+        assert!(!(l..=r).contains(&at.x), "S_parity {s_parity} at x = {} under the legend {:?}", at.x, legend.rect);
+        let mid = d.plots[0][0] + (d.plots[0][2] - d.plots[0][0]) / 2;
+        assert_eq!(r < mid, want_left, "S_parity {s_parity}: legend {:?}", legend.rect);
     }
 }

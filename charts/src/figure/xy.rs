@@ -70,13 +70,31 @@ pub(super) fn draw_xy<DB: DrawingBackend>(
         let (mid_x, mid_y) = ((x.start + x.end) / 2.0, (y.start + y.end) / 2.0);
         let pt = |m: &Mark| Some((to_space(xa, m.x)?, to_space(ya, m.y)?));
         let upper = |left: bool| marks().filter_map(pt).filter(|p| p.1 > mid_y && (p.0 < mid_x) == left).count();
-        let right = upper(true) > upper(false);
         // The plotting area, as xy_panel lays it out (margins, y labels; title and x labels about 110 px), in
         // pixels.
         let (w, h) = root.dim_in_pixel();
         let (plot_w, plot_h) = (f64::from(w) - s(Y_LABEL_AREA + 2.0 * PANEL_MARGIN), f64::from(h) - s(110.0));
         let lay = legend_layout(root, &labels, &font(12.0), style, (plot_w - 2.0 * m) as i32, false)?;
         let (box_w, box_h) = (f64::from(lay.w), f64::from(lay.h));
+        let columns = |right: bool| match right {
+            true => (1.0 - (m + box_w) / plot_w, 1.0 - m / plot_w),
+            false => (m / plot_w, (m + box_w) / plot_w),
+        };
+        let frac = |v: f64| (v - x.start) / (x.end - x.start);
+        // A vertical reference line (S_parity) runs through the whole height: the legend takes the corner that
+        // covers fewer of them, else the one with fewer marks in the upper half.
+        let lines_under = |right: bool| {
+            let (a, b) = columns(right);
+            refs.iter()
+                .filter(|r| r.vertical)
+                .filter_map(|r| to_space(xa, r.value))
+                .filter(|&v| (a..=b).contains(&frac(v)))
+                .count()
+        };
+        let right = match (lines_under(false), lines_under(true)) {
+            (l, r) if l != r => l > r,
+            _ => upper(true) > upper(false),
+        };
         let f = (m + box_h) / plot_h;
         // A legend that does not fit in the plot goes under it. Decided on the plot's height as
         // `Figure::height_for` gives it (not more: on a canvas it made taller for the strip, the legend must still
@@ -84,11 +102,7 @@ pub(super) fn draw_xy<DB: DrawingBackend>(
         let wrapped = lay.lines.iter().any(|l| l.len() > 1);
         let sized = single_plot_height(plot_w / style.scale, ya, style) * style.scale;
         let inside = legend_inside((plot_w, plot_h.min(sized)), (box_w, box_h), wrapped, m);
-        let (fx0, fx1) = match right {
-            true => (1.0 - (m + box_w) / plot_w, 1.0 - m / plot_w),
-            false => (m / plot_w, (m + box_w) / plot_w),
-        };
-        let frac = |v: f64| (v - x.start) / (x.end - x.start);
+        let (fx0, fx1) = columns(right);
         // The highest value of a mark (its error bar's top, a bar's whole width) inside the legend's columns.
         let under = series.iter().flat_map(|se| {
             let half = match se.style {
