@@ -497,9 +497,10 @@ fn section(
             (Some(e), Some(ms)) => (
                 num(ms),
                 est(e),
-                match e.value {
-                    v if v > 1.0 => "viable: faster at equal quality",
-                    1.0 => "not viable: equal latency at equal quality (not faster)",
+                // The row's own verdict (metrics::parity's, as every reader's); the value only says why not.
+                match (metrics::parity::viable(r, &AtBatch::Row(row)), e.value) {
+                    (Some(true), _) => "viable: faster at equal quality",
+                    (_, 1.0) => "not viable: equal latency at equal quality (not faster)",
                     _ => "not viable: slower at equal quality",
                 }
                 .to_string(),
