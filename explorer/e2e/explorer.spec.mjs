@@ -440,7 +440,7 @@ async function checkRoofline(page) {
     const secs = median(c.repetitions.map((r) => r.e2e_ms)) / 1e3;
     assert.ok(close(mk.x, flops / bytes) && close(mk.y, flops / secs / 1e12), `${mk.x} ${mk.y}`);
   }
-  assert.deepEqual(fig.plot.series.map((s) => s.label.includes('greedy')), [true, false], 'AR and LLaDA series');
+  assert.deepEqual(fig.plot.series.map((s) => s.label.includes('(autoregressive)')), [true, false], 'AR and LLaDA series');
   assert.ok(fig.plot.x.log && fig.plot.y.log, 'log-log');
   const notes = await page.$$eval('[data-testid="note"]', (ps) => ps.map((p) => p.textContent).join(' '));
   assert.match(notes, /without ceilings/);
@@ -636,6 +636,25 @@ async function checkHistory(page) {
   await page.goForward();
   await waitLoaded(page, STUDY_B.file);
   pass('Back and Forward move between views and bundles; a filter edit is no history entry of its own');
+  // The tab list from the keyboard: only the selected tab is in the Tab order; the arrows, Home and End select.
+  const focused = () => page.evaluate(() => document.activeElement?.dataset.testid);
+  const inOrder = await page.$$eval('[role="tab"]', (ts) => ts.filter((t) => t.tabIndex === 0).map((t) => t.dataset.testid));
+  assert.deepEqual(inOrder, ['tab-latency'], 'one tab in the Tab order, the selected one');
+  await page.focus('[data-testid="tab-latency"]');
+  await page.keyboard.press('ArrowRight');
+  await at('pareto');
+  assert.equal(await focused(), 'tab-pareto', 'the focus follows the selection');
+  await page.keyboard.press('End');
+  await at('details');
+  await page.keyboard.press('ArrowRight');
+  await at('answer');
+  await page.keyboard.press('ArrowLeft');
+  await at('details');
+  await page.keyboard.press('Home');
+  await at('answer');
+  assert.equal(await focused(), 'tab-answer');
+  assert.equal(await page.$eval('[role="tabpanel"]', (p) => p.getAttribute('aria-labelledby')), 'tab-answer');
+  pass('the tab list works from the keyboard: ArrowRight, ArrowLeft (wrapping), Home and End select and focus');
 }
 
 /**
@@ -934,9 +953,16 @@ async function checkLocalFiles(page) {
   await waitLoaded(page, STUDY.file);
   const input = '[data-testid="file-input"]';
   await page.setInputFiles(input, { name: 'mine.json', mimeType: 'application/json', buffer: Buffer.from('[1, 2') });
-  await page.waitForSelector('[data-testid="error"]', { timeout: TIMEOUT });
-  assert.match(await page.textContent('[data-testid="error"]'), /mine\.json.*not a valid JSON/);
-  pass('a broken local file gives an error message');
+  await page.waitForSelector('[data-testid="file-error"]', { timeout: TIMEOUT });
+  assert.match(await page.textContent('[data-testid="file-error"]'), /mine\.json.*not a valid JSON.*the bundle on view is kept/);
+  await waitLoaded(page, STUDY.file);
+  await page.click('[data-testid="file-error-dismiss"]');
+  assert.equal(await page.$('[data-testid="file-error"]'), null, 'Dismiss removes the error');
+  pass('a broken local file gives an error naming it, and the bundle on view stays');
+  const disabled = await page.$eval('[data-testid="compare-select"]',
+    (s, f) => [...s.options].filter((o) => o.disabled).map((o) => o.value), STUDY.file);
+  assert.deepEqual(disabled, [STUDY.file], 'the compare list disables the bundle on view, and only it');
+  pass('"Compare with" cannot pick the bundle on view');
   const evil = load(BUNDLES[0]);
   evil.provenance.host = '<img id="xss" src="x" onerror="window.__xss=1">';
   await page.setInputFiles(input, { name: 'evil.json', mimeType: 'application/json', buffer: Buffer.from(JSON.stringify(evil)) });

@@ -28,7 +28,7 @@ pub fn sampler_name(s: Sampler) -> &'static str {
 
 pub(super) fn sampler_label(s: Sampler) -> &'static str {
     match s {
-        Sampler::ArGreedy => "greedy",
+        Sampler::ArGreedy => "autoregressive",
         Sampler::LladaLowConfidence => "low-confidence remasking",
         Sampler::LladaRandom => "random remasking",
         Sampler::DreamOrigin => "origin",

@@ -55,8 +55,9 @@ fn mark(name: &str) {
 enum Source {
     /// A file listed in (or named next to) `bundles/index.json`.
     Remote(String),
-    /// A local file (picker or drop), already read.
-    Local { name: String, text: String },
+    /// A local file (picker or drop), already read and parsed: one that does not parse never replaces what is on
+    /// view (see `on_local`).
+    Local(Arc<LoadedBundle>),
     /// A request that failed before there was anything to parse.
     Broken(String),
 }
@@ -80,7 +81,7 @@ async fn load(src: Option<Source>) -> Loaded {
             mark("dllm:bundle-loaded");
             loaded
         }
-        Source::Local { name, text } => bundle::load_bundle(&name, &text).map(Arc::new),
+        Source::Local(b) => Ok(b),
         Source::Broken(e) => Err(e),
     })
 }
@@ -178,21 +179,37 @@ pub fn App() -> impl IntoView {
         state.set(q);
     });
 
+    // A local file that cannot be read or is no bundle is said above the chart, and the bundle on view (main or
+    // compared) stays: the error names the file, and is dismissed, or replaced by the next file's outcome.
+    let file_error = RwSignal::new(None::<String>);
     let on_local = move |files: web_sys::FileList, into_compare: bool| {
         let mut list = Vec::new();
         for i in 0..files.length() {
             list.extend(files.get(i));
         }
+        file_error.set(None);
         for (n, file) in list.into_iter().take(2).enumerate() {
-            let target = if into_compare || n == 1 { cmp_src } else { main_src };
+            let (target, res) = if into_compare || n == 1 { (cmp_src, cmp_res) } else { (main_src, main_res) };
             let name = file.name();
             leptos::task::spawn_local(async move {
                 let read = JsFuture::from(file.text()).await;
-                target.set(Some(match read.map(|v| v.as_string()) {
-                    Ok(Some(text)) => Source::Local { name, text },
-                    Ok(None) => Source::Broken(format!("cannot read {name}: not a text file")),
-                    Err(e) => Source::Broken(format!("cannot read {name}: {}", js_message(&e))),
-                }));
+                let parsed = match read.map(|v| v.as_string()) {
+                    Ok(Some(text)) => bundle::load_bundle(&name, &text).map(Arc::new),
+                    Ok(None) => Err(format!("cannot read {name}: not a text file")),
+                    Err(e) => Err(format!("cannot read {name}: {}", js_message(&e))),
+                };
+                match parsed {
+                    Ok(b) => {
+                        selected.set(None);
+                        target.set(Some(Source::Local(b)));
+                    }
+                    Err(e) => {
+                        let kept = matches!(res.get_untracked(), Some(Some(Ok(_))));
+                        let which = if target == cmp_src { "compared bundle" } else { "bundle" };
+                        let e = if kept { format!("{e} (the {which} on view is kept)") } else { e };
+                        file_error.update(|f| *f = Some(f.take().map_or(e.clone(), |f| format!("{f}; {e}"))));
+                    }
+                }
             });
         }
     };
@@ -218,13 +235,19 @@ pub fn App() -> impl IntoView {
     };
 
     let entries = move || index.get().and_then(Result::ok).unwrap_or_default();
-    let bundle_select = move |target: RwSignal<Option<Source>>, testid: &'static str, none: &'static str| {
+    // `other`: the main bundle's source, for the compare list, in which the main bundle's file is disabled
+    // (compared with itself, every difference would be zero).
+    let bundle_select = move |target: RwSignal<Option<Source>>,
+                              other: Option<RwSignal<Option<Source>>>,
+                              testid: &'static str,
+                              none: &'static str| {
         view! {
             <select
                 data-testid=testid
                 on:change=move |ev| {
                     let file = event_target_value(&ev);
                     selected.set(None);
+                    file_error.set(None);
                     target.set((!file.is_empty()).then_some(Source::Remote(file)));
                 }
             >
@@ -234,10 +257,15 @@ pub fn App() -> impl IntoView {
                     all.iter()
                         .map(|e: &IndexEntry| {
                             let file = e.file.clone();
+                            let this = e.file.clone();
+                            let on_view = move || {
+                                other.is_some_and(|o| remote_name(&o.get()).as_deref() == Some(this.as_str()))
+                            };
                             view! {
                                 <option
                                     value=e.file.clone()
                                     selected=move || remote_name(&target.get()).as_deref() == Some(file.as_str())
+                                    disabled=on_view
                                 >
                                     {index::option_label(e, &all)}
                                 </option>
@@ -266,8 +294,8 @@ pub fn App() -> impl IntoView {
             <header class="bar">
                 <h1 title="LLaDA-8B (masked diffusion) vs Meta-Llama-3-8B (autoregressive)">"dllm-bench explorer"</h1>
                 <About/>
-                <label>"Bundle " {bundle_select(main_src, "bundle-select", "(choose a bundle)")}</label>
-                <label>"Compare with " {bundle_select(cmp_src, "compare-select", "(none)")}</label>
+                <label>"Bundle " {bundle_select(main_src, None, "bundle-select", "(choose a bundle)")}</label>
+                <label>"Compare with " {bundle_select(cmp_src, Some(main_src), "compare-select", "(none)")}</label>
                 <details class="open-files">
                     <summary>"Open files"</summary>
                     <div class="popover">
@@ -288,6 +316,18 @@ pub fn App() -> impl IntoView {
             </header>
             {move || {
                 index.get().and_then(Result::err).map(|e| view! { <p class="error" role="alert" data-testid="index-error">{e}</p> })
+            }}
+            {move || {
+                file_error.get().map(|e| {
+                    view! {
+                        <p class="error" role="alert" data-testid="file-error">
+                            {e} " "
+                            <button class="dismiss" data-testid="file-error-dismiss" on:click=move |_| file_error.set(None)>
+                                "Dismiss"
+                            </button>
+                        </p>
+                    }
+                })
             }}
             <Transition fallback=|| view! { <p class="loading">"Loading…"</p> }>
                 {move || {
@@ -453,6 +493,28 @@ fn Workspace(
             strip.set_scroll_left(right - width);
         }
     });
+    // The tabs as a tab list is operated from the keyboard: Tab reaches the selected one only, the arrows (Home,
+    // End) select the next one (previous, first, last) and move the focus with it.
+    let on_tab_key = move |v: ViewKind, ev: leptos::ev::KeyboardEvent| {
+        let all = ViewKind::ALL;
+        let (i, n) = (all.iter().position(|&x| x == v).unwrap_or(0), all.len());
+        let next = match ev.key().as_str() {
+            "ArrowRight" => (i + 1) % n,
+            "ArrowLeft" => (i + n - 1) % n,
+            "Home" => 0,
+            "End" => n - 1,
+            _ => return,
+        };
+        ev.prevent_default();
+        state.update(|s| s.view = all[next]);
+        let Some(strip) = strip.get() else { return };
+        let Ok(Some(tab)) = strip.query_selector(&format!("[data-testid=\"tab-{}\"]", all[next].slug())) else {
+            return;
+        };
+        if let Ok(tab) = tab.dyn_into::<web_sys::HtmlElement>() {
+            let _ = tab.focus();
+        }
+    };
     let tabs = ViewKind::ALL
         .into_iter()
         .map(|v| {
@@ -460,9 +522,13 @@ fn Workspace(
                 <button
                     role="tab"
                     class="tab"
+                    id=format!("tab-{}", v.slug())
+                    aria-controls="view-panel"
                     aria-selected=move || (state.get().view == v).to_string()
+                    tabindex=move || if state.get().view == v { "0" } else { "-1" }
                     data-testid=format!("tab-{}", v.slug())
                     on:click=move |_| state.update(|s| s.view = v)
+                    on:keydown=move |ev| on_tab_key(v, ev)
                 >
                     {v.title()}
                 </button>
@@ -487,7 +553,13 @@ fn Workspace(
     view! {
         <nav class="tabs" role="tablist" aria-label="Views" node_ref=strip>{tabs}</nav>
         <FilterBar choices=choices metrics=metrics energy=energy state=state/>
-        <section class="view" data-testid=move || format!("view-{}", state.get().view.slug())>
+        <section
+            class="view"
+            id="view-panel"
+            role="tabpanel"
+            aria-labelledby=move || format!("tab-{}", state.get().view.slug())
+            data-testid=move || format!("view-{}", state.get().view.slug())
+        >
             {move || {
                 let s = state.get();
                 match s.view {
