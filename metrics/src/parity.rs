@@ -540,6 +540,22 @@ pub fn self_scored_note(records: &[ParityRecord]) -> Option<String> {
     ))
 }
 
+/// Below this many prompts a bootstrap over them says little: with one prompt every resample is that prompt.
+pub const FEW_PROMPTS: u32 = 5;
+
+/// The caveat every reader prints when the intervals come from a bootstrap over fewer than [`FEW_PROMPTS`] prompts:
+/// its resamples repeat the same few prompts, so an interval (and S_parity's) is narrow, or a single value, because
+/// there is little to resample, not because the quality is known. `None` otherwise.
+pub fn few_prompts_note(records: &[ParityRecord]) -> Option<String> {
+    let n = records.iter().filter_map(|r| r.bootstrap).map(|b| b.prompts).filter(|&n| n < FEW_PROMPTS).min()?;
+    Some(format!(
+        "the intervals come from a bootstrap over {n} prompt{}: its resamples repeat the same few prompts, so an \
+         interval is narrow (with one prompt, a single value) for want of data, not because the quality is known; \
+         use more prompts (prompts.preset = \"medium\" has 32) before reading S_parity's interval",
+        if n == 1 { "" } else { "s" }
+    ))
+}
+
 /// What happened to a cell that did not finish, in words (`ran out of memory`); `None` for an ok cell.
 fn unfinished_what(status: &CellStatus) -> Option<&'static str> {
     match status {

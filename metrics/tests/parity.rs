@@ -331,3 +331,20 @@ fn every_series_has_its_own_s_parity_and_a_threshold_series_the_fewest_forwards_
     assert_eq!(fast.speedups.len(), 3, "a row per AR batch size");
     assert!(fast.speedups.iter().all(|r| r.note.as_deref() == Some("parity not reached at any threshold of the grid")));
 }
+
+#[test]
+fn a_bootstrap_over_few_prompts_is_cautioned() {
+    let quality = |n: usize| {
+        let mut b = with_quality(sample_bundle(), move |k| Some(ppl(&vec![if k.is_none() { 5.0 } else { 4.0 }; n])));
+        b.prompt_set.count = n as u32;
+        b
+    };
+    let records = parity(&quality(8), &opts("perplexity", Some("judge")));
+    assert_eq!(records[0].bootstrap.map(|b| b.prompts), Some(8));
+    assert_eq!(metrics::parity::few_prompts_note(&records), None, "eight prompts");
+    for (n, says) in [(1, "over 1 prompt:"), (4, "over 4 prompts:")] {
+        let records = parity(&quality(n), &opts("perplexity", Some("judge")));
+        let note = metrics::parity::few_prompts_note(&records).expect("a caution");
+        assert!(note.contains(says), "{note}");
+    }
+}

@@ -95,9 +95,20 @@ pub fn main(args: &ExportArgs) -> Result<ExitCode> {
         ))
         .into());
     }
-    let format = match args.format {
-        Some(f) => f,
-        None => format_of(&args.output)?,
+    let format = match (args.format, format_of(&args.output).ok()) {
+        // `-o x.csv --format parquet` would be a Parquet file that CSV readers take for text.
+        (Some(f), Some(named)) if f != named => {
+            return Err(InputError(format!(
+                "-o {} names a .{} file and --format is {}; fix: name the file .{} (or leave --format out)",
+                args.output.display(),
+                extension(named),
+                extension(f),
+                extension(f)
+            ))
+            .into());
+        }
+        (Some(f), _) => f,
+        (None, _) => format_of(&args.output)?,
     };
     let mut bundles = Vec::with_capacity(args.bundles.len());
     let mut seen = std::collections::HashSet::new();

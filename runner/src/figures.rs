@@ -390,8 +390,13 @@ fn parity_latex(b: &schema::Bundle, opts: &metrics::parity::ParityOptions) -> St
     let series_of = |r: &metrics::parity::ParityRecord| {
         esc(&r.variant().map_or_else(|| charts::views::sampler_name(r.sampler).to_string(), |v| v.name().to_string()))
     };
-    for note in
-        [metrics::parity::self_scored_note(&records), metrics::parity::floor_tie_note(&records)].into_iter().flatten()
+    for note in [
+        metrics::parity::self_scored_note(&records),
+        metrics::parity::floor_tie_note(&records),
+        metrics::parity::few_prompts_note(&records),
+    ]
+    .into_iter()
+    .flatten()
     {
         let _ = writeln!(s, "\\noindent\\emph{{Caution: {}.}}\\par", esc(&note));
     }

@@ -78,8 +78,59 @@ pub fn read_bundle_file_text(path: &Path) -> Result<(schema::ReadBundle, String)
         let mut read = READ_BUNDLES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         read.push((m.dev(), m.ino(), path.to_path_buf()));
     }
-    let text =
-        read_text_file(path, "bundle", "pass a result bundle (a .json file that `dllm-bench run` or `merge` wrote)")?;
+    const FIX: &str = "pass a result bundle (a .json file that `dllm-bench run` or `merge` wrote)";
+    let bad = |problem: String| -> anyhow::Error {
+        InputError(format!("bundle {}: {problem}; fix: {FIX}", path.display())).into()
+    };
+    // A run folder holds its bundle: named.
+    if path.is_dir() {
+        let inside: Vec<String> = ["bundle.json", "partial.json"]
+            .iter()
+            .map(|f| path.join(f))
+            .filter(|f| f.is_file())
+            .map(|f| f.display().to_string())
+            .collect();
+        if !inside.is_empty() || path.join("journal.jsonl").is_file() {
+            return Err(InputError(format!(
+                "bundle {}: is a run folder, not a bundle; fix: pass {}",
+                path.display(),
+                match inside.is_empty() {
+                    true => format!(
+                        "the bundle its run writes (none there yet: `dllm-bench run --resume {}` writes it)",
+                        path.display()
+                    ),
+                    false => inside.join(" or "),
+                }
+            ))
+            .into());
+        }
+    }
+    let text = read_text_file(path, "bundle", FIX)?;
+    if text.trim().is_empty() {
+        return Err(bad("is empty (no bundle in it: a write that did not finish?)".into()));
+    }
+    // Other files of the tool, given where a bundle goes: a run's journal, a grid config.
+    let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or_default();
+    let header = serde_json::from_str::<serde_json::Value>(first).ok().map(|v| v["header"].clone());
+    if let Some(h) = header.filter(|h| h.get("journal_format").is_some()) {
+        // The run's bundle: `header.bundle`, relative to the run folder (`../NAME.json`: beside it).
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let finished = h["bundle"].as_str().map(|b| match b.strip_prefix("../") {
+            Some(rest) => dir.parent().unwrap_or(Path::new(".")).join(rest),
+            None => dir.join(b),
+        });
+        return Err(bad(format!(
+            "is a run's journal, not a bundle (its run's bundle: {}{} until then)",
+            finished.map_or_else(String::new, |f| format!("{} once finished, ", f.display())),
+            dir.join("partial.json").display()
+        )));
+    }
+    if serde_json::from_str::<serde_json::Value>(&text).is_err() && toml::from_str::<toml::Table>(&text).is_ok() {
+        return Err(bad(
+            "is TOML (a grid config?), not a bundle: `dllm-bench run --config` runs a config and writes its bundle"
+                .into(),
+        ));
+    }
     let read = schema::read_bundle_detailed(&text).map_err(|e| {
         // A message that names its own fix (a newer format: upgrade) keeps it alone; the others get the fix of
         // their kind (`BundleError::fix`, which the explorer shows too).

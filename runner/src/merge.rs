@@ -43,7 +43,8 @@ pub struct Merged {
     pub devices: Vec<String>,
 }
 
-fn list<T: std::fmt::Display>(items: impl IntoIterator<Item = T>, limit: usize) -> String {
+/// `items` a line each (indented), the first `limit` of them and how many more.
+pub fn list<T: std::fmt::Display>(items: impl IntoIterator<Item = T>, limit: usize) -> String {
     let all: Vec<String> = items.into_iter().map(|x| format!("  {x}")).collect();
     let n = all.len();
     let mut out: Vec<String> = all.into_iter().take(limit).collect();
@@ -254,15 +255,7 @@ pub fn merge(inputs: &[(PathBuf, Bundle)], opts: MergeOptions) -> Result<Merged,
     provenance.shard = None;
     provenance.planned_cells = Some(grid.len() as u32);
     provenance.executions = executions;
-    // A partial merge says which cells it lacks (`validate` and `report` name them).
-    if !missing.is_empty() {
-        tracing::warn!(
-            "--allow-missing: {} of the grid's {} cells are in no bundle (recorded in provenance.missing_cells):\n{}",
-            missing.len(),
-            grid.len(),
-            list(missing.iter(), 20)
-        );
-    }
+    // A partial merge records which cells it lacks (`merge` says so; `validate` and `report` name them).
     provenance.missing_cells = missing.clone();
     let mut bundle = Bundle {
         schema_version: schema::SchemaVersion::CURRENT,

@@ -96,10 +96,28 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         Err(e) if unwritable_here(&e) => return Err(unwritable(&e)),
         Err(e) => return Err(e).with_context(|| format!("cannot create a temporary file in {}", dir.display())),
     };
-    tmp.write_all(bytes).with_context(|| format!("cannot write {}", tmp.path().display()))?;
+    // A full disk or quota is bad input too (exit 2): the fix is the user's, and the temporary goes with `tmp`.
+    let tmp_path = tmp.path().to_path_buf();
+    let full = |e: std::io::Error| -> anyhow::Error {
+        use std::io::ErrorKind::{QuotaExceeded, StorageFull};
+        let why = match e.kind() {
+            StorageFull => "no space is left on the disk of",
+            QuotaExceeded => "the disk quota is exceeded for",
+            _ => return anyhow::Error::new(e).context(format!("cannot write {}", tmp_path.display())),
+        };
+        InputError(format!(
+            "cannot write {}: {why} its folder {} (nothing was replaced); fix: free space there, or name an output \
+             on another disk",
+            path.display(),
+            dir.display()
+        ))
+        .into()
+    };
+
+    tmp.write_all(bytes).map_err(full)?;
     // tempfile creates 0600; a bundle is a normal file for its owner's group and the web server to read.
     set_readable(tmp.as_file());
-    tmp.as_file().sync_all().with_context(|| format!("cannot sync {}", tmp.path().display()))?;
+    tmp.as_file().sync_all().map_err(full)?;
     match tmp.persist(path) {
         Ok(_) => {}
         Err(e) if unwritable_here(&e.error) => return Err(unwritable(&e.error)),

@@ -18,20 +18,20 @@ pub struct ConfigArgs {
     #[arg(long, short = 'c', value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Override the diffusion steps K (comma-separated).
-    #[arg(long, value_delimiter = ',', value_name = "K", allow_negative_numbers = true)]
+    #[arg(long, value_delimiter = ',', value_name = "K", allow_negative_numbers = true, value_parser = parse_number)]
     pub steps: Vec<u32>,
     /// Override the LLaDA sampler series (comma-separated): reference, prefix, dual (K-driven), threshold,
     /// prefix+threshold, dual+threshold (threshold-driven).
     #[arg(long, value_delimiter = ',', value_name = "SERIES", value_parser = parse_variant)]
     pub samplers: Vec<SamplerVariant>,
     /// Override the confidence thresholds of the threshold series (comma-separated).
-    #[arg(long, value_delimiter = ',', value_name = "T", allow_negative_numbers = true)]
+    #[arg(long, value_delimiter = ',', value_name = "T", allow_negative_numbers = true, value_parser = parse_fraction)]
     pub thresholds: Vec<f64>,
     /// Override the batch sizes B (comma-separated).
-    #[arg(long, value_delimiter = ',', value_name = "B", allow_negative_numbers = true)]
+    #[arg(long, value_delimiter = ',', value_name = "B", allow_negative_numbers = true, value_parser = parse_number)]
     pub batch_size: Vec<u32>,
     /// Override the sequence lengths N (comma-separated).
-    #[arg(long, value_delimiter = ',', value_name = "N", allow_negative_numbers = true)]
+    #[arg(long, value_delimiter = ',', value_name = "N", allow_negative_numbers = true, value_parser = parse_number)]
     pub seq_len: Vec<u32>,
     /// Use at most this many prompts (1 or more).
     #[arg(long, value_name = "P", value_parser = clap::value_parser!(u32).range(1..), allow_negative_numbers = true)]
@@ -67,7 +67,21 @@ pub struct ConfigArgs {
 }
 
 /// A sampler series by its config name.
+/// One value of a comma-separated list of counts (`--steps 4,8` or `--steps "4, 8"`); its range is the config's to
+/// check, with the field's own message.
+fn parse_number(s: &str) -> Result<u32, String> {
+    let t = s.trim();
+    t.parse().map_err(|_| format!("{t:?} is not a whole number (such as 8)"))
+}
+
+/// One value of `--thresholds` (`0.9,0.5` or `"0.9, 0.5"`).
+fn parse_fraction(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    t.parse().map_err(|_| format!("{t:?} is not a number (such as 0.9)"))
+}
+
 fn parse_variant(s: &str) -> Result<SamplerVariant, String> {
+    let s = s.trim();
     SamplerVariant::ALL.into_iter().find(|v| v.name() == s).ok_or_else(|| {
         let names: Vec<&str> = SamplerVariant::ALL.iter().map(|v| v.name()).collect();
         format!("unknown sampler series {s:?}; use one of {}", names.join(", "))

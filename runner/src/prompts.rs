@@ -117,8 +117,14 @@ impl PromptSet {
     }
 }
 
+/// Prompts separated by blank lines, each one's whitespace runs made single spaces. Windows line ends are line ends:
+/// `\r\n\r\n` separates prompts as `\n\n` does.
 fn split_paragraphs(text: &str) -> Vec<String> {
-    text.split("\n\n").map(|p| p.split_whitespace().collect::<Vec<_>>().join(" ")).filter(|p| !p.is_empty()).collect()
+    text.replace("\r\n", "\n")
+        .split("\n\n")
+        .map(|p| p.split_whitespace().collect::<Vec<_>>().join(" "))
+        .filter(|p| !p.is_empty())
+        .collect()
 }
 
 /// JSONL (one object per line with a `prompt` string and an optional `reference` string; other fields are
@@ -242,6 +248,17 @@ mod tests {
         for k in ["id", "source", "title", "text", "answer", "meta"] {
             assert!(!near_miss(k, "prompt") && !near_miss(k, "reference"), "{k}");
         }
+    }
+
+    #[test]
+    fn windows_line_ends_separate_plain_text_prompts_as_unix_ones_do() {
+        let unix = "First prompt,\nits second line.\n\nSecond prompt.\n\n\nThird.\n";
+        let windows = unix.replace('\n', "\r\n");
+        let path = Path::new("prompts.txt");
+        let read = |t: &str| parse_prompt_file(t, path).expect("parses");
+        assert_eq!(read(unix).len(), 3);
+        assert_eq!(read(&windows), read(unix));
+        assert_eq!(read(&format!("\u{feff}{windows}"))[0].0, "First prompt, its second line.");
     }
 
     #[test]

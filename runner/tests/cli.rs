@@ -169,6 +169,14 @@ fn overrides_apply_and_are_validated() {
         "{}",
         stderr(&bad)
     );
+    // A list typed with spaces after its commas is the same list; a word in it is named.
+    let spaced = sb.cmd(&["plan", "--steps", "4, 8", "--batch-size", "1, 4", "--thresholds", "0.9, 0.5"]);
+    let plain = sb.cmd(&["plan", "--steps", "4,8", "--batch-size", "1,4", "--thresholds", "0.9,0.5"]);
+    assert_exit!(spaced, 0);
+    assert_eq!(stdout(&spaced).lines().skip(1).collect::<Vec<_>>(), stdout(&plain).lines().skip(1).collect::<Vec<_>>());
+    let word = sb.cmd(&["plan", "--steps", "4,eight"]);
+    assert_exit!(word, 2);
+    assert!(stderr(&word).contains("\"eight\" is not a whole number"), "{}", stderr(&word));
 }
 
 #[test]
@@ -314,6 +322,14 @@ fn prompts_too_short_for_n_are_refused_before_any_model_loads() {
     // the lengths, the prompts and the fix, before a model loads or a run folder is made.
     let sb = Sandbox::new();
     let results = sb.results();
+    // `plan` before the synthetic weights are written: nothing to check against, said.
+    let plan = sb.cmd(&["plan", "--seq-len", "200,1000"]);
+    assert_exit!(plan, 0);
+    assert!(
+        stdout(&plan).contains("not checked") && stdout(&plan).contains("synthetic-llada-tiny"),
+        "{}",
+        stdout(&plan)
+    );
     let out = sb.cmd(&[
         "run",
         "--output-dir",
@@ -338,6 +354,13 @@ fn prompts_too_short_for_n_are_refused_before_any_model_loads() {
     assert!(!err.contains("loading"), "no model loaded: {err}");
     assert!(stdout(&out).trim().is_empty(), "no bundle: {}", stdout(&out));
     assert!(!results.exists() || std::fs::read_dir(&results).expect("dir").next().is_none(), "nothing written");
+    // The weights are in the cache now: `plan` refuses what `run` refused, and checks what fits.
+    let plan = sb.cmd(&["plan", "--seq-len", "200,1000"]);
+    assert_exit!(plan, 2);
+    assert!(stderr(&plan).contains("N = 1000 (N_out 32) needs 967 tokens"), "{}", stderr(&plan));
+    let plan = sb.cmd(&["plan", "--seq-len", "200"]);
+    assert_exit!(plan, 0);
+    assert!(stdout(&plan).contains("# checked against"), "{}", stdout(&plan));
 }
 
 #[test]
@@ -368,6 +391,39 @@ fn the_prompt_length_check_reads_only_the_prompts_the_cells_use() {
     assert!(err.contains("file:prompts.txt") && err.contains("1 of the 2 prompts"), "{err}");
     assert!(err.contains("prompt 1 has") && !err.contains("prompt 0 has"), "{err}");
     assert!(err.contains("longer prompts in the prompt file (prompts.path)"), "{err}");
+}
+
+#[test]
+fn files_of_the_tool_given_as_a_bundle_are_named_for_what_they_are() {
+    let sb = Sandbox::new();
+    let dir = sb.path().join("one.run");
+    let d = dir.to_str().expect("utf8");
+    let flags = ["--seq-len", "48", "--batch-size", "1", "--steps", "4", "--samplers", "reference", "--warmup", "0"];
+    let out = sb.cmd(&[&["run", "--run-dir", d, "--repetitions", "1"], &flags[..]].concat());
+    assert_exit!(out, 0);
+    let bundle = stdout(&out).trim().to_string();
+    let journal = dir.join("journal.jsonl");
+    // Kept: the run was given its folder, so its journal stays beside the bundle.
+    assert!(journal.is_file(), "{}", journal.display());
+    let empty = sb.write("empty.json", "\n");
+    let config = sb.write("grid.json", &std::fs::read_to_string(repo_file("config/demo.toml")).expect("demo"));
+    let cases = [
+        (
+            journal.to_str().expect("utf8").to_string(),
+            format!("is a run's journal, not a bundle (its run's bundle: {bundle}"),
+        ),
+        (d.to_string(), format!("is a run folder, not a bundle; fix: pass {bundle}")),
+        (empty.to_str().expect("utf8").to_string(), "is empty".to_string()),
+        (config.to_str().expect("utf8").to_string(), "is TOML (a grid config?)".to_string()),
+    ];
+    for (file, says) in cases {
+        for cmd in ["validate", "report"] {
+            let out = sb.cmd(&[cmd, &file]);
+            assert_exit!(out, 2);
+            assert!(stderr(&out).contains(&says), "{cmd} {file}: {}", stderr(&out));
+            assert!(stderr(&out).contains("fix: "), "{cmd} {file}: {}", stderr(&out));
+        }
+    }
 }
 
 /// The demo config without its quality table and with `line` added to `[run]`, run quickly: its config text and

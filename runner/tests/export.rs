@@ -524,6 +524,7 @@ fn bad_exports_exit_2_naming_the_file_and_the_fix() {
         (vec![s(&bundle), "-o", "out.csv", "--table", "cells"], "cells"),
         (vec!["missing.json", "-o", "out.csv"], "missing.json: no such file"),
         (vec![s(&bundle), &dotted, "-o", "out.csv"], "given twice"),
+        (vec![s(&bundle), "--format", "parquet", "-o", "out.csv"], "names a .csv file and --format is parquet"),
         (vec![s(&not_json), "-o", "out.csv"], "notjson.json"),
     ];
     for (args, expect) in cases {

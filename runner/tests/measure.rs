@@ -519,16 +519,19 @@ fn an_unknown_or_other_architecture_is_refused_by_name() {
 
 #[test]
 fn a_cell_that_fails_before_its_warm_ups_end_records_the_warm_ups_done() {
-    // N = 1000 leaves 984 prompt tokens, more than the embedded prompts hold (and within the tiny model's 1024
-    // positions): every cell fails in its first warm-up, so none of the two asked for was done.
+    // A fault injected into the first warm-up of every cell: none of the two asked for was done.
     let sb = Sandbox::new();
     let cfg = sb.write(
         "w2.toml",
         "[run]\nname = \"w\"\ndevice = \"cpu\"\ndtype = \"f32\"\nwarmup = 2\nrepetitions = 1\n\n[prompts]\n\
-         source = \"embedded\"\ncount = 2\n\n[grid]\nseq_lengths = [1000]\nbatch_sizes = [1]\noutput_tokens = 16\n\n\
+         source = \"embedded\"\ncount = 2\n\n[grid]\nseq_lengths = [48]\nbatch_sizes = [1]\noutput_tokens = 16\n\n\
          [[models]]\nkind = \"llama\"\nid = \"dllm-bench/synthetic-llama-tiny\"\n\n[models.synthetic]\npreset = \"tiny\"\n",
     );
-    let out = sb.cmd(&["run", "--config", cfg.to_str().expect("utf8"), "-o", "res"]);
+    let out = sb
+        .command(&["run", "--config", cfg.to_str().expect("utf8"), "-o", "res"])
+        .env(runner::device::INJECT_OOM_ENV, "warmup:synthetic-llama-tiny")
+        .output()
+        .expect("run");
     assert_exit!(out, 1);
     let bundle = std::fs::read_dir(sb.path().join("res"))
         .expect("res")
@@ -539,7 +542,7 @@ fn a_cell_that_fails_before_its_warm_ups_end_records_the_warm_ups_done() {
     let b = schema::read_bundle(&std::fs::read_to_string(bundle).expect("read")).expect("valid");
     assert!(!b.cells.is_empty());
     for c in &b.cells {
-        assert!(matches!(c.status, schema::CellStatus::Error { .. }), "{}: {:?}", c.key, c.status);
+        assert!(matches!(c.status, schema::CellStatus::Oom { .. }), "{}: {:?}", c.key, c.status);
         assert_eq!((c.warmup_runs, c.repetitions.len()), (0, 0), "{}: no warm-up was done", c.key);
     }
 }

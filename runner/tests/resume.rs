@@ -312,8 +312,13 @@ fn shards_merge_into_the_single_runs_cells_and_mismatches_are_refused() {
     let report = sb.cmd(&["report", sb.path().join("partial.json").to_str().expect("utf8")]);
     assert_exit!(report, 0);
     assert!(stdout(&report).contains("A partial bundle") && stdout(&report).contains(&missing[0].to_string()));
-    // Duplicate shard.
+    // One shard's bundle named twice, and a copy of it under another name.
     let out = sb.cmd(&["merge", "-o", "x.json", paths[0], paths[1], paths[2], paths[1]]);
+    assert_exit!(out, 2);
+    assert!(stderr(&out).contains("given twice"), "{}", stderr(&out));
+    let copy = sb.path().join("copy.json");
+    std::fs::copy(paths[1], &copy).expect("copy");
+    let out = sb.cmd(&["merge", "-o", "x.json", paths[0], paths[1], paths[2], copy.to_str().expect("utf8")]);
     assert_exit!(out, 2);
     assert!(stderr(&out).contains("in more than one bundle"), "{}", stderr(&out));
     // Another config.

@@ -157,8 +157,13 @@ pub fn answer(bundles: &[&LoadedBundle], o: &Options) -> Result<(String, Figure)
     };
     let records = parity_records(lb, &metric);
     let mut sentence = sentence;
-    for note in
-        [metrics::parity::self_scored_note(&records), metrics::parity::floor_tie_note(&records)].into_iter().flatten()
+    for note in [
+        metrics::parity::self_scored_note(&records),
+        metrics::parity::floor_tie_note(&records),
+        metrics::parity::few_prompts_note(&records),
+    ]
+    .into_iter()
+    .flatten()
     {
         sentence = format!("{sentence} Caution: {note}.");
     }

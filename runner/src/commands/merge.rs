@@ -28,7 +28,16 @@ pub struct MergeArgs {
 
 pub fn main(args: MergeArgs) -> Result<ExitCode> {
     let mut inputs = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for path in &args.bundles {
+        // One bundle twice would be each of its cells twice: said as `export` says it.
+        if !seen.insert(std::fs::canonicalize(path).unwrap_or_else(|_| path.clone())) {
+            return Err(crate::InputError(format!(
+                "{}: given twice; fix: name each shard's bundle once",
+                path.display()
+            ))
+            .into());
+        }
         let read = crate::input::read_bundle_file(path)?;
         crate::input::note_recounted(path, &read);
         // Merging writes the current format: the fields a newer minor added would be lost.
@@ -60,8 +69,11 @@ pub fn main(args: MergeArgs) -> Result<ExitCode> {
     );
     if !merged.missing.is_empty() {
         eprintln!(
-            "warning: {} cells of the grid are missing (--allow-missing): a partial bundle",
-            merged.missing.len()
+            "warning: {} of the grid's {} cells are in no bundle (--allow-missing): a partial bundle, its \
+             provenance.missing_cells naming them:\n{}",
+            merged.missing.len(),
+            b.provenance.planned_cells.unwrap_or_default(),
+            crate::merge::list(merged.missing.iter(), 20)
         );
     }
     if !merged.unscored.is_empty() {

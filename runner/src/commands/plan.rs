@@ -3,6 +3,7 @@
 use std::process::ExitCode;
 
 use anyhow::Result;
+use schema::bundle::CellKey;
 
 use crate::plan;
 use crate::plan::ConfigArgs;
@@ -26,6 +27,10 @@ pub struct PlanArgs {
     /// With --json: count every model with this many layers (the HF reference's --layers).
     #[arg(long, requires = "json", value_name = "L", value_parser = clap::value_parser!(u32).range(1..))]
     pub layers: Option<u32>,
+    /// The cache whose checkpoints the cells are checked against, as `run` checks them before loading (positions,
+    /// prompt lengths in tokens, chat templates); a model not in it is listed as not checked.
+    #[command(flatten)]
+    pub cache: super::CacheArgs,
 }
 
 /// A synthetic preset on the command line.
@@ -113,8 +118,48 @@ pub fn main(args: PlanArgs) -> Result<ExitCode> {
             opt(c.block_length)
         );
     }
+    check_cached_models(&resolved, &args.cache.dir(), &cells)?;
     if args.show_config {
         println!("\n{}", cfg.to_toml());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The checks `run` makes of each model before loading it ([`crate::sweep::check_model`]: positions, prompts long
+/// enough in tokens, the chat template), made now for every model already in `cache`, so that a grid a job would
+/// refuse at once is refused before it is queued; the others (synthetic ones not written yet, checkpoints not
+/// fetched) are named as not checked. Nothing is written.
+fn check_cached_models(resolved: &plan::ResolvedConfig, cache: &std::path::Path, cells: &[CellKey]) -> Result<()> {
+    let cfg = &resolved.config;
+    let prompts = match resolved.load_prompts(cache) {
+        Ok(p) => p,
+        // Wikitext not fetched here: `fetch` checks it, `run` reads it.
+        Err(e) => {
+            println!("# not checked against the checkpoints: the prompts cannot be read here ({e:#})");
+            return Ok(());
+        }
+    };
+    let (mut checked, mut unchecked) = (Vec::new(), Vec::new());
+    for m in &cfg.models {
+        match crate::model::ModelFiles::from_hf_cache(cache, &m.id, &m.revision) {
+            Ok(files) => checked.push((m, crate::sweep::check_model(m, &files, cells, cfg)?)),
+            Err(_) => unchecked.push(m.id.as_str()),
+        }
+    }
+    let checked: Vec<&str> = checked
+        .into_iter()
+        .map(|(m, c)| crate::sweep::check_prompts(m, c, &prompts, cells, cfg).map(|()| m.id.as_str()))
+        .collect::<Result<_>>()?;
+    if !checked.is_empty() {
+        println!("# checked against {}: {} (positions, prompt lengths in tokens)", cache.display(), checked.join(", "));
+    }
+    if !unchecked.is_empty() {
+        println!(
+            "# not in {} (not checked; `run` checks them before loading, after writing synthetic weights or `fetch`): \
+             {}",
+            cache.display(),
+            unchecked.join(", ")
+        );
+    }
+    Ok(())
 }

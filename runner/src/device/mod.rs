@@ -31,7 +31,8 @@ pub use imp::{Graph, GraphParams};
 /// Test-only fault injection: a cell whose description (`CellKey`'s Display, e.g.
 /// `org/model N=48 B=2 K=8`) contains this variable's value fails its first measured run with a CUDA
 /// out-of-memory error, so that tests without a GPU can check that the cell is recorded as `oom` and the grid
-/// goes on. Not for users; unset or empty: no effect.
+/// goes on; with the prefix `warmup:` it fails the cell's first warm-up instead. Not for users; unset or empty: no
+/// effect.
 pub const INJECT_OOM_ENV: &str = "DLLM_BENCH_INJECT_OOM";
 
 /// Opens the device a config asks for, saying which and why on the log. A CPU-only build refuses CUDA with the
@@ -182,11 +183,16 @@ pub fn is_out_of_memory(err: &anyhow::Error) -> bool {
     ["out of memory", "cuda_error_out_of_memory", "cublas_status_alloc_failed"].iter().any(|p| text.contains(p))
 }
 
-/// The injected fault for a cell (see [`INJECT_OOM_ENV`]), if the variable names it.
-pub fn injected_oom(cell: &str) -> Option<anyhow::Error> {
+/// The injected fault for a run of a cell (see [`INJECT_OOM_ENV`]), a `measured` one or a warm-up, if the variable
+/// names it.
+pub fn injected_oom(cell: &str, measured: bool) -> Option<anyhow::Error> {
     let want = std::env::var(INJECT_OOM_ENV).ok().filter(|v| !v.is_empty())?;
+    let (warm_up, want) = match want.strip_prefix("warmup:") {
+        Some(w) => (true, w.to_string()),
+        None => (false, want),
+    };
     // A candle error as the driver's is (with its backtrace when RUST_BACKTRACE asks for one).
-    cell.contains(&want).then(|| {
+    (cell.contains(&want) && warm_up != measured).then(|| {
         candle_core::Error::Msg(format!(
             "DriverError(CUDA_ERROR_OUT_OF_MEMORY, \"out of memory\") (injected by {INJECT_OOM_ENV}, a test hook)"
         ))

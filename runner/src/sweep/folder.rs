@@ -139,8 +139,12 @@ pub(super) fn check_same_run(
     }
     if h.shard != opts.shard {
         let show = |s: Option<ShardInfo>| s.map_or("the whole grid".to_string(), |s| format!("shard {s}"));
+        let fix = match h.shard {
+            Some(s) => format!("pass --shard {s} to resume it"),
+            None => "resume it without --shard".to_string(),
+        };
         return refuse(format!(
-            "it ran {} and this run asks for {}; fix: pass the same --shard (or none)",
+            "it ran {} and this run asks for {}; fix: {fix} (or start a new run folder)",
             show(h.shard),
             show(opts.shard)
         ));

@@ -32,7 +32,7 @@ pub(super) fn measure_cell(
         let indices = prompts.batch_indices(i, key.batch_size as usize);
         let batch =
             indices.iter().map(|&p| tokens.prompt(model, prompts, p, key.prompt_tokens)).collect::<Result<Vec<_>>>()?;
-        if measured && let Some(fault) = device::injected_oom(&key.to_string()) {
+        if let Some(fault) = device::injected_oom(&key.to_string(), measured) {
             return Err(fault);
         }
         // On the CPU an allocation that fails aborts the process: a cell that cannot fit is refused first.

@@ -188,6 +188,39 @@ fn check_positions(model: &ModelSpec, files: &ModelFiles, todo: &[CellKey]) -> R
     .into())
 }
 
+/// What `run` checks of a model before its weights load, and `plan` of a model in the cache: its chat template
+/// (when prompts are wrapped), its files ([`LoadedModel::check_files`]) and that every cell of `todo` fits its
+/// positions. Answers what [`check_prompts`] needs, which every model's files are checked before. Each error is bad
+/// input naming the fix.
+pub fn check_model(m: &ModelSpec, files: &ModelFiles, todo: &[CellKey], cfg: &GridConfig) -> Result<CheckedModel> {
+    let template = if cfg.prompts.chat_template { Some(chat_template(m, files)?) } else { None };
+    let checked = LoadedModel::check_files(files, m.kind).with_context(|| format!("model {}", m.id))?;
+    check_positions(m, files, todo)?;
+    let frame = match &template {
+        Some(t) => Some(t.frame(&checked.tokenizer, checked.special.bos).with_context(|| format!("model {}", m.id))?),
+        None => None,
+    };
+    Ok(CheckedModel { tokenizer: checked.tokenizer, frame })
+}
+
+/// A model's tokenizer and chat frame, from [`check_model`].
+pub struct CheckedModel {
+    tokenizer: tokenizers::Tokenizer,
+    frame: Option<crate::model::ChatFrame>,
+}
+
+/// That every prompt a cell of `todo` reads is long enough in the model's tokens for the cell's N (checked after
+/// every model's files: a missing template or a broken checkpoint is said first).
+pub fn check_prompts(
+    m: &ModelSpec,
+    checked: CheckedModel,
+    prompts: &PromptSet,
+    todo: &[CellKey],
+    cfg: &GridConfig,
+) -> Result<()> {
+    tokens::check_prompt_lengths(m, &checked.tokenizer, checked.frame, prompts, todo, cfg)
+}
+
 /// Runs the plan (or this shard of it), resuming what the run folder's journal holds, and writes the bundle.
 pub fn run(resolved: &ResolvedConfig, opts: &SweepOptions) -> Result<SweepOutcome> {
     // The model cache is a folder (made when missing); a file there is bad input, said once with the fix.
@@ -233,17 +266,8 @@ pub fn run(resolved: &ResolvedConfig, opts: &SweepOptions) -> Result<SweepOutcom
     for m in &cfg.models {
         if todo.iter().any(|k| k.model == m.id) {
             let files = model_files(m, &opts.model_cache_dir, cfg.run.dtype, chat, opts.progress)?;
-            let template = if chat { Some(chat_template(m, &files)?) } else { None };
-            let checked = LoadedModel::check_files(&files, m.kind).with_context(|| format!("model {}", m.id))?;
-            check_positions(m, &files, &todo)?;
-            let frame = match &template {
-                Some(t) => {
-                    Some(t.frame(&checked.tokenizer, checked.special.bos).with_context(|| format!("model {}", m.id))?)
-                }
-                None => None,
-            };
-            tokens::check_prompt_lengths(m, &checked.tokenizer, frame, &prompts, &todo, cfg)?;
-            to_load.push((m, files));
+            let checked = check_model(m, &files, &todo, cfg)?;
+            to_load.push((m, files, checked));
         }
     }
     let evaluators = cfg.evaluators();
@@ -255,6 +279,11 @@ pub fn run(resolved: &ResolvedConfig, opts: &SweepOptions) -> Result<SweepOutcom
             evaluator_files.push((e, files));
         }
     }
+    // Then the prompts, in each model's tokens (a file problem of any model is said first).
+    let to_load: Vec<(&ModelSpec, ModelFiles)> = to_load
+        .into_iter()
+        .map(|(m, files, checked)| check_prompts(m, checked, &prompts, &todo, cfg).map(|()| (m, files)))
+        .collect::<Result<_>>()?;
     let header = opened.header().clone();
     let unique = matches!(opts.folder, RunFolder::New { .. });
     // Held until the sweep returns: no other process runs this folder meanwhile.
@@ -361,6 +390,16 @@ pub fn run(resolved: &ResolvedConfig, opts: &SweepOptions) -> Result<SweepOutcom
     Ok(SweepOutcome { bundle, path, run_dir, failed_cells, resumed_cells, ending: Ending::Complete })
 }
 
+/// The context of a failed write of the partial bundle (the run stops; its journal keeps the cells).
+#[derive(Debug)]
+struct PartialNotWritten(String);
+
+impl std::fmt::Display for PartialNotWritten {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// What every step of a sweep reads.
 struct Env<'a> {
     resolved: &'a ResolvedConfig,
@@ -375,8 +414,9 @@ struct Env<'a> {
 impl Env<'_> {
     /// On an error that ends the sweep (a model that cannot be loaded), first writes the partial bundle of what the
     /// journal holds, so the run folder has a readable bundle beside its journal; then returns the error.
+    /// An error that is the partial bundle's own writing is not tried again.
     fn keep_partial<T>(&self, r: Result<T>, journal: &Journal, planned: &[CellKey]) -> Result<T> {
-        if r.is_err()
+        if r.as_ref().is_err_and(|e| e.downcast_ref::<PartialNotWritten>().is_none())
             && let Err(e) = self.write_partial(journal, planned)
         {
             tracing::warn!("cannot write the partial bundle after the error: {e:#}");
@@ -384,9 +424,17 @@ impl Env<'_> {
         r
     }
 
-    /// Rewrites the partial bundle from the journal.
+    /// Rewrites the partial bundle from the journal. Its error says that the cells are kept and how to go on.
     fn write_partial(&self, journal: &Journal, planned: &[CellKey]) -> Result<()> {
         let partial = assemble(self.resolved, journal, planned, self.spec);
-        output::write_bundle(&self.run_dir.join(PARTIAL), &partial)
+        output::write_bundle(&self.run_dir.join(PARTIAL), &partial).map_err(|e| {
+            e.context(PartialNotWritten(format!(
+                "the partial bundle cannot be written; the {} cells measured are kept in the journal of {}, and \
+                 `dllm-bench run --resume {}` goes on once it can be",
+                journal.state.cells.len(),
+                self.run_dir.display(),
+                self.run_dir.display()
+            )))
+        })
     }
 }

@@ -259,7 +259,7 @@ fn prompts(p: &PromptConfig, bad: Bad) -> Result<(), ConfigError> {
         (0, None) => {
             return Err(bad(
                 "prompts.count",
-                "no prompts: neither count (1 or more) nor preset is set".into(),
+                "no prompts: count is 0 (or not set) and there is no preset".into(),
                 "set preset = \"small\", \"medium\" or \"large\" (8, 32 or 128 prompts), or count = N",
             ));
         }
