@@ -148,22 +148,29 @@ fn device_label(b: &schema::Bundle) -> String {
 }
 
 /// Serves until the process is stopped. Prints the address (with the real port when `addr` asks for 0).
-pub fn serve(results: &Path, explorer: &Path, addr: &str) -> Result<()> {
-    if !explorer.join("index.html").is_file() {
-        return Err(InputError(format!(
-            "{} has no index.html: the explorer is not built; fix: run `scripts/demo.sh` (builds it) or \
-             `trunk build --release` in explorer/, or pass --explorer DIR",
-            explorer.display()
-        ))
-        .into());
+/// That `dir` (`--explorer`) holds a built explorer (its `index.html`), as `serve` and `site` require.
+pub fn check_explorer_built(dir: &Path) -> Result<()> {
+    if dir.join("index.html").is_file() {
+        return Ok(());
     }
+    Err(InputError(format!(
+        "--explorer {}: no index.html, the explorer is not built; fix: build it (`trunk build index.html \
+         --offline=true --release` in explorer/, or `scripts/demo.sh`), or pass --explorer DIR",
+        dir.display()
+    ))
+    .into())
+}
+
+pub fn serve(results: &Path, explorer: &Path, addr: &str) -> Result<()> {
+    // The flags first, then the build they serve: a bad --addr is said as such wherever the explorer is.
     if !results.is_dir() {
         return Err(
             InputError(format!("{} is not a folder of bundles; fix: pass --results DIR", results.display())).into()
         );
     }
-    let roots = Arc::new(Roots { results: canonical(results)?, explorer: canonical(explorer)? });
     let server = listen(addr)?;
+    check_explorer_built(explorer)?;
+    let roots = Arc::new(Roots { results: canonical(results)?, explorer: canonical(explorer)? });
     let local = server.server_addr().to_ip().map(|a| a.to_string()).unwrap_or_else(|| addr.to_string());
     println!("explorer: http://{local}/  (bundles from {}; Ctrl-C stops)", results.display());
     let in_flight = Arc::new(AtomicUsize::new(0));

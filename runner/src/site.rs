@@ -102,14 +102,7 @@ fn check_out(args: &SiteArgs) -> Result<PathBuf> {
 
 /// Builds the site; returns the number of bundles it holds.
 pub fn assemble(args: &SiteArgs) -> Result<usize> {
-    if !args.explorer.join("index.html").is_file() {
-        return Err(InputError(format!(
-            "--explorer {}: no index.html, the explorer is not built; fix: build it (`trunk build index.html \
-             --offline=true --release` in explorer/, or `scripts/demo.sh`), or pass --explorer DIR",
-            args.explorer.display()
-        ))
-        .into());
-    }
+    crate::serve::check_explorer_built(&args.explorer)?;
     // As `serve`: a results folder that is not one is bad input with its fix, not a failure to resolve a path.
     if !args.results.is_dir() {
         return Err(InputError(format!(

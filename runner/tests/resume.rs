@@ -361,6 +361,8 @@ fn a_run_folder_holding_a_bundle_without_its_journal_is_refused_and_left_alone()
     let err = stderr(&out);
     assert!(err.contains("bundle.json exists") && err.contains("no journal") && err.contains("fix"), "{err}");
     assert_eq!(std::fs::read_to_string(dir.join("bundle.json")).expect("bundle"), theirs, "left as it was");
+    let names: Vec<_> = std::fs::read_dir(&dir).expect("dir").flatten().map(|e| e.file_name()).collect();
+    assert_eq!(names, ["bundle.json"], "nothing added to the folder (no run.lock)");
 }
 
 /// A new run in `sb.results()` of [`GRID`], stopped by SIGTERM as soon as its run folder holds the file `file`

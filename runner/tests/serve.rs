@@ -417,6 +417,13 @@ fn serve_and_site_refuse_bad_flags_with_a_fix() {
     for addr in ["nonsense", "127.0.0.1:99999", "127.0.0.1"] {
         let o = sb.cmd(&["serve", "--results", r, "--explorer", e, "--addr", addr]);
         expect(&o, &format!("--addr {addr}: "), "HOST:PORT such as 127.0.0.1:8080 (port 0: any free port)");
+        // Said as such where the explorer is not built too; the build is named when the flags are good.
+        let o = sb.cmd(&["serve", "--results", r, "--explorer", "unbuilt", "--addr", addr]);
+        expect(&o, &format!("--addr {addr}: "), "HOST:PORT");
+    }
+    for cmd in [&["serve", "--results", r, "--addr", "127.0.0.1:0"][..], &["site", "--results", r, "--out", "out2"]] {
+        let o = sb.cmd(&[cmd, &["--explorer", "unbuilt"]].concat());
+        expect(&o, "--explorer unbuilt: no index.html, the explorer is not built", "trunk build index.html");
     }
     // An address in use: another port, or port 0.
     let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");

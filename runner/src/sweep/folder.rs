@@ -69,12 +69,11 @@ pub(super) fn open_folder(resolved: &ResolvedConfig, opts: &SweepOptions, prompt
         }
         RunFolder::At(dir) => {
             crate::output::create_folder_for(dir, "--run-dir")?;
-            let lock =
-                RunLock::acquire(dir).map_err(|e| unwritable(e, dir, "give --run-dir a folder you can write"))?;
-            if !Journal::exists(dir) {
-                // A bundle no journal of this folder accounts for is not this run's to replace.
+            // A bundle no journal of this folder accounts for is not this run's to replace: refused before the
+            // lock (which would leave its file in the user's folder), and again under it.
+            let foreign = || -> Result<()> {
                 let bundle = dir.join("bundle.json");
-                if bundle.exists() {
+                if !Journal::exists(dir) && bundle.exists() {
                     return Err(InputError(format!(
                         "{} exists and {} has no journal of the run that wrote it, so it is not this run's to \
                          replace; fix: move the bundle away, or give another --run-dir",
@@ -83,6 +82,13 @@ pub(super) fn open_folder(resolved: &ResolvedConfig, opts: &SweepOptions, prompt
                     ))
                     .into());
                 }
+                Ok(())
+            };
+            foreign()?;
+            let lock =
+                RunLock::acquire(dir).map_err(|e| unwritable(e, dir, "give --run-dir a folder you can write"))?;
+            if !Journal::exists(dir) {
+                foreign()?;
                 return Ok(Opened {
                     dir: dir.clone(),
                     journal: None,
