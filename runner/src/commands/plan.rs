@@ -135,7 +135,11 @@ fn check_cached_models(resolved: &plan::ResolvedConfig, cache: &std::path::Path,
         Ok(p) => p,
         // Wikitext not fetched here: `fetch` checks it, `run` reads it.
         Err(e) => {
-            println!("# not checked against the checkpoints: the prompts cannot be read here ({e:#})");
+            let e = format!("{e:#}");
+            let why = e.split("; fix:").next().unwrap_or(&e);
+            println!(
+                "# not checked against the checkpoints, the prompts cannot be read here (`run` would say so): {why}"
+            );
             return Ok(());
         }
     };
