@@ -540,6 +540,12 @@ pub fn self_scored_note(records: &[ParityRecord]) -> Option<String> {
     ))
 }
 
+/// The cautions every reader prints with S_parity, in this order: [`self_scored_note`], [`floor_tie_note`],
+/// [`few_prompts_note`], those that apply.
+pub fn cautions(records: &[ParityRecord]) -> Vec<String> {
+    [self_scored_note(records), floor_tie_note(records), few_prompts_note(records)].into_iter().flatten().collect()
+}
+
 /// Below this many prompts a bootstrap over them says little: with one prompt every resample is that prompt.
 pub const FEW_PROMPTS: u32 = 5;
 

@@ -390,14 +390,7 @@ fn parity_latex(b: &schema::Bundle, opts: &metrics::parity::ParityOptions) -> St
     let series_of = |r: &metrics::parity::ParityRecord| {
         esc(&r.variant().map_or_else(|| charts::views::sampler_name(r.sampler).to_string(), |v| v.name().to_string()))
     };
-    for note in [
-        metrics::parity::self_scored_note(&records),
-        metrics::parity::floor_tie_note(&records),
-        metrics::parity::few_prompts_note(&records),
-    ]
-    .into_iter()
-    .flatten()
-    {
+    for note in metrics::parity::cautions(&records) {
         let _ = writeln!(s, "\\noindent\\emph{{Caution: {}.}}\\par", esc(&note));
     }
     // An N at which no autoregressive cell finished has no row at all.

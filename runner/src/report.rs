@@ -350,14 +350,7 @@ pub fn render(bundle: &Bundle, source: &str, recounted: usize, o: &ReportOptions
         Direction::HigherIsBetter => "higher is better",
     };
     let _ = writeln!(s, "Quality: {label} ({dir}).");
-    for note in [
-        metrics::parity::self_scored_note(&records),
-        metrics::parity::floor_tie_note(&records),
-        metrics::parity::few_prompts_note(&records),
-    ]
-    .into_iter()
-    .flatten()
-    {
+    for note in metrics::parity::cautions(&records) {
         let _ = writeln!(s, "\n**Caution:** {note}.\n");
     }
     if let Some(b) = records.iter().find_map(|r| r.bootstrap) {

@@ -157,14 +157,7 @@ pub fn answer(bundles: &[&LoadedBundle], o: &Options) -> Result<(String, Figure)
     };
     let records = parity_records(lb, &metric);
     let mut sentence = sentence;
-    for note in [
-        metrics::parity::self_scored_note(&records),
-        metrics::parity::floor_tie_note(&records),
-        metrics::parity::few_prompts_note(&records),
-    ]
-    .into_iter()
-    .flatten()
-    {
+    for note in metrics::parity::cautions(&records) {
         sentence = format!("{sentence} Caution: {note}.");
     }
     // An N at which no autoregressive cell finished has no cells in the heat map at all.
