@@ -1042,7 +1042,7 @@ fn the_answer_comes_first_with_the_report_s_numbers() {
                     // What the grid's steps say of it, as `report` writes it.
                     && metrics::parity::s_parity_bracket_text(r).is_none_or(|i| c.tip.contains(&i))
                     && match want {
-                        Some(v) => c.value.is_some_and(|x| close(x, v.log2())) && c.text == format!("{v:.2}x"),
+                        Some(v) => c.value.is_some_and(|x| close(x, v.log2())) && c.text.trim_end_matches('*') == format!("{v:.2}x"),
                         None => c.value.is_none() && c.text == metrics::parity::no_speedup_label(r),
                     }
             });
@@ -1651,4 +1651,36 @@ fn compared_bundles_of_other_shapes_show_the_main_bundles_smallest_and_say_so() 
     // Sharing shapes: the smallest they share, worded as for one bundle.
     let v = chart_view(ViewKind::Latency, &[&a, &a], &Filters::default(), &Options::default());
     assert!(v.notes.iter().any(|n| n.starts_with("Showing B = 1, N = 128 (the smallest;")), "{:?}", v.notes);
+}
+
+#[test]
+fn the_answer_says_degenerate_text_at_parity_and_timing_views_say_single_repetitions() {
+    // The study fixture's LLaDA output at S_parity has far less entropy than Llama's at N = 128: the answer's
+    // sentence and its cells' tooltips say so, as `report` does.
+    let b = h200();
+    let cv = chart_view(ViewKind::Answer, &[&b], &Filters::default(), &Options::default());
+    let note = &cv.notes[1];
+    assert!(note.contains("Warning: a speedup marked * may owe its parity to repetitive text"), "{note}");
+    let Plot::Pair { first, .. } = &cv.figure.expect("the answer draws").plot else { panic!("a pair") };
+    let Plot::Heat { panels, .. } = &first.plot else { panic!("a heat map") };
+    let cells: Vec<&figure::HeatCell> = panels.iter().flat_map(|p| &p.cells).collect();
+    let low = "\nWarning: at S_parity the diffusion output's unigram";
+    let warned: Vec<&&figure::HeatCell> = cells.iter().filter(|c| c.tip.contains(low)).collect();
+    assert!(!warned.is_empty(), "the cells' tooltips");
+    // Marked in the cell where it has a speedup, and only there.
+    assert!(warned.iter().any(|c| c.text.ends_with("x*")), "{warned:?}");
+    assert!(cells.iter().filter(|c| c.text.ends_with('*')).all(|c| c.tip.contains(low)));
+    // The committed runner bundle measured one repetition per cell: the timing views say so under the chart.
+    let runner =
+        load_bundle("runner.json", include_str!("../../results/gpu_primary-h200-runner-20261126.json")).expect("loads");
+    for view in [ViewKind::Latency, ViewKind::Throughput, ViewKind::ArTiming, ViewKind::StepTime] {
+        let notes = chart_view(view, &[&runner], &Filters::default(), &Options::default()).notes;
+        assert!(notes.iter().any(|n| n.contains("measured cells have one repetition")), "{view:?}: {notes:?}");
+    }
+    let notes = chart_view(ViewKind::Latency, &[&b], &Filters::default(), &Options::default()).notes;
+    assert!(!notes.iter().any(|n| n.contains("one repetition")), "the fixture has three: {notes:?}");
+    // Only the AR model kept: latency vs steps says why it draws nothing.
+    let ar = Filters { sampler: Some("ar_greedy".into()), ..Filters::default() };
+    let e = chart_view(ViewKind::Latency, &[&runner], &ar, &Options::default()).figure.expect_err("nothing to draw");
+    assert!(e.contains("the filters keep no diffusion cell"), "{e}");
 }

@@ -540,3 +540,33 @@ pub fn entropy_warning(diffusion_entropy: f64, ar_entropy: f64) -> bool {
         && ar_entropy > 0.0
         && diffusion_entropy < ENTROPY_WARNING_RATIO * ar_entropy
 }
+
+/// How the run measured that a reader must know before its numbers, as (headline, the rest) each (`report` writes
+/// the headline in bold; `figures` puts both in its captions, the explorer under its timing charts): too few runs to say how much a number varies, or
+/// fewer warm-ups than the study's protocol (section 4.3.1: 3 on the GPU, 1 for the CPU test).
+pub fn run_cautions(bundle: &Bundle) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let measured: Vec<&Cell> =
+        bundle.cells.iter().filter(|c| c.status == CellStatus::Ok && !c.repetitions.is_empty()).collect();
+    let single = measured.iter().filter(|c| c.repetitions.len() < 2).count();
+    if single > 0 {
+        out.push((
+            format!("{single} of {} measured cells have one repetition", measured.len()),
+            ": their medians are single runs, with no spread (no standard deviation; the figures' min..max bars have \
+             no length). Run with `--repetitions 3` or more to see the run-to-run variation."
+                .to_string(),
+        ));
+    }
+    let study = if bundle.provenance.device.kind == "cpu" { 1 } else { 3 };
+    let warmup = bundle.provenance.config.run.warmup;
+    if warmup < study {
+        out.push((
+            format!("{warmup} warm-up run(s) per cell"),
+            format!(
+                ", fewer than the study's {study} on this device (section 4.3.1): the first measured runs may include \
+                 one-time costs (kernel loading, allocation)."
+            ),
+        ));
+    }
+    out
+}

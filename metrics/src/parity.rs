@@ -546,6 +546,33 @@ pub fn cautions(records: &[ParityRecord]) -> Vec<String> {
     [self_scored_note(records), floor_tie_note(records), few_prompts_note(records)].into_iter().flatten().collect()
 }
 
+/// The unigram entropies (diffusion, AR) at S_parity of a record, where the diffusion output's is far below the AR
+/// model's ([`crate::derive::entropy_warning`]): degenerate text that flatters perplexity. Read at the first
+/// batch size with a diffusion cell at S_parity (entropy is a group's, the same at every B). `quality`: every
+/// cell's values ([`cell_quality`]).
+pub fn low_entropy_at_parity(
+    bundle: &Bundle,
+    quality: &[Vec<schema::bundle::QualityValue>],
+    r: &ParityRecord,
+) -> Option<(f64, f64)> {
+    let row = r.speedups.iter().find(|x| x.diffusion_cell.is_some())?;
+    let entropy = |key: &schema::CellKey| {
+        let i = bundle.cells.iter().position(|c| c.key == *key)?;
+        quality[i].iter().find(|q| q.metric == "unigram_entropy").map(|q| q.value)
+    };
+    let (d, a) = (row.diffusion_cell.as_ref().and_then(entropy)?, entropy(&row.ar_cell)?);
+    crate::derive::entropy_warning(d, a).then_some((d, a))
+}
+
+/// [`low_entropy_at_parity`]'s warning in words (without a final full stop).
+pub fn low_entropy_text(diffusion: f64, ar: f64) -> String {
+    format!(
+        "at S_parity the diffusion output's unigram entropy ({diffusion:.2} bits) is below {:.0}% of the \
+         autoregressive model's ({ar:.2} bits): parity may come from repetitive text",
+        crate::derive::ENTROPY_WARNING_RATIO * 100.0
+    )
+}
+
 /// Below this many prompts a bootstrap over them says little: with one prompt every resample is that prompt.
 pub const FEW_PROMPTS: u32 = 5;
 

@@ -434,8 +434,8 @@ fn parity_latex(b: &schema::Bundle, opts: &metrics::parity::ParityOptions) -> St
         if let Some(w) = metrics::parity::uncertain_text(r) {
             said.push(format!("\\emph{{Warning: {}: {}.}}", esc(&w), esc(metrics::parity::UNCERTAIN_SPEEDUP)));
         }
-        if let Some((d, a)) = crate::report::low_entropy_at_parity(b, &quality, r) {
-            said.push(format!("\\emph{{Warning: {}.}}", esc(&crate::report::low_entropy_text(d, a))));
+        if let Some((d, a)) = metrics::parity::low_entropy_at_parity(b, &quality, r) {
+            said.push(format!("\\emph{{Warning: {}.}}", esc(&metrics::parity::low_entropy_text(d, a))));
         }
         // The batch sizes whose autoregressive cell did not finish have no row in the table: one sentence per what
         // happened (`$B = 16, 32$: no row, the autoregressive cell ran out of memory ...`).
@@ -472,8 +472,9 @@ const COMPARE_LEGEND: &str = "Two bundles: every label starts with \"[A] \" (the
 
 /// The explorer's wording of its notes (its controls: filters, tabs, tooltips, a narrow screen) and what a printed
 /// caption says instead.
-const PRINT_WORDING: [(&str, &str); 13] = [
+const PRINT_WORDING: [(&str, &str); 14] = [
     ("Left (above, on a narrow screen), each cell", "In the heat map, each cell"),
+    ("; its tooltip says by how much)", "; s_parity.md says by how much)"),
     (
         "; the tooltip names S_parity, its 95% interval and why",
         "; s_parity.md names S_parity, its 95% interval and why",
@@ -504,7 +505,7 @@ fn print_note(note: &str) -> String {
 }
 
 /// The bundle-level cautions `dllm-bench report` prints above its tables, one line each: cells without timing, how
-/// the run measured ([`crate::report::run_cautions`]), a partial bundle.
+/// the run measured ([`metrics::derive::run_cautions`]), a partial bundle.
 fn bundle_cautions(b: &schema::Bundle) -> Vec<String> {
     let mut out = Vec::new();
     let failed = b.cells.iter().filter(|c| c.status != schema::CellStatus::Ok).count();
@@ -515,7 +516,7 @@ fn bundle_cautions(b: &schema::Bundle) -> Vec<String> {
             b.cells.len()
         ));
     }
-    out.extend(crate::report::run_cautions(b).into_iter().map(|(headline, rest)| format!("{headline}{rest}")));
+    out.extend(metrics::derive::run_cautions(b).into_iter().map(|(headline, rest)| format!("{headline}{rest}")));
     if !b.provenance.missing_cells.is_empty() {
         out.push(format!(
             "a partial bundle: {} cells of the grid are in no merged shard (`merge --allow-missing`).",

@@ -10,7 +10,6 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
-use metrics::derive::ENTROPY_WARNING_RATIO;
 use metrics::parity::{
     AtBatch, Estimate, ParityOptions, ParityRecord, SpeedupRow, cell_quality, is_parity_point, parity, s_parity_text,
 };
@@ -81,36 +80,6 @@ fn short(id: &str) -> &str {
     id.rsplit('/').next().unwrap_or(id)
 }
 
-/// How the run measured that a reader must know before its numbers, as (headline, the rest) each (`report` writes
-/// the headline in bold; `figures` puts both in its captions): too few runs to say how much a number varies, or
-/// fewer warm-ups than the study's protocol (section 4.3.1: 3 on the GPU, 1 for the CPU test).
-pub(crate) fn run_cautions(bundle: &Bundle) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    let measured: Vec<&schema::Cell> =
-        bundle.cells.iter().filter(|c| c.status == schema::CellStatus::Ok && !c.repetitions.is_empty()).collect();
-    let single = measured.iter().filter(|c| c.repetitions.len() < 2).count();
-    if single > 0 {
-        out.push((
-            format!("{single} of {} measured cells have one repetition", measured.len()),
-            ": their medians are single runs, with no spread (no standard deviation; the figures' min..max bars have \
-             no length). Run with `--repetitions 3` or more to see the run-to-run variation."
-                .to_string(),
-        ));
-    }
-    let study = if bundle.provenance.device.kind == "cpu" { 1 } else { 3 };
-    let warmup = bundle.provenance.config.run.warmup;
-    if warmup < study {
-        out.push((
-            format!("{warmup} warm-up run(s) per cell"),
-            format!(
-                ", fewer than the study's {study} on this device (section 4.3.1): the first measured runs may include \
-                 one-time costs (kernel loading, allocation)."
-            ),
-        ));
-    }
-    out
-}
-
 /// What a reader must know before the numbers: quality values that could not be computed (S_parity skips
 /// their K) and diffusion continuations with positions left masked (their text, and its perplexity, covers fewer
 /// tokens than N_out).
@@ -140,7 +109,7 @@ fn caveats(s: &mut String, bundle: &Bundle) {
         }
         let _ = writeln!(s);
     }
-    for (headline, rest) in run_cautions(bundle) {
+    for (headline, rest) in metrics::derive::run_cautions(bundle) {
         let _ = writeln!(s, "**{headline}**{rest}\n");
     }
     if !bundle.provenance.missing_cells.is_empty() {
@@ -524,36 +493,9 @@ fn section(
         );
     }
     // Degenerate text flatters perplexity: compare the output entropy at S_parity.
-    if let Some((d, a)) = low_entropy_at_parity(bundle, quality, r) {
-        let _ = writeln!(s, "\nWarning: {}.", low_entropy_text(d, a));
+    if let Some((d, a)) = metrics::parity::low_entropy_at_parity(bundle, quality, r) {
+        let _ = writeln!(s, "\nWarning: {}.", metrics::parity::low_entropy_text(d, a));
     }
-}
-
-/// The unigram entropies (diffusion, AR) at S_parity of a record, where the diffusion output's is far below the AR
-/// model's ([`metrics::derive::entropy_warning`]): degenerate text that flatters perplexity. Read at the first
-/// batch size with a diffusion cell at S_parity (entropy is a group's, the same at every B). `quality`: every
-/// cell's values ([`metrics::parity::cell_quality`]).
-pub(crate) fn low_entropy_at_parity(
-    bundle: &Bundle,
-    quality: &[Vec<schema::bundle::QualityValue>],
-    r: &ParityRecord,
-) -> Option<(f64, f64)> {
-    let row = r.speedups.iter().find(|x| x.diffusion_cell.is_some())?;
-    let entropy = |key: &schema::CellKey| {
-        let i = bundle.cells.iter().position(|c| c.key == *key)?;
-        quality[i].iter().find(|q| q.metric == "unigram_entropy").map(|q| q.value)
-    };
-    let (d, a) = (row.diffusion_cell.as_ref().and_then(entropy)?, entropy(&row.ar_cell)?);
-    metrics::derive::entropy_warning(d, a).then_some((d, a))
-}
-
-/// [`low_entropy_at_parity`]'s warning in words (without a final full stop).
-pub(crate) fn low_entropy_text(diffusion: f64, ar: f64) -> String {
-    format!(
-        "at S_parity the diffusion output's unigram entropy ({diffusion:.2} bits) is below {:.0}% of the \
-         autoregressive model's ({ar:.2} bits): parity may come from repetitive text",
-        ENTROPY_WARNING_RATIO * 100.0
-    )
 }
 
 /// `report --compare`: the runner's bundle against a reference's of the same cells (`jobs/hf_reference.py`), from

@@ -18,6 +18,9 @@ use super::series::{sampler_label, series_label, short_model};
 /// without the baseline's latency); written `n/b` where the words do not fit.
 pub const NO_BASELINE: &str = "no baseline";
 
+/// The mark after a speedup whose parity may come from repetitive text (the tooltip says why).
+pub const LOW_ENTROPY_MARK: &str = "*";
+
 /// The answer, from the main bundle's parity records ([`metrics::parity::parity`], the numbers `report` prints):
 /// one sentence stating the finding, and the verdict as one heat map, a panel per diffusion series (columns B, rows
 /// N): each cell says the speedup at parity and is coloured by its log2 on a scale diverging at 1x (blue faster,
@@ -47,6 +50,10 @@ pub fn answer(bundles: &[&LoadedBundle], o: &Options) -> Result<(String, Figure)
         if i == panels.len() {
             panels.push(Panel { title, cells: Vec::new() });
         }
+        // Degenerate text at S_parity (the record's, as `report` says it): its speedups marked (said in the notes,
+        // [`LOW_ENTROPY_MARK`]) and in each of its cells' tooltips, so the verdict is not read without it.
+        let low = metrics::parity::low_entropy_at_parity(&lb.bundle, lb.quality(), r)
+            .map(|(d, a)| metrics::parity::low_entropy_text(d, a));
         for at in metrics::parity::rows_by_batch(&lb.bundle, r) {
             let (n, b) = (r.seq_len, at.batch_size());
             let (e, note, unfinished) = match at {
@@ -72,10 +79,13 @@ pub fn answer(bundles: &[&LoadedBundle], o: &Options) -> Result<(String, Figure)
                 row: ch.seqs.iter().position(|&y| y == n).unwrap_or(0),
                 col: ch.batches.iter().position(|&x| x == b).unwrap_or(0),
                 value: e.map(|e| e.value.log2()),
-                text: e.map_or_else(|| label.into(), |e| format!("{:.2}x", e.value)),
+                text: e.map_or_else(
+                    || label.into(),
+                    |e| format!("{:.2}x{}", e.value, if low.is_some() { LOW_ENTROPY_MARK } else { "" }),
+                ),
                 oom: false,
                 tip: format!(
-                    "{series}\nN = {n}, B = {b}\nS_parity: {}{}{}\nspeedup at parity: {}",
+                    "{series}\nN = {n}, B = {b}\nS_parity: {}{}{}\nspeedup at parity: {}{}",
                     metrics::parity::s_parity_text(r),
                     metrics::parity::s_parity_interval_text(r).map_or(String::new(), |i| format!(" ({i})")),
                     metrics::parity::s_parity_bracket_text(r).map_or(String::new(), |i| format!("\n{i}")),
@@ -85,7 +95,8 @@ pub fn answer(bundles: &[&LoadedBundle], o: &Options) -> Result<(String, Figure)
                             (Some(l), Some(h)) => format!("{:.3}x [{l:.3}, {h:.3}]", e.value),
                             _ => format!("{:.3}x", e.value),
                         }
-                    )
+                    ),
+                    low.as_ref().map_or(String::new(), |w| format!("\nWarning: {w}"))
                 ),
                 cell: None,
             });

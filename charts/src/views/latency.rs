@@ -81,6 +81,13 @@ pub(super) fn latency(
             }
         }
     }
+    // Only the AR model kept (the sampler filter): its latency is a line across K, with no diffusion point to draw.
+    if series.is_empty() && !refs.is_empty() {
+        return Err("this view draws the diffusion cells against K, the autoregressive model as a line across them, \
+                    and the filters keep no diffusion cell: choose a diffusion sampler (or all), or read the \
+                    autoregressive timings in TTFT / ITL and Throughput"
+            .into());
+    }
     sort_marks(&mut series);
     let (what, axis) = match o.energy {
         false => ("Latency", "median end-to-end latency L_e2e (ms)"),

@@ -88,21 +88,28 @@ pub fn chart_view(view: ViewKind, bundles: &[&LoadedBundle], f: &Filters, o: &Op
         ViewKind::Answer => match answer(bundles, o) {
             Ok((sentence, verdict)) => {
                 notes.push(sentence);
-                let baseline = match &verdict.plot {
-                    Plot::Heat { panels, .. } => {
-                        panels.iter().flat_map(|p| &p.cells).any(|c| c.text == answer::NO_BASELINE)
-                    }
-                    _ => false,
+                let cells = match &verdict.plot {
+                    Plot::Heat { panels, .. } => panels.iter().flat_map(|p| &p.cells).collect::<Vec<_>>(),
+                    _ => Vec::new(),
                 };
+                let baseline = cells.iter().any(|c| c.text == answer::NO_BASELINE);
+                let marked = cells.iter().any(|c| c.text.ends_with(answer::LOW_ENTROPY_MARK));
                 notes.push(format!(
                     "Left (above, on a narrow screen), each cell: the speedup at parity; blue: faster at equal \
                          quality, red: slower; grey (hatched): no parity (not reached) or not measured (reached, but \
                          the diffusion cell at S_parity has no timing){}, written {} where the words do not fit; the \
-                         tooltip names S_parity, its 95% interval and why. Right (below): the Pareto frontier of \
+                         tooltip names S_parity, its 95% interval and why.{} Right (below): the Pareto frontier of \
                          quality against latency at the shape the filters pick. Detail: the S_parity and Pareto \
                          frontier tabs.",
                     if baseline { " or no baseline (the autoregressive cell at that B did not finish)" } else { "" },
-                    short_forms_text(baseline)
+                    short_forms_text(baseline),
+                    match marked {
+                        true =>
+                            " Warning: a speedup marked * may owe its parity to repetitive text (the diffusion \
+                                 output's unigram entropy at S_parity is far below the AR model's; its tooltip says \
+                                 by how much).",
+                        false => "",
+                    }
                 ));
                 if bundles.len() > 1 {
                     notes.push(
@@ -133,6 +140,15 @@ pub fn chart_view(view: ViewKind, bundles: &[&LoadedBundle], f: &Filters, o: &Op
         ViewKind::Roofline => roofline(bundles, f, o, &mut notes),
         ViewKind::Parity | ViewKind::Details => Err("this view is not a chart".into()),
     };
+    // Under the timing charts, what the run measured that their bars and medians cannot show (one repetition: no
+    // spread; fewer warm-ups than the study's), as `report` and `figures` say it.
+    if matches!(view, ViewKind::Latency | ViewKind::Throughput | ViewKind::ArTiming | ViewKind::StepTime) {
+        for (bi, b) in bundles.iter().enumerate() {
+            for (headline, rest) in metrics::derive::run_cautions(&b.bundle) {
+                notes.push(format!("{}{headline}{rest}", series::tag(bi, bundles.len())));
+            }
+        }
+    }
     // The figure itself says so when any of its numbers come from synthetic weights (the PNG export, `figures`).
     let figure = figure.map(|mut fig| {
         if bundles.iter().any(|b| b.synthetic_weights) {

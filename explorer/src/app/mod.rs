@@ -409,11 +409,14 @@ fn provenance(bundles: &[Arc<LoadedBundle>]) -> impl IntoView + use<> {
             let rows = b.provenance.iter().map(|(k, v)| view! { <dt>{*k}</dt><dd>{v.clone()}</dd> }).collect_view();
             let label = if two { ["[A] ", "[B] "][i.min(1)] } else { "" };
             let row = |k: &str| b.provenance.iter().find(|(l, _)| *l == k).map(|(_, v)| v.clone()).unwrap_or_default();
+            // A commit with uncommitted changes says so in the line too, not only in the panel.
+            let commit = row("Git commit");
+            let dirty = if commit.ends_with("-dirty") { "-dirty (uncommitted changes)" } else { "" };
             let line = format!(
-                "{}, {}, commit {:.8}, {} weights",
+                "{}, {}, commit {:.8}{dirty}, {} weights",
                 row("Device"),
                 row("Created"),
-                row("Git commit"),
+                commit,
                 if b.synthetic_weights { "SYNTHETIC" } else { "real" }
             );
             view! {
