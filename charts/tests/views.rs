@@ -786,7 +786,7 @@ fn roofline_plots_intensity_and_achieved_rate_with_ceilings_when_given() {
         series.iter().flat_map(|s| &s.marks).find(|m| m.cell.is_some_and(|id| id.cell == 0)).expect("cell 0 plotted");
     assert!(close(m0.x, flops / bytes), "{} vs {}", m0.x, flops / bytes);
     assert!(close(m0.y, flops / (median / 1e3) / 1e12), "{}", m0.y);
-    assert!(m0.tip.contains(&c0.key.to_string()) && m0.tip.contains("GB/s"), "{}", m0.tip);
+    assert!(m0.tip.contains(&c0.key.to_string()) && m0.tip.contains("TB/s of weights"), "{}", m0.tip);
     let (out, d) = svg(&f);
     check_hits_in_plot(&f, &d);
     // A marker per point and one per legend entry.

@@ -56,7 +56,13 @@ pub(super) fn memory(
                     } else {
                         value.map_or("n/a".into(), |v| format!("{v:.2} {unit}"))
                     };
-                    let mut tip = format!("{t}{m} N={} B={} ({} cells)\n", h.seq_len, h.batch_size, h.cells.len());
+                    let mut tip = format!(
+                        "{t}{m} N={} B={} ({} cell{})\n",
+                        h.seq_len,
+                        h.batch_size,
+                        h.cells.len(),
+                        if h.cells.len() == 1 { "" } else { "s" }
+                    );
                     match (h.peak_bytes, h.oom) {
                         (Some(v), oom) => {
                             let _ = write!(tip, "{:.3} GB ({v} bytes)", gigabytes(v));

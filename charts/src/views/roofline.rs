@@ -7,7 +7,7 @@ use crate::figure::{self, Axis, CellId, Figure, Mark, Plot, Series, Style};
 
 use super::choices::kept;
 use super::options::{Filters, Options};
-use super::series::{Palette, key_text, push_mark, series_label, sort_marks, tag};
+use super::series::{Palette, key_text, push_mark, series_label, sig, sort_marks, tag};
 
 /// The message of the roofline view for bundles without the work counts.
 pub const NO_ROOFLINE: &str = "No roofline data in this bundle: its repetitions do not record the weights read and \
@@ -39,20 +39,25 @@ pub(super) fn roofline(
             let c = &lb.bundle.cells[p.cell];
             x_lo = x_lo.min(p.intensity);
             x_hi = x_hi.max(p.intensity);
+            // Four significant figures, rates in the legend's units (TFLOP/s, TB/s), counts in exponent form.
             let mut tip = format!(
-                "{}\narithmetic intensity {:.3} FLOP/byte\nachieved {:.4} TFLOP/s, {:.3} GB/s of weights\n{} FLOPs, \
-                 {} bytes of weights read, L_e2e median {:.2} ms",
+                "{}\narithmetic intensity {} FLOP/byte\nachieved {} TFLOP/s, {} TB/s of weights\n{} FLOPs, {} bytes \
+                 of weights read, L_e2e median {} ms",
                 key_text(&t, c),
-                p.intensity,
-                p.flops_per_s / 1e12,
-                p.bytes_per_s / 1e9,
-                p.flop_count,
-                p.weights_read_bytes,
-                p.e2e_ms
+                sig(p.intensity, 4),
+                sig(p.flops_per_s / 1e12, 4),
+                sig(p.bytes_per_s / 1e12, 4),
+                sig(p.flop_count as f64, 4),
+                sig(p.weights_read_bytes as f64, 4),
+                sig(p.e2e_ms, 4)
             );
             if let Some(roof) = metrics::roofline::attainable_flops_per_s(p.intensity, peak_bw, peak_flops) {
-                let _ =
-                    write!(tip, "\n{:.1}% of the roofline ({:.4} TFLOP/s)", 100.0 * p.flops_per_s / roof, roof / 1e12);
+                let _ = write!(
+                    tip,
+                    "\n{:.1}% of the roofline ({} TFLOP/s)",
+                    100.0 * p.flops_per_s / roof,
+                    sig(roof / 1e12, 4)
+                );
             }
             let mark = Mark {
                 x: p.intensity,
@@ -109,11 +114,11 @@ pub(super) fn roofline(
             let (i, _) = recorded[0];
             let device = &bundles[0].bundle.provenance.executions[i].device;
             notes.push(format!(
-                "Ceilings measured by the run on its device ({}) before its first cell: copy bandwidth {} GB/s (read + \
+                "Ceilings measured by the run on its device ({}) before its first cell: copy bandwidth {} TB/s (read + \
                  write, a {} MiB device-to-device copy) and matmul rate {} TFLOP/s ({n}x{n}x{n}, {}), medians of {}; \
                  enter peaks above to override them.",
                 device.name.as_deref().unwrap_or(&device.kind),
-                figure::fmt_num(p.copy_bytes_per_s / 1e9),
+                figure::fmt_num(p.copy_bytes_per_s / 1e12),
                 p.copy_bytes >> 20,
                 figure::fmt_num(p.matmul_flops_per_s / 1e12),
                 p.dtype,

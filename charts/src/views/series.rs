@@ -72,6 +72,21 @@ pub(super) fn steps_axis(series: &[Series]) -> Axis {
     Axis { pow2: true, ..Axis::numeric(title, true) }
 }
 
+/// `v` to `digits` significant figures: fixed-point within 1e-6..1e6, exponent form outside (a count of FLOPs, an
+/// absurd value from a hand-edited bundle), never hundreds of digits.
+pub(super) fn sig(v: f64, digits: usize) -> String {
+    if v == 0.0 || !v.is_finite() {
+        return format!("{v}");
+    }
+    let digits = digits.max(1);
+    let mag = v.abs().log10().floor() as i32;
+    if !(-6..6).contains(&mag) {
+        return format!("{:.*e}", digits - 1, v);
+    }
+    let decimals = (digits as i32 - 1 - mag).max(0) as usize;
+    format!("{v:.decimals$}")
+}
+
 /// The model id without its organisation (`GSAI-ML/LLaDA-8B-Instruct` -> `LLaDA-8B-Instruct`).
 pub fn short_model(id: &str) -> &str {
     id.rsplit('/').next().unwrap_or(id)
@@ -170,5 +185,20 @@ pub(super) fn point_suffix(steps: Option<u32>, threshold: Option<Threshold>) -> 
         (Some(k), _) => format!(" K={k}"),
         (None, Some(t)) => format!(" t={t}"),
         (None, None) => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sig;
+
+    #[test]
+    fn significant_figures_never_print_hundreds_of_digits() {
+        assert_eq!(sig(6.19904, 4), "6.199");
+        assert_eq!(sig(1615.0104, 4), "1615");
+        assert_eq!(sig(0.0123, 4), "0.01230");
+        assert_eq!(sig(7_374_492_401_664.0, 4), "7.374e12");
+        assert_eq!(sig(1e300, 4), "1.000e300");
+        assert_eq!(sig(0.0, 4), "0");
     }
 }
