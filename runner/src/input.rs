@@ -106,32 +106,11 @@ pub fn read_bundle_file_text(path: &Path) -> Result<(schema::ReadBundle, String)
         }
     }
     let text = read_text_file(path, "bundle", FIX)?;
-    if text.trim().is_empty() {
-        return Err(bad("is empty (no bundle in it: a write that did not finish?)".into()));
-    }
-    // Other files of the tool, given where a bundle goes: a run's journal, a grid config.
-    let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or_default();
-    let header = serde_json::from_str::<serde_json::Value>(first).ok().map(|v| v["header"].clone());
-    if let Some(h) = header.filter(|h| h.get("journal_format").is_some()) {
-        // The run's bundle: `header.bundle`, relative to the run folder (`../NAME.json`: beside it).
-        let dir = path.parent().unwrap_or(Path::new("."));
-        let finished = h["bundle"].as_str().map(|b| match b.strip_prefix("../") {
-            Some(rest) => dir.parent().unwrap_or(Path::new(".")).join(rest),
-            None => dir.join(b),
-        });
-        return Err(bad(format!(
-            "is a run's journal, not a bundle (its run's bundle: {}{} until then)",
-            finished.map_or_else(String::new, |f| format!("{} once finished, ", f.display())),
-            dir.join("partial.json").display()
-        )));
-    }
-    if serde_json::from_str::<serde_json::Value>(&text).is_err() && toml::from_str::<toml::Table>(&text).is_ok() {
-        return Err(bad(
-            "is TOML (a grid config?), not a bundle: `dllm-bench run --config` runs a config and writes its bundle"
-                .into(),
-        ));
-    }
     let read = schema::read_bundle_detailed(&text).map_err(|e| {
+        // Only a text that is no bundle is looked at again: another file of the tool given where a bundle goes.
+        if let Some(what) = not_a_bundle(path, &text) {
+            return bad(what);
+        }
         // A message that names its own fix (a newer format: upgrade) keeps it alone; the others get the fix of
         // their kind (`BundleError::fix`, which the explorer shows too).
         let message = e.to_string();
@@ -143,4 +122,24 @@ pub fn read_bundle_file_text(path: &Path) -> Result<(schema::ReadBundle, String)
         anyhow::Error::new(InputError(format!("{}: {message}{fix}", path.display())))
     })?;
     Ok((read, text))
+}
+
+/// What a text that does not read as a bundle is instead, when it is another file of the tool: empty, a run's
+/// journal (whose first line is its header, naming the run's bundle), or a grid config (TOML).
+fn not_a_bundle(path: &Path, text: &str) -> Option<String> {
+    if text.trim().is_empty() {
+        return Some("is empty (no bundle in it: a write that did not finish?)".into());
+    }
+    let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or_default();
+    if let Ok(crate::journal::Record::Header(h)) = serde_json::from_str(first) {
+        let dir = path.parent().unwrap_or(Path::new("."));
+        return Some(format!(
+            "is a run's journal, not a bundle (its run's bundle: {} once finished, {} until then)",
+            h.bundle_path(dir).display(),
+            dir.join("partial.json").display()
+        ));
+    }
+    toml::from_str::<toml::Table>(text).is_ok().then(|| {
+        "is TOML (a grid config?), not a bundle: `dllm-bench run --config` runs a config and writes its bundle".into()
+    })
 }

@@ -108,6 +108,16 @@ pub struct Header {
     pub remove_when_done: bool,
 }
 
+impl Header {
+    /// Where the run in folder `dir` writes its bundle: `bundle` relative to the folder (`../NAME.json`: beside it).
+    pub fn bundle_path(&self, dir: &Path) -> PathBuf {
+        match self.bundle.strip_prefix("..") {
+            Ok(rest) => dir.parent().map(Path::to_path_buf).unwrap_or_default().join(rest),
+            Err(_) => dir.join(&self.bundle),
+        }
+    }
+}
+
 /// One line of the journal.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -259,12 +259,9 @@ pub(super) fn create_journal(
     Ok((dir, journal, lock))
 }
 
-/// The final bundle's path for a run folder.
+/// The final bundle's path for a run folder ([`Header::bundle_path`]).
 pub(super) fn final_bundle_path(dir: &Path, header: &Header) -> PathBuf {
-    match header.bundle.strip_prefix("..") {
-        Ok(rest) => dir.parent().map(Path::to_path_buf).unwrap_or_default().join(rest),
-        Err(_) => dir.join(&header.bundle),
-    }
+    header.bundle_path(dir)
 }
 
 /// Says which run folders in `output_dir` hold an unfinished run of this config and shard (a run stopped by a

@@ -391,14 +391,9 @@ pub fn run(resolved: &ResolvedConfig, opts: &SweepOptions) -> Result<SweepOutcom
 }
 
 /// The context of a failed write of the partial bundle (the run stops; its journal keeps the cells).
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
 struct PartialNotWritten(String);
-
-impl std::fmt::Display for PartialNotWritten {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
 
 /// What every step of a sweep reads.
 struct Env<'a> {
