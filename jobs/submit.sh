@@ -87,8 +87,8 @@ fi
 
 # shellcheck source=jobs/env.sh
 source jobs/env.sh
-# Fail here, not in N jobs, on a bad config.
-"$DLLM_BENCH" plan --config "$CONFIG" "$@" >/dev/null
+# Fail here, not in N jobs, on a bad config (or more shards than the grid has cells: a task would measure nothing).
+"$DLLM_BENCH" plan --config "$CONFIG" --shards "$SHARDS" "$@" >/dev/null
 mkdir -p "$RUN_ROOT"
 echo "$SHARDS" >"$RUN_ROOT/shards"
 

@@ -63,7 +63,7 @@ pub fn from_slurm_env(var: impl Fn(&str) -> Option<String>) -> Result<Option<Sha
 }
 
 /// A shard count within [`schema::grid::limits::SHARDS`] (the split keeps one load per shard).
-fn check_count(count: u32, source: &str) -> Result<(), InputError> {
+pub fn check_count(count: u32, source: &str) -> Result<(), InputError> {
     let most = schema::grid::limits::SHARDS;
     if count > most {
         return Err(InputError(format!(
@@ -97,6 +97,34 @@ pub fn assign(cells: &[CellKey], count: u32) -> Vec<u32> {
         out[i] = shard as u32;
     }
     out
+}
+
+/// The cells of `shard` (in grid order), refused when there are none: the longest-processing-time rule gives
+/// every shard a cell while there are at least as many cells as shards, so an empty shard means too many shards,
+/// and its task would measure nothing and write an empty bundle. `source` names where the shard came from.
+pub fn select_some(cells: &[CellKey], shard: Option<ShardInfo>, source: &str) -> Result<Vec<CellKey>, InputError> {
+    let selected = select(cells, shard);
+    match shard {
+        Some(s) if selected.is_empty() && !cells.is_empty() => Err(InputError(format!(
+            "{source}: shard {s} has no cells: the grid has {n} cells, so at most {n} shards each get one; fix: {n} \
+             shards or fewer (jobs/submit.sh --shards {n}), or a larger grid",
+            n = cells.len()
+        ))),
+        _ => Ok(selected),
+    }
+}
+
+/// Each shard's number of cells and share of the grid's estimated cost (see [`cost`]), by shard index.
+pub fn loads(cells: &[CellKey], count: u32) -> Vec<(usize, f64)> {
+    let owner = assign(cells, count);
+    let total: u64 = cells.iter().map(cost).sum::<u64>().max(1);
+    (0..count)
+        .map(|s| {
+            let mine = cells.iter().zip(&owner).filter(|&(_, &o)| o == s);
+            let (n, c) = mine.fold((0usize, 0u64), |(n, c), (k, _)| (n + 1, c + cost(k)));
+            (n, c as f64 / total as f64)
+        })
+        .collect()
 }
 
 /// The cells of `shard`, in grid order; all cells when `shard` is `None`.
@@ -156,6 +184,25 @@ mod tests {
         assert_eq!(s(&stepped), Some(parse("3/4").unwrap()));
         let sparse = [("SLURM_ARRAY_TASK_ID", "9"), ("SLURM_ARRAY_TASK_COUNT", "2")];
         assert!(from_slurm_env(env(&sparse)).is_err());
+    }
+
+    #[test]
+    fn a_shard_without_cells_is_refused_and_loads_add_up() {
+        let cells: Vec<CellKey> =
+            [8, 16, 32].iter().map(|&k| key(Sampler::LladaLowConfidence, Some(k), 1, 64)).collect();
+        for i in 0..3 {
+            let got = select_some(&cells, Some(ShardInfo { index: i, count: 3 }), "--shard").expect("one each");
+            assert_eq!(got.len(), 1);
+        }
+        let err = select_some(&cells, Some(ShardInfo { index: 3, count: 4 }), "--shard").expect_err("empty");
+        assert!(err.0.contains("shard 3/4 has no cells") && err.0.contains("fix: 3 shards or fewer"), "{err}");
+        assert_eq!(select_some(&cells, None, "-").expect("all").len(), 3);
+        let loads = loads(&cells, 2);
+        assert_eq!(loads.iter().map(|l| l.0).sum::<usize>(), 3);
+        assert!((loads.iter().map(|l| l.1).sum::<f64>() - 1.0).abs() < 1e-12, "{loads:?}");
+        // K = 32 alone is 32 / 56 of the cost; 8 and 16 share the other shard.
+        assert_eq!(loads[0].0, 1);
+        assert!((loads[0].1 - 32.0 / 56.0).abs() < 1e-12, "{loads:?}");
     }
 
     #[test]

@@ -156,6 +156,47 @@ fn plan_prints_the_cells_of_the_primary_grid() {
 }
 
 #[test]
+fn plan_previews_shards_and_an_empty_shard_is_refused_before_it_runs() {
+    let sb = Sandbox::new();
+    let grid = repo_file("config/experiments.toml");
+    // Four shards of the 16 cells: every cell once, the shares adding up to the whole.
+    let out = sb.cmd(&["plan", "--config", &grid, "--shards", "4"]);
+    assert_exit!(out, 0);
+    let text = stdout(&out);
+    let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("#   shard ")).collect();
+    assert_eq!(rows.len(), 4, "{text}");
+    let mut cells = 0;
+    for (i, row) in rows.iter().enumerate() {
+        let rest = row.strip_prefix(&format!("#   shard {i}/4: ")).expect("shard row");
+        cells += rest.split(' ').next().and_then(|n| n.parse::<usize>().ok()).expect("count");
+    }
+    assert_eq!(cells, 16, "{text}");
+    // One shard's listing: its own cells only, as `run --shard` measures them.
+    let mut listed = 0;
+    for i in 0..4 {
+        let out = sb.cmd(&["plan", "--config", &grid, "--shard", &format!("{i}/4")]);
+        assert_exit!(out, 0);
+        let text = stdout(&out);
+        assert!(text.starts_with(&format!("# shard {i}/4: ")) && text.contains(" of the 16 cells from"), "{text}");
+        listed += text.lines().filter(|l| l.starts_with("GSAI-ML/") || l.starts_with("meta-llama/")).count();
+    }
+    assert_eq!(listed, 16);
+    // More shards than cells: refused by plan (as jobs/submit.sh calls it) and by run, before a folder is made.
+    let out = sb.cmd(&["plan", "--config", &grid, "--shards", "17"]);
+    assert_exit!(out, 2);
+    assert!(
+        stderr(&out).contains("has no cells") && stderr(&out).contains("fix: 16 shards or fewer"),
+        "{}",
+        stderr(&out)
+    );
+    let run_dir = sb.path().join("empty-shard");
+    let out = sb.cmd(&["run", "--shard", "99/100", "--run-dir", run_dir.to_str().expect("utf8")]);
+    assert_exit!(out, 2);
+    assert!(stderr(&out).contains("--shard: shard 99/100 has no cells"), "{}", stderr(&out));
+    assert!(!run_dir.exists(), "nothing written for an empty shard");
+}
+
+#[test]
 fn overrides_apply_and_are_validated() {
     let sb = Sandbox::new();
     let out =

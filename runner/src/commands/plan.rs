@@ -27,6 +27,13 @@ pub struct PlanArgs {
     /// With --json: count every model with this many layers (the HF reference's --layers).
     #[arg(long, requires = "json", value_name = "L", value_parser = clap::value_parser!(u32).range(1..))]
     pub layers: Option<u32>,
+    /// List only the cells of shard I of N (`run --shard I/N`'s), with its share of the grid's estimated cost.
+    #[arg(long, value_name = "I/N", conflicts_with_all = ["json", "shards"])]
+    pub shard: Option<String>,
+    /// Show how N shards (a job array of N tasks, `jobs/submit.sh --shards N`) split the grid: each shard's cells
+    /// and share of the estimated cost B x NFE x N. More shards than cells is refused (a shard would be empty).
+    #[arg(long, value_name = "N", conflicts_with = "json", value_parser = clap::value_parser!(u32).range(1..))]
+    pub shards: Option<u32>,
     /// The cache whose checkpoints the cells are checked against, as `run` checks them before loading (positions,
     /// prompt lengths in tokens, chat templates); a model not in it is listed as not checked.
     #[command(flatten)]
@@ -71,8 +78,30 @@ pub fn main(args: PlanArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let cfg = &resolved.config;
-    let cells = cfg.cells();
-    println!("# {} cells from {}", cells.len(), resolved.source);
+    let all = cfg.cells();
+    let shard = args.shard.as_deref().map(crate::shard::parse).transpose()?;
+    let cells = crate::shard::select_some(&all, shard, "--shard")?;
+    if let Some(count) = args.shards {
+        // As `run` refuses the task of an empty shard: before the array is queued, not when its task starts.
+        crate::shard::check_count(count, &format!("--shards {count}"))?;
+        if let Some(index) = crate::shard::loads(&all, count).iter().position(|l| l.0 == 0) {
+            let empty = schema::ShardInfo { index: index as u32, count };
+            crate::shard::select_some(&all, Some(empty), &format!("--shards {count}"))?;
+        }
+    }
+    match shard {
+        Some(s) => {
+            let share = crate::shard::loads(&all, s.count)[s.index as usize].1;
+            println!(
+                "# shard {s}: {} of the {} cells from {} ({:.1}% of the estimated cost B x NFE x N)",
+                cells.len(),
+                all.len(),
+                resolved.source,
+                100.0 * share
+            );
+        }
+        None => println!("# {} cells from {}", cells.len(), resolved.source),
+    }
     let wrapped = if cfg.prompts.chat_template { ", each in its model's chat template" } else { "" };
     println!(
         "# device {}, {}, warm-up {}, repetitions {}, {} prompts ({}){wrapped}",
@@ -93,6 +122,18 @@ pub fn main(args: PlanArgs) -> Result<ExitCode> {
     }
     if !synthetic.is_empty() {
         println!("# SYNTHETIC weights (timing is real, quality is meaningless): {}", synthetic.join(", "));
+    }
+    // The prompts as `run` reads them (Wikitext only once fetched: `check_cached_models` says so).
+    if let Some(note) =
+        resolved.load_prompts(&args.cache.dir()).ok().and_then(|p| p.repeated_rows_note(&cfg.grid.batch_sizes))
+    {
+        println!("# {note}");
+    }
+    if let Some(count) = args.shards {
+        println!("# {count} shards (`run --shard I/{count}`; cells split by estimated cost B x NFE x N):");
+        for (i, (n, share)) in crate::shard::loads(&all, count).into_iter().enumerate() {
+            println!("#   shard {i}/{count}: {n} cells, {:.1}% of the cost", 100.0 * share);
+        }
     }
     println!(
         "{:<36} {:<40} {:>6} {:>4} {:>6} {:>7} {:>7} {:>6}",

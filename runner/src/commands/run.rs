@@ -66,14 +66,15 @@ pub fn main(args: RunArgs) -> Result<ExitCode> {
             resolved.source = h.config_source.clone();
         }
     }
-    let shard = match &args.shard {
-        Some(s) => Some(crate::shard::parse(s)?),
+    let (shard, source) = match &args.shard {
+        Some(s) => (Some(crate::shard::parse(s)?), "--shard"),
         None => match crate::shard::from_slurm_env(|k| std::env::var(k).ok())? {
-            Some(s) => Some(s),
-            None => journal_header.as_ref().and_then(|h| h.shard),
+            Some(s) => (Some(s), "the SLURM array task"),
+            None => (journal_header.as_ref().and_then(|h| h.shard), "the run's journal"),
         },
     };
-    let planned = crate::shard::select(&resolved.config.cells(), shard).len();
+    // A shard without cells is refused here, before a run folder exists: it would write an empty bundle.
+    let planned = crate::shard::select_some(&resolved.config.cells(), shard, source)?.len();
     if !args.quiet {
         let of = shard.map_or(String::new(), |s| format!(" (shard {s} of {} cells)", resolved.config.cells().len()));
         crate::say!("dllm-bench: {planned} cells{of} from {}", resolved.source);
