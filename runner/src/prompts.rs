@@ -110,6 +110,23 @@ impl PromptSet {
         h.finalize().iter().map(|b| format!("{b:02x}")).collect()
     }
 
+    /// A note when some batch size is larger than the set: its batches hold prompts more than once (see
+    /// [`Self::batch_indices`]). Every row is still computed, so the timing holds; it is said because a reader of
+    /// such a grid may expect B distinct prompts. `None` when every B fits.
+    pub fn repeated_rows_note(&self, batch_sizes: &[u32]) -> Option<String> {
+        let n = self.texts.len();
+        let over: Vec<String> = batch_sizes.iter().filter(|&&b| b as usize > n).map(u32::to_string).collect();
+        let largest = batch_sizes.iter().copied().max()?;
+        (!over.is_empty()).then(|| {
+            format!(
+                "note: B = {} {} the {n} prompts, so each such batch holds some prompts more than once (every row \
+                 is still computed; for B distinct prompts use at least {largest}: prompts.count or --max-prompts)",
+                over.join(", "),
+                if over.len() == 1 { "exceeds" } else { "exceed" }
+            )
+        })
+    }
+
     /// The prompt indices of repetition `rep` of a batch of `b`: consecutive prompts, wrapping around.
     pub fn batch_indices(&self, rep: usize, b: usize) -> Vec<u32> {
         let n = self.texts.len();
@@ -267,5 +284,9 @@ mod tests {
         assert_eq!(set.batch_indices(0, 2), vec![0, 1]);
         assert_eq!(set.batch_indices(1, 2), vec![2, 0]);
         assert_eq!(set.batch_indices(0, 4), vec![0, 1, 2, 0]);
+        // B = 4 repeats a prompt of the three, and is said; B <= 3 is not.
+        assert_eq!(set.repeated_rows_note(&[1, 3]), None);
+        let note = set.repeated_rows_note(&[1, 4, 8]).expect("B = 4 and 8 exceed 3 prompts");
+        assert!(note.starts_with("note: B = 4, 8 exceed the 3 prompts") && note.contains("at least 8"), "{note}");
     }
 }

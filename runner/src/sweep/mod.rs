@@ -237,6 +237,9 @@ pub fn run(resolved: &ResolvedConfig, opts: &SweepOptions) -> Result<SweepOutcom
         count: prompts.texts.len() as u32,
         sha256: Some(prompts.sha256()),
     };
+    if let Some(note) = prompts.repeated_rows_note(&cfg.grid.batch_sizes).filter(|_| opts.progress) {
+        crate::say!("{note}");
+    }
     let search = cfg.quality.as_ref().is_some_and(|q| q.parity_search);
     if search && opts.shard.is_some() {
         return Err(InputError(
