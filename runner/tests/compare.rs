@@ -76,6 +76,19 @@ fn compare_names_each_difference_and_exits_1() {
         assert!(stderr(&out).contains("--perplexity-rtol") && stderr(&out).contains(">= 0"), "{}", stderr(&out));
     }
 
+    // Bundles without continuations: no cell is called "same", and the summary's note makes it exit 1.
+    let mut bare = a.clone();
+    for cell in bare["cells"].as_array_mut().expect("cells") {
+        cell["generations"] = serde_json::json!([]);
+    }
+    let pbare = write("bare.json", &bare);
+    let out = sb.cmd(&["compare", "--tokens", &pbare, &pbare]);
+    assert_exit!(out, 1);
+    let text = stdout(&out);
+    assert_eq!(text.lines().filter(|l| l.ends_with(" same")).count(), 0, "{text}");
+    assert_eq!(text.lines().filter(|l| l.contains(" no continuations (")).count(), cells, "{text}");
+    assert!(text.contains("note: no continuations to compare"), "{text}");
+
     // A cell missing from one side.
     let mut c = a.clone();
     c["cells"].as_array_mut().expect("cells").pop();
