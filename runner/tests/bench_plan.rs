@@ -130,6 +130,17 @@ fn bench_kernels_plan_prints_the_shapes_and_work_of_the_run() {
     // Refused as a run is, before anything.
     let out = sb.cmd(&["bench-kernels", "--plan", "--seq-len", "8", "--decode-tokens", "8"]);
     assert_exit!(out, 2);
+    // What the device or precision cannot do is refused by --plan too, naming the flag (as the run refuses it).
+    for (flags, names) in [
+        (&["--cuda-graphs"][..], "--cuda-graphs"),
+        (&["--attention", "cudnn"][..], "--attention cudnn"),
+        (&["--drift"][..], "--drift"),
+        (&["--device", "cuda", "--attention", "fused"][..], "--attention fused"),
+    ] {
+        let out = sb.cmd(&[&["bench-kernels", "--plan"][..], flags].concat());
+        assert_exit!(out, 2);
+        assert!(stderr(&out).contains(names) && stderr(&out).contains("bench-kernels:"), "{}", stderr(&out));
+    }
     // A size of 0 would measure nothing and print a rate of it: refused, naming the flag.
     for flag in ["--matmul-size", "--copy-mib", "--selection-batch", "--layers", "--vocab", "--batch", "--decode-batch"]
     {

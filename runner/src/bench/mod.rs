@@ -371,18 +371,11 @@ pub fn run(args: &BenchArgs) -> Result<Report> {
     check(args)?;
     let spec = DeviceSpec::parse(&args.device)
         .ok_or_else(|| InputError(format!("--device {:?} is not a device; fix: cpu, cuda or cuda:N", args.device)))?;
+    check_device_flags(args, spec)?;
     let device = crate::device::open_with(spec, args.cuda_graphs)?;
     let cuda = device.is_cuda();
     let precision = precision(args, spec);
     let dtype = dtype_of(precision);
-    if args.drift && precision == Precision::F32 {
-        return Err(InputError(
-            "bench-kernels: --drift compares the run's precision with f32, and this run is f32; fix: --dtype bf16 \
-             (or f16)"
-                .into(),
-        )
-        .into());
-    }
     let reps = Reps { warmup: args.warmup, measured: args.repetitions };
 
     let llama = bench_config(args, ModelKind::Llama)?;
@@ -460,39 +453,44 @@ fn candle_version() -> &'static str {
     "0.11.1"
 }
 
-/// The config of `kind` at the chosen preset with the overrides.
-/// The forward's options `--attention` asks for (refused on CUDA for the fused kernel, which is the CPU's).
-fn bench_options(args: &BenchArgs, device: &Device) -> Result<TransformerOptions> {
-    let fused_attention = args.attention == AttentionKernel::Fused;
-    if fused_attention && device.is_cuda() {
-        return Err(InputError(
-            "bench-kernels: --attention fused is the CPU's kernel; on CUDA use --attention ops or cudnn".into(),
-        )
-        .into());
+/// What the flags ask of the device and the precision, checked before the device is opened (and by `--plan`,
+/// which opens none: a plan is only printed for a run that would start).
+fn check_device_flags(args: &BenchArgs, spec: DeviceSpec) -> Result<()> {
+    let cuda = matches!(spec, DeviceSpec::Cuda(_));
+    let refuse = |what: &str| -> Result<()> { Err(InputError(format!("bench-kernels: {what}")).into()) };
+    if args.attention == AttentionKernel::Fused && cuda {
+        return refuse("--attention fused is the CPU's kernel; on CUDA use --attention ops or cudnn");
     }
-    if (args.cuda_graphs || args.cuda_fused_ops) && !device.is_cuda() {
-        return Err(InputError(
-            "bench-kernels: --cuda-graphs and --cuda-fused-ops are CUDA's (the CPU always fuses norm, RoPE and \
-             SwiGLU); drop them on the CPU or run with --device cuda"
-                .into(),
-        )
-        .into());
-    }
-    let cudnn_attention = args.attention == AttentionKernel::Cudnn;
-    if cudnn_attention && !device.is_cuda() {
-        return Err(
-            InputError("bench-kernels: --attention cudnn is cuDNN's, on CUDA (use --device cuda)".into()).into()
+    if (args.cuda_graphs || args.cuda_fused_ops) && !cuda {
+        return refuse(
+            "--cuda-graphs and --cuda-fused-ops are CUDA's (the CPU always fuses norm, RoPE and SwiGLU); drop them on \
+             the CPU or run with --device cuda",
         );
     }
-    Ok(TransformerOptions {
-        fused_attention,
-        cudnn_attention,
+    if args.attention == AttentionKernel::Cudnn && !cuda {
+        return refuse("--attention cudnn is cuDNN's, on CUDA (use --device cuda)");
+    }
+    if args.drift && precision(args, spec) == Precision::F32 {
+        return refuse(
+            "--drift compares the run's precision with f32, and this run is f32; fix: --dtype bf16 (or f16)",
+        );
+    }
+    Ok(())
+}
+
+/// The forward's options `--attention` and the CUDA switches ask for ([`check_device_flags`] has refused what
+/// the device cannot do).
+fn bench_options(args: &BenchArgs) -> TransformerOptions {
+    TransformerOptions {
+        fused_attention: args.attention == AttentionKernel::Fused,
+        cudnn_attention: args.attention == AttentionKernel::Cudnn,
         decode_graph: args.cuda_graphs,
         cuda_fused_ops: args.cuda_fused_ops,
         ..TransformerOptions::default()
-    })
+    }
 }
 
+/// The config of `kind` at the chosen preset with the overrides.
 fn bench_config(args: &BenchArgs, kind: ModelKind) -> Result<ModelConfig> {
     let preset = match args.shape {
         ShapeArg::Tiny => Preset::Tiny,

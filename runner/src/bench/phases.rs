@@ -24,7 +24,7 @@ pub(super) fn decode_bench(
     reps: Reps,
     copy_bytes_per_s: f64,
 ) -> Result<Phase> {
-    let tf = synthetic_transformer(cfg, device, dtype, args.seed, bench_options(args, device)?)?;
+    let tf = synthetic_transformer(cfg, device, dtype, args.seed, bench_options(args))?;
     let (b, n, steps) = (args.decode_batch, args.seq_len, args.decode_tokens);
     let ids = decode_prompt(args, cfg, device)?;
     // `generate_ar`'s own decoding (eager, or CUDA-graph replays with `--cuda-graphs`): the mean of its per-token
@@ -104,7 +104,7 @@ pub(super) fn step_inputs(
     device: &Device,
     dtype: DType,
 ) -> Result<(Transformer, Tensor, Rope)> {
-    let tf = synthetic_transformer(cfg, device, dtype, args.seed.wrapping_add(1), bench_options(args, device)?)?;
+    let tf = synthetic_transformer(cfg, device, dtype, args.seed.wrapping_add(1), bench_options(args))?;
     let (b, n) = (args.batch, args.seq_len);
     let mut rng = SplitMix64::new(args.seed ^ 0x11ADA);
     let ids = Tensor::from_vec(random_ids(b, n, cfg.vocab_size, &mut rng), (b, n), device)?;
@@ -119,7 +119,7 @@ pub(super) fn dtype_drift(args: &BenchArgs, cfg: &ModelConfig, device: &Device, 
     let mut rng = SplitMix64::new(args.seed ^ 0xD81F7);
     let ids = Tensor::from_vec(random_ids(b, n, cfg.vocab_size, &mut rng), (b, n), device)?;
     let logits = |dtype: DType| -> Result<Tensor> {
-        let tf = synthetic_transformer(cfg, device, dtype, args.seed.wrapping_add(2), bench_options(args, device)?)?;
+        let tf = synthetic_transformer(cfg, device, dtype, args.seed.wrapping_add(2), bench_options(args))?;
         let rope = tf.rope(&Positions::Range { start: 0, len: n })?;
         let bias = match cfg.kind {
             ModelKind::Llama => tf.attention_bias(None, b, 0, n, n)?,

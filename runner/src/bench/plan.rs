@@ -99,6 +99,7 @@ pub fn plan(args: &BenchArgs) -> Result<Plan> {
     check(args)?;
     let spec = DeviceSpec::parse(&args.device)
         .ok_or_else(|| InputError(format!("--device {:?} is not a device; fix: cpu, cuda or cuda:N", args.device)))?;
+    super::check_device_flags(args, spec)?;
     let precision = precision(args, spec);
     let e = dtype_of(precision).size_in_bytes() as u64;
     let planned = |shape: ModelShape, batch, (weights_bytes, flops), fwd: Forward, cached| {

@@ -54,7 +54,7 @@ pub(super) fn decode_profile(
     reps: Reps,
     unprofiled_ms: f64,
 ) -> Result<PhaseProfile> {
-    let tf = synthetic_transformer(cfg, device, dtype, args.seed, bench_options(args, device)?)?;
+    let tf = synthetic_transformer(cfg, device, dtype, args.seed, bench_options(args))?;
     let ids = decode_prompt(args, cfg, device)?;
     let steps = args.decode_tokens;
     let p = profiled(device, reps, |p| decode_run(&tf, &ids, steps, p).map(drop))?;
