@@ -123,9 +123,113 @@ fn init_logging(filter: Option<&str>) {
         .map(str::to_string)
         .or_else(|| std::env::var("DLLM_BENCH_LOG").ok())
         .unwrap_or("warn,tiny_skia=error".into());
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
         .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_ansi(ansi)
+        .event_format(UserLines { full: tracing_subscriber::fmt::format().with_ansi(ansi) })
         .try_init();
+}
+
+/// Log lines: warnings and errors as the user's other lines read (`warning: MESSAGE (cell: KEY)`, no timestamp or
+/// module path: they are part of what a command says), the rest (`--log info` and finer, for debugging) in
+/// tracing's full format with the time and the source.
+struct UserLines {
+    full: tracing_subscriber::fmt::format::Format,
+}
+
+impl<S, N> tracing_subscriber::fmt::FormatEvent<S, N> for UserLines
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut writer: tracing_subscriber::fmt::format::Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        let level = *event.metadata().level();
+        if level > tracing::Level::WARN {
+            return self.full.format_event(ctx, writer, event);
+        }
+        let mut fields = UserFields::default();
+        event.record(&mut fields);
+        let kind = if level == tracing::Level::ERROR { "error" } else { "warning" };
+        write!(writer, "{kind}: {}", fields.message)?;
+        if !fields.rest.is_empty() {
+            write!(writer, " ({})", fields.rest.join(", "))?;
+        }
+        writeln!(writer)
+    }
+}
+
+/// An event's message and its other fields as `name: value`.
+#[derive(Default)]
+struct UserFields {
+    message: String,
+    rest: Vec<String>,
+}
+
+impl tracing::field::Visit for UserFields {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        match field.name() {
+            "message" => self.message = format!("{value:?}"),
+            name => self.rest.push(format!("{name}: {value:?}")),
+        }
+    }
+
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        match field.name() {
+            "message" => self.message = value.to_string(),
+            name => self.rest.push(format!("{name}: {value}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::UserLines;
+
+    /// What the subscriber writes, kept.
+    #[derive(Clone, Default)]
+    struct Kept(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Kept {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().expect("lock").extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn warnings_read_as_the_users_lines_and_debugging_lines_keep_their_time_and_source() {
+        let kept = Kept::default();
+        let writer = kept.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new("info"))
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .event_format(UserLines { full: tracing_subscriber::fmt::format().with_ansi(false) })
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::warn!(cell = %"m N=48 B=1", "the quality generations failed: boom");
+            tracing::error!("cannot write");
+            tracing::info!(model = "m", "loading");
+        });
+        let text = String::from_utf8(kept.0.lock().expect("lock").clone()).expect("utf8");
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "warning: the quality generations failed: boom (cell: m N=48 B=1)");
+        assert_eq!(lines[1], "error: cannot write");
+        assert!(
+            lines[2].contains(" INFO ") && lines[2].contains("loading") && lines[2].contains("model=\"m\""),
+            "{text}"
+        );
+    }
 }

@@ -199,11 +199,11 @@ pub fn read(path: &Path) -> Result<(Header, State, u64)> {
     while start < bytes.len() {
         lineno += 1;
         let Some(nl) = bytes[start..].iter().position(|&b| b == b'\n') else {
-            tracing::warn!(
-                "{}: ignoring the unfinished last line {lineno} (the run was killed, or its disk was full): what it \
+            crate::say_once(format!(
+                "warning: {}: ignoring the unfinished last line {lineno} (the run was killed, or its disk was full): what it \
                  recorded is done again",
                 path.display()
-            );
+            ));
             break;
         };
         let line = &bytes[start..start + nl];
@@ -211,11 +211,11 @@ pub fn read(path: &Path) -> Result<(Header, State, u64)> {
         let record = match serde_json::from_slice::<Record>(line) {
             Ok(r) => r,
             Err(_) if next >= bytes.len() && header.is_some() => {
-                tracing::warn!(
-                    "{}: ignoring the damaged last line {lineno} (the run was killed, or its disk was full): what \
+                crate::say_once(format!(
+                    "warning: {}: ignoring the damaged last line {lineno} (the run was killed, or its disk was full): what \
                      it recorded is done again",
                     path.display()
-                );
+                ));
                 break;
             }
             Err(e) => {

@@ -28,6 +28,17 @@ macro_rules! tell {
     }};
 }
 
+/// Says `line` on standard error (as [`say!`]) unless this process has said it already: a file read twice (a
+/// journal, by `run --resume` and then by the sweep) warns of what it found once.
+pub fn say_once(line: String) {
+    static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut said = SAID.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !said.contains(&line) {
+        say!("{line}");
+        said.push(line);
+    }
+}
+
 pub mod bench;
 pub mod cli;
 pub mod commands;

@@ -98,7 +98,8 @@ pub(super) fn measure_cell(
             // The failed run's tensors are dropped by now: give their memory back before the next cell.
             device::release(&model.device);
             let text = crate::error_text(&e);
-            tracing::warn!(cell = %key, "cell failed: {text}");
+            // The progress line says so (and the bundle keeps it): here only for `--log info`.
+            tracing::info!(cell = %key, "cell failed: {text}");
             if device::is_out_of_memory(&e) {
                 CellStatus::Oom { message: oom_message(key, &text) }
             } else {

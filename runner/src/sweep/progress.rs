@@ -72,10 +72,6 @@ impl Progress {
             self.measured[k].0 += cost;
             self.measured[k].1 += t.elapsed().as_secs_f64();
         }
-        if let Some(bar) = &self.bar {
-            bar.inc(1);
-            return;
-        }
         if !self.enabled {
             return;
         }
@@ -86,7 +82,17 @@ impl Progress {
             (CellStatus::Error { message }, _) => format!("FAILED: {message}"),
             (CellStatus::Skipped { reason }, _) => format!("skipped: {reason}"),
         };
-        crate::say!("[{}/{}] {}: {what} (eta {:.0} s)", self.done, self.total, cell.key, self.eta());
+        let line = format!("[{}/{}] {}: {what} (eta {:.0} s)", self.done, self.total, cell.key, self.eta());
+        match &self.bar {
+            // On a terminal the bar counts the cells; a cell that did not measure is said above it, once.
+            Some(bar) => {
+                bar.inc(1);
+                if cell.status != CellStatus::Ok {
+                    bar.println(line);
+                }
+            }
+            None => crate::say!("{line}"),
+        }
     }
 
     pub(super) fn done(&self) {
