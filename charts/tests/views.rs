@@ -550,6 +550,18 @@ fn compare_overlays_two_bundles_with_a_legend() {
     let mem = fig(ViewKind::Memory, &[&a, &b], &Filters::default(), &Options::default());
     let Plot::Heat { panels, .. } = &mem.plot else { panic!() };
     assert_eq!(panels.len(), 4);
+    // A bundle compared with itself: every [B] point sits on its [A] point, and the spot names both.
+    let f = fig(ViewKind::Latency, &[&a, &a], &shape(1, 128), &Options::default());
+    let (_, d) = svg(&f);
+    let first = d.hits.iter().find(|h| h.series == 0).expect("an [A] point");
+    let both: Vec<usize> = d.all_at(first.x, first.y, 3).iter().map(|h| h.series).collect();
+    assert_eq!(both, [0, 1], "[A] first, then the [B] point under it");
+    let tips: Vec<&str> = d.all_at(first.x, first.y, 3).iter().filter_map(|h| f.hit_info(h)).map(|t| t.0).collect();
+    assert!(tips[0].starts_with("[A] ") && tips[1].starts_with("[B] "), "{tips:?}");
+    // A lone point is only itself.
+    let lone = fig(ViewKind::Latency, &[&a], &shape(1, 128), &Options::default());
+    let (_, d) = svg(&lone);
+    assert!(d.hits.iter().all(|h| d.all_at(h.x, h.y, 3).len() == 1));
 }
 
 #[test]
@@ -674,7 +686,12 @@ fn table_rows_sort_and_export_as_csv() {
     for line in &lines[1..] {
         assert!(line.ends_with(&format!(",true,{device}")), "{line}");
     }
-    assert_eq!(views::csv_file_name(&b), "study-h200-cells.csv");
+    assert_eq!(views::download_name(&[&b], "cells.csv"), "study-h200-cells.csv");
+    // Two bundles compared: both named, A first.
+    let mut other = b.clone();
+    other.source = "hf eager/run.json".into();
+    assert_eq!(views::download_name(&[&b, &other], "latency.png"), "study-h200-vs-hf_eager_run-latency.png");
+    assert_eq!(views::download_name(&[], "cells.csv"), "dllm-bench-cells.csv");
     assert!(
         lines[1]
             .starts_with("study-h200.json,dllm-bench/synthetic-llada-tiny,llada_low_confidence,32,4,256,ok,1931.141,")

@@ -147,6 +147,10 @@ async function hover(page, hit) {
   const scale = await page.$eval(CHART, (c) => c.width / c.clientWidth);
   await page.hover(CHART, { position: { x: hit.x / scale, y: hit.y / scale } });
   const tip = await page.waitForSelector('[data-testid="chart-tooltip"]', { timeout: TIMEOUT });
+  // On screen: over the pointer in the window's lower half, under it in the upper half.
+  const box = await tip.boundingBox();
+  const vh = page.viewportSize().height;
+  assert.ok(box.y >= 0 && box.y + box.height <= vh, `tooltip inside the window: ${JSON.stringify(box)} of ${vh}`);
   return tip.textContent();
 }
 
@@ -222,6 +226,14 @@ async function checkViews(page) {
   assert.ok(tip.includes(`K=${m.x}`) && tip.includes(`median ${m.y.toFixed(2)} ms`), `tooltip: ${tip}`);
   await page.screenshot({ path: `${SHOTS}-tooltip.png`, clip: await (await page.$('.chart-frame')).boundingBox() });
   pass(`hover shows the exact value and key: "${tip.split('\n').slice(0, 2).join(' | ')}"`);
+  // The lowest mark's tooltip: over the pointer when the mark is in the window's lower half (hover checks that it
+  // stays inside the window).
+  const low = hits.reduce((a, h) => (h.y > a.y ? h : a));
+  await hover(page, low);
+  const lowY = await page.$eval(CHART, (c, y) => c.getBoundingClientRect().top + y * c.clientWidth / c.width, low.y);
+  const vh = page.viewportSize().height;
+  assert.equal(await page.getAttribute('[data-testid="chart-tooltip"]', 'data-above'), String(lowY > vh / 2));
+  pass(`the tooltip of the lowest mark (at ${Math.round(lowY)} of ${vh} px) stays inside the window`);
   await page.click(CHART, { position: { x: hits[1].x / DPR, y: hits[1].y / DPR } });
   const details = await (await page.waitForSelector('[data-testid="cell-details"]', { timeout: TIMEOUT })).textContent();
   assert.ok(details.includes(`K=${m.x}`) && details.includes(`median ${m.y.toFixed(2)} ms`), details);
@@ -361,6 +373,9 @@ async function checkViews(page) {
   await view(page, 'details');
   const count = await (await page.waitForSelector('[data-testid="table-count"]')).textContent();
   assert.ok(count.startsWith(`${bundle.cells.length} cells match`), count);
+  // Paging: no previous page on the first; a next one only when the cells fill more than a page (100 rows).
+  assert.ok(await page.isDisabled('[data-testid="page-prev"]'), 'previous on the first page');
+  assert.equal(await page.isDisabled('[data-testid="page-next"]'), bundle.cells.length <= 100, 'next');
   await page.click('[data-testid="sort-e2e_ms_median"]');
   await page.click('[data-testid="sort-e2e_ms_median"]');
   const first = await page.$eval('[data-testid="cell-row"] td:nth-child(8)', (td) => td.textContent);
@@ -388,6 +403,7 @@ async function checkViews(page) {
   const [png] = await Promise.all([page.waitForEvent('download'), page.click('[data-testid="export-png"]')]);
   const bytes = readFileSync(await png.path());
   assert.equal(bytes.subarray(1, 4).toString(), 'PNG');
+  assert.equal(png.suggestedFilename(), `${bundle_stem(STUDY.file)}-latency.png`, 'named after the bundle and view');
   pass(`PNG export: ${png.suggestedFilename()} (${bytes.length} bytes)`);
 }
 

@@ -465,6 +465,15 @@ impl Drawn {
             .min_by_key(|h| d2(h))
             .or_else(|| self.hits.iter().filter(inside).min_by_key(|h| d2(h)))
     }
+
+    /// The mark [`Self::at`] finds first, then every other mark drawn on the same spot (centres within a pixel:
+    /// an [A] and a [B] point of equal value, two series through one point), in drawing order: a tooltip names
+    /// them all, since the one on top hides the others.
+    pub fn all_at(&self, x: i32, y: i32, radius: i32) -> Vec<&Hit> {
+        let Some(first) = self.at(x, y, radius) else { return Vec::new() };
+        let same = |h: &&Hit| !std::ptr::eq(*h, first) && (h.x - first.x).abs() <= 1 && (h.y - first.y).abs() <= 1;
+        std::iter::once(first).chain(self.hits.iter().filter(same)).collect()
+    }
 }
 
 /// Sizes of text and marks; the browser scales them by devicePixelRatio.

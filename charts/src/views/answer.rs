@@ -42,10 +42,11 @@ pub fn answer(bundles: &[&LoadedBundle], o: &Options) -> Result<(String, Figure)
         let Some(cell) = record_cell(lb, r) else { continue };
         let series = format!("{} vs {}", series_label(cell), short_model(&r.ar_model));
         // Panels side by side: a short title (model and series), the whole label in each tooltip.
-        let title = match r.variant() {
-            Some(v) => format!("{} {v}", short_model(&r.diffusion_model)),
-            None => format!("{} {}", short_model(&r.diffusion_model), sampler_label(r.sampler)),
-        };
+        // Worded as the other views' series are (model, then sampler), a variant other than the reference after.
+        let mut title = format!("{} ({})", short_model(&r.diffusion_model), sampler_label(r.sampler));
+        if let Some(v) = r.variant().filter(|v| *v != schema::grid::SamplerVariant::Reference) {
+            title = format!("{title} {v}");
+        }
         let i = panels.iter().position(|p| p.title == title).unwrap_or(panels.len());
         if i == panels.len() {
             panels.push(Panel { title, cells: Vec::new() });

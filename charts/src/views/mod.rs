@@ -32,7 +32,7 @@ pub use quality::{quality_metric, quality_metrics};
 pub use roofline::NO_ROOFLINE;
 pub use series::{sampler_name, short_model};
 pub use stacks::{StackArmRow, StackPanel, StackSpeedupRow, stack_comparison};
-pub use table::{COLUMNS, CSV_EXTRA_COLUMNS, Row, cell_details, csv, csv_file_name, rows, sort_rows};
+pub use table::{COLUMNS, CSV_EXTRA_COLUMNS, Row, cell_details, csv, download_name, rows, sort_rows};
 pub use throughput::throughput_scaling;
 
 use schema::{Cell, CellStatus, Sampler};

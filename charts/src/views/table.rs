@@ -153,13 +153,24 @@ pub fn csv(bundles: &[&LoadedBundle], rows: &[Row]) -> String {
     out
 }
 
-/// The name of the CSV download of `lb`'s cells: `<its file name without .json>-cells.csv`.
-pub fn csv_file_name(lb: &LoadedBundle) -> String {
-    let stem = lb.source.strip_suffix(".json").unwrap_or(&lb.source);
-    // A local file's name may hold anything; the download keeps it to what every file system takes.
-    let stem: String =
-        stem.chars().map(|c| if c.is_alphanumeric() || matches!(c, '-' | '_' | '.' | '+') { c } else { '_' }).collect();
-    format!("{}-cells.csv", if stem.is_empty() { "dllm-bench" } else { &stem })
+/// The name of a download of what `bundles` show: each one's file name without `.json`, joined by `-vs-` when two
+/// are compared, then `-what` (`cells.csv`, `latency.png`): a file saved from the explorer names its bundles.
+pub fn download_name(bundles: &[&LoadedBundle], what: &str) -> String {
+    let stems: Vec<String> = bundles
+        .iter()
+        .map(|lb| {
+            let stem = lb.source.strip_suffix(".json").unwrap_or(&lb.source);
+            // A local file's name may hold anything; the download keeps it to what every file system takes.
+            stem.chars()
+                .map(|c| if c.is_alphanumeric() || matches!(c, '-' | '_' | '.' | '+') { c } else { '_' })
+                .collect()
+        })
+        .filter(|s: &String| !s.is_empty())
+        .collect();
+    match stems.is_empty() {
+        true => format!("dllm-bench-{what}"),
+        false => format!("{}-{what}", stems.join("-vs-")),
+    }
 }
 
 /// The details of one cell (shown when a point or a row is clicked): label/value rows.

@@ -33,7 +33,9 @@ pub(super) fn ChartPanel(
     let canvas_ref = NodeRef::<html::Canvas>::new();
     let message = RwSignal::new(None::<String>);
     let drawn = RwSignal::new(None::<Arc<Drawn>>);
-    let tooltip = RwSignal::new(None::<(String, i32, i32, i32)>);
+    // Text, the pointer on the canvas (CSS pixels), the canvas's width, and whether the tooltip goes above the
+    // pointer (in the lower half of the window: below it would run off the screen).
+    let tooltip = RwSignal::new(None::<(String, i32, i32, i32, bool)>);
     let draws = StoredValue::new(0u32);
     Effect::new(move |_| {
         let cv = chart.get();
@@ -64,32 +66,44 @@ pub(super) fn ChartPanel(
         let scale = f64::from(canvas.width()) / f64::from(canvas.client_width().max(1));
         let to_device = |v: i32| (f64::from(v) * scale).round() as i32;
         let d = drawn.get_untracked()?;
-        let h = *d.at(to_device(ev.offset_x()), to_device(ev.offset_y()), to_device(12))?;
+        let hits = d.all_at(to_device(ev.offset_x()), to_device(ev.offset_y()), to_device(12));
         let cv = chart.get_untracked()?;
         let fig = cv.figure.as_ref().ok()?;
-        let (tip, cell) = fig.hit_info(&h)?;
-        Some((tip.to_string(), cell))
+        // Marks on one spot (an [A] and a [B] point of equal value) are all named; a click picks the first's cell.
+        let infos: Vec<(&str, Option<CellId>)> = hits.iter().filter_map(|h| fig.hit_info(h)).collect();
+        let (_, cell) = *infos.first()?;
+        let mut tips: Vec<&str> = Vec::new();
+        for (tip, _) in &infos {
+            if !tips.contains(tip) {
+                tips.push(tip);
+            }
+        }
+        Some((tips.join("\n\n"), cell))
     };
     let on_move = move |ev: leptos::ev::MouseEvent| {
         let w = canvas_ref.get_untracked().map_or(900, |c| c.client_width());
-        tooltip.set(hit_at(&ev).map(|(t, _)| (t, ev.offset_x(), ev.offset_y(), w)));
+        let window_h = window().inner_height().ok().and_then(|h| h.as_f64()).unwrap_or(f64::INFINITY);
+        let above = f64::from(ev.client_y()) > window_h / 2.0;
+        tooltip.set(hit_at(&ev).map(|(t, _)| (t, ev.offset_x(), ev.offset_y(), w, above)));
     };
     let on_click = move |ev: leptos::ev::MouseEvent| {
         if let Some((_, Some(cell))) = hit_at(&ev) {
             selected.set(Some(cell));
         }
     };
+    let shown = bundles.clone();
     let png = move |_| {
         let Some(canvas) = canvas_ref.get_untracked() else { return };
         if let Ok(url) = canvas.to_data_url() {
-            download_url(&url, &format!("dllm-bench-{}.png", state.get_untracked().view.slug()));
+            let r: Vec<&LoadedBundle> = shown.iter().map(|b| b.as_ref()).collect();
+            download_url(&url, &views::download_name(&r, &format!("{}.png", state.get_untracked().view.slug())));
         }
     };
     let csv = move |_| {
         let s = state.get_untracked();
         let r: Vec<&LoadedBundle> = bundles.iter().map(|b| b.as_ref()).collect();
         let text = views::csv(&r, &views::rows(&r, &s.filters));
-        let name = r.first().map_or_else(|| "dllm-bench-cells.csv".into(), |b| views::csv_file_name(b));
+        let name = views::download_name(&r, "cells.csv");
         download_text(&text, &name, "text/csv");
     };
     let is_chart = move || state.get().view.is_chart();
@@ -132,21 +146,24 @@ pub(super) fn ChartPanel(
                 on:click=on_click
             ></canvas>
             {move || {
-                tooltip.get().map(|(text, x, y, w)| {
+                tooltip.get().map(|(text, x, y, w, above)| {
+                    // Under the pointer, or over it in the window's lower half (its bottom edge at the pointer).
+                    let (top, lift) = if above { (y - 14, "translateY(-100%)") } else { (y + 14, "") };
                     view! {
                         <div
                             class="tooltip"
                             data-testid="chart-tooltip"
                             // Right of the pointer, or left of it on the right half (stays inside); on a narrow
-                            // chart (a phone) the whole width under the pointer, its lines wrapped, since a
+                            // chart (a phone) the whole width at the pointer, its lines wrapped, since a
                             // tooltip wider than half the screen would leave it on one side or the other.
                             style=if w < NARROW_CHART_PX {
-                                format!("left: 0; right: 0; top: {}px; white-space: pre-wrap", y + 14)
+                                format!("left: 0; right: 0; top: {top}px; white-space: pre-wrap; transform: {lift}")
                             } else if x < w / 2 {
-                                format!("left: {}px; top: {}px", x + 14, y + 14)
+                                format!("left: {}px; top: {top}px; transform: {lift}", x + 14)
                             } else {
-                                format!("left: {}px; top: {}px; transform: translateX(-100%)", x - 14, y + 14)
+                                format!("left: {}px; top: {top}px; transform: translateX(-100%) {lift}", x - 14)
                             }
+                            data-above=above.to_string()
                         >
                             {text}
                         </div>

@@ -193,27 +193,30 @@ pub(super) fn CellTable(
             }
         })
         .collect_view();
+    // The page on view: the one asked for, or the last one when a filter left fewer rows.
+    let last_page = move || rows.get().len().saturating_sub(1) / PAGE_ROWS;
+    let shown = move || page.get().min(last_page());
+    let (at_first, at_last) = (move || shown() == 0, move || shown() >= last_page());
     view! {
         <p class="note" data-testid="table-count">
             {move || {
                 let n = rows.get().len();
-                let p = page.get();
+                let p = shown();
                 format!("{n} cells match the filters; showing {}-{}", (p * PAGE_ROWS + 1).min(n), ((p + 1) * PAGE_ROWS).min(n))
             }}
             " "
-            <button data-testid="page-prev" on:click=move |_| page.update(|p| *p = p.saturating_sub(1))>"previous"</button>
-            <button data-testid="page-next" on:click=move |_| {
-                let n = rows.get_untracked().len();
-                page.update(|p| if (*p + 1) * PAGE_ROWS < n { *p += 1 });
-            }>"next"</button>
+            <button data-testid="page-prev" disabled=at_first
+                on:click=move |_| page.set(shown().saturating_sub(1))>"previous"</button>
+            <button data-testid="page-next" disabled=at_last
+                on:click=move |_| page.set((shown() + 1).min(last_page()))>"next"</button>
         </p>
         <div class="table-wrap">
             <table class="cells" data-testid="cell-table">
                 <thead><tr>{head}</tr></thead>
                 <tbody>
                     {move || {
+                        let p = shown();
                         let rows = rows.get();
-                        let p = page.get();
                         rows.iter()
                             .skip(p * PAGE_ROWS)
                             .take(PAGE_ROWS)
