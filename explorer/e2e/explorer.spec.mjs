@@ -239,6 +239,45 @@ async function checkViews(page) {
   assert.ok(details.includes(`K=${m.x}`) && details.includes(`median ${m.y.toFixed(2)} ms`), details);
   pass('clicking a point shows its cell');
   await page.mouse.move(0, 0);
+  // From the keyboard: the canvas is in the Tab order, the arrows step through the marks in drawing order (a ring
+  // on the mark, its tooltip), End goes to the last, Enter shows its cell, Escape leaves the marks.
+  const tipOf = (h) => f.plot.series[h.series].marks[h.mark];
+  const keyTip = async (i) => {
+    await page.waitForSelector(`[data-testid="mark-focus"][data-mark="${i}"]`, { timeout: TIMEOUT });
+    const t = await page.textContent('[data-testid="chart-tooltip"]');
+    const k = tipOf(hits[i]);
+    assert.ok(t.includes(`K=${k.x}`) && t.includes(`median ${k.y.toFixed(2)} ms`), `mark ${i} from the keyboard: ${t}`);
+    const ring = await (await page.$('[data-testid="mark-focus"]')).boundingBox();
+    const at = await page.$eval(CHART, (c, h) => {
+      const r = c.getBoundingClientRect();
+      return { x: r.left + c.clientLeft + h.x * c.clientWidth / c.width, y: r.top + c.clientTop + h.y * c.clientWidth / c.width };
+    }, hits[i]);
+    assert.ok(Math.abs(ring.x + ring.width / 2 - at.x) <= 2 && Math.abs(ring.y + ring.height / 2 - at.y) <= 2,
+      `the ring on mark ${i}: ${JSON.stringify(ring)} against ${JSON.stringify(at)}`);
+    return t;
+  };
+  assert.equal(await page.getAttribute(CHART, 'tabindex'), '0');
+  await page.focus(CHART);
+  await page.keyboard.press('ArrowRight');
+  await keyTip(0);
+  await page.keyboard.press('ArrowRight');
+  await keyTip(1);
+  await page.keyboard.press('ArrowLeft');
+  await keyTip(0);
+  await page.keyboard.press('End');
+  const last = hits.length - 1;
+  await keyTip(last);
+  await page.screenshot({ path: `${SHOTS}-keyboard.png`, clip: await (await page.$('.chart-frame')).boundingBox() });
+  await page.keyboard.press('Enter');
+  await page.waitForFunction(([k, ms]) => {
+    const t = document.querySelector('[data-testid="cell-details"]')?.textContent ?? '';
+    return t.includes(`K=${k}`) && t.includes(`median ${ms} ms`);
+  }, [tipOf(hits[last]).x, tipOf(hits[last]).y.toFixed(2)], { timeout: TIMEOUT });
+  await page.focus(CHART);
+  await page.keyboard.press('Escape');
+  await page.waitForSelector('[data-testid="chart-tooltip"]', { state: 'detached', timeout: TIMEOUT });
+  assert.ok(!(await page.$('[data-testid="mark-focus"]')), 'Escape leaves the marks');
+  pass(`the chart from the keyboard: the arrows step through its ${hits.length} marks, End, Enter shows the cell, Escape`);
   await page.click('[data-testid="reset-filters"]');
 
   // Throughput at N = 128: each bar is the median tokens/s of its cell.

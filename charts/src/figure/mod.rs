@@ -470,7 +470,12 @@ impl Drawn {
     /// an [A] and a [B] point of equal value, two series through one point), in drawing order: a tooltip names
     /// them all, since the one on top hides the others.
     pub fn all_at(&self, x: i32, y: i32, radius: i32) -> Vec<&Hit> {
-        let Some(first) = self.at(x, y, radius) else { return Vec::new() };
+        self.at(x, y, radius).map(|first| self.on_spot(first)).unwrap_or_default()
+    }
+
+    /// `first` (one of [`Self::hits`]), then every other mark whose centre is within a pixel of its centre, in
+    /// drawing order: what the pointer over `first`, or the keyboard on it, names.
+    pub fn on_spot<'a>(&'a self, first: &'a Hit) -> Vec<&'a Hit> {
         let same = |h: &&Hit| !std::ptr::eq(*h, first) && (h.x - first.x).abs() <= 1 && (h.y - first.y).abs() <= 1;
         std::iter::once(first).chain(self.hits.iter().filter(same)).collect()
     }

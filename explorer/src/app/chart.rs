@@ -18,7 +18,9 @@ use crate::state::PageState;
 const NARROW_CHART_PX: i32 = 640;
 
 /// The canvas of the chart views; redrawn when the figure changes. Hover shows a mark's tooltip, a click
-/// selects its cell. Also the PNG and CSV downloads.
+/// selects its cell; from the keyboard (the canvas is in the Tab order) the arrow keys step from mark to mark in
+/// drawing order (Home and End: the first and the last), Enter or Space selects the cell, Escape leaves the marks.
+/// Also the PNG and CSV downloads.
 #[component]
 pub(super) fn ChartPanel(
     /// The current view's figure (None: the view is not a chart).
@@ -36,11 +38,14 @@ pub(super) fn ChartPanel(
     // Text, the pointer on the canvas (CSS pixels), the canvas's width, and whether the tooltip goes above the
     // pointer (in the lower half of the window: below it would run off the screen).
     let tooltip = RwSignal::new(None::<(String, i32, i32, i32, bool)>);
+    // The mark the keyboard is on: its index in the drawn marks, its centre (CSS pixels in the frame), its cell.
+    let key_mark = RwSignal::new(None::<(usize, i32, i32, Option<CellId>)>);
     let draws = StoredValue::new(0u32);
     Effect::new(move |_| {
         let cv = chart.get();
         let Some(canvas) = canvas_ref.get() else { return };
         tooltip.set(None);
+        key_mark.set(None);
         let Some(cv) = cv else { return };
         let result = cv.figure.as_ref().map_err(Clone::clone).and_then(|fig| draw_on(&canvas, fig));
         draws.update_value(|n| *n += 1);
@@ -61,15 +66,13 @@ pub(super) fn ChartPanel(
         let now = window().performance().map_or(0.0, |p| p.now());
         let _ = canvas.set_attribute("data-drawn-at", &format!("{now:.1}"));
     });
-    let hit_at = move |ev: &leptos::ev::MouseEvent| -> Option<(String, Option<CellId>)> {
-        let canvas = canvas_ref.get_untracked()?;
-        let scale = f64::from(canvas.width()) / f64::from(canvas.client_width().max(1));
-        let to_device = |v: i32| (f64::from(v) * scale).round() as i32;
-        let d = drawn.get_untracked()?;
-        let hits = d.all_at(to_device(ev.offset_x()), to_device(ev.offset_y()), to_device(12));
+    // Canvas pixels per CSS pixel.
+    let scale =
+        move || canvas_ref.get_untracked().map_or(1.0, |c| f64::from(c.width()) / f64::from(c.client_width().max(1)));
+    // The tooltip of marks on one spot (an [A] and a [B] point of equal value): every one named, the first's cell.
+    let tip_of = move |hits: &[&figure::Hit]| -> Option<(String, Option<CellId>)> {
         let cv = chart.get_untracked()?;
         let fig = cv.figure.as_ref().ok()?;
-        // Marks on one spot (an [A] and a [B] point of equal value) are all named; a click picks the first's cell.
         let infos: Vec<(&str, Option<CellId>)> = hits.iter().filter_map(|h| fig.hit_info(h)).collect();
         let (_, cell) = *infos.first()?;
         let mut tips: Vec<&str> = Vec::new();
@@ -80,10 +83,65 @@ pub(super) fn ChartPanel(
         }
         Some((tips.join("\n\n"), cell))
     };
+    let hit_at = move |ev: &leptos::ev::MouseEvent| -> Option<(String, Option<CellId>)> {
+        let to_device = |v: i32| (f64::from(v) * scale()).round() as i32;
+        let d = drawn.get_untracked()?;
+        tip_of(&d.all_at(to_device(ev.offset_x()), to_device(ev.offset_y()), to_device(12)))
+    };
+    // Whether a tooltip at `y` (CSS pixels in the window) goes above it: in the window's lower half.
+    let goes_above = |client_y: f64| {
+        let window_h = window().inner_height().ok().and_then(|h| h.as_f64()).unwrap_or(f64::INFINITY);
+        client_y > window_h / 2.0
+    };
+    // The keyboard onto mark `i` of the drawn marks (clamped to the last): its tooltip at its centre.
+    let key_to = move |i: usize| {
+        let (Some(canvas), Some(d)) = (canvas_ref.get_untracked(), drawn.get_untracked()) else { return };
+        let Some(h) = d.hits.get(i.min(d.hits.len().saturating_sub(1))) else { return };
+        let Some((text, cell)) = tip_of(&d.on_spot(h)) else { return };
+        let (x, y) = ((f64::from(h.x) / scale()).round() as i32, (f64::from(h.y) / scale()).round() as i32);
+        let above = goes_above(canvas.get_bounding_client_rect().top() + f64::from(y));
+        tooltip.set(Some((text, x, y, canvas.client_width(), above)));
+        // The ring around the mark, placed in the frame (the canvas's margin and border added).
+        let (fx, fy) = (x + canvas.offset_left() + canvas.client_left(), y + canvas.offset_top() + canvas.client_top());
+        key_mark.set(Some((i.min(d.hits.len() - 1), fx, fy, cell)));
+    };
+    let on_key = move |ev: leptos::ev::KeyboardEvent| {
+        let n = drawn.get_untracked().map_or(0, |d| d.hits.len());
+        let at = key_mark.get_untracked();
+        let step = |forward: bool| match (at, forward) {
+            (None, true) => Some(0),
+            (None, false) => n.checked_sub(1),
+            (Some((i, ..)), true) => Some((i + 1) % n.max(1)),
+            (Some((i, ..)), false) => Some(i.checked_sub(1).unwrap_or(n.saturating_sub(1))),
+        };
+        let to = match ev.key().as_str() {
+            _ if n == 0 => return,
+            "ArrowRight" | "ArrowDown" => step(true),
+            "ArrowLeft" | "ArrowUp" => step(false),
+            "Home" => Some(0),
+            "End" => Some(n - 1),
+            "Enter" | " " => {
+                if let Some((_, _, _, Some(cell))) = at {
+                    selected.set(Some(cell));
+                }
+                None
+            }
+            "Escape" => {
+                tooltip.set(None);
+                key_mark.set(None);
+                None
+            }
+            _ => return,
+        };
+        ev.prevent_default();
+        if let Some(i) = to {
+            key_to(i);
+        }
+    };
     let on_move = move |ev: leptos::ev::MouseEvent| {
         let w = canvas_ref.get_untracked().map_or(900, |c| c.client_width());
-        let window_h = window().inner_height().ok().and_then(|h| h.as_f64()).unwrap_or(f64::INFINITY);
-        let above = f64::from(ev.client_y()) > window_h / 2.0;
+        let above = goes_above(f64::from(ev.client_y()));
+        key_mark.set(None);
         tooltip.set(hit_at(&ev).map(|(t, _)| (t, ev.offset_x(), ev.offset_y(), w, above)));
     };
     let on_click = move |ev: leptos::ev::MouseEvent| {
@@ -140,11 +198,30 @@ pub(super) fn ChartPanel(
                 data-view=move || state.get().view.slug()
                 data-drawn="false"
                 role="img"
+                tabindex="0"
                 aria-label=move || chart.get().and_then(|c| c.figure.as_ref().ok().map(|f| f.title.clone())).unwrap_or_default()
+                aria-description="The arrow keys step through the marks, Enter shows a mark's cell"
                 on:mousemove=on_move
-                on:mouseleave=move |_| tooltip.set(None)
+                on:mouseleave=move |_| {
+                    if key_mark.get_untracked().is_none() {
+                        tooltip.set(None);
+                    }
+                }
                 on:click=on_click
+                on:keydown=on_key
+                on:blur=move |_| {
+                    key_mark.set(None);
+                    tooltip.set(None);
+                }
             ></canvas>
+            {move || {
+                key_mark.get().map(|(i, x, y, _)| {
+                    view! {
+                        <div class="mark-focus" data-testid="mark-focus" data-mark=i.to_string()
+                            style=format!("left: {x}px; top: {y}px")></div>
+                    }
+                })
+            }}
             {move || {
                 tooltip.get().map(|(text, x, y, w, above)| {
                     // Under the pointer, or over it in the window's lower half (its bottom edge at the pointer).
@@ -153,6 +230,8 @@ pub(super) fn ChartPanel(
                         <div
                             class="tooltip"
                             data-testid="chart-tooltip"
+                            // Read out when the keyboard moves it (the pointer's would be read at every move).
+                            aria-live=move || key_mark.get().map(|_| "polite")
                             // Right of the pointer, or left of it on the right half (stays inside); on a narrow
                             // chart (a phone) the whole width at the pointer, its lines wrapped, since a
                             // tooltip wider than half the screen would leave it on one side or the other.
