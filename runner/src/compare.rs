@@ -33,8 +33,8 @@ pub struct CompareArgs {
     /// The second bundle (e.g. jobs/hf_reference.py's, or the same grid on another device).
     #[arg(value_name = "B")]
     pub second: PathBuf,
-    /// Latency table as Markdown (default: aligned text).
-    #[arg(long)]
+    /// Latency table as Markdown (default: aligned text; not with --tokens, whose report is text).
+    #[arg(long, conflicts_with = "tokens")]
     pub markdown: bool,
     /// Compare what was generated instead of the timings: continuations, committed tokens per step, forward
     /// passes, output bytes, perplexities. Exit 1 on any difference, and when the bundles hold no continuations
@@ -44,10 +44,13 @@ pub struct CompareArgs {
     /// With --tokens: count the differences and exit 0.
     #[arg(long, requires = "tokens")]
     pub report_only: bool,
-    /// With --tokens: the largest relative difference of two perplexities that counts as equal.
-    #[arg(long, value_name = "X", default_value_t = 1e-3, value_parser = tolerance, allow_negative_numbers = true)]
-    pub perplexity_rtol: f64,
+    /// With --tokens: the largest relative difference of two perplexities that counts as equal [default: 1e-3].
+    #[arg(long, value_name = "X", requires = "tokens", value_parser = tolerance, allow_negative_numbers = true)]
+    pub perplexity_rtol: Option<f64>,
 }
+
+/// `--perplexity-rtol`'s default: perplexities equal to a thousandth count as equal.
+pub const DEFAULT_PERPLEXITY_RTOL: f64 = 1e-3;
 
 /// `--perplexity-rtol`: a finite number >= 0 (NaN would count every difference as equal).
 fn tolerance(s: &str) -> std::result::Result<f64, String> {
@@ -68,7 +71,7 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode> {
         return Err(no_common_cell(&args.first, &args.second).into());
     }
     let (text, ok) = if args.tokens {
-        let (text, bad) = tokens(&a, &b, args.perplexity_rtol, &names(args));
+        let (text, bad) = tokens(&a, &b, args.perplexity_rtol.unwrap_or(DEFAULT_PERPLEXITY_RTOL), &names(args));
         (text, bad == 0 || args.report_only)
     } else {
         latency(&a, &b, args.markdown)
@@ -244,6 +247,7 @@ struct Counts {
     generations: usize,
     generations_equal: usize,
     repetitions: usize,
+    perplexities: usize,
     max_ppl_rel: f64,
 }
 
@@ -271,13 +275,15 @@ fn cell_diffs(a: &Cell, b: &Cell, rtol: f64, counts: &mut Counts) -> Vec<String>
         } else {
             let at = x.text.bytes().zip(y.text.bytes()).position(|(p, q)| p != q);
             let at = at.unwrap_or(x.text.len().min(y.text.len()));
-            let masked = |m: Option<u32>| m.map_or("-".into(), |m| m.to_string());
-            diffs.push(format!(
-                "prompt {}: continuations differ from byte {at} (masked {} vs {})",
-                k.0,
-                masked(x.masked_tokens),
-                masked(y.masked_tokens)
-            ));
+            // The positions each left masked, where either bundle records them.
+            let masked = match (x.masked_tokens, y.masked_tokens) {
+                (None, None) => String::new(),
+                (p, q) => {
+                    let n = |m: Option<u32>| m.map_or("not recorded".into(), |m| m.to_string());
+                    format!(" (positions left masked: {} vs {})", n(p), n(q))
+                }
+            };
+            diffs.push(format!("prompt {}: continuations differ from byte {at}{masked}", k.0));
         }
     }
     if a.repetitions.len() != b.repetitions.len() {
@@ -285,10 +291,14 @@ fn cell_diffs(a: &Cell, b: &Cell, rtol: f64, counts: &mut Counts) -> Vec<String>
     }
     for (i, (x, y)) in a.repetitions.iter().zip(&b.repetitions).enumerate() {
         counts.repetitions += 1;
+        // As the bundle writes them: a list in brackets, a field the writer left out "not recorded".
+        let given = |v: Option<String>| v.unwrap_or_else(|| "not recorded".into());
+        let forwards = |r: &schema::Repetition| given(r.forward_passes.map(|f| f.to_string()));
+        let commits = |r: &schema::Repetition| given(r.committed_per_step.as_ref().map(|c| format!("{c:?}")));
         let fields: [(&str, String, String); 5] = [
             ("prompt_indices", format!("{:?}", x.prompt_indices), format!("{:?}", y.prompt_indices)),
-            ("forward_passes", format!("{:?}", x.forward_passes), format!("{:?}", y.forward_passes)),
-            ("committed_per_step", format!("{:?}", x.committed_per_step), format!("{:?}", y.committed_per_step)),
+            ("forward_passes", forwards(x), forwards(y)),
+            ("committed_per_step", commits(x), commits(y)),
             ("output_tokens", x.output_tokens.to_string(), y.output_tokens.to_string()),
             ("output_bytes", x.output_bytes.to_string(), y.output_bytes.to_string()),
         ];
@@ -302,6 +312,7 @@ fn cell_diffs(a: &Cell, b: &Cell, rtol: f64, counts: &mut Counts) -> Vec<String>
     for (ev, x) in &pa {
         let Some(y) = pb.get(ev) else { continue };
         let rel = (x - y).abs() / x.abs().max(f64::MIN_POSITIVE);
+        counts.perplexities += 1;
         counts.max_ppl_rel = counts.max_ppl_rel.max(rel);
         if rel > rtol {
             diffs.push(format!("perplexity ({}) {x:.6} vs {y:.6} (relative {rel:.2e} > {rtol})", ev.unwrap_or("-")));
@@ -339,15 +350,18 @@ pub fn tokens(a: &Bundle, b: &Bundle, rtol: f64, names: &[String; 2]) -> (String
         let _ = writeln!(out, "{:<40} missing from {}", cb.key.to_string(), names[0]);
         bad += 1;
     }
+    let perplexities = match counts.perplexities {
+        0 => "no perplexity in both to compare".to_string(),
+        n => format!("largest perplexity difference {:.2e} (relative, {n} compared)", counts.max_ppl_rel),
+    };
     let _ = writeln!(
         out,
-        "summary: {} cells, {bad} with a difference; continuations equal {}/{}; repetitions compared {}; largest \
-         perplexity difference {:.2e} (relative)",
+        "summary: {} cells, {bad} with a difference; continuations equal {}/{}; repetitions compared {}; \
+         {perplexities}",
         a.cells.len(),
         counts.generations_equal,
         counts.generations,
         counts.repetitions,
-        counts.max_ppl_rel
     );
     if counts.generations == 0 {
         let _ = writeln!(

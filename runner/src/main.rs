@@ -51,7 +51,8 @@ fn settle_thread_count() {
 /// head`): Rust ignores SIGPIPE, so `println!` panics there with a backtrace hint and status 101. The commands
 /// that print only what they computed stop there; `run` and `fetch`, which work on, lose their messages instead
 /// (`say!`, `tell!`). The status is 141 (128 + SIGPIPE), what a shell reports for a program
-/// the signal stopped; every other panic keeps the default report.
+/// the signal stopped. Any other failed write to standard output (`dllm-bench report x > /dev/full`) is an error
+/// line and status 2, as other outputs that cannot be written are; every other panic keeps the default report.
 fn quiet_broken_pipe() {
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
@@ -65,6 +66,20 @@ fn quiet_broken_pipe() {
             && message.contains("Broken pipe")
         {
             std::process::exit(141);
+        }
+        // Any other failed write to standard output (a full disk, a quota, an I/O error where it was redirected
+        // to a file) is the output's fault, not the program's: said as an error (exit 2), not as a panic.
+        if let Some(why) = message.strip_prefix("failed printing to stdout: ") {
+            let _ = writeln!(
+                std::io::stderr(),
+                "error: cannot write to standard output: {why}; fix: free space where it goes (or send it \
+                 elsewhere) and run the command again"
+            );
+            std::process::exit(2);
+        }
+        if message.starts_with("failed printing to stderr") {
+            // Nowhere to say it; the exit status does.
+            std::process::exit(2);
         }
         default(info)
     }));

@@ -282,6 +282,16 @@ fn a_closed_pipe_ends_a_printing_command_quietly_and_a_run_goes_on() {
     let out = child.wait_with_output().expect("wait");
     assert_eq!(out.status.code(), Some(141), "128 + SIGPIPE: {}", stderr(&out));
     assert!(!stderr(&out).contains("panicked"), "no panic report: {}", stderr(&out));
+    // `dllm-bench schema > /dev/full`: the output cannot be written, which is said as an error, not a panic.
+    if let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") {
+        let out = Command::new(env!("CARGO_BIN_EXE_dllm-bench")).arg("schema").stdout(full).output().expect("run");
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(
+            err.starts_with("error: cannot write to standard output: No space left") && !err.contains("panicked"),
+            "{err}"
+        );
+    }
     // `dllm-bench run 2>&1 | head -3`: a run loses its messages, not its cells or its exit status.
     let sb = Sandbox::new();
     let args: Vec<&str> = ["run", "-o", "out"].iter().chain(QUICK).copied().collect();

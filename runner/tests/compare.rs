@@ -66,9 +66,21 @@ fn compare_names_each_difference_and_exits_1() {
     assert_exit!(diff, 1);
     let text = stdout(&diff);
     assert!(text.contains("prompt 0: continuations differ from byte 0"), "{text}");
-    assert!(text.contains(&format!("repetition 0: forward_passes Some({f}) vs Some({})", f + 1)), "{text}");
+    assert!(text.contains(&format!("repetition 0: forward_passes {f} vs {}", f + 1)), "{text}");
     assert!(text.contains(&format!("summary: {cells} cells, 2 with a difference")), "{text}");
+    // The perplexities compared are counted; without any the summary says so (no "difference 0").
+    let ppl = a["cells"].as_array().expect("cells").iter().flat_map(|c| c["quality"].as_array().into_iter().flatten());
+    let ppl = ppl.filter(|q| q["metric"] == "perplexity").count();
+    let said =
+        if ppl == 0 { "no perplexity in both to compare".to_string() } else { format!("(relative, {ppl} compared)") };
+    assert!(text.contains(&said) && !text.contains("(masked"), "{said}: {text}");
     assert_exit!(sb.cmd(&["compare", "--tokens", "--report-only", &pa, &pb]), 0);
+    // The options of the other report are refused, not ignored.
+    for args in [["--perplexity-rtol", "0.5"], ["--markdown", "--tokens"]] {
+        let out = sb.cmd(&["compare", args[0], args[1], &pa, &pb]);
+        assert_exit!(out, 2);
+        assert!(stderr(&out).contains("--tokens"), "{}", stderr(&out));
+    }
     // A tolerance that would count every difference as equal is refused.
     for bad in ["nan", "inf", "-0.1"] {
         let out = sb.cmd(&["compare", "--tokens", "--perplexity-rtol", bad, &pa, &pb]);

@@ -83,6 +83,19 @@ pub enum Sampler {
 }
 
 impl Sampler {
+    /// The name a bundle writes (`ar_greedy`, `llada_low_confidence`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Sampler::ArGreedy => "ar_greedy",
+            Sampler::LladaLowConfidence => "llada_low_confidence",
+            Sampler::LladaRandom => "llada_random",
+            Sampler::DreamOrigin => "dream_origin",
+            Sampler::DreamMaskgitPlus => "dream_maskgit_plus",
+            Sampler::DreamTopkMargin => "dream_topk_margin",
+            Sampler::DreamEntropy => "dream_entropy",
+        }
+    }
+
     /// The architecture family that runs this sampler.
     pub fn kind(self) -> ModelKind {
         match self {

@@ -603,8 +603,10 @@ fn check(b: &Bundle) -> Result<(), BundleError> {
         };
         if model.kind != cell.key.sampler.kind() {
             return Err(BundleError::Inconsistent(format!(
-                "cells[{i}] runs sampler {:?} on {} model {:?}",
-                cell.key.sampler, model.generation, model.id
+                "cells[{i}] runs sampler {} on {} model {}: key.sampler must be a sampler of that kind of model",
+                cell.key.sampler.name(),
+                model.generation,
+                model.id
             )));
         }
         if !seen.insert(&cell.key) {
@@ -840,8 +842,8 @@ fn check(b: &Bundle) -> Result<(), BundleError> {
     Ok(())
 }
 
-/// A cell against the config its bundle embeds (native readers only, as [`check_quality`]): its N and B are the
-/// grid's, it has at most the config's repetitions and warm-ups, each repetition's prompts are B when recorded,
+/// A cell against the config its bundle embeds (native readers only, as [`check_quality`]): its N, B, K,
+/// threshold and LLaDA block length are the grid's, it has at most the config's repetitions and warm-ups, each repetition's prompts are B when recorded,
 /// and its step times fit in its end-to-end time.
 #[cfg(not(target_arch = "wasm32"))]
 fn check_against_config(b: &Bundle, i: usize, cell: &crate::Cell) -> Result<(), BundleError> {
@@ -852,6 +854,29 @@ fn check_against_config(b: &Bundle, i: usize, cell: &crate::Cell) -> Result<(), 
             "cells[{i}] is at N = {}, B = {}, which provenance.config's grid (seq_lengths {:?}, batch_sizes {:?}) does \
              not have",
             k.seq_len, k.batch_size, cfg.grid.seq_lengths, cfg.grid.batch_sizes
+        ));
+    }
+    // Its K, its threshold and a LLaDA cell's block length are the grid's too.
+    if let Some(s) = k.steps.filter(|s| !cfg.grid.steps.contains(s)) {
+        return inconsistent(format!(
+            "cells[{i}] is at K = {s}, which provenance.config's grid (steps {:?}) does not have",
+            cfg.grid.steps
+        ));
+    }
+    if let Some(t) = k.threshold.filter(|t| !cfg.grid.thresholds.contains(&t.0)) {
+        return inconsistent(format!(
+            "cells[{i}] is at threshold {}, which provenance.config's grid (thresholds {:?}) does not have",
+            t.0, cfg.grid.thresholds
+        ));
+    }
+    let block = cfg.grid.block_length.unwrap_or(k.output_tokens);
+    if let Some(b) = k.block_length.filter(|&b| k.sampler.kind() == crate::grid::ModelKind::Llada && b != block) {
+        return inconsistent(format!(
+            "cells[{i}] has block_length {b}, where provenance.config's grid gives {block} ({})",
+            match cfg.grid.block_length {
+                Some(_) => "its block_length".to_string(),
+                None => format!("no block_length: the cell's whole output, output_tokens {}", k.output_tokens),
+            }
         ));
     }
     if cell.repetitions.len() > cfg.run.repetitions as usize || cell.warmup_runs > cfg.run.warmup {

@@ -259,6 +259,25 @@ fn cells_that_contradict_the_bundles_own_config_are_refused() {
         },
         "which provenance.config's grid",
     );
+    // A diffusion cell at a K, or with a block length, that the grid does not give.
+    let diffusion = |v: &serde_json::Value| {
+        v["cells"].as_array().expect("cells").iter().position(|c| c["key"]["steps"].is_u64()).expect("a LLaDA cell")
+    };
+    refuse_value(
+        |v| {
+            let i = diffusion(v);
+            v["cells"][i]["key"]["steps"] = serde_json::json!(4093);
+        },
+        "is at K = 4093, which provenance.config's grid (steps",
+    );
+    refuse_value(
+        |v| {
+            let i = diffusion(v);
+            let block = v["cells"][i]["key"]["block_length"].as_u64().expect("block_length");
+            v["cells"][i]["key"]["block_length"] = serde_json::json!(block / 2);
+        },
+        "where provenance.config's grid gives",
+    );
     refuse_value(|v| v["cells"][0]["warmup_runs"] = serde_json::json!(99), "warm-ups, more than");
     refuse_value(
         |v| {

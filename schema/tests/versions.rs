@@ -337,3 +337,11 @@ fn an_older_runners_count_of_masked_positions_is_read_as_the_valid_tokens() {
     assert_eq!(r.bundle.cells[i].repetitions[j].output_tokens, valid, "read as the committed tokens");
     assert!(schema::recount_note(1).contains("1 repetition"));
 }
+
+#[test]
+fn a_samplers_name_is_the_one_bundles_write() {
+    use schema::Sampler::*;
+    for s in [ArGreedy, LladaLowConfidence, LladaRandom, DreamOrigin, DreamMaskgitPlus, DreamTopkMargin, DreamEntropy] {
+        assert_eq!(serde_json::to_value(s).expect("json"), serde_json::json!(s.name()));
+    }
+}

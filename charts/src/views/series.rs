@@ -13,17 +13,9 @@ use crate::figure::{self, Axis, Mark, Series, Style};
 
 use super::options::Options;
 
-/// The serde name of a sampler (`ar_greedy`, ...).
+/// The serde name of a sampler (`ar_greedy`, ...): [`Sampler::name`].
 pub fn sampler_name(s: Sampler) -> &'static str {
-    match s {
-        Sampler::ArGreedy => "ar_greedy",
-        Sampler::LladaLowConfidence => "llada_low_confidence",
-        Sampler::LladaRandom => "llada_random",
-        Sampler::DreamOrigin => "dream_origin",
-        Sampler::DreamMaskgitPlus => "dream_maskgit_plus",
-        Sampler::DreamTopkMargin => "dream_topk_margin",
-        Sampler::DreamEntropy => "dream_entropy",
-    }
+    s.name()
 }
 
 pub(super) fn sampler_label(s: Sampler) -> &'static str {
