@@ -85,8 +85,19 @@ fn canonical(dir: &Path) -> Result<PathBuf> {
 /// a warning (the explorer would show their error if asked for them directly), and so is whatever the module
 /// docs say is refused.
 pub fn bundle_index(dir: &Path) -> Result<BundleIndex> {
+    let (index, skipped) = read_index(dir)?;
+    for (path, e) in skipped {
+        tracing::warn!("skipping {}: {e}", path.display());
+    }
+    Ok(index)
+}
+
+/// The index of the bundles in `dir`, and each `.json` file that is not one with why (`site` refuses to publish
+/// without them; `serve`, [`bundle_index`], warns and goes on).
+pub fn read_index(dir: &Path) -> Result<(BundleIndex, Vec<(PathBuf, String)>)> {
     let root = canonical(dir)?;
     let mut entries = Vec::new();
+    let mut skipped = Vec::new();
     let listing = std::fs::read_dir(&root).with_context(|| format!("cannot list {}", dir.display()))?;
     for entry in listing.flatten() {
         let path = entry.path();
@@ -97,7 +108,7 @@ pub fn bundle_index(dir: &Path) -> Result<BundleIndex> {
         let text = match read_bundle_text(&root, &path) {
             Ok(t) => t,
             Err(e) => {
-                tracing::warn!("skipping {}: {e}", path.display());
+                skipped.push((path, e));
                 continue;
             }
         };
@@ -111,11 +122,12 @@ pub fn bundle_index(dir: &Path) -> Result<BundleIndex> {
                 reference: b.provenance.tool != "dllm-bench",
                 file,
             }),
-            Err(e) => tracing::warn!("skipping {}: {e}", path.display()),
+            Err(e) => skipped.push((path, e.to_string())),
         }
     }
     entries.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(a.file.cmp(&b.file)));
-    Ok(BundleIndex { bundles: entries })
+    skipped.sort();
+    Ok((BundleIndex { bundles: entries }, skipped))
 }
 
 /// The text of `path` when [`open_inside`] `root` allows it and it is at most [`MAX_BUNDLE_BYTES`] (also

@@ -21,6 +21,10 @@ pub struct SiteArgs {
     /// current folder, the results or the explorer build).
     #[arg(long, short = 'o', default_value = "site/dist", value_name = "DIR")]
     pub out: PathBuf,
+    /// Publish the bundles that read and leave out each `.json` file of --results that is not one (each named in
+    /// a warning). Without it such a file stops the site, so that none is left out unseen.
+    #[arg(long)]
+    pub skip_invalid: bool,
 }
 
 /// The file that marks a folder as a site this command wrote, so that the next `site` may replace it.
@@ -112,7 +116,32 @@ pub fn assemble(args: &SiteArgs) -> Result<usize> {
         ))
         .into());
     }
-    let index = serve::bundle_index(&args.results)?;
+    let (index, skipped) = serve::read_index(&args.results)?;
+    if !skipped.is_empty() && !args.skip_invalid {
+        let files: Vec<String> = skipped.iter().map(|(p, e)| format!("  {}: {e}", p.display())).collect();
+        return Err(InputError(format!(
+            "--results {}: {} not a bundle, and a site without {} would leave {} out unseen:\n{}\nfix: mend each \
+             (`dllm-bench validate FILE` says how), move it out of {}, or pass --skip-invalid to publish the rest",
+            args.results.display(),
+            if skipped.len() == 1 { "a .json file is" } else { "some .json files are" },
+            if skipped.len() == 1 { "it" } else { "them" },
+            if skipped.len() == 1 { "it" } else { "them" },
+            files.join("\n"),
+            args.results.display()
+        ))
+        .into());
+    }
+    for (path, e) in &skipped {
+        tracing::warn!("--skip-invalid: leaving out {}: {e}", path.display());
+    }
+    if index.bundles.is_empty() {
+        return Err(InputError(format!(
+            "--results {}: no bundle in it (no .json file that reads as one); fix: pass --results the folder \
+             `dllm-bench run` wrote its bundles to (default results)",
+            args.results.display()
+        ))
+        .into());
+    }
     // Built beside the output folder, then swapped in: a failure leaves the earlier site as it was.
     let out = check_out(args)?;
     let parent = out.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));

@@ -295,16 +295,20 @@ fn site_holds_the_explorer_the_bundles_and_their_index() {
     std::fs::copy(demo_fixture(), results.join("run-a.json")).expect("copy");
     std::fs::write(results.join("broken.json"), "[]").expect("broken");
     let out = sb.path().join("site");
-    let o = sb.cmd(&[
-        "site",
-        "--results",
-        results.to_str().expect("utf8"),
-        "--explorer",
-        explorer.to_str().expect("utf8"),
-        "--out",
-        out.to_str().expect("utf8"),
-    ]);
+    let site = |more: &[&str]| {
+        let args = ["site", "--results", results.to_str().expect("utf8"), "--explorer"];
+        let args = [&args[..], &[explorer.to_str().expect("utf8"), "--out", out.to_str().expect("utf8")], more];
+        sb.cmd(&args.concat())
+    };
+    // A .json file that is not a bundle stops the site (it would be left out unseen), naming it.
+    let o = site(&[]);
+    crate::assert_exit!(o, 2);
+    let err = crate::util::stderr(&o);
+    assert!(err.contains("broken.json") && err.contains("--skip-invalid") && !out.exists(), "{err}");
+    // --skip-invalid publishes the rest and names what it left out.
+    let o = site(&["--skip-invalid"]);
     crate::assert_exit!(o, 0);
+    assert!(crate::util::stderr(&o).contains("leaving out") && crate::util::stderr(&o).contains("broken.json"));
     assert!(out.join("index.html").is_file() && out.join("assets/app.wasm").is_file());
     let index: schema::BundleIndex =
         serde_json::from_str(&std::fs::read_to_string(out.join("bundles/index.json")).expect("index")).expect("json");
@@ -355,6 +359,11 @@ fn site_replaces_only_an_earlier_site_and_never_what_holds_its_inputs() {
     assert!(sb.path().join("out/site/bundles/a.json").is_file() && !sb.path().join("out/site/stale.txt").exists());
     std::fs::create_dir_all(sb.path().join("empty")).expect("empty");
     crate::assert_exit!(site("empty", "res", "exp"), 0);
+    // A results folder with no bundle: no site of nothing.
+    std::fs::create_dir_all(sb.path().join("nothing")).expect("nothing");
+    let o = site("out/none", "nothing", "exp");
+    crate::assert_exit!(o, 2);
+    assert!(crate::util::stderr(&o).contains("--results nothing: no bundle in it"), "{}", crate::util::stderr(&o));
     let left: Vec<String> = std::fs::read_dir(sb.path().join("out"))
         .expect("out")
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
