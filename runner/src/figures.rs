@@ -547,6 +547,10 @@ pub fn main(args: &FiguresArgs) -> Result<ExitCode> {
         ))));
     }
     crate::output::create_folder_for(&args.output, "-o")?;
+    // What an earlier `figures` wrote here, as its captions list it: what this one does not write again is removed
+    // at the end, so that the folder holds one set of figures (not another bundle's beside these).
+    let earlier = earlier_figures(&args.output);
+    let mut files: Vec<String> = Vec::new();
     let mut captions = String::new();
     let _ = writeln!(captions, "# Figures\n");
     let _ = writeln!(
@@ -637,6 +641,7 @@ pub fn main(args: &FiguresArgs) -> Result<ExitCode> {
                     let file = format!("{}.{}", spec.stem, format.extension());
                     crate::output::write_atomic(&args.output.join(&file), &bytes)?;
                     written += 1;
+                    files.push(file.clone());
                     let _ = writeln!(captions, "\n## {file}\n\n{} ({} marks).", fig.title, fig.mark_count());
                 }
                 for note in &view.notes {
@@ -653,11 +658,13 @@ pub fn main(args: &FiguresArgs) -> Result<ExitCode> {
     let b = &first.bundle;
     let md = render(b, &first.source, first.recounted_repetitions, &ReportOptions::default());
     crate::output::write_atomic(&args.output.join("s_parity.md"), md.as_bytes())?;
+    files.push("s_parity.md".into());
     let _ = writeln!(captions, "\n## s_parity.md\n\nThe `dllm-bench report` of {}.", first.source);
     written += 1;
     match resolve(b, &ReportOptions::default()) {
         Some(opts) => {
             crate::output::write_atomic(&args.output.join("s_parity.tex"), parity_latex(b, &opts).as_bytes())?;
+            files.push("s_parity.tex".into());
             let _ = writeln!(
                 captions,
                 "\n## s_parity.tex\n\nS_parity and the speedup at parity per (N, B) for {} (booktabs tabular).",
@@ -671,9 +678,40 @@ pub fn main(args: &FiguresArgs) -> Result<ExitCode> {
         }
     }
     crate::output::write_atomic(&args.output.join("captions.md"), captions.as_bytes())?;
+    let mut removed = 0usize;
+    for old in earlier.iter().filter(|f| !files.contains(f)) {
+        match std::fs::remove_file(args.output.join(old)) {
+            Ok(()) => removed += 1,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                tracing::warn!("cannot remove {}, a figure of an earlier run: {e}", args.output.join(old).display())
+            }
+        }
+    }
+    let removed = match removed {
+        0 => String::new(),
+        1 => "; removed 1 file an earlier `figures` wrote there that this one does not".into(),
+        n => format!("; removed {n} files an earlier `figures` wrote there that this one does not"),
+    };
     eprintln!(
-        "figures: {written} files and captions.md in {} ({skipped} not drawn: captions.md says why)",
+        "figures: {written} {} and captions.md in {} ({skipped} not drawn: captions.md says why){removed}",
+        if written == 1 { "file" } else { "files" },
         args.output.display()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// The files an earlier `figures` wrote in `dir`, as its `captions.md` names them (a heading per file written;
+/// none when there is no such captions file): plain names in the folder itself, never a path out of it.
+fn earlier_figures(dir: &Path) -> Vec<String> {
+    let Ok(text) = std::fs::read_to_string(dir.join("captions.md")) else { return Vec::new() };
+    if !text.starts_with("# Figures\n") {
+        return Vec::new();
+    }
+    text.lines()
+        .filter_map(|l| l.strip_prefix("## "))
+        .filter(|name| !name.ends_with(')') && !name.contains(['/', '\\']) && !name.starts_with('.'))
+        .filter(|name| name != &"captions.md")
+        .map(str::to_string)
+        .collect()
 }

@@ -719,6 +719,18 @@ fn figures_draw_a_gpu_bundle_s_reserved_peaks_beside_the_allocated_ones() {
         sb.path().join("cpu/memory_heatmap.svg").exists()
             && !sb.path().join("cpu/memory_heatmap_reserved.svg").exists()
     );
+    // The CPU bundle drawn into the GPU bundle's folder: the figures it does not draw go (the folder holds one
+    // bundle's set, as its captions say), a file the user put there stays.
+    std::fs::write(sb.path().join("gpu/notes.txt"), "mine").expect("a user's file");
+    let out = sb.cmd(&["figures", cpu.as_str(), "-o", "gpu"]);
+    assert_exit!(out, 0);
+    assert!(!sb.path().join("gpu/memory_heatmap_reserved.svg").exists(), "the earlier bundle's reserved heatmap");
+    assert!(stderr(&out).contains("an earlier `figures` wrote there"), "{}", stderr(&out));
+    assert_eq!(read("gpu/notes.txt"), "mine");
+    let captions = read("gpu/captions.md");
+    for line in captions.lines().filter_map(|l| l.strip_prefix("## ")).filter(|l| !l.ends_with(')')) {
+        assert!(sb.path().join("gpu").join(line).is_file(), "{line}, listed in the captions, is there");
+    }
 }
 
 /// The font sizes of an SVG's texts, in its pixels.
