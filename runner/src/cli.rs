@@ -118,11 +118,12 @@ pub fn main() -> Result<ExitCode> {
 
 fn init_logging(filter: Option<&str>) {
     // By default, not tiny-skia's warnings about zero-length strokes (an error bar of equal min and max) while a
-    // PNG figure is rendered: nothing is missing from the figure.
+    // PNG figure is rendered: nothing is missing from the figure; nor fontdb's about a file that is no font, which
+    // `figures --font` says itself.
     let filter = filter
         .map(str::to_string)
         .or_else(|| std::env::var("DLLM_BENCH_LOG").ok())
-        .unwrap_or("warn,tiny_skia=error".into());
+        .unwrap_or("warn,tiny_skia=error,fontdb=error".into());
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))

@@ -255,14 +255,20 @@ fn font_options(files: &[PathBuf]) -> Result<resvg::usvg::Options<'static>> {
     if files.is_empty() {
         db.load_system_fonts();
     }
+    let not_a_font = |f: &Path, why: String| {
+        anyhow::Error::new(InputError(format!(
+            "--font {}: {why}; fix: a TrueType or OpenType file (.ttf, .otf), or leave --font out for the system's \
+             fonts",
+            f.display()
+        )))
+    };
     for f in files {
-        db.load_font_file(f).map_err(|e| {
-            anyhow::Error::new(InputError(format!(
-                "--font {}: cannot read it as a font: {e}; fix: a TrueType or OpenType file (.ttf, .otf), or leave \
-                 --font out for the system's fonts",
-                f.display()
-            )))
-        })?;
+        let before = db.len();
+        db.load_font_file(f).map_err(|e| not_a_font(f, format!("cannot read it as a font: {e}")))?;
+        // fontdb takes a file it cannot parse without an error (it logs it): no face added is the sign.
+        if db.len() == before {
+            return Err(not_a_font(f, "not a font file (no font face in it)".into()));
+        }
     }
     let families: Vec<String> = db.faces().flat_map(|f| f.families.iter().map(|(n, _)| n.clone())).collect();
     let family = families.iter().find(|n| *n == "DejaVu Sans").or(families.first()).cloned().ok_or_else(|| {

@@ -82,6 +82,10 @@ pub fn read_bundle_file_text(path: &Path) -> Result<(schema::ReadBundle, String)
     let bad = |problem: String| -> anyhow::Error {
         InputError(format!("bundle {}: {problem}; fix: {FIX}", path.display())).into()
     };
+    // `-` is no file here (standard input is not read): said, not "no such file".
+    if path.as_os_str() == "-" && !path.exists() {
+        return Err(bad("`-` names no file: bundles are read from files, not from standard input".into()));
+    }
     // A run folder holds its bundle: named.
     if path.is_dir() {
         let inside: Vec<String> = ["bundle.json", "partial.json"]

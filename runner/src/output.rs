@@ -53,6 +53,15 @@ pub fn create_folder_for(dir: &Path, flag: &str) -> Result<()> {
 /// command read, or a folder. A command that writes several files checks them all first, so that it writes all
 /// or none.
 pub fn check_target(path: &Path) -> Result<()> {
+    // `-o -` means standard output to many tools; here it would be a file named `-`.
+    if path.as_os_str() == "-" {
+        return Err(InputError(
+            "-o -: the output goes to a file, and `-` would make one named `-`; fix: name a file (`report` \
+             prints to standard output when -o is left out)"
+                .into(),
+        )
+        .into());
+    }
     if let Some(input) = crate::input::read_by_this_process(path) {
         return Err(InputError(format!(
             "{}: refusing to replace {}, a bundle this command read (the output is one of the inputs); fix: name \

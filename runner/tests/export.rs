@@ -526,6 +526,9 @@ fn bad_exports_exit_2_naming_the_file_and_the_fix() {
         (vec![s(&bundle), &dotted, "-o", "out.csv"], "given twice"),
         (vec![s(&bundle), "--format", "parquet", "-o", "out.csv"], "names a .csv file and --format is parquet"),
         (vec![s(&not_json), "-o", "out.csv"], "notjson.json"),
+        // `-` is neither standard output nor standard input here, and says so.
+        (vec![s(&bundle), "--format", "csv", "-o", "-"], "`-` would make one named `-`"),
+        (vec!["-", "-o", "out.csv"], "`-` names no file"),
     ];
     for (args, expect) in cases {
         let out = sb.cmd(&[&["export"], args.as_slice()].concat());
