@@ -734,6 +734,10 @@ fn parity_table(bundles: &[(&str, &Bundle)]) -> Table {
         text("s_parity_text", |r: &ParityRow| Some(metrics::parity::s_parity_text(r.record))),
         int("s_parity_low", |r: &ParityRow| r.record.s_parity_interval.and_then(|i| i.low).map(u64::from)),
         int("s_parity_high", |r: &ParityRow| r.record.s_parity_interval.and_then(|i| i.high).map(u64::from)),
+        // An empty bound is "not reached up to K_max" where the record has an interval: said, since an empty
+        // field elsewhere means "not measured".
+        boolean("s_parity_low_reached", |r: &ParityRow| r.record.s_parity_interval.map(|i| i.low.is_some())),
+        boolean("s_parity_high_reached", |r: &ParityRow| r.record.s_parity_interval.map(|i| i.high.is_some())),
         float("reached_fraction", |r: &ParityRow| r.record.reached_fraction),
         json("curve", |r: &ParityRow| Some(&r.record.curve)),
         int("batch_size", |r: &ParityRow| r.at.map(|a| u64::from(a.batch_size()))),

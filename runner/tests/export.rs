@@ -466,6 +466,11 @@ fn the_parity_table_has_a_row_per_record_and_batch_size() {
                 _ => None,
             };
             assert_eq!(num(row, "s_parity"), reached);
+            // Each bound of the interval, and whether it was reached (an empty bound alone reads as unmeasured).
+            let interval = record.s_parity_interval;
+            assert_eq!(num(row, "s_parity_high"), interval.and_then(|i| i.high).map(f64::from));
+            assert_eq!(flag(row, "s_parity_low_reached"), interval.map(|i| i.low.is_some()));
+            assert_eq!(flag(row, "s_parity_high_reached"), interval.map(|i| i.high.is_some()));
             assert_eq!(num(row, "batch_size"), speedup.map(|s| f64::from(s.batch_size)));
             assert_eq!(num(row, "ar_e2e_ms"), speedup.map(|s| s.ar_e2e_ms));
             assert_eq!(num(row, "speedup"), speedup.and_then(|s| s.speedup).map(|e| e.value));
