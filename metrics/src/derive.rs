@@ -561,7 +561,10 @@ pub fn run_cautions(bundle: &Bundle) -> Vec<(String, String)> {
     let warmup = bundle.provenance.config.run.warmup;
     if warmup < study {
         out.push((
-            format!("{warmup} warm-up run(s) per cell"),
+            match warmup {
+                1 => "1 warm-up run per cell".to_string(),
+                n => format!("{n} warm-up runs per cell"),
+            },
             format!(
                 ", fewer than the study's {study} on this device (section 4.3.1): the first measured runs may include \
                  one-time costs (kernel loading, allocation)."

@@ -100,7 +100,11 @@ pub fn main() -> Result<ExitCode> {
         Command::Serve(args) => commands::serve::main(args),
         Command::Site(args) => {
             let n = crate::site::assemble(&args)?;
-            println!("{}: {n} bundles; serve it from any static host (all paths are relative)", args.out.display());
+            println!(
+                "{}: {}; serve it from any static host (all paths are relative)",
+                args.out.display(),
+                crate::counted(n, "bundle")
+            );
             Ok(ExitCode::SUCCESS)
         }
         Command::Schema => {

@@ -159,6 +159,21 @@ pub fn latency(a: &Bundle, b: &Bundle, markdown: bool) -> (String, bool) {
     if a.provenance.device.kind != b.provenance.device.kind {
         let _ = writeln!(out, "warning: the bundles ran on different kinds of device");
     }
+    // What a cell's key does not hold but its timing depends on: the precision and the prompts.
+    let (ra, rb) = (&a.provenance.config.run, &b.provenance.config.run);
+    if ra.dtype != rb.dtype {
+        let _ = writeln!(out, "warning: the bundles ran at different precisions (A {}, B {})", ra.dtype, rb.dtype);
+    }
+    let (pa, pb) = (&a.prompt_set, &b.prompt_set);
+    if let (Some(x), Some(y)) = (&pa.sha256, &pb.sha256)
+        && x != y
+    {
+        let _ = writeln!(
+            out,
+            "warning: the bundles' prompt sets differ (A {} {}, B {} {}): a cell of one shape ran as many tokens from other prompts (its timing compares; its text and quality do not)",
+            pa.source, pa.selection, pb.source, pb.selection
+        );
+    }
     let cells_b: BTreeMap<&CellKey, &Cell> = b.cells.iter().map(|c| (&c.key, c)).collect();
     let keys_a: std::collections::BTreeSet<&CellKey> = a.cells.iter().map(|c| &c.key).collect();
     let alloc = a.cells.iter().chain(&b.cells).flat_map(|c| &c.repetitions).any(|r| r.peak_allocated_bytes.is_some());

@@ -28,6 +28,11 @@ macro_rules! tell {
     }};
 }
 
+/// `n` and `noun`, the noun in the plural unless `n` is 1 (`1 cell`, `2 cells`; nouns whose plural adds `s`).
+pub fn counted(n: usize, noun: &str) -> String {
+    if n == 1 { format!("1 {noun}") } else { format!("{n} {noun}s") }
+}
+
 /// Says `line` on standard error (as [`say!`]) unless this process has said it already: a file read twice (a
 /// journal, by `run --resume` and then by the sweep) warns of what it found once.
 pub fn say_once(line: String) {

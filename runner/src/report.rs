@@ -104,8 +104,12 @@ fn caveats(s: &mut String, bundle: &Bundle) {
             bundle.cells.len()
         );
         for (c, what, message) in &failed {
-            let first = message.lines().next().unwrap_or_default();
-            let _ = writeln!(s, "- {}: {what}: {first}", c.key);
+            let first = message.lines().next().unwrap_or_default().trim();
+            // A message that only repeats what the status says ("out of memory") is not said twice.
+            match first.is_empty() || first.eq_ignore_ascii_case(what) {
+                true => _ = writeln!(s, "- {}: {what}", c.key),
+                false => _ = writeln!(s, "- {}: {what}: {first}", c.key),
+            }
         }
         let _ = writeln!(s);
     }
@@ -192,7 +196,10 @@ fn energy(s: &mut String, bundle: &Bundle) {
     let reasons = metrics::energy::unavailable_reasons(bundle);
     if !reasons.is_empty() {
         let measured = bundle.cells.iter().filter(|c| !c.repetitions.is_empty()).count();
-        let _ = writeln!(s, "**No energy** (the energy columns say -):\n");
+        match meters.is_empty() {
+            true => _ = writeln!(s, "**No energy**:\n"),
+            false => _ = writeln!(s, "**No energy** for some cells (their energy columns say -):\n"),
+        }
         for (reason, n) in &reasons {
             let _ = writeln!(s, "- {n} of {measured} measured cells: {reason}");
         }

@@ -127,6 +127,15 @@ fn compare_names_each_difference_and_exits_1() {
     let a_line = text.lines().find(|l| l.starts_with("A: ")).expect("A line");
     assert!(a_line.ends_with("; SYNTHETIC weights: timing is real, quality is meaningless"), "{text}");
     assert!(text.lines().any(|l| l.starts_with("B: ") && l.contains("SYNTHETIC weights")), "{text}");
+    assert!(!text.contains("warning:"), "one grid's bundles: {text}");
+    // What the keys do not hold but the cells depend on: another precision, other prompts.
+    let mut f = d.clone();
+    f["provenance"]["config"]["run"]["dtype"] = "bf16".into();
+    f["prompt_set"]["sha256"] = "0".repeat(64).into();
+    let pf = write("f.json", &f);
+    let text = stdout(&sb.cmd(&["compare", &pa, &pf]));
+    assert!(text.contains("warning: the bundles ran at different precisions (A f32, B bf16)"), "{text}");
+    assert!(text.contains("warning: the bundles' prompt sets differ"), "{text}");
     // No cell in common: a usage problem, exit 2 naming both files and the fix (latency and tokens alike).
     let mut e = a.clone();
     e["cells"] = serde_json::json!([]);

@@ -73,7 +73,7 @@ fn report_compare_states_the_ratios_of_the_h200_pair_and_that_parity_is_absent()
     // Before the numbers, what a reader must know of this run: one repetition and one warm-up per cell, and an
     // older runner's token count (masked positions counted) read as the valid tokens, as `validate` says too.
     assert!(text.contains("**16 of 16 measured cells have one repetition**"), "{text}");
-    assert!(text.contains("**1 warm-up run(s) per cell**, fewer than the study's 3"), "{text}");
+    assert!(text.contains("**1 warm-up run per cell**, fewer than the study's 3"), "{text}");
     let recounted = a["cells"]
         .as_array()
         .expect("cells")

@@ -61,10 +61,10 @@ pub fn main(args: MergeArgs) -> Result<ExitCode> {
     let b = &merged.bundle;
     let failed = b.cells.iter().filter(|c| c.status != schema::CellStatus::Ok).count();
     eprintln!(
-        "merged {} bundles: {} cells ({failed} failed), {} executions, on {}",
-        inputs.len(),
-        b.cells.len(),
-        b.provenance.executions.len(),
+        "merged {}: {} ({failed} failed), {}, on {}",
+        crate::counted(inputs.len(), "bundle"),
+        crate::counted(b.cells.len(), "cell"),
+        crate::counted(b.provenance.executions.len(), "execution"),
         merged.devices.join(" + ")
     );
     if !merged.missing.is_empty() {

@@ -121,18 +121,18 @@ pub fn main(args: ValidateArgs) -> Result<ExitCode> {
                 let part = partial(b);
                 match &part {
                     None => println!(
-                        "{}: ok, {} cells ({ok} ok), {} models{note}",
+                        "{}: ok, {} ({ok} ok), {}{note}",
                         path.display(),
-                        b.cells.len(),
-                        b.models.len()
+                        crate::counted(b.cells.len(), "cell"),
+                        crate::counted(b.models.len(), "model")
                     ),
                     Some(x) => {
                         println!(
-                            "{}: valid but PARTIAL: {} ({ok} ok), {} models{note}; S_parity, speedups and verdicts \
+                            "{}: valid but PARTIAL: {} ({ok} ok), {}{note}; S_parity, speedups and verdicts \
                              from it may change when the rest is measured",
                             path.display(),
                             x.counts(),
-                            b.models.len()
+                            crate::counted(b.models.len(), "model")
                         );
                         incomplete.push((path, x.counts()));
                     }
