@@ -90,8 +90,11 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     create_folder(dir)?;
     // A folder the user may not write is bad input (exit 2), like a path through a file.
     let unwritable = |e: &std::io::Error| -> anyhow::Error {
+        // The system's words (`Permission denied (os error 13)`), not tempfile's, which quote the temporary's path.
+        let why =
+            e.raw_os_error().map_or_else(|| e.kind().to_string(), |c| std::io::Error::from_raw_os_error(c).to_string());
         InputError(format!(
-            "cannot write {}: {e} (in the folder {}); fix: name an output in a folder you can write",
+            "cannot write {}: {why} (in the folder {}); fix: name an output in a folder you can write",
             path.display(),
             dir.display()
         ))

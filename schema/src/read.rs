@@ -38,11 +38,11 @@ pub enum BundleError {
         supported: SchemaVersion,
     },
     /// A field is missing or has the wrong type.
-    #[error("invalid bundle (schema {version}): field `{path}`: {message}")]
+    #[error("invalid bundle (schema {version}): {}: {message}", field_at(path))]
     Invalid {
         /// Version the file declared.
         version: VersionNumber,
-        /// Path of the field, e.g. `cells[3].key.batch_size`.
+        /// Path of the field, e.g. `cells[3].key.batch_size`; empty: the top level (a missing top-level field).
         path: String,
         /// What is wrong.
         message: String,
@@ -50,6 +50,14 @@ pub enum BundleError {
     /// Well-typed but self-contradictory.
     #[error("inconsistent bundle: {0}")]
     Inconsistent(String),
+}
+
+/// Where a [`BundleError::Invalid`] is: "field" and its path in backticks, or "at the top level".
+fn field_at(path: &str) -> String {
+    match path.is_empty() {
+        true => "at the top level".into(),
+        false => format!("field `{path}`"),
+    }
 }
 
 impl BundleError {
@@ -141,10 +149,7 @@ pub fn read_bundle_detailed(json: &str) -> Result<ReadBundle, BundleError> {
     let Some(version) = SchemaVersion::latest_of_major(file_version.major) else {
         return Err(BundleError::NewerVersion { found: file_version, supported: SchemaVersion::CURRENT });
     };
-    let invalid = |path: String, message: String| {
-        let path = if path.is_empty() { "(the top level)".to_string() } else { path };
-        BundleError::Invalid { version: file_version, path, message }
-    };
+    let invalid = |path: String, message: String| BundleError::Invalid { version: file_version, path, message };
     // Older majors are upgraded as JSON, one version step at a time, and written back to text, so the typed
     // parse below exists once (from text, no intermediate tree: large bundles load fast, the wasm stays small).
     let upgraded;
