@@ -87,19 +87,21 @@ pub struct FiguresArgs {
     /// (the system's, e.g. Debian's fonts-dejavu-core, or `--font`).
     #[arg(long, value_delimiter = ',', default_value = "svg")]
     pub format: Vec<FigureFormat>,
-    /// A font file (TTF/OTF) for the text of PNG and PDF figures, instead of the system's fonts; repeatable.
+    /// A font file (TTF/OTF) for the text of PNG and PDF figures, instead of the system's fonts; repeatable. SVG
+    /// names its font family and leaves the font to the viewer: refused with `--format svg` alone.
     #[arg(long, value_name = "FILE")]
     pub font: Vec<PathBuf>,
     /// Width of each figure in inches, as printed: 3.5 for a journal's single column, 7 for a double one. The text
     /// is at least 7 pt at this size; the SVG is drawn at 96 pixels an inch, the PNG at `--dpi`, the PDF's page is
-    /// this wide.
+    /// this wide. From 1 to 40.
     #[arg(long, value_name = "INCHES", default_value = "7", value_parser = inches, allow_negative_numbers = true)]
     pub width: f64,
     /// Height of each single chart in inches (default: as the chart needs at the width, 56% of it or more for a
-    /// narrow one); the small multiples, `*_all_shapes`, are always as tall as their rows of charts need.
+    /// narrow one); the small multiples, `*_all_shapes`, are always as tall as their rows of charts need. From 1
+    /// to 40.
     #[arg(long, value_name = "INCHES", value_parser = inches, allow_negative_numbers = true)]
     pub height: Option<f64>,
-    /// Resolution of the PNG figures, in pixels per inch (recorded in the file).
+    /// Resolution of the PNG figures, in pixels per inch (recorded in the file), from 72 to 1200.
     #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u32).range(72..=1200))]
     pub dpi: u32,
 }
@@ -219,15 +221,12 @@ fn specs(b: &LoadedBundle) -> Vec<Spec> {
     out
 }
 
+/// A bundle read as every other command reads one (`input::read_bundle_file`: the same checks and messages), named
+/// by its file name in the figures.
 fn load(path: &Path) -> Result<LoadedBundle> {
-    let text = crate::input::read_text_file(
-        path,
-        "bundle",
-        "pass a result bundle (a .json file that `dllm-bench run` or `merge` wrote)",
-    )?;
+    let read = crate::input::read_bundle_file(path)?;
     let name = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
-    charts::bundle::load_bundle(&name, &text)
-        .map_err(|e| anyhow::Error::new(InputError(format!("{}: {e}", path.display()))))
+    Ok(LoadedBundle::new(&name, read))
 }
 
 /// The SVG text of `fig`; the inner error says why a figure has nothing to draw (a part of it without a cell that
@@ -551,6 +550,13 @@ pub fn main(args: &FiguresArgs) -> Result<ExitCode> {
              --dpi or --width",
             args.width, args.dpi
         ))));
+    }
+    if args.format.iter().all(|f| *f == FigureFormat::Svg) && !args.font.is_empty() {
+        return Err(anyhow::Error::new(InputError(
+            "--font is for PNG and PDF figures, and --format is svg (an SVG names its font family and leaves the \
+             font to the viewer); fix: leave --font out, or add png or pdf to --format"
+                .into(),
+        )));
     }
     crate::output::create_folder_for(&args.output, "-o")?;
     // What an earlier `figures` wrote here, as its captions list it: what this one does not write again is removed

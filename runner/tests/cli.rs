@@ -913,6 +913,11 @@ fn figures_writes_every_figure_the_bundle_can_fill_with_captions() {
     assert_exit!(out, 2);
     let err = stderr(&out);
     assert!(err.starts_with("error: --font ") && err.contains("not a font file") && err.contains(".ttf"), "{err}");
+    // --font with SVG alone, which uses none: refused, not ignored.
+    let font = not_a_font.to_str().expect("utf8");
+    let out = sb.cmd(&["figures", bundle.as_str(), "-o", "svgfont", "--format", "svg", "--font", font]);
+    assert_exit!(out, 2);
+    assert!(stderr(&out).contains("--font is for PNG and PDF") && !sb.path().join("svgfont").exists());
     assert!(!sb.path().join("nofont/latency_vs_steps_all_shapes.png").exists(), "nothing drawn");
     // The roofline draws the ceilings the run measured.
     let roofline = std::fs::read_to_string(dir.join("roofline.svg")).expect("roofline");
