@@ -123,6 +123,24 @@ pub fn main(args: &ExportArgs) -> Result<ExitCode> {
         }
         let read = crate::input::read_bundle_file(path)?;
         crate::input::note_recounted(path, &read);
+        // A copy of a bundle under another name is the same rows again.
+        let same_run = |b: &Bundle| {
+            b.provenance.created_at == read.bundle.provenance.created_at
+                && b.provenance.host == read.bundle.provenance.host
+                && b.cells.len() == read.bundle.cells.len()
+                && b.cells.iter().zip(&read.bundle.cells).all(|(x, y)| x.key == y.key)
+        };
+        if let Some(i) = bundles.iter().position(same_run) {
+            return Err(InputError(format!(
+                "{} and {} hold the same run (written {} on {}, the same cells): a copy given twice; fix: name \
+                 each bundle once (its rows would be in the table twice)",
+                args.bundles[i].display(),
+                path.display(),
+                read.bundle.provenance.created_at,
+                read.bundle.provenance.host.as_deref().unwrap_or("an unnamed host")
+            ))
+            .into());
+        }
         bundles.push(read.bundle);
     }
     let names = bundle_names(&args.bundles);

@@ -331,10 +331,15 @@ fn several_bundles_of_several_versions_are_told_apart_by_the_bundle_column() {
         assert_eq!(num(row, "quality_perplexity[dllm-bench/synthetic-evaluator-tiny]"), None);
     }
     assert!(rows[..n_old].iter().all(|r| num(r, "e2e_ms").is_some()));
-    // Two bundles of one file name (two run folders' bundle.json): the paths tell them apart.
-    for dir in ["a", "b"] {
+    // Two bundles of one file name (two run folders' bundle.json): the paths tell them apart. (Two runs: the second
+    // written a second later; a copy of one run is refused.)
+    for (dir, second) in [("a", "0"), ("b", "1")] {
         std::fs::create_dir(sb.path().join(dir)).expect("mkdir");
-        std::fs::copy(&new, sb.path().join(dir).join("bundle.json")).expect("copy");
+        let mut v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&new).expect("new")).expect("json");
+        let at = v["provenance"]["created_at"].as_str().expect("created_at").to_string();
+        v["provenance"]["created_at"] = format!("{}{second}Z", &at[..at.len() - 2]).into();
+        std::fs::write(sb.path().join(dir).join("bundle.json"), v.to_string()).expect("write");
     }
     let out = sb.path().join("shards.jsonl");
     let (a, b) = (sb.path().join("a/bundle.json"), sb.path().join("b/bundle.json"));
@@ -517,6 +522,8 @@ fn bad_exports_exit_2_naming_the_file_and_the_fix() {
     std::fs::create_dir(&folder).expect("mkdir");
     let not_json = sb.write("notjson.json", "{ nope");
     let dotted = format!("./{}", "demo.json");
+    let copy = sb.path().join("copy of demo.json");
+    std::fs::copy(&bundle, &copy).expect("a copy");
     let cases: Vec<(Vec<&str>, &str)> = vec![
         // The output is one of the inputs, by the same name or another.
         (vec![s(&bundle), "--format", "jsonl", "-o", s(&bundle)], "demo.json given as input"),
@@ -529,6 +536,7 @@ fn bad_exports_exit_2_naming_the_file_and_the_fix() {
         (vec![s(&bundle), "-o", "out.csv", "--table", "cells"], "cells"),
         (vec!["missing.json", "-o", "out.csv"], "missing.json: no such file"),
         (vec![s(&bundle), &dotted, "-o", "out.csv"], "given twice"),
+        (vec![s(&bundle), s(&copy), "-o", "out.csv"], "hold the same run"),
         (vec![s(&bundle), "--format", "parquet", "-o", "out.csv"], "names a .csv file and --format is parquet"),
         (vec![s(&not_json), "-o", "out.csv"], "notjson.json"),
         // `-` is neither standard output nor standard input here, and says so.
