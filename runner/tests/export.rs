@@ -500,7 +500,13 @@ fn the_parity_table_has_a_row_per_record_and_batch_size() {
     assert_eq!(num(&rows[0], "baseline"), Some(want[0].0.baseline.value));
     let v = sb.cmd(&["validate", s(&stale)]);
     assert_exit!(v, 0);
-    assert!(stdout(&v).contains("stale"), "{}", stdout(&v));
+    assert!(
+        stdout(&v).contains("stale")
+            && stdout(&v).contains("parity[0], ")
+            && stdout(&v).contains("differs in baseline;"),
+        "{}",
+        stdout(&v)
+    );
     let v = sb.cmd(&["validate", s(&bundle)]);
     assert!(!stdout(&v).contains("stale"), "{}", stdout(&v));
     // A bundle without quality: the header only, and a note.

@@ -187,12 +187,16 @@ pub fn main(args: ValidateArgs) -> Result<ExitCode> {
                 }
                 if let Some(opts) = metrics::parity::ParityOptions::from_config(b)
                     && !b.parity.is_empty()
-                    && metrics::parity::parity(b, &opts) != b.parity
                 {
-                    println!(
-                        "  stale: the stored S_parity records (`parity`) are not those its cells give (the bundle was \
-                         edited, or written by an older version); `report`, `export` and the explorer use the cells'"
-                    );
+                    let given = metrics::parity::parity(b, &opts);
+                    if given != b.parity {
+                        println!(
+                            "  stale: the stored S_parity records (`parity`) are not those its cells give ({}; the \
+                             bundle was edited, or written by an older version); `report`, `export` and the explorer \
+                             use the cells'",
+                            stale_parity(&b.parity, &given)
+                        );
+                    }
                 }
                 for c in b.cells.iter().filter(|c| !c.stalled_prompts.is_empty()) {
                     println!(
@@ -225,4 +229,28 @@ pub fn main(args: ValidateArgs) -> Result<ExitCode> {
         .into());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Where the stored S_parity records first differ from those the cells give: the record and its fields that differ,
+/// or how many there are of each.
+fn stale_parity(stored: &[schema::parity::ParityRecord], given: &[schema::parity::ParityRecord]) -> String {
+    let Some(i) = stored.iter().zip(given).position(|(s, g)| s != g) else {
+        return format!("{} stored, {} from the cells", stored.len(), given.len());
+    };
+    let (s, g) = (&stored[i], &given[i]);
+    let fields = match (serde_json::to_value(s), serde_json::to_value(g)) {
+        (Ok(serde_json::Value::Object(x)), Ok(serde_json::Value::Object(y))) => {
+            let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            keys.into_iter().filter(|k| x.get(*k) != y.get(*k)).map(|k| k.as_str()).collect::<Vec<_>>().join(", ")
+        }
+        _ => String::new(),
+    };
+    format!(
+        "parity[{i}], {} at N = {} for {} {}, differs in {}",
+        s.metric,
+        s.seq_len,
+        s.diffusion_model,
+        s.sampler.name(),
+        if fields.is_empty() { "its values" } else { &fields }
+    )
 }
