@@ -467,7 +467,7 @@ impl Drawn {
     }
 
     /// The mark [`Self::at`] finds first, then every other mark drawn on the same spot (centres within a pixel:
-    /// an [A] and a [B] point of equal value, two series through one point), in drawing order: a tooltip names
+    /// an `[A]` and a `[B]` point of equal value, two series through one point), in drawing order: a tooltip names
     /// them all, since the one on top hides the others.
     pub fn all_at(&self, x: i32, y: i32, radius: i32) -> Vec<&Hit> {
         self.at(x, y, radius).map(|first| self.on_spot(first)).unwrap_or_default()
