@@ -36,10 +36,23 @@ pub fn parse(s: &str) -> Result<ShardInfo, InputError> {
 /// `None` outside an array job.
 pub fn from_slurm_env(var: impl Fn(&str) -> Option<String>) -> Result<Option<ShardInfo>, InputError> {
     let (Some(id), Some(count)) = (var("SLURM_ARRAY_TASK_ID"), var("SLURM_ARRAY_TASK_COUNT")) else {
+        if let Some(id) = var("SLURM_ARRAY_TASK_ID") {
+            // SLURM sets both in an array task; one alone is someone's environment, which shards nothing.
+            crate::say_once(format!(
+                "warning: SLURM_ARRAY_TASK_ID={id} is set without SLURM_ARRAY_TASK_COUNT: not an array task, so the \
+                 whole grid runs (pass --shard I/N to run one shard)"
+            ));
+        }
         return Ok(None);
     };
-    let num =
-        |name: &str, v: &str| v.trim().parse::<u32>().map_err(|_| InputError(format!("{name}={v:?} is not a number")));
+    let num = |name: &str, v: &str| {
+        v.trim().parse::<u32>().map_err(|_| {
+            InputError(format!(
+                "{name}={v} is not a whole number, as SLURM sets it in an array task; fix: run the job as an array \
+                 (sbatch --array=0-N) or pass --shard I/N, which takes the place of the SLURM variables"
+            ))
+        })
+    };
     let id = num("SLURM_ARRAY_TASK_ID", &id)?;
     let count = num("SLURM_ARRAY_TASK_COUNT", &count)?;
     let min = match var("SLURM_ARRAY_TASK_MIN") {
@@ -99,15 +112,23 @@ pub fn assign(cells: &[CellKey], count: u32) -> Vec<u32> {
     out
 }
 
-/// The cells of `shard` (in grid order), refused when there are none: the longest-processing-time rule gives
-/// every shard a cell while there are at least as many cells as shards, so an empty shard means too many shards,
-/// and its task would measure nothing and write an empty bundle. `source` names where the shard came from.
+/// The cells of `shard` (in grid order), refused when the split has more shards than the grid has cells: the
+/// longest-processing-time rule gives every shard a cell while there are at least as many cells as shards, so
+/// some shard of such a split is empty, and its task would measure nothing and write an empty bundle. Every shard
+/// of it is refused, not only the empty ones: the tasks of one array then fail alike, before any measures.
+/// `source` names where the shard came from.
 pub fn select_some(cells: &[CellKey], shard: Option<ShardInfo>, source: &str) -> Result<Vec<CellKey>, InputError> {
     let selected = select(cells, shard);
     match shard {
-        Some(s) if selected.is_empty() && !cells.is_empty() => Err(InputError(format!(
-            "{source}: shard {s} has no cells: the grid has {n} cells, so at most {n} shards each get one; fix: {n} \
-             shards or fewer (jobs/submit.sh --shards {n}), or a larger grid",
+        Some(s) if s.count as usize > cells.len() && !cells.is_empty() => Err(InputError(format!(
+            "{source}: shard {s}: {} into {} shards leaves {}; fix: {n} shards or fewer (jobs/submit.sh --shards {n}), \
+             or a larger grid",
+            crate::counted(cells.len(), "cell"),
+            s.count,
+            match selected.is_empty() {
+                true => "this shard without cells".to_string(),
+                false => format!("{} without cells", crate::counted(s.count as usize - cells.len(), "shard")),
+            },
             n = cells.len()
         ))),
         _ => Ok(selected),
@@ -184,6 +205,11 @@ mod tests {
         assert_eq!(s(&stepped), Some(parse("3/4").unwrap()));
         let sparse = [("SLURM_ARRAY_TASK_ID", "9"), ("SLURM_ARRAY_TASK_COUNT", "2")];
         assert!(from_slurm_env(env(&sparse)).is_err());
+        // Not a number: said with the fix, the value as given; an id without a count is no array task.
+        let err = from_slurm_env(env(&[("SLURM_ARRAY_TASK_ID", "abc"), ("SLURM_ARRAY_TASK_COUNT", "2")]));
+        let err = err.expect_err("not a number").0;
+        assert!(err.starts_with("SLURM_ARRAY_TASK_ID=abc is not a whole number") && err.contains("fix:"), "{err}");
+        assert_eq!(s(&[("SLURM_ARRAY_TASK_ID", "3")]), None);
     }
 
     #[test]
@@ -195,7 +221,11 @@ mod tests {
             assert_eq!(got.len(), 1);
         }
         let err = select_some(&cells, Some(ShardInfo { index: 3, count: 4 }), "--shard").expect_err("empty");
-        assert!(err.0.contains("shard 3/4 has no cells") && err.0.contains("fix: 3 shards or fewer"), "{err}");
+        assert!(err.0.contains("shard 3/4: 3 cells into 4 shards leaves this shard without cells"), "{err}");
+        assert!(err.0.contains("fix: 3 shards or fewer"), "{err}");
+        // The shards of that split that do get a cell are refused too: the array's tasks fail alike.
+        let err = select_some(&cells, Some(ShardInfo { index: 0, count: 4 }), "--shard").expect_err("too many");
+        assert!(err.0.contains("leaves 1 shard without cells"), "{err}");
         assert_eq!(select_some(&cells, None, "-").expect("all").len(), 3);
         let loads = loads(&cells, 2);
         assert_eq!(loads.iter().map(|l| l.0).sum::<usize>(), 3);

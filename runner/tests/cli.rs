@@ -185,15 +185,24 @@ fn plan_previews_shards_and_an_empty_shard_is_refused_before_it_runs() {
     let out = sb.cmd(&["plan", "--config", &grid, "--shards", "17"]);
     assert_exit!(out, 2);
     assert!(
-        stderr(&out).contains("has no cells") && stderr(&out).contains("fix: 16 shards or fewer"),
+        stderr(&out).contains("16 cells into 17 shards leaves") && stderr(&out).contains("fix: 16 shards or fewer"),
         "{}",
         stderr(&out)
     );
     let run_dir = sb.path().join("empty-shard");
     let out = sb.cmd(&["run", "--shard", "99/100", "--run-dir", run_dir.to_str().expect("utf8")]);
     assert_exit!(out, 2);
-    assert!(stderr(&out).contains("--shard: shard 99/100 has no cells"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--shard: shard 99/100: ") && stderr(&out).contains("leaves this shard without cells"),
+        "{}",
+        stderr(&out)
+    );
     assert!(!run_dir.exists(), "nothing written for an empty shard");
+    // A shard of that split that would get a cell is refused as well: the array's tasks fail alike, at once.
+    let out = sb.cmd(&["run", "--shard", "0/100", "--run-dir", run_dir.to_str().expect("utf8")]);
+    assert_exit!(out, 2);
+    assert!(stderr(&out).contains("shards without cells"), "{}", stderr(&out));
+    assert!(!run_dir.exists(), "nothing written for a shard of too many");
 }
 
 #[test]

@@ -861,11 +861,15 @@ fn check_against_config(b: &Bundle, i: usize, cell: &crate::Cell) -> Result<(), 
             k.seq_len, k.batch_size, cfg.grid.seq_lengths, cfg.grid.batch_sizes
         ));
     }
-    // Its K, its threshold and a LLaDA cell's block length are the grid's too.
-    if let Some(s) = k.steps.filter(|s| !cfg.grid.steps.contains(s)) {
+    // Its K, its threshold and a LLaDA cell's block length are the grid's too; a parity search adds K values
+    // below the grid's largest (between an S_parity and the K below it, or 0).
+    let searched = cfg.quality.as_ref().is_some_and(|q| q.parity_search);
+    let top = cfg.grid.steps.iter().copied().max().unwrap_or(0);
+    if let Some(s) = k.steps.filter(|s| !cfg.grid.steps.contains(s) && !(searched && *s <= top)) {
         return inconsistent(format!(
-            "cells[{i}] is at K = {s}, which provenance.config's grid (steps {:?}) does not have",
-            cfg.grid.steps
+            "cells[{i}] is at K = {s}, which provenance.config's grid (steps {:?}{}) does not have",
+            cfg.grid.steps,
+            if searched { ", and a parity search's K below the largest of them" } else { "" }
         ));
     }
     if let Some(t) = k.threshold.filter(|t| !cfg.grid.thresholds.contains(&t.0)) {

@@ -174,9 +174,11 @@ pub fn main(args: ValidateArgs) -> Result<ExitCode> {
                         list(&x.shortfall.unscored, 10)
                     );
                 }
-                // A field no reader knows, in a file of this version: misspelled (`prefil_ms`), its value lost to
-                // every reader. (An older file's fields are upgraded; a newer minor's are said above.)
-                if r.file_version == schema::SchemaVersion::CURRENT.number() {
+                // A field no reader knows, in a file of this major version and no newer minor (minors only add
+                // fields): misspelled (`prefil_ms`), its value lost to every reader. (An older major's fields are
+                // upgraded; a newer minor's are said above.)
+                let current = schema::SchemaVersion::CURRENT.number();
+                if r.file_version.major == current.major && r.file_version.minor <= current.minor {
                     for field in schema::unknown_fields(&text) {
                         println!(
                             "  warning: {field} is not a field of schema {}: every reader ignores it (misspelled? its \
