@@ -788,6 +788,13 @@ fn an_output_folder_or_model_cache_that_cannot_be_written_is_bad_input_with_the_
         }
         None => eprintln!("no folder this user cannot write: the unwritable-folder cases are not tested"),
     }
+    // A cache where no folder can be made (under /proc, even for root): bad input with the fix as well.
+    if Path::new("/proc/self").exists() {
+        let out =
+            sb.cmd(&["synth", "--kind", "llama", "--repo-id", "t/z", "--model-cache-dir", "/proc/dllm-bench-hub"]);
+        assert_exit!(out, 2);
+        assert!(stderr(&out).contains("fix: pass --model-cache-dir a folder you can write"), "{}", stderr(&out));
+    }
     std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o755)).expect("chmod back");
 }
 

@@ -242,7 +242,12 @@ impl SynthError {
     /// file system, a path through a file): the user fixes it by choosing another cache folder.
     pub fn unwritable(&self) -> Option<(&Path, &std::io::Error)> {
         match self {
-            SynthError::Io { path, error } if crate::output::unwritable_here(error) => Some((path, error)),
+            // NotFound: a folder that cannot be made there (`/proc/x`), as `output::create_folder_for` counts it.
+            SynthError::Io { path, error }
+                if crate::output::unwritable_here(error) || error.kind() == std::io::ErrorKind::NotFound =>
+            {
+                Some((path, error))
+            }
             _ => None,
         }
     }
