@@ -120,7 +120,8 @@ impl PromptSet {
         (!over.is_empty()).then(|| {
             format!(
                 "note: B = {} {} the {n} prompts, so each such batch holds some prompts more than once (every row \
-                 is still computed; for B distinct prompts use at least {largest}: prompts.count or --max-prompts)",
+                 is still computed; for B distinct prompts, prompts.count of at least {largest}, from a source that holds \
+                 that many)",
                 over.join(", "),
                 if over.len() == 1 { "exceeds" } else { "exceed" }
             )

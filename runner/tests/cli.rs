@@ -153,6 +153,11 @@ fn plan_prints_the_cells_of_the_primary_grid() {
     let said = "# SYNTHETIC weights (timing is real, quality is meaningless): dllm-bench/synthetic-llama-tiny, \
                 dllm-bench/synthetic-llada-tiny";
     assert!(demo.lines().nth(2).is_some_and(|l| l.starts_with(said)), "{demo}");
+    assert!(!demo.contains("more steps than output tokens"), "{demo}");
+    // A K above the output tokens (32 at N = 48 in the demo) is said: its extra steps commit nothing.
+    let big = stdout(&sb.cmd(&["plan", "--steps", "4,64", "--seq-len", "48"]));
+    let said = "# note: more steps than output tokens: K = 64 at N = 48 (32 output tokens); the steps past one";
+    assert!(big.lines().any(|l| l.starts_with(said)), "{big}");
 }
 
 #[test]

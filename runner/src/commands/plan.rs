@@ -129,10 +129,13 @@ pub fn main(args: PlanArgs) -> Result<ExitCode> {
     {
         println!("# {note}");
     }
+    if let Some(note) = cfg.steps_past_tokens_note() {
+        println!("# {note}");
+    }
     if let Some(count) = args.shards {
         println!("# {count} shards (`run --shard I/{count}`; cells split by estimated cost B x NFE x N):");
         for (i, (n, share)) in crate::shard::loads(&all, count).into_iter().enumerate() {
-            println!("#   shard {i}/{count}: {n} cells, {:.1}% of the cost", 100.0 * share);
+            println!("#   shard {i}/{count}: {}, {:.1}% of the cost", crate::counted(n, "cell"), 100.0 * share);
         }
     }
     println!(

@@ -73,7 +73,11 @@ pub(super) fn measure_keys(
     for (m, files) in models {
         tracing::info!(model = %m.id, commit = %files.commit, "loading");
         if env.opts.progress {
-            crate::say!("loading {} ({} cells to measure)", m.id, keys.iter().filter(|k| k.model == m.id).count());
+            crate::say!(
+                "loading {} ({} to measure)",
+                m.id,
+                crate::counted(keys.iter().filter(|k| k.model == m.id).count(), "cell")
+            );
         }
         let opts = TransformerOptions {
             attention_f32: cfg.run.attention_f32,

@@ -76,7 +76,7 @@ impl Progress {
             return;
         }
         let what = match (&cell.status, derive::cell_summary(cell).e2e_ms) {
-            (CellStatus::Ok, Some(s)) => format!("median {:.1} ms over {} runs", s.median, s.n),
+            (CellStatus::Ok, Some(s)) => format!("median {:.1} ms over {}", s.median, crate::counted(s.n, "run")),
             (CellStatus::Ok, None) => "ok, no timing".to_string(),
             (CellStatus::Oom { message }, _) => format!("OUT OF MEMORY: {message}"),
             (CellStatus::Error { message }, _) => format!("FAILED: {message}"),

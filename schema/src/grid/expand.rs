@@ -37,6 +37,30 @@ impl GridConfig {
         (prompt > 0 && output > 0).then_some(LengthSplit { prompt_tokens: prompt, output_tokens: output })
     }
 
+    /// A note when some diffusion K is larger than the output tokens at some N: a step past one per token
+    /// commits nothing, yet its forward pass counts in the latency (the config allows up to
+    /// [`super::limits::STEPS_PER_OUTPUT_TOKEN`] steps a token; the study's K <= N_out). `None` otherwise.
+    pub fn steps_past_tokens_note(&self) -> Option<String> {
+        let diffusion = self.models.iter().any(|m| m.kind != ModelKind::Llama);
+        let g = &self.grid;
+        let mut at: Vec<String> = Vec::new();
+        for &n in &g.seq_lengths {
+            let Some(split) = self.split(n) else { continue };
+            let over: Vec<String> =
+                g.steps.iter().filter(|&&k| k > split.output_tokens).map(|k| format!("K = {k}")).collect();
+            if !over.is_empty() {
+                at.push(format!("{} at N = {n} ({} output tokens)", over.join(", "), split.output_tokens));
+            }
+        }
+        (diffusion && !at.is_empty()).then(|| {
+            format!(
+                "note: more steps than output tokens: {}; the steps past one per token commit nothing, and their \
+                 forward passes count in the latency",
+                at.join("; ")
+            )
+        })
+    }
+
     /// Every cell of the grid, in the order the runner measures them: per model, per N, per B, per sampler series, per K (or threshold).
     /// Call only on a validated config (invalid lengths are skipped).
     pub fn cells(&self) -> Vec<CellKey> {
