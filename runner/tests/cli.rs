@@ -391,7 +391,9 @@ fn prompts_too_short_for_n_are_refused_before_any_model_loads() {
     let plan = sb.cmd(&["plan", "--seq-len", "200,1000"]);
     assert_exit!(plan, 0);
     assert!(
-        stdout(&plan).contains("not checked") && stdout(&plan).contains("synthetic-llada-tiny"),
+        stdout(&plan).contains("yet, synthetic: `run` writes them")
+            && stdout(&plan).contains("synthetic-llada-tiny")
+            && stdout(&plan).contains("synthetic-evaluator-tiny (evaluator)"),
         "{}",
         stdout(&plan)
     );

@@ -175,38 +175,68 @@ pub fn main(args: PlanArgs) -> Result<ExitCode> {
 /// fetched) are named as not checked. Nothing is written.
 fn check_cached_models(resolved: &plan::ResolvedConfig, cache: &std::path::Path, cells: &[CellKey]) -> Result<()> {
     let cfg = &resolved.config;
-    let prompts = match resolved.load_prompts(cache) {
-        Ok(p) => p,
+    let (mut checked, mut to_write, mut to_fetch) = (Vec::new(), Vec::new(), Vec::new());
+    for m in &cfg.models {
+        match crate::model::ModelFiles::from_hf_cache(cache, &m.id, &m.revision) {
+            Ok(files) => checked.push((m, crate::sweep::check_model(m, &files, cells, cfg)?)),
+            Err(_) if m.synthetic.is_some() => to_write.push(m.id.clone()),
+            Err(_) => to_fetch.push(m.id.clone()),
+        }
+    }
+    // The evaluators that are not models of the grid are loaded by `run` as well: where each one is.
+    let mut evaluators = Vec::new();
+    for e in cfg.evaluators().into_iter().filter(|e| !cfg.models.iter().any(|m| m.id == e.id)) {
+        match crate::model::ModelFiles::from_hf_cache(cache, &e.id, &e.revision) {
+            Ok(_) => evaluators.push(e.id.clone()),
+            Err(_) if e.synthetic.is_some() => to_write.push(format!("{} (evaluator)", e.id)),
+            Err(_) => to_fetch.push(format!("{} (evaluator)", e.id)),
+        }
+    }
+    match resolved.load_prompts(cache) {
+        Ok(prompts) => {
+            let checked: Vec<&str> = checked
+                .into_iter()
+                .map(|(m, c)| crate::sweep::check_prompts(m, c, &prompts, cells, cfg).map(|()| m.id.as_str()))
+                .collect::<Result<_>>()?;
+            if !checked.is_empty() {
+                println!(
+                    "# checked against {}: {} (positions, prompt lengths in tokens)",
+                    cache.display(),
+                    checked.join(", ")
+                );
+            }
+        }
         // Wikitext not fetched here: `fetch` checks it, `run` reads it.
         Err(e) => {
             let e = format!("{e:#}");
             let why = e.split("; fix:").next().unwrap_or(&e);
-            println!(
-                "# not checked against the checkpoints, the prompts cannot be read here (`run` would say so): {why}"
-            );
-            return Ok(());
-        }
-    };
-    let (mut checked, mut unchecked) = (Vec::new(), Vec::new());
-    for m in &cfg.models {
-        match crate::model::ModelFiles::from_hf_cache(cache, &m.id, &m.revision) {
-            Ok(files) => checked.push((m, crate::sweep::check_model(m, &files, cells, cfg)?)),
-            Err(_) => unchecked.push(m.id.as_str()),
+            println!("# prompt lengths not checked, the prompts cannot be read here (`run` would say so): {why}");
+            if !checked.is_empty() {
+                let ids: Vec<&str> = checked.iter().map(|(m, _)| m.id.as_str()).collect();
+                println!("# checked against {}: {} (positions)", cache.display(), ids.join(", "));
+            }
         }
     }
-    let checked: Vec<&str> = checked
-        .into_iter()
-        .map(|(m, c)| crate::sweep::check_prompts(m, c, &prompts, cells, cfg).map(|()| m.id.as_str()))
-        .collect::<Result<_>>()?;
-    if !checked.is_empty() {
-        println!("# checked against {}: {} (positions, prompt lengths in tokens)", cache.display(), checked.join(", "));
+    if !evaluators.is_empty() {
+        println!("# evaluators in {}: {}", cache.display(), evaluators.join(", "));
     }
-    if !unchecked.is_empty() {
+    if !to_write.is_empty() {
         println!(
-            "# not in {} (not checked; `run` checks them before loading, after writing synthetic weights or `fetch`): \
-             {}",
+            "# not in {} yet, synthetic: `run` writes them (and checks them before loading): {}",
             cache.display(),
-            unchecked.join(", ")
+            to_write.join(", ")
+        );
+    }
+    if !to_fetch.is_empty() {
+        let config = match resolved.source.split(' ').next() {
+            Some(path) if !path.starts_with("embedded:") => format!(" --config {path}"),
+            _ => String::new(),
+        };
+        println!(
+            "# not in {}: `run` would stop at them; fetch them first (`dllm-bench fetch{config}`, where the hub is \
+             reachable, into this cache): {}",
+            cache.display(),
+            to_fetch.join(", ")
         );
     }
     Ok(())
