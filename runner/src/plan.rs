@@ -30,7 +30,7 @@ pub struct ConfigArgs {
     /// Override the batch sizes B (comma-separated).
     #[arg(long, value_delimiter = ',', value_name = "B", allow_negative_numbers = true, value_parser = parse_number)]
     pub batch_size: Vec<u32>,
-    /// Override the sequence lengths N (comma-separated).
+    /// Override the sequence lengths N, in tokens: prompt + output (comma-separated).
     #[arg(long, value_delimiter = ',', value_name = "N", allow_negative_numbers = true, value_parser = parse_number)]
     pub seq_len: Vec<u32>,
     /// Use at most this many prompts (1 or more).
@@ -39,8 +39,8 @@ pub struct ConfigArgs {
     /// Override the device: cpu, cuda or cuda:N.
     #[arg(long, value_name = "DEVICE")]
     pub device: Option<String>,
-    /// Override the precision.
-    #[arg(long, value_enum)]
+    /// Override the precision (any case: bf16, BF16).
+    #[arg(long, value_enum, ignore_case = true)]
     pub dtype: Option<DtypeArg>,
     /// Override the number of warm-up runs per cell.
     #[arg(long, value_name = "W", allow_negative_numbers = true)]

@@ -78,7 +78,11 @@ impl Progress {
         let what = match (&cell.status, derive::cell_summary(cell).e2e_ms) {
             (CellStatus::Ok, Some(s)) => format!("median {:.1} ms over {}", s.median, crate::counted(s.n, "run")),
             (CellStatus::Ok, None) => "ok, no timing".to_string(),
-            (CellStatus::Oom { message }, _) => format!("OUT OF MEMORY: {message}"),
+            // The runner's message starts "out of memory at B=...": said once, in capitals.
+            (CellStatus::Oom { message }, _) => match message.strip_prefix("out of memory") {
+                Some(rest) => format!("OUT OF MEMORY{rest}"),
+                None => format!("OUT OF MEMORY: {message}"),
+            },
             (CellStatus::Error { message }, _) => format!("FAILED: {message}"),
             (CellStatus::Skipped { reason }, _) => format!("skipped: {reason}"),
         };
