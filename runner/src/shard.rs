@@ -87,13 +87,19 @@ pub fn check_count(count: u32, source: &str) -> Result<(), InputError> {
     Ok(())
 }
 
-/// Estimated relative cost of a cell: `B x NFE x N` (see the module docs).
-pub fn cost(key: &CellKey) -> u64 {
+/// The forward passes (NFE) of one generation of a cell: K for a diffusion cell, N_out for the AR model (its
+/// prefill and N_out - 1 decode steps); a threshold cell, whose count is measured, at most N_out.
+pub fn forwards(key: &CellKey) -> u32 {
     let nfe = match key.sampler {
         Sampler::ArGreedy => key.output_tokens,
         _ => key.steps.unwrap_or(key.output_tokens),
     };
-    u64::from(key.batch_size) * u64::from(nfe.max(1)) * u64::from(key.seq_len)
+    nfe.max(1)
+}
+
+/// Estimated relative cost of a cell: `B x NFE x N` (see the module docs).
+pub fn cost(key: &CellKey) -> u64 {
+    u64::from(key.batch_size) * u64::from(forwards(key)) * u64::from(key.seq_len)
 }
 
 /// The shard each cell goes to (`result[i]` for `cells[i]`), by the longest-processing-time rule.

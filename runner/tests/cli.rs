@@ -148,6 +148,9 @@ fn plan_prints_the_cells_of_the_primary_grid() {
     assert_eq!(text.lines().filter(|l| l.starts_with("GSAI-ML/LLaDA-8B-Base")).count(), 12);
     assert_eq!(text.lines().filter(|l| l.starts_with("meta-llama/Meta-Llama-3-8B")).count(), 4);
     assert!(!text.contains("SYNTHETIC"), "real checkpoints: {text}");
+    // The work: 16 cells x 8 generations; per generation 4 x 128 AR forwards and 4 x (32 + 64 + 128) LLaDA ones.
+    let work = "# work: 128 batch generations (16 cells x (3 warm-up + 5 repetitions)), 11264 forward passes";
+    assert!(text.lines().any(|l| l.starts_with(work)), "{text}");
     // The embedded demo's models are synthetic: said before its cells.
     let demo = stdout(&sb.cmd(&["plan"]));
     let said = "# SYNTHETIC weights (timing is real, quality is meaningless): dllm-bench/synthetic-llama-tiny, \

@@ -123,6 +123,19 @@ pub fn main(args: PlanArgs) -> Result<ExitCode> {
     if !synthetic.is_empty() {
         println!("# SYNTHETIC weights (timing is real, quality is meaningless): {}", synthetic.join(", "));
     }
+    // The work, in the units a user can weigh against a node's speed.
+    let per_cell = u64::from(cfg.run.warmup) + u64::from(cfg.run.repetitions);
+    let forwards: u64 = cells.iter().map(|k| u64::from(crate::shard::forwards(k))).sum::<u64>() * per_cell;
+    println!(
+        "# work: {} batch generations ({} x ({} warm-up + {} repetitions)), {}{forwards} forward passes{}{}",
+        cells.len() as u64 * per_cell,
+        crate::counted(cells.len(), "cell"),
+        cfg.run.warmup,
+        cfg.run.repetitions,
+        if cells.iter().any(|k| k.threshold.is_some()) { "up to " } else { "" },
+        if cfg.quality.is_some() { ", then the evaluators' scoring" } else { "" },
+        if cfg.quality.as_ref().is_some_and(|q| q.parity_search) { ", and the parity search's cells" } else { "" }
+    );
     // The prompts as `run` reads them (Wikitext only once fetched: `check_cached_models` says so).
     if let Some(note) =
         resolved.load_prompts(&args.cache.dir()).ok().and_then(|p| p.repeated_rows_note(&cfg.grid.batch_sizes))
