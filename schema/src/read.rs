@@ -865,7 +865,8 @@ fn check_against_config(b: &Bundle, i: usize, cell: &crate::Cell) -> Result<(), 
     // below the grid's largest (between an S_parity and the K below it, or 0).
     let searched = cfg.quality.as_ref().is_some_and(|q| q.parity_search);
     let top = cfg.grid.steps.iter().copied().max().unwrap_or(0);
-    if let Some(s) = k.steps.filter(|s| !cfg.grid.steps.contains(s) && !(searched && *s <= top)) {
+    let in_grid = |s: &u32| cfg.grid.steps.contains(s) || (searched && *s <= top);
+    if let Some(s) = k.steps.filter(|s| !in_grid(s)) {
         return inconsistent(format!(
             "cells[{i}] is at K = {s}, which provenance.config's grid (steps {:?}{}) does not have",
             cfg.grid.steps,
