@@ -71,7 +71,12 @@ pub struct ConfigArgs {
 /// check, with the field's own message.
 fn parse_number(s: &str) -> Result<u32, String> {
     let t = s.trim();
-    t.parse().map_err(|_| format!("{t:?} is not a whole number (such as 8)"))
+    t.parse().map_err(|_| match t.parse::<i128>() {
+        _ if t.is_empty() => "an empty value in the list (a comma too many?); give whole numbers such as 8,16".into(),
+        Ok(v) if v < 0 => format!("{t} is negative; give a whole number of at least 1 (such as 8)"),
+        Ok(_) => format!("{t} is too large (at most {})", u32::MAX),
+        Err(_) => format!("\"{t}\" is not a whole number (such as 8)"),
+    })
 }
 
 /// One value of `--thresholds` (`0.9,0.5` or `"0.9, 0.5"`).

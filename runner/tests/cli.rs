@@ -235,6 +235,12 @@ fn overrides_apply_and_are_validated() {
     let word = sb.cmd(&["plan", "--steps", "4,eight"]);
     assert_exit!(word, 2);
     assert!(stderr(&word).contains("\"eight\" is not a whole number"), "{}", stderr(&word));
+    // What is wrong with a number is said as such: a comma too many, a sign, a size.
+    for (steps, said) in [("4,8,", "a comma too many?"), ("-4", "-4 is negative"), ("9999999999", "is too large")] {
+        let out = sb.cmd(&["plan", "--steps", steps]);
+        assert_exit!(out, 2);
+        assert!(stderr(&out).contains(said), "{steps}: {}", stderr(&out));
+    }
 }
 
 #[test]
