@@ -34,7 +34,7 @@ pub struct ConfigArgs {
     #[arg(long, value_delimiter = ',', value_name = "N", allow_negative_numbers = true, value_parser = parse_number)]
     pub seq_len: Vec<u32>,
     /// Use at most this many prompts (1 or more).
-    #[arg(long, value_name = "P", value_parser = clap::value_parser!(u32).range(1..), allow_negative_numbers = true)]
+    #[arg(long, value_name = "P", value_parser = parse_positive, allow_negative_numbers = true)]
     pub max_prompts: Option<u32>,
     /// Override the device: cpu, cuda or cuda:N.
     #[arg(long, value_name = "DEVICE")]
@@ -43,10 +43,10 @@ pub struct ConfigArgs {
     #[arg(long, value_enum, ignore_case = true)]
     pub dtype: Option<DtypeArg>,
     /// Override the number of warm-up runs per cell.
-    #[arg(long, value_name = "W", allow_negative_numbers = true)]
+    #[arg(long, value_name = "W", allow_negative_numbers = true, value_parser = parse_number)]
     pub warmup: Option<u32>,
     /// Override the number of measured runs per cell.
-    #[arg(long, value_name = "R", allow_negative_numbers = true)]
+    #[arg(long, value_name = "R", allow_negative_numbers = true, value_parser = parse_positive)]
     pub repetitions: Option<u32>,
     /// Refine S_parity by bisection between the grid's K values (needs a `[quality]` table; sets
     /// quality.parity_search).
@@ -73,10 +73,18 @@ fn parse_number(s: &str) -> Result<u32, String> {
     let t = s.trim();
     t.parse().map_err(|_| match t.parse::<i128>() {
         _ if t.is_empty() => "an empty value in the list (a comma too many?); give whole numbers such as 8,16".into(),
-        Ok(v) if v < 0 => format!("{t} is negative; give a whole number of at least 1 (such as 8)"),
+        Ok(v) if v < 0 => format!("{t} is negative; give a whole number (such as 8)"),
         Ok(_) => format!("{t} is too large (at most {})", u32::MAX),
         Err(_) => format!("\"{t}\" is not a whole number (such as 8)"),
     })
+}
+
+/// [`parse_number`], 1 or more.
+fn parse_positive(s: &str) -> Result<u32, String> {
+    match parse_number(s)? {
+        0 => Err("0 is too few; give 1 or more".into()),
+        n => Ok(n),
+    }
 }
 
 /// One value of `--thresholds` (`0.9,0.5` or `"0.9, 0.5"`).

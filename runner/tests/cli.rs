@@ -241,6 +241,11 @@ fn overrides_apply_and_are_validated() {
         assert_exit!(out, 2);
         assert!(stderr(&out).contains(said), "{steps}: {}", stderr(&out));
     }
+    for (flag, value, said) in [("--warmup", "-1", "-1 is negative"), ("--repetitions", "0", "0 is too few")] {
+        let out = sb.cmd(&["plan", flag, value]);
+        assert_exit!(out, 2);
+        assert!(stderr(&out).contains(said) && !stderr(&out).contains("4294967295"), "{flag}: {}", stderr(&out));
+    }
 }
 
 #[test]
