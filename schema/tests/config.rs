@@ -205,6 +205,7 @@ fn a_value_of_the_wrong_type_says_what_the_field_takes() {
     for (from, to, takes) in [
         ("warmup = 1", "warmup = \"one\"", "a whole number such as 3, without quotes"),
         ("warmup = 1", "warmup = 1.5", "a whole number such as 3, without quotes"),
+        ("warmup = 1", "warmup = -1", "a whole number from 0 to 4294967295"),
         ("repetitions = 2", "repetitions = [2]", "a whole number such as 3, without quotes"),
     ] {
         let text = BASE.replace(from, to);

@@ -94,6 +94,20 @@ fn explain(text: &str, e: &toml::de::Error) -> (String, String) {
 /// with no plainer name.
 fn wrong_type(e: &toml::de::Error) -> Option<String> {
     let msg = e.message().trim();
+    // A number out of the field's range (`invalid value: integer `-1`, expected u32`): the range in words.
+    if let Some((_, expected)) = msg.strip_prefix("invalid value: integer ").and_then(|m| m.split_once("expected ")) {
+        let most = match expected.trim() {
+            "u8" => u64::from(u8::MAX),
+            "u16" => u64::from(u16::MAX),
+            "u32" => u64::from(u32::MAX),
+            "u64" | "usize" => u64::MAX,
+            _ => return None,
+        };
+        return Some(format!(
+            "write the value as a whole number from 0 to {most}; \
+             config/experiments.toml documents every field"
+        ));
+    }
     let expected = msg.strip_prefix("invalid type: ")?.split_once(", expected ")?.1.trim();
     let what = match expected {
         "u8" | "u16" | "u32" | "u64" | "usize" | "i8" | "i16" | "i32" | "i64" | "isize" => {
