@@ -170,7 +170,8 @@ pub fn latency(a: &Bundle, b: &Bundle, markdown: bool) -> (String, bool) {
     {
         let _ = writeln!(
             out,
-            "warning: the bundles' prompt sets differ (A {} {}, B {} {}): a cell of one shape ran as many tokens from other prompts (its timing compares; its text and quality do not)",
+            "warning: the bundles' prompt sets differ (A {} {}, B {} {}): a cell of one shape ran as many tokens \
+             from other prompts (its timing compares; its text and quality do not)",
             pa.source, pa.selection, pb.source, pb.selection
         );
     }

@@ -702,12 +702,11 @@ pub fn main(args: &FiguresArgs) -> Result<ExitCode> {
     }
     let removed = match removed {
         0 => String::new(),
-        1 => "; removed 1 file an earlier `figures` wrote there that this one does not".into(),
-        n => format!("; removed {n} files an earlier `figures` wrote there that this one does not"),
+        n => format!("; removed {} an earlier `figures` wrote there that this one does not", crate::counted(n, "file")),
     };
     eprintln!(
-        "figures: {written} {} and captions.md in {} ({skipped} not drawn: captions.md says why){removed}",
-        if written == 1 { "file" } else { "files" },
+        "figures: {} and captions.md in {} ({skipped} not drawn: captions.md says why){removed}",
+        crate::counted(written, "file"),
         args.output.display()
     );
     Ok(ExitCode::SUCCESS)

@@ -119,13 +119,13 @@ pub fn assemble(args: &SiteArgs) -> Result<usize> {
     let (index, skipped) = serve::read_index(&args.results)?;
     if !skipped.is_empty() && !args.skip_invalid {
         let files: Vec<String> = skipped.iter().map(|(p, e)| format!("  {}: {e}", p.display())).collect();
+        let (what, them) =
+            if skipped.len() == 1 { ("a .json file is", "it") } else { ("some .json files are", "them") };
         return Err(InputError(format!(
-            "--results {}: {} not a bundle, and a site without {} would leave {} out unseen:\n{}\nfix: mend each \
-             (`dllm-bench validate FILE` says how), move it out of {}, or pass --skip-invalid to publish the rest",
+            "--results {}: {what} not a bundle, and a site without {them} would leave {them} out unseen:\n{}\nfix: \
+             mend each (`dllm-bench validate FILE` says how), move it out of {}, or pass --skip-invalid to publish the \
+             rest",
             args.results.display(),
-            if skipped.len() == 1 { "a .json file is" } else { "some .json files are" },
-            if skipped.len() == 1 { "it" } else { "them" },
-            if skipped.len() == 1 { "it" } else { "them" },
             files.join("\n"),
             args.results.display()
         ))

@@ -63,9 +63,10 @@ pub fn main(args: PlanArgs) -> Result<ExitCode> {
     let resolved = plan::resolve(&args.config)?;
     // A prompt file is read here as `run` reads it (a missing or short file is refused now, not after the jobs
     // are queued); Wikitext's shards are `fetch`'s to check.
-    if resolved.config.prompts.source == schema::grid::PromptSource::File {
-        resolved.load_prompts(std::path::Path::new(""))?;
-    }
+    let file_prompts = match resolved.config.prompts.source {
+        schema::grid::PromptSource::File => Some(resolved.load_prompts(std::path::Path::new(""))?),
+        _ => None,
+    };
     if args.json {
         use schema::grid::SynthPreset;
         let preset = args.shapes.map(|s| match s {
@@ -136,10 +137,12 @@ pub fn main(args: PlanArgs) -> Result<ExitCode> {
         if cfg.quality.is_some() { ", then the evaluators' scoring" } else { "" },
         if cfg.quality.as_ref().is_some_and(|q| q.parity_search) { ", and the parity search's cells" } else { "" }
     );
-    // The prompts as `run` reads them (Wikitext only once fetched: `check_cached_models` says so).
-    if let Some(note) =
-        resolved.load_prompts(&args.cache.dir()).ok().and_then(|p| p.repeated_rows_note(&cfg.grid.batch_sizes))
-    {
+    // The prompts as `run` reads them, read once (Wikitext only once fetched: `check_cached_models` says so).
+    let prompts = match file_prompts {
+        Some(p) => Ok(p),
+        None => resolved.load_prompts(&args.cache.dir()),
+    };
+    if let Some(note) = prompts.as_ref().ok().and_then(|p| p.repeated_rows_note(&cfg.grid.batch_sizes)) {
         println!("# {note}");
     }
     if let Some(note) = cfg.steps_past_tokens_note() {
@@ -175,7 +178,7 @@ pub fn main(args: PlanArgs) -> Result<ExitCode> {
             opt(c.block_length)
         );
     }
-    check_cached_models(&resolved, &args.cache.dir(), &cells)?;
+    check_cached_models(&resolved, &prompts, &args.cache.dir(), &cells)?;
     if args.show_config {
         println!("\n{}", cfg.to_toml());
     }
@@ -186,7 +189,12 @@ pub fn main(args: PlanArgs) -> Result<ExitCode> {
 /// enough in tokens, the chat template), made now for every model already in `cache`, so that a grid a job would
 /// refuse at once is refused before it is queued; the others (synthetic ones not written yet, checkpoints not
 /// fetched) are named as not checked. Nothing is written.
-fn check_cached_models(resolved: &plan::ResolvedConfig, cache: &std::path::Path, cells: &[CellKey]) -> Result<()> {
+fn check_cached_models(
+    resolved: &plan::ResolvedConfig,
+    prompts: &Result<crate::prompts::PromptSet>,
+    cache: &std::path::Path,
+    cells: &[CellKey],
+) -> Result<()> {
     let cfg = &resolved.config;
     let (mut checked, mut to_write, mut to_fetch) = (Vec::new(), Vec::new(), Vec::new());
     for m in &cfg.models {
@@ -205,11 +213,11 @@ fn check_cached_models(resolved: &plan::ResolvedConfig, cache: &std::path::Path,
             Err(_) => to_fetch.push(format!("{} (evaluator)", e.id)),
         }
     }
-    match resolved.load_prompts(cache) {
+    match prompts {
         Ok(prompts) => {
             let checked: Vec<&str> = checked
                 .into_iter()
-                .map(|(m, c)| crate::sweep::check_prompts(m, c, &prompts, cells, cfg).map(|()| m.id.as_str()))
+                .map(|(m, c)| crate::sweep::check_prompts(m, c, prompts, cells, cfg).map(|()| m.id.as_str()))
                 .collect::<Result<_>>()?;
             if !checked.is_empty() {
                 println!(
