@@ -131,7 +131,7 @@ fn init_logging(filter: Option<&str>) {
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
-        .with_writer(std::io::stderr)
+        .with_writer(crate::StderrEvent::default)
         .with_ansi(ansi)
         .event_format(UserLines { full: tracing_subscriber::fmt::format().with_ansi(ansi) })
         .try_init();

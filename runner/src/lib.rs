@@ -9,13 +9,71 @@
 //! [`fetch`] fills (or checks) the model cache for offline compute nodes.
 
 /// `eprintln!` for a run's progress and messages: when standard error is a closed pipe (`2>&1 | head`), the
-/// text is lost and the run goes on (`eprintln!` would panic there and end the run).
+/// text is lost and the run goes on (`eprintln!` would panic there and end the run). While a progress bar is on
+/// the terminal the line goes above it (see [`stderr_line`]).
 #[macro_export]
 macro_rules! say {
     ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
+        $crate::stderr_line(format!($($arg)*).as_bytes());
     }};
+}
+
+/// The progress bar on the terminal, if one is drawn: what is written to standard error meanwhile goes above it.
+static BAR: std::sync::Mutex<Option<indicatif::ProgressBar>> = std::sync::Mutex::new(None);
+
+/// Draws what is written to standard error (by [`say!`] and the log lines) above `bar` until [`release_bar`].
+pub(crate) fn hold_bar(bar: &indicatif::ProgressBar) {
+    *BAR.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(bar.clone());
+}
+
+/// Ends [`hold_bar`].
+pub(crate) fn release_bar() {
+    *BAR.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+}
+
+/// Writes `text` and a new line to standard error, with the progress bar (if one is drawn) hidden meanwhile and
+/// drawn again below the text: without this a line written while the bar is drawn is glued to its end. A closed
+/// standard error loses the text, not the run.
+pub fn stderr_line(text: &[u8]) {
+    use std::io::Write as _;
+    let write = || {
+        let mut err = std::io::stderr().lock();
+        let _ = err.write_all(text);
+        if !text.ends_with(b"\n") {
+            let _ = err.write_all(b"\n");
+        }
+        let _ = err.flush();
+    };
+    // The bar is cloned out so that the lock is not held while it draws.
+    let bar = BAR.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+    match bar {
+        Some(bar) if !bar.is_finished() => bar.suspend(write),
+        _ => write(),
+    }
+}
+
+/// Standard error for the log lines: one event's text is collected and written by [`stderr_line`] when the
+/// logger drops the writer, so that a warning during a run goes above its progress bar.
+#[derive(Default)]
+pub(crate) struct StderrEvent(Vec<u8>);
+
+impl std::io::Write for StderrEvent {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for StderrEvent {
+    fn drop(&mut self) {
+        if !self.0.is_empty() {
+            stderr_line(&self.0);
+        }
+    }
 }
 
 /// `println!` for what a long command reports as it goes (`fetch`'s files): a closed standard output loses the
@@ -129,6 +187,74 @@ pub fn error_text(err: &anyhow::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A terminal that records what a progress bar does to it.
+    #[derive(Debug, Default, Clone)]
+    struct Screen(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+    impl Screen {
+        fn log(&self, what: String) -> std::io::Result<()> {
+            self.0.lock().unwrap().push(what);
+            Ok(())
+        }
+    }
+
+    impl indicatif::TermLike for Screen {
+        fn width(&self) -> u16 {
+            80
+        }
+        fn move_cursor_up(&self, n: usize) -> std::io::Result<()> {
+            self.log(format!("up {n}"))
+        }
+        fn move_cursor_down(&self, n: usize) -> std::io::Result<()> {
+            self.log(format!("down {n}"))
+        }
+        fn move_cursor_right(&self, n: usize) -> std::io::Result<()> {
+            self.log(format!("right {n}"))
+        }
+        fn move_cursor_left(&self, n: usize) -> std::io::Result<()> {
+            self.log(format!("left {n}"))
+        }
+        fn write_line(&self, s: &str) -> std::io::Result<()> {
+            self.log(format!("line {s}"))
+        }
+        fn write_str(&self, s: &str) -> std::io::Result<()> {
+            self.log(format!("str {s}"))
+        }
+        fn clear_line(&self) -> std::io::Result<()> {
+            self.log("clear".into())
+        }
+        fn flush(&self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_line_said_while_a_bar_is_drawn_goes_above_it() {
+        let screen = Screen::default();
+        let bar = indicatif::ProgressBar::with_draw_target(
+            Some(10),
+            indicatif::ProgressDrawTarget::term_like(Box::new(screen.clone())),
+        );
+        bar.tick();
+        // The default style draws the count: each draw of the bar writes `0/10` once.
+        let drawn = || screen.0.lock().unwrap().iter().filter(|l| l.contains("0/10")).count();
+        let cleared = || screen.0.lock().unwrap().iter().filter(|l| *l == "clear").count();
+        assert_eq!(drawn(), 1, "{:?}", screen.0.lock().unwrap());
+        let before = cleared();
+        hold_bar(&bar);
+        // A log line (the logger's writer) and a said line: each hides the bar and draws it again below.
+        let mut event = StderrEvent::default();
+        std::io::Write::write_all(&mut event, b"warning: a log line\n").unwrap();
+        drop(event);
+        say!("loading a model");
+        release_bar();
+        assert!(cleared() >= before + 2, "the bar was not hidden: {:?}", screen.0.lock().unwrap());
+        assert_eq!(drawn(), 3, "the bar was not drawn again: {:?}", screen.0.lock().unwrap());
+        // Released: a line no longer touches the bar.
+        say!("after the run");
+        assert_eq!(drawn(), 3);
+    }
 
     #[test]
     fn error_text_leaves_out_candles_backtraces_wherever_they_are_nested() {

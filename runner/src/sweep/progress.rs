@@ -35,13 +35,14 @@ impl Progress {
     /// before it.
     pub(super) fn new(todo: &[CellKey], total: usize, done: usize, enabled: bool) -> Progress {
         let bar = (enabled && std::io::stderr().is_terminal()).then(|| {
-            let bar = indicatif::ProgressBar::new(total as u64);
-            bar.set_position(done as u64);
-            bar.set_style(
-                // The time left is ours (`eta_text`, by cost), not the bar's count of cells.
+            // The time left is ours (`eta_text`, by cost), not the bar's count of cells. The style is set before
+            // the first draw (`set_position` draws).
+            let style =
                 indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} cells, {msg}")
-                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-            );
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
+            let bar = indicatif::ProgressBar::new(total as u64).with_style(style);
+            bar.set_position(done as u64);
+            crate::hold_bar(&bar);
             bar
         });
         let mut left = [0u64; 2];
@@ -115,6 +116,19 @@ impl Progress {
     pub(super) fn done(&self) {
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();
+            crate::release_bar();
+        }
+    }
+}
+
+impl Drop for Progress {
+    /// A sweep that ends in an error leaves the bar where it stopped, and later lines below it.
+    fn drop(&mut self) {
+        if let Some(bar) = self.bar.take() {
+            crate::release_bar();
+            if !bar.is_finished() {
+                bar.abandon();
+            }
         }
     }
 }
