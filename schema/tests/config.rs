@@ -652,3 +652,27 @@ fn unknown_tables_and_fields_are_named_at_their_line() {
     let line = line_of(&text, "synthetic = { preset = \"tiny\", layerz = 2 }");
     assert!(msg.contains(&format!("line {line}: unknown field `models[0].synthetic.layerz`")), "{msg}");
 }
+
+#[test]
+fn an_unknown_field_a_slip_away_from_one_or_in_the_wrong_table_gets_its_fix() {
+    let fix_of = |text: &str| match GridConfig::from_toml(text, "my.toml").expect_err("refused") {
+        ConfigError::Parse { fix, .. } => fix,
+        other => panic!("not a parse error: {other}"),
+    };
+    // A letter dropped, two swapped, a dash for an underscore: the field of that table.
+    let fix = fix_of(&BASE.replace("repetitions = 2", "repetitons = 2"));
+    assert!(fix.starts_with("did you mean `repetitions`? (the field of [run] nearest to `repetitons`)"), "{fix}");
+    assert!(fix_of(&BASE.replace("warmup = 1", "warmpu = 1")).contains("`warmup`"));
+    let fix =
+        fix_of(&BASE.replace("id = \"a/llama\"", "id = \"a/llama\"\nsynthetic = { preset = \"tiny\", layerz = 2 }"));
+    assert!(fix.contains("did you mean `layers`? (the field of [models.synthetic]"), "{fix}");
+    // The right name in the wrong table.
+    let fix = fix_of(&BASE.replace("steps = [8, 16]", "steps = [8, 16]\nseed = 1"));
+    assert!(fix.starts_with("`seed` is a field of ") && fix.contains("[run]"), "{fix}");
+    assert!(fix.contains("not of [grid]: move it to the one meant"), "{fix}");
+    let fix = fix_of(&BASE.replace("dtype = \"f32\"", "dtype = \"f32\"\nseq_lengths = [64]"));
+    assert!(fix.starts_with("`seq_lengths` is a field of [grid], not of [run]: move it there"), "{fix}");
+    // Nothing near: the plain fix.
+    let fix = fix_of(&BASE.replace("repetitions = 2", "repetitions = 2\nbananas = 2"));
+    assert_eq!(fix, ConfigError::COMPARE);
+}

@@ -48,7 +48,10 @@ impl GridConfig {
             return Err(ConfigError::Parse {
                 file: file.to_string(),
                 message: format!("{line}unknown field `{path}` (a typo, or a field of a newer dllm-bench)"),
-                fix: ConfigError::COMPARE.to_string(),
+                fix: match suggest_field(path) {
+                    Some(hint) => format!("{hint}; config/experiments.toml documents every field"),
+                    None => ConfigError::COMPARE.to_string(),
+                },
             });
         }
         parsed.map_err(parse_err)
@@ -58,6 +61,123 @@ impl GridConfig {
     pub fn to_toml(&self) -> String {
         toml::to_string(self).unwrap_or_else(|e| format!("# config not representable as TOML: {e}"))
     }
+}
+
+/// The fields a config can hold, as `(table, field)` pairs (`("run", "warmup")`, `("models[].synthetic",
+/// "layers")`; the top level's table is `""`), read from the config's JSON Schema: the same names serde reads.
+fn config_fields() -> Vec<(String, String)> {
+    let schema = serde_json::to_value(schemars::schema_for!(GridConfig)).unwrap_or_default();
+    let defs = schema.get("$defs").cloned().unwrap_or_default();
+    let mut out = Vec::new();
+    walk_fields(&schema, &defs, String::new(), &mut out, 0);
+    out
+}
+
+fn walk_fields(
+    node: &serde_json::Value,
+    defs: &serde_json::Value,
+    table: String,
+    out: &mut Vec<(String, String)>,
+    depth: usize,
+) {
+    // The config nests a few tables deep; the bound keeps a recursive type from looping.
+    if depth > 8 {
+        return;
+    }
+    if let Some(name) = node.get("$ref").and_then(|r| r.as_str()).and_then(|r| r.strip_prefix("#/$defs/")) {
+        if let Some(def) = defs.get(name) {
+            walk_fields(def, defs, table, out, depth + 1);
+        }
+        return;
+    }
+    for key in ["anyOf", "oneOf", "allOf"] {
+        for alt in node.get(key).and_then(|a| a.as_array()).into_iter().flatten() {
+            walk_fields(alt, defs, table.clone(), out, depth + 1);
+        }
+    }
+    if let Some(items) = node.get("items") {
+        walk_fields(items, defs, format!("{table}[]"), out, depth + 1);
+    }
+    for (field, value) in node.get("properties").and_then(|p| p.as_object()).into_iter().flatten() {
+        if !out.iter().any(|(t, f)| *t == table && f == field) {
+            out.push((table.clone(), field.clone()));
+        }
+        let inner = if table.is_empty() { field.clone() } else { format!("{table}.{field}") };
+        walk_fields(value, defs, inner, out, depth + 1);
+    }
+}
+
+/// What an unknown field most likely meant: a field of its table a slip away (`repetitons`: `repetitions`),
+/// or the same name in another table (`seed` in [grid]: `seed belongs in [run]`); `None` when nothing is near.
+fn suggest_field(path: &str) -> Option<String> {
+    // `models[0].synthetic.layerz`: the table `models[].synthetic`, the field `layerz`.
+    let (table, field) = path.rsplit_once('.').unwrap_or(("", path));
+    let mut table_key = String::new();
+    for (i, part) in table.split('.').filter(|p| !p.is_empty()).enumerate() {
+        if i > 0 {
+            table_key.push('.');
+        }
+        match part.split_once('[') {
+            Some((name, _)) => {
+                table_key.push_str(name);
+                table_key.push_str("[]");
+            }
+            None => table_key.push_str(part),
+        }
+    }
+    let fields = config_fields();
+    let norm = |s: &str| s.to_ascii_lowercase().replace('-', "_");
+    let wanted = norm(field);
+    let here: Vec<&str> = fields.iter().filter(|(t, _)| *t == table_key).map(|(_, f)| f.as_str()).collect();
+    // A slip: a letter or two off, or two letters swapped; a short name only one off.
+    let most = if wanted.chars().count() >= 5 { 2 } else { 1 };
+    let near =
+        here.iter().map(|f| (edit_distance(&wanted, &norm(f)), *f)).filter(|(d, _)| *d <= most).min_by_key(|(d, _)| *d);
+    if let Some((_, f)) = near {
+        let place = if table_key.is_empty() {
+            "the top level".to_string()
+        } else {
+            format!("[{}]", table_key.replace("[]", ""))
+        };
+        return Some(format!("did you mean `{f}`? (the field of {place} nearest to `{field}`)"));
+    }
+    let elsewhere: Vec<String> = fields
+        .iter()
+        .filter(|(t, f)| *t != table_key && norm(f) == wanted && !t.is_empty())
+        .map(|(t, _)| format!("[{}]", t.replace("[]", "")))
+        .collect();
+    let here =
+        if table_key.is_empty() { "the top level".to_string() } else { format!("[{}]", table_key.replace("[]", "")) };
+    match elsewhere.as_slice() {
+        [] => None,
+        [one] => Some(format!("`{field}` is a field of {one}, not of {here}: move it there")),
+        [many @ .., last] => Some(format!(
+            "`{field}` is a field of {} and {last}, not of {here}: move it to the one meant",
+            many.join(", ")
+        )),
+    }
+}
+
+/// Edits (insert, delete, replace, swap two neighbours) from `a` to `b` (optimal string alignment).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    d[0] = (0..=b.len()).collect();
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (d[i - 1][j] + 1).min(d[i][j - 1] + 1).min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(d[i - 2][j - 2] + 1);
+            }
+            d[i][j] = best;
+        }
+    }
+    d[a.len()][b.len()]
 }
 
 /// An ignored field's path as the config's tables name it (`models[0].synthetic.layerz`): serde_ignored's own
