@@ -214,6 +214,26 @@ fn plan_previews_shards_and_an_empty_shard_is_refused_before_it_runs() {
 }
 
 #[test]
+fn a_shards_bundle_in_an_output_folder_names_its_shard() {
+    let sb = Sandbox::new();
+    let small = ["--seq-len", "48", "--batch-size", "1", "--steps", "4,8", "--repetitions", "1", "--warmup", "0", "-q"];
+    for shard in ["0/2", "1/2"] {
+        let mut args = vec!["run", "-o", "out", "--shard", shard];
+        args.extend_from_slice(&small);
+        assert_exit!(sb.cmd(&args), 0);
+    }
+    let mut names: Vec<String> = std::fs::read_dir(sb.path().join("out"))
+        .expect("the output folder")
+        .map(|e| e.expect("an entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 2, "{names:?}");
+    for (i, name) in names.iter().enumerate() {
+        assert!(name.starts_with(&format!("demo-shard-{i}-of-2-")) && name.ends_with(".json"), "{names:?}");
+    }
+}
+
+#[test]
 fn overrides_apply_and_are_validated() {
     let sb = Sandbox::new();
     let out =

@@ -19,7 +19,8 @@ pub struct RunArgs {
     #[command(flatten)]
     pub cache: CacheArgs,
     /// Folder for the bundle. The run works in OUTPUT_DIR/NAME-STAMP.run/ (journal, partial bundle), writes
-    /// OUTPUT_DIR/NAME-STAMP.json at the end (never over a file that is not this run's) and removes its own files
+    /// OUTPUT_DIR/NAME-STAMP.json at the end (NAME-shard-I-of-N-STAMP.json for a --shard; never over a file that
+    /// is not this run's) and removes its own files
     /// from the .run folder, then the folder if that empties it. Not with --run-dir or --resume (their folder says
     /// where the bundle goes).
     #[arg(long, short = 'o', default_value = "results", value_name = "DIR", conflicts_with_all = ["run_dir", "resume"])]

@@ -61,8 +61,13 @@ pub(super) fn open_folder(resolved: &ResolvedConfig, opts: &SweepOptions, prompt
             }
             let h = header(PathBuf::new(), true);
             let stamp: String = h.created_at.chars().filter(|c| !matches!(c, '-' | ':')).collect();
-            // Two runs of one config in the same second get -2, -3, ...: checked when the folder is created.
-            let base = format!("{}-{stamp}", cfg.run.name);
+            // Two runs of one config in the same second get -2, -3, ...: checked when the folder is created. A
+            // shard's bundle names its shard (`NAME-shard-0-of-4-STAMP.json`): the shards written into one folder
+            // are told apart by name, as `merge` is given them.
+            let base = match opts.shard {
+                Some(s) => format!("{}-shard-{}-of-{}-{stamp}", cfg.run.name, s.index, s.count),
+                None => format!("{}-{stamp}", cfg.run.name),
+            };
             let dir = output_dir.join(format!("{base}.run"));
             let h = Header { bundle: PathBuf::from("..").join(format!("{base}.json")), ..h };
             return Ok(Opened { dir, journal: None, new_header: Some(h), lock: None });
