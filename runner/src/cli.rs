@@ -100,11 +100,14 @@ pub fn main() -> Result<ExitCode> {
         Command::Serve(args) => commands::serve::main(args),
         Command::Site(args) => {
             let n = crate::site::assemble(&args)?;
-            println!(
-                "{}: {}; serve it from any static host (all paths are relative)",
-                args.out.display(),
-                crate::counted(n, "bundle")
+            // As every command that writes a file or folder: its path on standard output, the rest on standard
+            // error.
+            crate::say!(
+                "site: {} in {}; serve it from any static host (all paths are relative)",
+                crate::counted(n, "bundle"),
+                args.out.display()
             );
+            println!("{}", args.out.display());
             Ok(ExitCode::SUCCESS)
         }
         Command::Schema => {

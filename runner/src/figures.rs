@@ -704,11 +704,13 @@ pub fn main(args: &FiguresArgs) -> Result<ExitCode> {
         0 => String::new(),
         n => format!("; removed {} an earlier `figures` wrote there that this one does not", crate::counted(n, "file")),
     };
-    eprintln!(
+    crate::say!(
         "figures: {} and captions.md in {} ({skipped} not drawn: captions.md says why){removed}",
         crate::counted(written, "file"),
         args.output.display()
     );
+    // As every command that writes a file or folder: its path on standard output.
+    println!("{}", args.output.display());
     Ok(ExitCode::SUCCESS)
 }
 

@@ -771,7 +771,8 @@ pub fn main(args: &ReportArgs) -> anyhow::Result<std::process::ExitCode> {
     match &args.output {
         Some(path) => {
             crate::output::write_atomic(path, report.as_bytes())?;
-            eprintln!("wrote {}", path.display());
+            // As export and merge: the path of what was written on standard output.
+            println!("{}", path.display());
         }
         None => print!("{report}"),
     }

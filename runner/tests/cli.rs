@@ -1072,3 +1072,27 @@ fn figures_captions_speak_print_say_the_report_s_cautions_and_the_compare_legend
     let next = captions[at + 1..].find("\n## ").map_or(captions.len(), |i| at + 1 + i);
     assert!(captions[at..next].contains("a small chart per N "), "{}", &captions[at..next]);
 }
+
+#[test]
+fn a_command_that_writes_a_file_or_folder_prints_its_path_alone_on_standard_output() {
+    let sb = Sandbox::new();
+    let bundle = repo_file("schema/tests/fixtures/v1.0/demo.json");
+    let bundle = bundle.as_str();
+    let dist = sb.path().join("dist");
+    std::fs::create_dir_all(sb.path().join("res")).expect("results");
+    std::fs::create_dir_all(&dist).expect("dist");
+    std::fs::write(dist.join("index.html"), "<html></html>").expect("index");
+    std::fs::copy(bundle, sb.path().join("res/a.json")).expect("copy");
+    for (args, path) in [
+        (vec!["export", "-o", "x.csv", bundle], "x.csv"),
+        (vec!["merge", "-o", "m.json", bundle], "m.json"),
+        (vec!["report", "-o", "r.md", bundle], "r.md"),
+        (vec!["figures", "-o", "figs", "--format", "svg", bundle], "figs"),
+        (vec!["site", "--results", "res", "--explorer", "dist", "--out", "site"], "site"),
+    ] {
+        let out = sb.cmd(&args);
+        assert_exit!(out, 0);
+        assert_eq!(stdout(&out), format!("{path}\n"), "{args:?}: {}", stderr(&out));
+        assert!(sb.path().join(path).exists(), "{args:?}");
+    }
+}
