@@ -22,6 +22,19 @@ pub enum BundleError {
         /// 1-based column.
         column: usize,
     },
+    /// A NaN or Infinity where a number goes (Python's `json.dump` writes them unless `allow_nan=False`): not JSON.
+    #[error(
+        "not a valid JSON file: `{path}` holds NaN or Infinity at line {line}, column {column}, which JSON has no \
+         place for (Python's json.dump writes them unless allow_nan=False)"
+    )]
+    NotFinite {
+        /// The field, as a path (`cells[0].repetitions[0].e2e_ms`).
+        path: String,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+    },
     /// JSON, but not an object with `schema_version`.
     #[error("not a dllm-bench bundle: {0}")]
     NotABundle(String),
@@ -68,6 +81,9 @@ impl BundleError {
             BundleError::NotJson { .. } => {
                 "repair the JSON at that line and column (a file cut short by a copy or a full disk? the runner \
                  writes whole files only), or use the file as the runner wrote it"
+            }
+            BundleError::NotFinite { .. } => {
+                "write a finite number there, or leave the field out where nothing was measured (absent, never NaN)"
             }
             BundleError::NotABundle(_) => "pass a result bundle (a .json file that `dllm-bench run` or `merge` wrote)",
             BundleError::NewerVersion { .. } => "",
@@ -354,16 +370,7 @@ fn not_json_in(text: &str, e: &serde_json::Error) -> BundleError {
     let near = text.get(at.saturating_sub(2)..(at + 9).min(text.len())).unwrap_or_default();
     if near.contains("NaN") || near.contains("Infinity") {
         let start = at.saturating_sub(2) + near.find(['N', 'I', '-']).unwrap_or(0);
-        return BundleError::NotJson {
-            message: format!(
-                "`{}` holds NaN or Infinity, which JSON has no place for (Python's json.dump writes them unless \
-                 allow_nan=False); fix: write a finite number there, or leave the field out where nothing was \
-                 measured (absent, never NaN)",
-                json_path_at(text, start)
-            ),
-            line: e.line(),
-            column: e.column(),
-        };
+        return BundleError::NotFinite { path: json_path_at(text, start), line: e.line(), column: e.column() };
     }
     not_json(e)
 }

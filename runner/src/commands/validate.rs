@@ -216,7 +216,14 @@ pub fn main(args: ValidateArgs) -> Result<ExitCode> {
         }
     }
     if bad > 0 {
-        return Err(InputError(format!("{bad} of {} bundles are invalid", args.bundles.len())).into());
+        let said = match (bad, args.bundles.len()) {
+            (_, 1) => "the bundle is invalid".to_string(),
+            (2, 2) => "both bundles are invalid".to_string(),
+            (1, n) => format!("1 of {n} bundles is invalid"),
+            (bad, n) if bad == n => format!("all {n} bundles are invalid"),
+            (bad, n) => format!("{bad} of {n} bundles are invalid"),
+        };
+        return Err(InputError(said).into());
     }
     if args.complete && !incomplete.is_empty() {
         let names: Vec<String> = incomplete.iter().map(|(p, c)| format!("{} ({c})", p.display())).collect();
