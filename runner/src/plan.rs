@@ -36,6 +36,12 @@ pub struct ConfigArgs {
     /// Use at most this many prompts (1 or more).
     #[arg(long, value_name = "P", value_parser = parse_positive, allow_negative_numbers = true)]
     pub max_prompts: Option<u32>,
+    /// Read the prompts from this file (relative to the current folder) instead of the config's source: JSONL,
+    /// one {"prompt": ..., "reference": ...} per line, or plain text with prompts separated by blank lines. Sets
+    /// prompts.source = "file"; the config's prompt count stays (the first that many of the file; --max-prompts
+    /// for fewer).
+    #[arg(long, value_name = "FILE")]
+    pub prompt_file: Option<PathBuf>,
     /// Override the device: cpu, cuda or cuda:N.
     #[arg(long, value_name = "DEVICE")]
     pub device: Option<String>,
@@ -213,6 +219,17 @@ pub fn resolve_with_base(
     if !args.seq_len.is_empty() {
         note("seq-len", list(&args.seq_len));
         config.grid.seq_lengths = args.seq_len.clone();
+    }
+    if let Some(file) = &args.prompt_file {
+        // Relative to where the command runs, as a user types it (a config's own `path` is relative to its file).
+        let path = std::path::absolute(file).unwrap_or_else(|_| file.clone());
+        note("prompt-file", file.display().to_string());
+        config.prompts.count = config.prompts.prompt_count();
+        config.prompts.preset = None;
+        config.prompts.source = schema::grid::PromptSource::File;
+        config.prompts.path = Some(path.display().to_string());
+        // Wikitext's settings say nothing of a file.
+        (config.prompts.dataset, config.prompts.revision, config.prompts.min_chars) = (None, None, None);
     }
     if let Some(p) = args.max_prompts {
         note("max-prompts", p.to_string());

@@ -60,7 +60,8 @@ impl PromptSet {
                 let text = crate::input::read_text_file(
                     &path,
                     "prompts.path: the prompt file",
-                    "point prompts.path (relative to the config's folder) at a UTF-8 text file: JSONL with a \
+                    "point prompts.path (relative to the config's folder) or --prompt-file (relative to the current \
+                     folder) at a UTF-8 text file: JSONL with a \
                      \"prompt\" field per line, or plain text with prompts separated by blank lines",
                 )?;
                 (parse_prompt_file(&text, &path)?, format!("file:{rel}"))

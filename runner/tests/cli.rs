@@ -161,6 +161,15 @@ fn plan_prints_the_cells_of_the_primary_grid() {
     let big = stdout(&sb.cmd(&["plan", "--steps", "4,64", "--seq-len", "48"]));
     let said = "# note: more steps than output tokens: K = 64 at N = 48 (32 output tokens); the steps past one";
     assert!(big.lines().any(|l| l.starts_with(said)), "{big}");
+    // The diffusion samplers at a temperature beside the AR model, which decodes greedily: said.
+    assert!(!demo.contains("temperature"), "{demo}");
+    let text = std::fs::read_to_string(repo_file("config/demo.toml")).expect("the demo config");
+    assert!(text.contains("temperature = 0.0\n"));
+    let warm = sb.write("warm.toml", &text.replace("temperature = 0.0\n", "temperature = 0.1\n"));
+    let warm = stdout(&sb.cmd(&["plan", "--config", warm.to_str().expect("utf8")]));
+    let said =
+        "# note: temperature = 0.1 applies to the diffusion samplers only; the autoregressive model decodes greedily";
+    assert!(warm.lines().any(|l| l.starts_with(said)), "{warm}");
 }
 
 #[test]
@@ -1095,4 +1104,43 @@ fn a_command_that_writes_a_file_or_folder_prints_its_path_alone_on_standard_outp
         assert_eq!(stdout(&out), format!("{path}\n"), "{args:?}: {}", stderr(&out));
         assert!(sb.path().join(path).exists(), "{args:?}");
     }
+}
+
+#[test]
+fn prompt_file_reads_the_prompts_from_a_file_relative_to_the_current_folder() {
+    let sb = Sandbox::new();
+    let paragraphs = [
+        "The lighthouse stood on the northern cape for two hundred years, and its keepers wrote down every ship that \
+         passed in a long ledger bound in leather.",
+        "In the spring of that year the river rose higher than anyone in the village could remember, and the mill by \
+         the bridge was carried away in a single night.",
+        "The committee met on Tuesday to discuss the budget for the new library, which had grown far beyond what the \
+         town council first agreed to pay for.",
+    ];
+    sb.write("mine.txt", &paragraphs.join("\n\n"));
+    // The demo's count (8) stays: a file of 3 is refused, naming the file, the field and --max-prompts.
+    let out = sb.cmd(&["plan", "--prompt-file", "mine.txt"]);
+    assert_exit!(out, 2);
+    assert!(stderr(&out).contains("mine.txt has only 3") && stderr(&out).contains("--max-prompts"), "{}", stderr(&out));
+    let out = sb.cmd(&["plan", "--prompt-file", "mine.txt", "--max-prompts", "3"]);
+    assert_exit!(out, 0);
+    assert!(stdout(&out).lines().nth(1).is_some_and(|l| l.contains("3 prompts (file)")), "{}", stdout(&out));
+    let out = sb.cmd(&["plan", "--prompt-file", "missing.txt"]);
+    assert_exit!(out, 2);
+    assert!(
+        stderr(&out).contains("missing.txt: no such file") && stderr(&out).contains("--prompt-file"),
+        "{}",
+        stderr(&out)
+    );
+    // A run takes them: the continuations are of the file's prompts.
+    let args = ["run", "-o", "out", "--prompt-file", "mine.txt", "--max-prompts", "2", "-q"];
+    let out =
+        sb.cmd(&[&args[..], &["--seq-len", "40", "--batch-size", "1", "--steps", "4", "--repetitions", "1"]].concat());
+    assert_exit!(out, 0);
+    let bundle: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(sb.path().join(stdout(&out).trim())).expect("the bundle"))
+            .expect("json");
+    let source = bundle["prompt_set"]["source"].as_str().expect("a source");
+    assert!(source.starts_with("file:/") && source.ends_with("/mine.txt"), "the file read, in full: {source}");
+    assert_eq!(bundle["prompt_set"]["count"], 2);
 }

@@ -145,7 +145,7 @@ pub fn main(args: PlanArgs) -> Result<ExitCode> {
     if let Some(note) = prompts.as_ref().ok().and_then(|p| p.repeated_rows_note(&cfg.grid.batch_sizes)) {
         println!("# {note}");
     }
-    if let Some(note) = cfg.steps_past_tokens_note() {
+    for note in cfg.notes() {
         println!("# {note}");
     }
     if let Some(count) = args.shards {

@@ -240,7 +240,7 @@ pub fn run(resolved: &ResolvedConfig, opts: &SweepOptions) -> Result<SweepOutcom
     if let Some(note) = prompts.repeated_rows_note(&cfg.grid.batch_sizes).filter(|_| opts.progress) {
         crate::say!("{note}");
     }
-    if let Some(note) = cfg.steps_past_tokens_note().filter(|_| opts.progress) {
+    for note in cfg.notes().into_iter().filter(|_| opts.progress) {
         crate::say!("{note}");
     }
     let search = cfg.quality.as_ref().is_some_and(|q| q.parity_search);

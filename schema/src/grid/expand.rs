@@ -37,6 +37,27 @@ impl GridConfig {
         (prompt > 0 && output > 0).then_some(LengthSplit { prompt_tokens: prompt, output_tokens: output })
     }
 
+    /// What `plan` and `run` say about a valid config before it runs, in this order: [`Self::steps_past_tokens_note`],
+    /// [`Self::temperature_note`], those that apply.
+    pub fn notes(&self) -> Vec<String> {
+        [self.steps_past_tokens_note(), self.temperature_note()].into_iter().flatten().collect()
+    }
+
+    /// A note when the diffusion samplers sample (temperature > 0) beside an autoregressive model, which decodes
+    /// greedily whatever the temperature: the two arms' quality then comes from different decoding (the study's
+    /// controls, section 4.3.2, hold one temperature for all). `None` otherwise.
+    pub fn temperature_note(&self) -> Option<String> {
+        let ar = self.models.iter().any(|m| m.kind == ModelKind::Llama);
+        (ar && self.grid.temperature != 0.0).then(|| {
+            format!(
+                "note: temperature = {} applies to the diffusion samplers only; the autoregressive model decodes \
+                 greedily (temperature 0), so the two arms' quality comes from different decoding: for S_parity \
+                 under one control, set temperature = 0",
+                self.grid.temperature
+            )
+        })
+    }
+
     /// A note when some diffusion K is larger than the output tokens at some N: a step past one per token
     /// commits nothing, yet its forward pass counts in the latency (the config allows up to
     /// [`super::limits::STEPS_PER_OUTPUT_TOKEN`] steps a token; the study's K <= N_out). `None` otherwise.
