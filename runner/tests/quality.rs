@@ -27,11 +27,14 @@ fn entropy_and_distinct_n_match_hand_computed_values() {
     let h = 2.0 / 3.0 * 3f64.log2() + 1.0 / 3.0 * 6f64.log2();
     assert!((text::unigram_entropy(&x).expect("entropy") - h).abs() < 1e-12);
     assert_eq!(text::unigram_entropy(&w("same same same same")), Some(0.0));
-    assert_eq!(text::unigram_entropy(&[]), None);
+    // No words (empty once decoded, or only punctuation): as degenerate as text gets, 0, not left out.
+    assert_eq!(text::unigram_entropy(&[]), Some(0.0));
+    assert_eq!(text::unigram_entropy(&w("________ ...")), Some(0.0));
     assert_eq!(text::distinct_n(&x, 1), Some(4.0 / 6.0));
     // Bigrams: the cat, cat the, the cat, cat a, a dog -> 4 distinct of 5.
     assert_eq!(text::distinct_n(&x, 2), Some(0.8));
-    assert_eq!(text::distinct_n(&w("one"), 2), None);
+    assert_eq!(text::distinct_n(&w("one"), 2), Some(0.0), "no bigram");
+    assert_eq!(text::distinct_n(&[], 1), Some(0.0));
 }
 
 #[test]
@@ -43,7 +46,11 @@ fn overlap_metrics_match_hand_computed_values() {
     let rl = text::rouge_l_f1(&w("a b c d"), &w("a c e d")).expect("rouge");
     assert!((rl - 0.75).abs() < 1e-12);
     assert_eq!(text::rouge_l_f1(&w("x y"), &w("z")), Some(0.0));
-    assert_eq!(text::token_f1(&w(""), &w("z")), None);
+    // An empty prediction scores 0 (rouge_score; SQuAD: 1 only when both are empty).
+    assert_eq!(text::token_f1(&w(""), &w("z")), Some(0.0));
+    assert_eq!(text::token_f1(&w("z"), &w("")), Some(0.0));
+    assert_eq!(text::token_f1(&w(""), &w("")), Some(1.0));
+    assert_eq!(text::rouge_l_f1(&w("____"), &w("z")), Some(0.0));
     assert_eq!(text::rouge_l_f1(&w("a"), &w("a")), Some(1.0));
 }
 
@@ -65,6 +72,14 @@ fn text_quality_keeps_per_prompt_values_and_their_mean() {
     assert_eq!(ent.per_prompt.iter().map(|p| p.prompt).collect::<Vec<_>>(), [0, 3]);
     assert!((ent.value - (2.0 + 0.0) / 2.0).abs() < 1e-12, "mean of 2 bits and 0 bits");
     assert!(q.iter().all(|q| q.evaluator.is_none()));
+    // A continuation with no word counts in every mean, at 0: the cell's values stay over all its prompts.
+    let q = text_quality(&[g(0, "a b c d", Some("a c e d")), g(1, "", Some("a c")), g(2, "____", Some("x"))]);
+    for metric in ["unigram_entropy", "distinct_1", "distinct_2", "token_f1", "rouge_l_f1"] {
+        let v = q.iter().find(|q| q.metric == metric).unwrap_or_else(|| panic!("{metric}"));
+        assert_eq!(v.per_prompt.iter().map(|p| p.prompt).collect::<Vec<_>>(), [0, 1, 2], "{metric}");
+        assert_eq!(v.per_prompt[1].value, 0.0, "{metric}");
+        assert!((v.value - v.per_prompt[0].value / 3.0).abs() < 1e-12, "{metric}: the mean of three");
+    }
 }
 
 /// A tiny synthetic Llama whose output head is all zeros: every logit is 0, the next-token distribution uniform.
