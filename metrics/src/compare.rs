@@ -45,6 +45,50 @@ pub fn ratio(num: Option<f64>, den: Option<f64>) -> Option<f64> {
     }
 }
 
+/// What makes two bundles' cells of one key measure different things, each in words (without a final full stop):
+/// a model of another shape, another kind or model of device (the study mixes no GPU models: the ratios would be
+/// the devices' as much as the implementations'), another precision, another prompt set (what a key does not hold
+/// but timing and quality depend on). Every reader of two bundles side by side says these (`compare`, `report
+/// --compare`, the explorer's two-stack panel), naming the bundles as `names` says (`["A", "B"]`). Empty when
+/// nothing differs.
+pub fn mismatches(a: &Bundle, b: &Bundle, [na, nb]: [&str; 2]) -> Vec<String> {
+    let mut out = Vec::new();
+    for m in &b.models {
+        if let Some(s) = a.models.iter().find(|x| x.id == m.id).map(|x| &x.shape).filter(|s| **s != m.shape) {
+            out.push(format!(
+                "{}: the shapes differ ({na} {s:?}, {nb} {:?}): the cells do not measure the same model",
+                m.id, m.shape
+            ));
+        }
+    }
+    let (da, db) = (&a.provenance.device, &b.provenance.device);
+    if da.kind != db.kind {
+        out.push(format!("the bundles ran on different kinds of device ({na} {}, {nb} {})", da.kind, db.kind));
+    } else if let (Some(x), Some(y)) = (&da.name, &db.name)
+        && x != y
+    {
+        out.push(format!(
+            "the bundles ran on different devices ({na} {x}, {nb} {y}): their ratios are the devices' as much as the \
+             implementations' (the study does not mix GPU models)"
+        ));
+    }
+    let (ra, rb) = (&a.provenance.config.run, &b.provenance.config.run);
+    if ra.dtype != rb.dtype {
+        out.push(format!("the bundles ran at different precisions ({na} {}, {nb} {})", ra.dtype, rb.dtype));
+    }
+    let (pa, pb) = (&a.prompt_set, &b.prompt_set);
+    if let (Some(x), Some(y)) = (&pa.sha256, &pb.sha256)
+        && x != y
+    {
+        out.push(format!(
+            "the bundles' prompt sets differ ({na} {} {}, {nb} {} {}): a cell of one shape ran as many tokens from other \
+             prompts (its timing compares; its text and quality do not)",
+            pa.source, pa.selection, pb.source, pb.selection
+        ));
+    }
+    out
+}
+
 /// The cells of `a` that `b` has too, in `a`'s order, each with `b`'s cell of the same key.
 pub fn paired_cells<'a>(a: &'a Bundle, b: &'a Bundle) -> Vec<(&'a Cell, &'a Cell)> {
     let by_key: std::collections::HashMap<&CellKey, &Cell> = b.cells.iter().map(|c| (&c.key, c)).collect();

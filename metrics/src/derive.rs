@@ -379,6 +379,13 @@ pub struct MemoryCell {
     pub oom: bool,
     /// Indices of the cells merged here.
     pub cells: Vec<usize>,
+    /// The cell of [`Self::peak_bytes`] (the first of equal peaks), when one measured it.
+    #[serde(default)]
+    pub largest: Option<usize>,
+    /// The cells that ran out of memory: beside a peak of the cells that ran, they say which K or series did not
+    /// fit ([`Self::oom`] alone would hide that the rest ran, and their peak).
+    #[serde(default)]
+    pub oom_cells: Vec<usize>,
 }
 
 /// Memory heatmap cells, sorted by (model, N, B).
@@ -388,11 +395,16 @@ pub fn memory_heatmap(cells: &[CellRef<'_>], metric: MemoryMetric) -> Vec<Memory
         let k = &c.cell.key;
         let value = (c.cell.status == CellStatus::Ok).then(|| metric.of(c.summary)).flatten();
         let oom = matches!(c.cell.status, CellStatus::Oom { .. });
+        let oom_cells = if oom { vec![c.index] } else { Vec::new() };
         match out.iter_mut().find(|m| m.model == k.model && m.seq_len == k.seq_len && m.batch_size == k.batch_size) {
             Some(m) => {
-                m.peak_bytes = m.peak_bytes.max(value);
+                if value > m.peak_bytes {
+                    m.peak_bytes = value;
+                    m.largest = Some(c.index);
+                }
                 m.oom |= oom;
                 m.cells.push(c.index);
+                m.oom_cells.extend(oom_cells);
             }
             None => out.push(MemoryCell {
                 model: k.model.clone(),
@@ -401,6 +413,8 @@ pub fn memory_heatmap(cells: &[CellRef<'_>], metric: MemoryMetric) -> Vec<Memory
                 peak_bytes: value,
                 oom,
                 cells: vec![c.index],
+                largest: value.map(|_| c.index),
+                oom_cells,
             }),
         }
     }
@@ -552,8 +566,9 @@ pub fn run_cautions(bundle: &Bundle) -> Vec<(String, String)> {
     if single > 0 {
         out.push((
             format!("{single} of {} measured cells have one repetition", measured.len()),
-            ": their medians are single runs, with no spread (no standard deviation; the figures' min..max bars have \
-             no length). Run with `--repetitions 3` or more to see the run-to-run variation."
+            ": their medians are single runs, with no spread (no standard deviation; the min..max bars over \
+             repetitions have no length, while the step-time view's span the steps of one run). Run with \
+             `--repetitions 3` or more to see the run-to-run variation."
                 .to_string(),
         ));
     }

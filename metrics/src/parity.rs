@@ -541,27 +541,108 @@ pub fn self_scored_note(records: &[ParityRecord]) -> Option<String> {
 }
 
 /// The cautions every reader prints with S_parity, in this order: [`self_scored_note`], [`floor_tie_note`],
-/// [`few_prompts_note`], those that apply.
-pub fn cautions(records: &[ParityRecord]) -> Vec<String> {
-    [self_scored_note(records), floor_tie_note(records), few_prompts_note(records)].into_iter().flatten().collect()
+/// [`few_prompts_note`], [`unscored_prompts_note`], those that apply.
+pub fn cautions(bundle: &Bundle, records: &[ParityRecord]) -> Vec<String> {
+    [
+        self_scored_note(records),
+        floor_tie_note(records),
+        few_prompts_note(records),
+        unscored_prompts_note(bundle, records),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
 }
 
-/// The unigram entropies (diffusion, AR) at S_parity of a record, where the diffusion output's is far below the AR
-/// model's ([`crate::derive::entropy_warning`]): degenerate text that flatters perplexity. Read at the first
-/// batch size with a diffusion cell at S_parity (entropy is a group's, the same at every B). `quality`: every
-/// cell's values ([`cell_quality`]).
-pub fn low_entropy_at_parity(
+/// The cells behind `records` (their models at their N) whose value of a record's metric, under its evaluator,
+/// leaves out prompts the cell generated for, as (cell, prompts scored, prompts generated): a continuation with
+/// nothing to score has no value (perplexity: no evaluator token once decoded, the text all end-of-sequence,
+/// padding or mask tokens). The text statistics score such a continuation 0 instead, so they cover every prompt.
+pub fn unscored_prompts<'a>(bundle: &'a Bundle, records: &[ParityRecord]) -> Vec<(&'a CellKey, usize, usize)> {
+    let mut out = Vec::new();
+    for c in &bundle.cells {
+        let generated: BTreeSet<u32> = c.generations.iter().map(|g| g.prompt).collect();
+        if generated.is_empty() {
+            continue;
+        }
+        let of_record = |r: &ParityRecord| {
+            r.seq_len == c.key.seq_len && (c.key.model == r.ar_model || c.key.model == r.diffusion_model)
+        };
+        let scored = c
+            .quality
+            .iter()
+            .filter(|q| records.iter().any(|r| of_record(r) && q.metric == r.metric && q.evaluator == r.evaluator))
+            .map(|q| q.per_prompt.iter().filter(|p| generated.contains(&p.prompt)).count())
+            .min();
+        if let Some(scored) = scored.filter(|&n| n < generated.len()) {
+            out.push((&c.key, scored, generated.len()));
+        }
+    }
+    out
+}
+
+/// [`unscored_prompts`] in words (without a final full stop); `None` when every value covers its cell's prompts.
+pub fn unscored_prompts_note(bundle: &Bundle, records: &[ParityRecord]) -> Option<String> {
+    let cells = unscored_prompts(bundle, records);
+    let (_, scored, generated) = *cells.iter().min_by(|a, b| (a.1 * b.2).cmp(&(b.1 * a.2)))?;
+    let metric = records.first().map_or("the quality", |r| r.metric.as_str());
+    Some(format!(
+        "{metric} leaves out prompts in {} (down to {scored} of {generated} prompts): a continuation with nothing \
+         to score (empty once decoded: all end-of-sequence, padding or mask tokens) has no value, so those cells' \
+         quality is over fewer prompts than the others' and says nothing of the outputs that failed most",
+        if cells.len() == 1 { "1 cell".to_string() } else { format!("{} cells", cells.len()) }
+    ))
+}
+
+/// The unigram entropies (diffusion, AR) at S_parity of a record at batch size `b`, where the diffusion output's
+/// is far below the AR model's ([`crate::derive::entropy_warning`]): degenerate text that flatters perplexity. The
+/// diffusion cell at S_parity and the AR cell at that B (each cell's own values, else its group's: `quality`, from
+/// [`cell_quality`]); `None` without a diffusion cell at S_parity at that B, an entropy, or a warning. The S_parity
+/// table, the answer's heat map, `report` and `figures` all judge each batch size by this.
+pub fn low_entropy_at_batch(
     bundle: &Bundle,
     quality: &[Vec<schema::bundle::QualityValue>],
     r: &ParityRecord,
+    b: u32,
 ) -> Option<(f64, f64)> {
-    let row = r.speedups.iter().find(|x| x.diffusion_cell.is_some())?;
+    let row = r.speedups.iter().find(|x| x.batch_size == b && x.diffusion_cell.is_some())?;
     let entropy = |key: &schema::CellKey| {
         let i = bundle.cells.iter().position(|c| c.key == *key)?;
         quality[i].iter().find(|q| q.metric == "unigram_entropy").map(|q| q.value)
     };
     let (d, a) = (row.diffusion_cell.as_ref().and_then(entropy)?, entropy(&row.ar_cell)?);
     crate::derive::entropy_warning(d, a).then_some((d, a))
+}
+
+/// [`low_entropy_at_batch`] over a record's batch sizes, as the warnings a reader writes once per record: one per
+/// pair of entropies, naming its batch sizes (`at B = 1, 4: ...`) unless it holds at every B with a diffusion cell at
+/// S_parity. Empty when none applies.
+pub fn low_entropy_at_parity(
+    bundle: &Bundle,
+    quality: &[Vec<schema::bundle::QualityValue>],
+    r: &ParityRecord,
+) -> Vec<String> {
+    let rows: Vec<u32> = r.speedups.iter().filter(|x| x.diffusion_cell.is_some()).map(|x| x.batch_size).collect();
+    let mut groups: Vec<((f64, f64), Vec<u32>)> = Vec::new();
+    for &b in &rows {
+        if let Some(pair) = low_entropy_at_batch(bundle, quality, r, b) {
+            match groups.iter_mut().find(|(p, _)| *p == pair) {
+                Some((_, bs)) => bs.push(b),
+                None => groups.push((pair, vec![b])),
+            }
+        }
+    }
+    groups
+        .into_iter()
+        .map(|((d, a), bs)| {
+            let text = low_entropy_text(d, a);
+            if bs.len() == rows.len() {
+                return text;
+            }
+            let bs: Vec<String> = bs.iter().map(u32::to_string).collect();
+            format!("at B = {}: {text}", bs.join(", "))
+        })
+        .collect()
 }
 
 /// [`low_entropy_at_parity`]'s warning in words (without a final full stop).

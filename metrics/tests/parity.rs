@@ -348,3 +348,33 @@ fn a_bootstrap_over_few_prompts_is_cautioned() {
         assert!(note.contains(says), "{note}");
     }
 }
+
+#[test]
+fn a_value_that_leaves_out_prompts_the_cell_generated_for_is_cautioned() {
+    let generation = |prompt| schema::bundle::Generation {
+        prompt,
+        prompt_bytes: 1,
+        text: String::new(),
+        reference: None,
+        masked_tokens: None,
+    };
+    let mut b = with_quality(sample_bundle(), |k| Some(ppl(&[if k.is_none() { 5.0 } else { 4.0 }; 8])));
+    for c in b.cells.iter_mut().filter(|c| !c.quality.is_empty()) {
+        c.generations = (0..8).map(generation).collect();
+    }
+    let records = parity(&b, &opts("perplexity", Some("judge")));
+    assert_eq!(metrics::parity::unscored_prompts_note(&b, &records), None, "every prompt scored");
+    // One diffusion cell's perplexity lacks two prompts (their continuations had no token to score).
+    let cell = b.cells.iter_mut().find(|c| !c.quality.is_empty() && c.key.steps.is_some()).expect("a diffusion cell");
+    cell.quality[0] = ppl(&[4.0; 6]);
+    let key = cell.key.clone();
+    let records = parity(&b, &opts("perplexity", Some("judge")));
+    let cells = metrics::parity::unscored_prompts(&b, &records);
+    assert_eq!(cells, [(&key, 6, 8)]);
+    let note = metrics::parity::unscored_prompts_note(&b, &records).expect("a caution");
+    assert!(note.starts_with("perplexity leaves out prompts in 1 cell (down to 6 of 8 prompts)"), "{note}");
+    assert!(metrics::parity::cautions(&b, &records).contains(&note));
+    // Another metric's values are not this record's concern.
+    let records = parity(&b, &opts("rouge_l_f1", None));
+    assert_eq!(metrics::parity::unscored_prompts(&b, &records), []);
+}

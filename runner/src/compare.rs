@@ -146,34 +146,8 @@ pub fn latency(a: &Bundle, b: &Bundle, markdown: bool) -> (String, bool) {
     let mut out = String::new();
     let _ = writeln!(out, "A: {}", describe(a));
     let _ = writeln!(out, "B: {}", describe(b));
-    let shapes: BTreeMap<&str, &schema::ModelShape> = a.models.iter().map(|m| (m.id.as_str(), &m.shape)).collect();
-    for m in &b.models {
-        if let Some(s) = shapes.get(m.id.as_str()).filter(|s| **s != &m.shape) {
-            let _ = writeln!(
-                out,
-                "warning: {}: the shapes differ (A {s:?}, B {:?}): the cells do not measure the same model",
-                m.id, m.shape
-            );
-        }
-    }
-    if a.provenance.device.kind != b.provenance.device.kind {
-        let _ = writeln!(out, "warning: the bundles ran on different kinds of device");
-    }
-    // What a cell's key does not hold but its timing depends on: the precision and the prompts.
-    let (ra, rb) = (&a.provenance.config.run, &b.provenance.config.run);
-    if ra.dtype != rb.dtype {
-        let _ = writeln!(out, "warning: the bundles ran at different precisions (A {}, B {})", ra.dtype, rb.dtype);
-    }
-    let (pa, pb) = (&a.prompt_set, &b.prompt_set);
-    if let (Some(x), Some(y)) = (&pa.sha256, &pb.sha256)
-        && x != y
-    {
-        let _ = writeln!(
-            out,
-            "warning: the bundles' prompt sets differ (A {} {}, B {} {}): a cell of one shape ran as many tokens \
-             from other prompts (its timing compares; its text and quality do not)",
-            pa.source, pa.selection, pb.source, pb.selection
-        );
+    for w in metrics::compare::mismatches(a, b, ["A", "B"]) {
+        let _ = writeln!(out, "warning: {w}");
     }
     let cells_b: BTreeMap<&CellKey, &Cell> = b.cells.iter().map(|c| (&c.key, c)).collect();
     let keys_a: std::collections::BTreeSet<&CellKey> = a.cells.iter().map(|c| &c.key).collect();

@@ -395,7 +395,7 @@ fn parity_latex(b: &schema::Bundle, opts: &metrics::parity::ParityOptions) -> St
     let series_of = |r: &metrics::parity::ParityRecord| {
         esc(&r.variant().map_or_else(|| charts::views::sampler_name(r.sampler).to_string(), |v| v.name().to_string()))
     };
-    for note in metrics::parity::cautions(&records) {
+    for note in metrics::parity::cautions(b, &records) {
         let _ = writeln!(s, "\\noindent\\emph{{Caution: {}.}}\\par", esc(&note));
     }
     // An N at which no autoregressive cell finished has no row at all.
@@ -439,8 +439,8 @@ fn parity_latex(b: &schema::Bundle, opts: &metrics::parity::ParityOptions) -> St
         if let Some(w) = metrics::parity::uncertain_text(r) {
             said.push(format!("\\emph{{Warning: {}: {}.}}", esc(&w), esc(metrics::parity::UNCERTAIN_SPEEDUP)));
         }
-        if let Some((d, a)) = metrics::parity::low_entropy_at_parity(b, &quality, r) {
-            said.push(format!("\\emph{{Warning: {}.}}", esc(&metrics::parity::low_entropy_text(d, a))));
+        for w in metrics::parity::low_entropy_at_parity(b, &quality, r) {
+            said.push(format!("\\emph{{Warning: {}.}}", esc(&w)));
         }
         // The batch sizes whose autoregressive cell did not finish have no row in the table: one sentence per what
         // happened (`$B = 16, 32$: no row, the autoregressive cell ran out of memory ...`).
@@ -477,9 +477,11 @@ const COMPARE_LEGEND: &str = "Two bundles: every label starts with \"[A] \" (the
 
 /// The explorer's wording of its notes (its controls: filters, tabs, tooltips, a narrow screen) and what a printed
 /// caption says instead.
-const PRINT_WORDING: [(&str, &str); 14] = [
+const PRINT_WORDING: [(&str, &str); 16] = [
     ("Left (above, on a narrow screen), each cell", "In the heat map, each cell"),
     ("; its tooltip says by how much)", "; s_parity.md says by how much)"),
+    ("; its tooltip says in how many)", "; s_parity.md says in how many)"),
+    (" (the tooltip names them)", " (s_parity.md lists the cells that did not finish)"),
     (
         "; the tooltip names S_parity, its 95% interval and why",
         "; s_parity.md names S_parity, its 95% interval and why",

@@ -326,7 +326,7 @@ pub fn render(bundle: &Bundle, source: &str, recounted: usize, o: &ReportOptions
         Direction::HigherIsBetter => "higher is better",
     };
     let _ = writeln!(s, "Quality: {label} ({dir}).");
-    for note in metrics::parity::cautions(&records) {
+    for note in metrics::parity::cautions(bundle, &records) {
         let _ = writeln!(s, "\n**Caution:** {note}.\n");
     }
     if let Some(b) = records.iter().find_map(|r| r.bootstrap) {
@@ -500,8 +500,8 @@ fn section(
         );
     }
     // Degenerate text flatters perplexity: compare the output entropy at S_parity.
-    if let Some((d, a)) = metrics::parity::low_entropy_at_parity(bundle, quality, r) {
-        let _ = writeln!(s, "\nWarning: {}.", metrics::parity::low_entropy_text(d, a));
+    for w in metrics::parity::low_entropy_at_parity(bundle, quality, r) {
+        let _ = writeln!(s, "\nWarning: {w}.");
     }
 }
 
@@ -516,6 +516,9 @@ pub fn compare_section(runner: &Bundle, reference: &Bundle, reference_source: &s
     let _ = writeln!(s, "\n## Runner against reference: the implementations' share of the verdict\n");
     let _ = writeln!(s, "Runner: {}.  ", crate::compare::describe(runner));
     let _ = writeln!(s, "Reference ({reference_source}): {}.\n", crate::compare::describe(reference));
+    for w in metrics::compare::mismatches(runner, reference, ["runner", "reference"]) {
+        let _ = writeln!(s, "**Warning:** {w}.\n");
+    }
     let pairs = metrics::compare::paired_cells(runner, reference);
     let (only_runner, only_reference) = (runner.cells.len() - pairs.len(), reference.cells.len() - pairs.len());
     let _ = writeln!(

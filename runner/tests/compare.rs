@@ -136,6 +136,17 @@ fn compare_names_each_difference_and_exits_1() {
     let text = stdout(&sb.cmd(&["compare", &pa, &pf]));
     assert!(text.contains("warning: the bundles ran at different precisions (A f32, B bf16)"), "{text}");
     assert!(text.contains("warning: the bundles' prompt sets differ"), "{text}");
+    // Another model of device of the same kind: the ratios are the devices' too (the study mixes no GPU models);
+    // said by report --compare as well, naming the sides as it does.
+    let mut g = d.clone();
+    g["provenance"]["device"]["name"] = "Another CPU".into();
+    let pg = write("g.json", &g);
+    let text = stdout(&sb.cmd(&["compare", &pa, &pg]));
+    assert!(text.contains("warning: the bundles ran on different devices (A "), "{text}");
+    assert!(text.contains(", B Another CPU): their ratios are the devices'"), "{text}");
+    let text = stdout(&sb.cmd(&["report", &pa, "--compare", &pg]));
+    assert!(text.contains("**Warning:** the bundles ran on different devices (runner "), "{text}");
+    assert!(text.contains(", reference Another CPU)"), "{text}");
     // No cell in common: a usage problem, exit 2 naming both files and the fix (latency and tokens alike).
     let mut e = a.clone();
     e["cells"] = serde_json::json!([]);

@@ -66,6 +66,8 @@ pub(super) fn draw_heat<DB: DrawingBackend>(
     // Out-of-memory cells are drawn as such, so their values (a peak before the failure) stay out of the scale.
     let values = panels.iter().flat_map(|p| p.cells.iter().filter(|c| !c.oom).filter_map(|c| c.value));
     let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| (a.min(v), b.max(v)));
+    // The values the figure has, for the bar's labels (a diverging scale spans more than them).
+    let (least, most) = (lo, hi);
     // A diverging scale spans the centre plus and minus the farthest value.
     let (lo, hi) = match center {
         Some(c) if lo <= hi => {
@@ -96,10 +98,26 @@ pub(super) fn draw_heat<DB: DrawingBackend>(
         let fmt = |v: f64| {
             if center.is_some() { format!("{:.2}x", (v * std::f64::consts::LN_2).exp()) } else { format!("{v:.2}") }
         };
-        bar.draw(&Text::new(fmt(hi), (x1 + si(4.0) as i32, top - si(6.0) as i32), label.clone()))
-            .map_err(backend_err)?;
-        bar.draw(&Text::new(fmt(lo), (x1 + si(4.0) as i32, bottom - si(6.0) as i32), label.clone()))
-            .map_err(backend_err)?;
+        // Labels at the figure's largest and smallest values and, on a diverging scale, at its centre (1x): the
+        // ends of a scale mirrored about the centre are values no cell has (12x where the fastest is 0.6x).
+        let y_of = |v: f64| bottom - ((bottom - top) as f64 * t_of(v)).round() as i32;
+        let mut marks: Vec<(i32, String)> = vec![(y_of(most), fmt(most)), (y_of(least), fmt(least))];
+        if let Some(c) = center {
+            marks.push((y_of(c), fmt(c)));
+        }
+        // One label where two would overprint (one value everywhere, or the largest at the centre).
+        let gap = si(13.0) as i32;
+        let mut drawn: Vec<i32> = Vec::new();
+        for (y, text) in marks {
+            if drawn.iter().any(|d| (d - y).abs() < gap) {
+                continue;
+            }
+            drawn.push(y);
+            bar.draw(&Text::new(text, (x1 + si(4.0) as i32, y - si(6.0) as i32), label.clone()))
+                .map_err(backend_err)?;
+            bar.draw(&PathElement::new(vec![(x1, y), (x1 + si(3.0) as i32, y)], BLACK.stroke_width(si(1.0))))
+                .map_err(backend_err)?;
+        }
         bar.draw(&Text::new(unit.to_string(), (x0, bottom + si(10.0) as i32), label)).map_err(backend_err)?;
     }
     // Side by side where they are wide enough, else in rows.

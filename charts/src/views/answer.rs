@@ -21,6 +21,10 @@ pub const NO_BASELINE: &str = "no baseline";
 /// The mark after a speedup whose parity may come from repetitive text (the tooltip says why).
 pub const LOW_ENTROPY_MARK: &str = "*";
 
+/// The mark after a speedup whose S_parity is uncertain: parity not reached in every bootstrap resample (the
+/// tooltip says in how many).
+pub const UNCERTAIN_MARK: &str = "?";
+
 /// The answer, from the main bundle's parity records ([`metrics::parity::parity`], the numbers `report` prints):
 /// one sentence stating the finding, and the verdict as one heat map, a panel per diffusion series (columns B, rows
 /// N): each cell says the speedup at parity and is coloured by its log2 on a scale diverging at 1x (blue faster,
@@ -51,12 +55,15 @@ pub fn answer(bundles: &[&LoadedBundle], o: &Options) -> Result<(String, Figure)
         if i == panels.len() {
             panels.push(Panel { title, cells: Vec::new() });
         }
-        // Degenerate text at S_parity (the record's, as `report` says it): its speedups marked (said in the notes,
-        // [`LOW_ENTROPY_MARK`]) and in each of its cells' tooltips, so the verdict is not read without it.
-        let low = metrics::parity::low_entropy_at_parity(&lb.bundle, lb.quality(), r)
-            .map(|(d, a)| metrics::parity::low_entropy_text(d, a));
+        // An uncertain S_parity (not reached in every bootstrap resample): its speedups marked
+        // ([`UNCERTAIN_MARK`]) and said in each tooltip, as the S_parity table and `report` say it.
+        let uncertain = metrics::parity::uncertain_text(r);
         for at in metrics::parity::rows_by_batch(&lb.bundle, r) {
             let (n, b) = (r.seq_len, at.batch_size());
+            // Degenerate text at S_parity at this B (as the S_parity table judges it): the speedup marked (said in
+            // the notes, [`LOW_ENTROPY_MARK`]) and in the tooltip, so the verdict is not read without it.
+            let low = metrics::parity::low_entropy_at_batch(&lb.bundle, lb.quality(), r, b)
+                .map(|(d, a)| metrics::parity::low_entropy_text(d, a));
             let (e, note, unfinished) = match at {
                 AtBatch::Row(row) => (row.speedup, row.note.clone(), false),
                 AtBatch::Unfinished { what, .. } => (None, Some(metrics::parity::unfinished_baseline_text(what)), true),
@@ -82,7 +89,14 @@ pub fn answer(bundles: &[&LoadedBundle], o: &Options) -> Result<(String, Figure)
                 value: e.map(|e| e.value.log2()),
                 text: e.map_or_else(
                     || label.into(),
-                    |e| format!("{:.2}x{}", e.value, if low.is_some() { LOW_ENTROPY_MARK } else { "" }),
+                    |e| {
+                        format!(
+                            "{:.2}x{}{}",
+                            e.value,
+                            if uncertain.is_some() { UNCERTAIN_MARK } else { "" },
+                            if low.is_some() { LOW_ENTROPY_MARK } else { "" }
+                        )
+                    },
                 ),
                 oom: false,
                 tip: format!(
@@ -98,7 +112,9 @@ pub fn answer(bundles: &[&LoadedBundle], o: &Options) -> Result<(String, Figure)
                         }
                     ),
                     low.as_ref().map_or(String::new(), |w| format!("\nWarning: {w}"))
-                ),
+                ) + &uncertain
+                    .as_ref()
+                    .map_or(String::new(), |w| format!("\nWarning: {w}: {}", metrics::parity::UNCERTAIN_SPEEDUP)),
                 cell: None,
             });
         }
@@ -107,6 +123,9 @@ pub fn answer(bundles: &[&LoadedBundle], o: &Options) -> Result<(String, Figure)
         // Why: a bundle of one kind of model has no pair to judge.
         let has = |ar: bool| lb.bundle.cells.iter().any(|c| (c.key.sampler == schema::Sampler::ArGreedy) == ar);
         return Err(match (has(true), has(false)) {
+            (false, false) => "S_parity needs cells: this bundle has none (a run that measured nothing, or a merge of \
+                               none)"
+                .into(),
             (false, _) => "S_parity needs an autoregressive baseline: this bundle has only diffusion cells".into(),
             (_, false) => "S_parity needs a diffusion model: this bundle has only autoregressive cells".into(),
             // An unfinished run measures a group's quality with its largest B, which may not have run yet.
@@ -169,7 +188,7 @@ pub fn answer(bundles: &[&LoadedBundle], o: &Options) -> Result<(String, Figure)
     };
     let records = parity_records(lb, &metric);
     let mut sentence = sentence;
-    for note in metrics::parity::cautions(&records) {
+    for note in metrics::parity::cautions(&lb.bundle, &records) {
         sentence = format!("{sentence} Caution: {note}.");
     }
     // An N at which no autoregressive cell finished has no cells in the heat map at all.

@@ -3,14 +3,21 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
-use metrics::derive::{MemoryMetric, gigabytes, memory_heatmap};
+use metrics::derive::{MemoryMetric, memory_heatmap};
 
 use crate::bundle::LoadedBundle;
 use crate::figure::{Axis, CellId, Figure, HeatCell, Panel, Plot};
 
 use super::choices::{filter_choices, kept, set};
 use super::options::{Filters, Options};
-use super::series::{short_model, tag};
+use schema::grid::SamplerVariant;
+
+use super::series::{point_suffix, short_model, tag};
+
+/// A peak in the figure's unit with three decimals (`20.293 MB`, `28.388 GB`): the tooltip's, finer than the cell's.
+fn bytes_text(v: u64, unit: &str, per: f64) -> String {
+    format!("{:.3} {unit}", v as f64 / per)
+}
 
 pub(super) fn memory(
     bundles: &[&LoadedBundle],
@@ -51,10 +58,20 @@ pub(super) fn memory(
                 .filter(|h| h.model == m)
                 .map(|h| {
                     let value = h.peak_bytes.map(|v| v as f64 / per);
-                    let text = if h.oom {
-                        "OOM".to_string()
-                    } else {
-                        value.map_or("n/a".into(), |v| format!("{v:.2} {unit}"))
+                    // A merged cell's own part of the key: its series (other than the reference) and K or threshold.
+                    let cell_text = |i: usize| {
+                        let k = &bundles[*bi].bundle.cells[i].key;
+                        let series = k.variant().filter(|v| *v != SamplerVariant::Reference).map(|v| format!("{v} "));
+                        let point = point_suffix(k.steps, k.threshold);
+                        format!("{}{}", series.unwrap_or_default(), point.trim_start())
+                    };
+                    // Every cell ran out of memory: dark, `OOM`. Some did: the peak of those that ran, in the
+                    // scale, with how many did not fit (a merged `OOM` would hide that the rest ran, and their peak).
+                    let text = match (value, h.oom_cells.len()) {
+                        (None, n) if n > 0 => "OOM".to_string(),
+                        (None, _) => "n/a".into(),
+                        (Some(v), 0) => format!("{v:.2} {unit}"),
+                        (Some(v), n) => format!("{v:.2} {unit}, {n} OOM"),
                     };
                     let mut tip = format!(
                         "{t}{m} N={} B={} ({} cell{})\n",
@@ -63,24 +80,28 @@ pub(super) fn memory(
                         h.cells.len(),
                         if h.cells.len() == 1 { "" } else { "s" }
                     );
-                    match (h.peak_bytes, h.oom) {
-                        (Some(v), oom) => {
-                            let _ = write!(tip, "{:.3} GB ({v} bytes)", gigabytes(v));
-                            if oom {
-                                tip.push_str("\nout of memory in at least one cell");
+                    match h.peak_bytes {
+                        Some(v) => {
+                            let _ = write!(tip, "largest peak {} ({v} bytes)", bytes_text(v, unit, per));
+                            if let Some(i) = h.largest.filter(|_| h.cells.len() > 1) {
+                                let _ = write!(tip, ", at {}", cell_text(i));
                             }
                         }
-                        (None, true) => tip.push_str("out of memory"),
-                        (None, false) => tip.push_str("not measured"),
+                        None if h.oom => tip.push_str("out of memory"),
+                        None => tip.push_str("not measured"),
+                    }
+                    if value.is_some() && !h.oom_cells.is_empty() {
+                        let which: Vec<String> = h.oom_cells.iter().map(|&i| cell_text(i)).collect();
+                        let _ = write!(tip, "\nout of memory: {}", which.join("; "));
                     }
                     HeatCell {
                         row: ys.iter().position(|n| *n == h.seq_len).unwrap_or(0),
                         col: xs.iter().position(|b| *b == h.batch_size).unwrap_or(0),
                         value,
                         text,
-                        oom: h.oom,
+                        oom: value.is_none() && h.oom,
                         tip,
-                        cell: h.cells.first().map(|&cell| CellId { bundle: *bi, cell }),
+                        cell: h.largest.or(h.cells.first().copied()).map(|cell| CellId { bundle: *bi, cell }),
                     }
                 })
                 .collect();
@@ -99,11 +120,21 @@ pub(super) fn memory(
     let measured = panels.iter().flat_map(|p| &p.cells).any(|c| c.value.is_some());
     let over_k = match f.steps {
         Some(_) => String::new(),
-        None => "Largest peak over the diffusion steps K at each (N, B) (filter K to see one); ".into(),
+        None => {
+            "Largest peak over the diffusion steps K and sampler series at each (N, B) (filter K to see one); ".into()
+        }
+    };
+    // A peak beside cells that did not fit: said what it is.
+    let partial = heats.iter().flat_map(|h| &h.3).any(|h| h.peak_bytes.is_some() && !h.oom_cells.is_empty());
+    let partial = match partial {
+        true => {
+            "a value followed by \"n OOM\" is the peak of the cells that ran, n others at that (N, B) having run out of memory (the tooltip names them); "
+        }
+        false => "",
     };
     notes.push(match measured {
         true => format!(
-            "{over_k}{unit} = 10^{} bytes; the colour bar spans the figure's smallest to largest value.",
+            "{over_k}{partial}{unit} = 10^{} bytes; the colour bar spans the figure's smallest to largest value.",
             if unit == "MB" { 6 } else { 9 }
         ),
         false => format!(

@@ -94,15 +94,24 @@ pub fn chart_view(view: ViewKind, bundles: &[&LoadedBundle], f: &Filters, o: &Op
                 };
                 let baseline = cells.iter().any(|c| c.text == answer::NO_BASELINE);
                 let marked = cells.iter().any(|c| c.text.ends_with(answer::LOW_ENTROPY_MARK));
+                let unsure = cells
+                    .iter()
+                    .any(|c| c.text.trim_end_matches(answer::LOW_ENTROPY_MARK).ends_with(answer::UNCERTAIN_MARK));
                 notes.push(format!(
                     "Left (above, on a narrow screen), each cell: the speedup at parity; blue: faster at equal \
                          quality, red: slower; grey (hatched): no parity (not reached) or not measured (reached, but \
                          the diffusion cell at S_parity has no timing){}, written {} where the words do not fit; the \
-                         tooltip names S_parity, its 95% interval and why.{} Right (below): the Pareto frontier of \
-                         quality against latency at the shape the filters pick. Detail: the S_parity and Pareto \
+                         tooltip names S_parity, its 95% interval and why.{}{} Right (below): the Pareto frontier \
+                         of quality against latency at the shape the filters pick. Detail: the S_parity and Pareto \
                          frontier tabs.",
                     if baseline { " or no baseline (the autoregressive cell at that B did not finish)" } else { "" },
                     short_forms_text(baseline),
+                    match unsure {
+                        true =>
+                            " Warning: a speedup marked ? has an uncertain S_parity (parity was not reached in \
+                                 every bootstrap resample; its tooltip says in how many).",
+                        false => "",
+                    },
                     match marked {
                         true =>
                             " Warning: a speedup marked * may owe its parity to repetitive text (the diffusion \

@@ -10,7 +10,7 @@ use crate::bundle::LoadedBundle;
 use super::NO_QUALITY;
 use super::choices::{kept, set};
 use super::options::{Filters, Options};
-use super::quality::{direction_text, quality_metric, quality_of};
+use super::quality::{direction_text, quality_metric};
 use super::series::{series_label, short_model, tag};
 
 /// One row of the S_parity panel: a diffusion model/sampler against the AR model at one (B, N).
@@ -28,6 +28,8 @@ pub struct ParityRow {
     pub seq: u32,
     /// The derived panel.
     pub panel: ParityPanel,
+    /// A threshold series: its points are thresholds, S_parity their measured forwards (no K interval).
+    pub thresholded: bool,
     /// S_parity in words ([`metrics::parity::s_parity_text`], as `report` writes it).
     pub s_parity: String,
     /// Key of the matched diffusion cell.
@@ -132,13 +134,8 @@ pub fn parity_rows(bundles: &[&LoadedBundle], f: &Filters, o: &Options) -> Resul
                 if !is_kept(&ar_cell.key) || !series_kept {
                     continue;
                 }
-                let entropy_warning = panel.matched.is_some_and(|m| {
-                    match (quality_of(lb, m.cell, "unigram_entropy"), quality_of(lb, panel.ar.cell, "unigram_entropy"))
-                    {
-                        (Some(d), Some(a)) => derive::entropy_warning(d, a),
-                        _ => false,
-                    }
-                });
+                // Judged as the answer's heat map, `report` and `figures` judge it (one function).
+                let entropy_warning = metrics::parity::low_entropy_at_batch(&lb.bundle, lb.quality(), r, b).is_some();
                 rows.push(ParityRow {
                     s_parity: metrics::parity::s_parity_text(r),
                     uncertain: uncertain_text(r),
@@ -151,6 +148,7 @@ pub fn parity_rows(bundles: &[&LoadedBundle], f: &Filters, o: &Options) -> Resul
                     matched_key: panel.matched.map(|m| lb.bundle.cells[m.cell].key.to_string()),
                     ar_key: ar_cell.key.to_string(),
                     panel,
+                    thresholded: r.thresholded,
                     entropy_warning,
                 });
             }
@@ -187,6 +185,10 @@ impl ParityRow {
 
     /// The interval as text: `(32, 64]`.
     pub fn interval_text(&self) -> String {
+        // A threshold series tries thresholds, not K: no interval of steps (its S_parity names the threshold).
+        if self.thresholded {
+            return "- (a threshold series)".into();
+        }
         match self.panel.interval {
             Some((Some(lo), hi)) => format!("({lo}, {hi}]"),
             Some((None, hi)) => format!("<= {hi} (smallest K tried)"),

@@ -140,12 +140,20 @@ pub(super) fn roofline(
             notes.push("Ceilings you entered replace the measured ones.".into());
         }
     } else {
-        notes.push(
-            "Achieved rates without ceilings: this bundle does not record its device's peaks (runners before \
-             format 1.4 did not measure them). Enter the peak bandwidth (TB/s) and peak FLOP rate (TFLOP/s) above \
-             to draw the roofline."
-                .into(),
-        );
+        // Why: another tool (a reference run) measures none; the runner before 1.4 did not; a runner's run whose
+        // probes failed, or that did not run them, none either.
+        let p = &bundles[0].bundle.provenance;
+        let why = if p.tool != "dllm-bench" {
+            format!("{} does not measure them", p.tool)
+        } else if bundles[0].bundle.schema_version < schema::SchemaVersion::V1_4 {
+            "runners before format 1.4 did not measure them".to_string()
+        } else {
+            "its run did not measure them, or its probes failed".to_string()
+        };
+        notes.push(format!(
+            "Achieved rates without ceilings: this bundle does not record its device's peaks ({why}). Enter the peak \
+             bandwidth (TB/s) and peak FLOP rate (TFLOP/s) above to draw the roofline."
+        ));
     }
     notes.push(
         "One point per successful cell kept by the filters (all B, N and K): analytic FLOPs and bytes of weights \

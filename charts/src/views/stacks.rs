@@ -67,6 +67,8 @@ pub struct StackPanel {
     pub b: String,
     /// How many cells both have, and how many only one has.
     pub counts: String,
+    /// What makes the two bundles' cells measure different things ([`metrics::compare::mismatches`]).
+    pub warnings: Vec<String>,
     /// Per arm and B (AR first).
     pub arms: Vec<StackArmRow>,
     /// Why there is no ratio (no cell ok in both with a latency), in place of the arms' table.
@@ -205,6 +207,7 @@ pub fn stack_comparison(bundles: &[&LoadedBundle], o: &Options) -> Result<StackP
         a: a.source.clone(),
         b: b.source.clone(),
         counts: format!("{shared} cells in both bundles ({only_a} only in [A], {only_b} only in [B]: not compared)."),
+        warnings: metrics::compare::mismatches(&a.bundle, &b.bundle, ["[A]", "[B]"]),
         arms,
         arms_note,
         factors,

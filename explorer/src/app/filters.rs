@@ -22,7 +22,7 @@ pub(super) fn filter_select(
         .into_iter()
         .map(|v| {
             let text = v.clone();
-            view! { <option value=v.clone() selected=move || get(&state.get().filters).as_deref() == Some(v.as_str())>{text}</option> }
+            view! { <option value=v.clone() prop:selected=move || get(&state.get().filters).as_deref() == Some(v.as_str())>{text}</option> }
         })
         .collect_view();
     view! {
@@ -35,7 +35,7 @@ pub(super) fn filter_select(
                     state.update(|s| set(&mut s.filters, (!t.is_empty()).then_some(t.as_str())));
                 }
             >
-                <option value="" selected=move || get(&state.get().filters).is_none()>"all"</option>
+                <option value="" prop:selected=move || get(&state.get().filters).is_none()>"all"</option>
                 {options}
             </select>
         </label>
@@ -84,8 +84,8 @@ fn two_way_select(
                 let v = event_target_value(&ev);
                 state.update(|s| set(&mut s.options, v == yes));
             }>
-                <option value=no selected=move || !get(&state.get().options)>{no_text}</option>
-                <option value=yes selected=move || get(&state.get().options)>{yes_text}</option>
+                <option value=no prop:selected=move || !get(&state.get().options)>{no_text}</option>
+                <option value=yes prop:selected=move || get(&state.get().options)>{yes_text}</option>
             </select>
         </label>
     }
@@ -103,6 +103,8 @@ pub(super) fn FilterBar(
     choices: Arc<FilterChoices>,
     /// Quality metrics of the loaded bundles.
     metrics: Vec<String>,
+    /// The metric shown until one is chosen (the "default" choice names it).
+    default_metric: Option<String>,
     /// True when a loaded bundle measured energy (the "cost" choice shows only then).
     energy: bool,
     /// The page state.
@@ -126,7 +128,7 @@ pub(super) fn FilterBar(
             .iter()
             .map(|m| {
                 let mm = m.clone();
-                view! { <option value=m.clone() selected=move || state.get().options.metric.as_deref() == Some(mm.as_str())>{m.clone()}</option> }
+                view! { <option value=m.clone() prop:selected=move || state.get().options.metric.as_deref() == Some(mm.as_str())>{m.clone()}</option> }
             })
             .collect_view();
         view! {
@@ -136,7 +138,7 @@ pub(super) fn FilterBar(
                     let v = event_target_value(&ev);
                     state.update(|s| s.options.metric = (!v.is_empty()).then_some(v));
                 }>
-                    <option value="" selected=move || state.get().options.metric.is_none()>"(first)"</option>
+                    <option value="" prop:selected=move || state.get().options.metric.is_none()>{default_metric.map_or("default".to_string(), |m| format!("default: {m}"))}</option>
                     {opts}
                 </select>
             </label>
@@ -182,9 +184,9 @@ pub(super) fn FilterBar(
                     let v = event_target_value(&ev);
                     state.update(|s| s.options.pareto_x = [ParetoX::Forwards, ParetoX::TokensPerForward].into_iter().find(|x| x.slug() == v).unwrap_or_default());
                 }>
-                    <option value="latency" selected=move || state.get().options.pareto_x == ParetoX::Latency>"latency"</option>
-                    <option value="forwards" selected=move || state.get().options.pareto_x == ParetoX::Forwards>"forward passes"</option>
-                    <option value="tpf" selected=move || state.get().options.pareto_x == ParetoX::TokensPerForward>"tokens per forward"</option>
+                    <option value="latency" prop:selected=move || state.get().options.pareto_x == ParetoX::Latency>"latency"</option>
+                    <option value="forwards" prop:selected=move || state.get().options.pareto_x == ParetoX::Forwards>"forward passes"</option>
+                    <option value="tpf" prop:selected=move || state.get().options.pareto_x == ParetoX::TokensPerForward>"tokens per forward"</option>
                 </select>
             </label>
             {cost_select}

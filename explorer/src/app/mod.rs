@@ -251,7 +251,7 @@ pub fn App() -> impl IntoView {
                     target.set((!file.is_empty()).then_some(Source::Remote(file)));
                 }
             >
-                <option value="" selected=move || remote_name(&target.get()).is_none()>{none}</option>
+                <option value="" prop:selected=move || remote_name(&target.get()).is_none()>{none}</option>
                 {move || {
                     let all = entries();
                     all.iter()
@@ -264,7 +264,7 @@ pub fn App() -> impl IntoView {
                             view! {
                                 <option
                                     value=e.file.clone()
-                                    selected=move || remote_name(&target.get()).as_deref() == Some(file.as_str())
+                                    prop:selected=move || remote_name(&target.get()).as_deref() == Some(file.as_str())
                                     disabled=on_view
                                 >
                                     {index::option_label(e, &all)}
@@ -461,9 +461,10 @@ fn Workspace(
     if state.with_untracked(|s| s.filters != pruned) {
         state.update(|s| s.filters = pruned);
     }
-    let metrics = {
+    let (metrics, default_metric) = {
         let r: Vec<&LoadedBundle> = bundles.iter().map(|b| b.as_ref()).collect();
-        views::quality_metrics(&r)
+        // What the views show until one is chosen: the run's parity metric, else the first.
+        (views::quality_metrics(&r), views::quality_metric(&r, &views::Options::default()).map(|(m, _)| m))
     };
     let energy = {
         let r: Vec<&LoadedBundle> = bundles.iter().map(|b| b.as_ref()).collect();
@@ -555,7 +556,7 @@ fn Workspace(
     let b5 = bundles.clone();
     view! {
         <nav class="tabs" role="tablist" aria-label="Views" node_ref=strip>{tabs}</nav>
-        <FilterBar choices=choices metrics=metrics energy=energy state=state/>
+        <FilterBar choices=choices metrics=metrics default_metric=default_metric energy=energy state=state/>
         <section
             class="view"
             id="view-panel"

@@ -148,6 +148,7 @@ pub(super) fn StacksView(
                 <section class="stacks" data-testid="stacks-panel">
                     <h2>"The two stacks side by side: [A] " <span class="source">{p.a.clone()}</span> " against [B] " <span class="source">{p.b.clone()}</span></h2>
                     <p class="note" data-testid="stacks-counts">{p.counts.clone()}</p>
+                    {p.warnings.iter().map(|w| view! { <p class="note warning" data-testid="stacks-warning">"Warning: " {w.clone()} "."</p> }).collect_view()}
                     {arms_table}
                     {speedup_table}
                 </section>
