@@ -66,6 +66,7 @@ fn a_cell_without_energy_says_why() {
         slurm: None,
         device_peaks: None,
         energy: Some(energy),
+        conditions: None,
     };
     b.provenance.executions = vec![
         exec(EnergyMeter {

@@ -2,7 +2,7 @@
 //! `nvidia-smi` when it is there), shard and SLURM job. Facts that cannot be read are absent, never guessed.
 
 use schema::grid::DeviceSpec;
-use schema::{DeviceInfo, Execution, ShardInfo, SlurmInfo};
+use schema::{DeviceInfo, Execution, RunConditions, ShardInfo, SlurmInfo};
 
 use crate::sysinfo;
 
@@ -55,7 +55,81 @@ pub fn current(spec: DeviceSpec, shard: Option<ShardInfo>) -> Execution {
         slurm: slurm_info(|k| std::env::var(k).ok()),
         device_peaks: None,
         energy: None,
+        conditions: Some(Box::new(conditions(spec))),
     }
+}
+
+/// The host's load and, on CUDA, the GPU's clocks, power limit, compute mode and other processes, now.
+pub fn conditions(spec: DeviceSpec) -> RunConditions {
+    let load = std::fs::read_to_string("/proc/loadavg").ok().and_then(|t| load_average(&t));
+    let mut c = RunConditions {
+        load_average_1m: load,
+        logical_cpus: std::thread::available_parallelism().ok().map(|n| n.get() as u32),
+        ..RunConditions::default()
+    };
+    if let DeviceSpec::Cuda(i) = spec
+        && let Some(id) = smi_id(i)
+    {
+        let smi = |args: &[&str]| {
+            let out = std::process::Command::new("nvidia-smi").args(args).args(["-i", &id]).output().ok()?;
+            out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+        };
+        if let Some(line) = smi(&[&format!("--query-gpu={GPU_STATE}"), "--format=csv,noheader,nounits"]) {
+            gpu_state(&line, &mut c);
+        }
+        if let Some(text) = smi(&["--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"]) {
+            (c.gpu_other_processes, c.gpu_other_processes_memory_bytes) = other_processes(&text, std::process::id());
+        }
+    }
+    c
+}
+
+/// The `nvidia-smi --query-gpu` fields of [`gpu_state`], in its order.
+const GPU_STATE: &str =
+    "pstate,clocks.max.sm,clocks.applications.graphics,power.limit,power.default_limit,compute_mode";
+
+/// The first field of `/proc/loadavg`.
+fn load_average(text: &str) -> Option<f64> {
+    text.split_whitespace().next()?.parse().ok().filter(|v: &f64| v.is_finite() && *v >= 0.0)
+}
+
+/// [`GPU_STATE`]'s values from one line of `nvidia-smi` CSV (`[N/A]` or `[Not Supported]` where a driver has
+/// none: absent).
+fn gpu_state(line: &str, c: &mut RunConditions) {
+    let fields: Vec<Option<&str>> = line
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .map(|f| (!f.is_empty() && !f.starts_with('[')).then_some(f))
+        .collect();
+    let field = |i: usize| fields.get(i).copied().flatten();
+    let mhz = |i: usize| field(i).and_then(|f| f.parse::<f64>().ok()).map(|v| v.round() as u32);
+    let watts = |i: usize| field(i).and_then(|f| f.parse::<f64>().ok()).filter(|v| v.is_finite());
+    c.gpu_performance_state = field(0).map(str::to_string);
+    c.gpu_max_sm_clock_mhz = mhz(1);
+    c.gpu_application_sm_clock_mhz = mhz(2);
+    c.gpu_power_limit_w = watts(3);
+    c.gpu_default_power_limit_w = watts(4);
+    c.gpu_compute_mode = field(5).map(str::to_string);
+}
+
+/// The compute processes `nvidia-smi --query-compute-apps=pid,used_memory` lists other than `own`, and the memory
+/// (MiB in its output) they hold, in bytes: `(Some(0), Some(0))` for none.
+fn other_processes(text: &str, own: u32) -> (Option<u32>, Option<u64>) {
+    let mut n = 0u32;
+    let mut bytes = 0u64;
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with("No running")) {
+        let mut parts = line.split(',').map(str::trim);
+        let Some(pid) = parts.next().and_then(|p| p.parse::<u32>().ok()) else { continue };
+        if pid == own {
+            continue;
+        }
+        n += 1;
+        bytes += parts.next().and_then(|m| m.parse::<u64>().ok()).unwrap_or(0) * 1024 * 1024;
+    }
+    (Some(n), Some(bytes))
 }
 
 /// SLURM facts from the job's environment; `None` outside a SLURM job.
@@ -78,13 +152,18 @@ struct Gpu {
     compute_capability: Option<String>,
 }
 
-/// Queries `nvidia-smi` for CUDA ordinal `i`, mapped through `CUDA_VISIBLE_DEVICES` (SLURM sets it per job).
-fn nvidia_smi(i: usize) -> Option<Gpu> {
+/// The `nvidia-smi -i` id of CUDA ordinal `i`, mapped through `CUDA_VISIBLE_DEVICES` (SLURM sets it per job).
+fn smi_id(i: usize) -> Option<String> {
     let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
-    let id = match visible.as_deref().map(|v| v.split(',').map(str::trim).collect::<Vec<_>>()) {
+    Some(match visible.as_deref().map(|v| v.split(',').map(str::trim).collect::<Vec<_>>()) {
         Some(list) if !list.is_empty() && !list[0].is_empty() => list.get(i)?.to_string(),
         _ => i.to_string(),
-    };
+    })
+}
+
+/// Queries `nvidia-smi` for CUDA ordinal `i`, mapped through `CUDA_VISIBLE_DEVICES` (SLURM sets it per job).
+fn nvidia_smi(i: usize) -> Option<Gpu> {
+    let id = smi_id(i)?;
     let query = |fields: &str| {
         let out = std::process::Command::new("nvidia-smi")
             .args([&format!("--query-gpu={fields}"), "--format=csv,noheader,nounits", "-i", &id])
@@ -100,4 +179,41 @@ fn nvidia_smi(i: usize) -> Option<Gpu> {
     // Older drivers do not know `compute_cap`: a separate query so the rest survives.
     let compute_capability = query("compute_cap").map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
     Some(Gpu { name, driver, memory_bytes, compute_capability })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_gpu_state_and_other_processes_are_read_from_nvidia_smi_csv() {
+        let mut c = RunConditions::default();
+        gpu_state("P8, 1980, 1755, 700.00, 700.00, Default\n", &mut c);
+        assert_eq!(c.gpu_performance_state.as_deref(), Some("P8"));
+        assert_eq!((c.gpu_max_sm_clock_mhz, c.gpu_application_sm_clock_mhz), (Some(1980), Some(1755)));
+        assert_eq!((c.gpu_power_limit_w, c.gpu_default_power_limit_w), (Some(700.0), Some(700.0)));
+        assert_eq!(c.gpu_compute_mode.as_deref(), Some("Default"));
+        // What a driver does not report is absent, never 0.
+        let mut c = RunConditions::default();
+        gpu_state("P0, [N/A], [Not Supported], 300.00, , Exclusive_Process", &mut c);
+        assert_eq!((c.gpu_max_sm_clock_mhz, c.gpu_application_sm_clock_mhz), (None, None));
+        assert_eq!((c.gpu_power_limit_w, c.gpu_default_power_limit_w), (Some(300.0), None));
+        assert_eq!(c.gpu_compute_mode.as_deref(), Some("Exclusive_Process"));
+        // This process is not another; memory in MiB.
+        assert_eq!(other_processes("4242, 1024\n77, 512\n", 77), (Some(1), Some(1024 * 1024 * 1024)));
+        assert_eq!(other_processes("", 77), (Some(0), Some(0)));
+        assert_eq!(other_processes("No running processes found\n", 77), (Some(0), Some(0)));
+        assert_eq!(load_average("0.52 0.58 0.59 1/389 12345\n"), Some(0.52));
+        assert_eq!(load_average("garbage"), None);
+    }
+
+    #[test]
+    fn a_cpu_execution_records_the_hosts_load() {
+        let c = conditions(DeviceSpec::Cpu);
+        if std::path::Path::new("/proc/loadavg").exists() {
+            assert!(c.load_average_1m.is_some_and(|l| l >= 0.0), "{c:?}");
+        }
+        assert!(c.logical_cpus.is_some_and(|n| n >= 1));
+        assert_eq!(c.gpu_performance_state, None, "no GPU facts on the CPU");
+    }
 }

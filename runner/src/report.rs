@@ -80,6 +80,78 @@ fn short(id: &str) -> &str {
     id.rsplit('/').next().unwrap_or(id)
 }
 
+/// The state of the host and the device when each execution started measuring (format 1.8; the study's hardware
+/// controls, section 4.2.1), with a bold caution for what can slow a run that is not the model: other processes on
+/// the GPU, a power limit below the board's default, a busy host. Nothing for bundles of older runners.
+fn conditions(s: &mut String, bundle: &Bundle) {
+    let execs: Vec<(usize, &schema::RunConditions)> = bundle
+        .provenance
+        .executions
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| Some((i, e.conditions.as_deref()?)))
+        .collect();
+    let many = bundle.provenance.executions.len() > 1;
+    for (i, c) in execs {
+        let mut facts: Vec<String> = Vec::new();
+        let mut cautions: Vec<String> = Vec::new();
+        if let Some(load) = c.load_average_1m {
+            let cpus = c.logical_cpus.map_or(String::new(), |n| format!(" on {}", crate::counted(n as usize, "CPU")));
+            facts.push(format!("host load average {load:.2}{cpus}"));
+            if load >= c.logical_cpus.map_or(1.0, |n| (f64::from(n) / 4.0).max(1.0)) {
+                cautions.push(format!(
+                    "the host's load average was {load:.2} before the run started its work: other work shared the \
+                     node (the study's control is exclusive access)"
+                ));
+            }
+        }
+        if let Some(p) = &c.gpu_performance_state {
+            // Read before any work: an idle GPU reports a low state (P8) whatever its clocks will be under load.
+            facts.push(format!("GPU performance state {p} before the work"));
+        }
+        match (c.gpu_max_sm_clock_mhz, c.gpu_application_sm_clock_mhz) {
+            (Some(max), Some(app)) => facts.push(format!("SM clock {app} MHz for applications, {max} MHz at most")),
+            (Some(max), None) => facts.push(format!("SM clock {max} MHz at most")),
+            _ => {}
+        }
+        match (c.gpu_power_limit_w, c.gpu_default_power_limit_w) {
+            (Some(l), Some(d)) => {
+                facts.push(format!("power limit {l:.0} W (default {d:.0} W)"));
+                if l < d - 0.5 {
+                    cautions.push(format!(
+                        "the GPU's power limit was {l:.0} W, below its default {d:.0} W: its kernels may be throttled"
+                    ));
+                }
+            }
+            (Some(l), None) => facts.push(format!("power limit {l:.0} W")),
+            _ => {}
+        }
+        if let Some(m) = &c.gpu_compute_mode {
+            facts.push(format!("compute mode {m}"));
+        }
+        match (c.gpu_other_processes, c.gpu_other_processes_memory_bytes) {
+            (Some(0), _) => facts.push("no other process on the GPU".into()),
+            (Some(n), bytes) => {
+                let held = bytes.map_or(String::new(), |b| format!(", holding {:.1} GB", b as f64 / 1e9));
+                let what = if n == 1 { "1 other process".to_string() } else { format!("{n} other processes") };
+                facts.push(format!("{what} on the GPU{held}"));
+                cautions.push(format!(
+                    "{what} used the GPU when the run started{held}: its times are not the model's alone"
+                ));
+            }
+            _ => {}
+        }
+        if facts.is_empty() {
+            continue;
+        }
+        let whose = if many { format!(" (execution {i})") } else { String::new() };
+        let _ = writeln!(s, "Conditions when measuring started{whose}: {}.\n", facts.join(", "));
+        for c in cautions {
+            let _ = writeln!(s, "**Caution:** {c}.\n");
+        }
+    }
+}
+
 /// What a reader must know before the numbers: quality values that could not be computed (S_parity skips
 /// their K) and diffusion continuations with positions left masked (their text, and its perplexity, covers fewer
 /// tokens than N_out).
@@ -292,6 +364,7 @@ pub fn render(bundle: &Bundle, source: &str, recounted: usize, o: &ReportOptions
     if !wrapped.is_empty() {
         let _ = writeln!(s, "Prompts wrapped in the model's chat template: {}.\n", wrapped.join(", "));
     }
+    conditions(&mut s, bundle);
     caveats(&mut s, bundle);
     energy(&mut s, bundle);
     let Some(opts) = resolve(bundle, o) else {

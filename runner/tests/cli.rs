@@ -1144,3 +1144,31 @@ fn prompt_file_reads_the_prompts_from_a_file_relative_to_the_current_folder() {
     assert!(source.starts_with("file:/") && source.ends_with("/mine.txt"), "the file read, in full: {source}");
     assert_eq!(bundle["prompt_set"]["count"], 2);
 }
+
+#[test]
+fn report_states_the_conditions_when_measuring_started_and_cautions_of_a_shared_or_throttled_gpu() {
+    let sb = Sandbox::new();
+    let text = std::fs::read_to_string(repo_file("schema/tests/fixtures/v1.8/demo.json")).expect("fixture");
+    let out = sb.cmd(&["report", &repo_file("schema/tests/fixtures/v1.8/demo.json")]);
+    assert_exit!(out, 0);
+    assert!(stdout(&out).contains("Conditions when measuring started: host load average "), "{}", stdout(&out));
+    let mut v: serde_json::Value = serde_json::from_str(&text).expect("json");
+    v["provenance"]["executions"][0]["conditions"] = serde_json::json!({
+        "load_average_1m": 0.1, "logical_cpus": 16, "gpu_performance_state": "P8", "gpu_max_sm_clock_mhz": 1980,
+        "gpu_application_sm_clock_mhz": 1755, "gpu_power_limit_w": 300.0, "gpu_default_power_limit_w": 700.0,
+        "gpu_compute_mode": "Default", "gpu_other_processes": 2, "gpu_other_processes_memory_bytes": 4_000_000_000u64
+    });
+    let shared = sb.write("shared.json", &v.to_string());
+    let out = sb.cmd(&["report", shared.to_str().expect("utf8")]);
+    assert_exit!(out, 0);
+    let said = stdout(&out);
+    assert!(
+        said.contains(
+            "power limit 300 W (default 700 W), compute mode Default, 2 other processes on the GPU, holding 4.0 GB"
+        ),
+        "{said}"
+    );
+    assert!(said.contains("**Caution:** the GPU's power limit was 300 W, below its default 700 W"), "{said}");
+    assert!(said.contains("**Caution:** 2 other processes used the GPU when the run started"), "{said}");
+    assert!(!said.contains("load average was"), "an idle host: {said}");
+}

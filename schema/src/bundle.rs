@@ -136,6 +136,54 @@ pub struct Execution {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub energy: Option<EnergyMeter>,
+    /// Since 1.8: the state of the host and the device when this process started measuring (the study's hardware
+    /// controls, section 4.2.1: exclusive access, the GPU's clocks and power limit), so that a reader can tell a
+    /// shared or throttled node. Absent in bundles of older runners. Not read by wasm32 builds (`report` says it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
+    pub conditions: Option<Box<RunConditions>>,
+}
+
+/// Since 1.8: the host's and the device's state when an [`Execution`] started measuring, before its first model
+/// loaded. Each fact is absent where it could not be read (no `/proc/loadavg`, no `nvidia-smi`, a field the driver
+/// does not report), never guessed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct RunConditions {
+    /// The host's 1-minute load average (`/proc/loadavg`): near 0 on an exclusive, idle node; the run itself has
+    /// not started its work yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_average_1m: Option<f64>,
+    /// The logical CPUs this process may use (the scale of the load average).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logical_cpus: Option<u32>,
+    /// CUDA: the GPU's performance state as `nvidia-smi` reports it (`P0` the highest; an idle GPU reports a low
+    /// one such as `P8` until work arrives).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_performance_state: Option<String>,
+    /// CUDA: the SM clock's maximum, MHz (`clocks.max.sm`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_max_sm_clock_mhz: Option<u32>,
+    /// CUDA: the clock the application clocks set for the SMs, MHz (`clocks.applications.graphics`; a lowered one
+    /// slows every kernel).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_application_sm_clock_mhz: Option<u32>,
+    /// CUDA: the power limit in force, W (`power.limit`), and the board's default, W (`power.default_limit`): a
+    /// limit below the default throttles.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_power_limit_w: Option<f64>,
+    /// See [`Self::gpu_power_limit_w`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_default_power_limit_w: Option<f64>,
+    /// CUDA: the compute mode (`Default`: other processes may share the GPU; `Exclusive_Process`: one at a time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_compute_mode: Option<String>,
+    /// CUDA: the compute processes on the GPU other than this one, and the device memory they held, bytes: time on
+    /// a shared GPU is not the model's alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_other_processes: Option<u32>,
+    /// See [`Self::gpu_other_processes`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_other_processes_memory_bytes: Option<u64>,
 }
 
 /// Since 1.7: the energy counter of an [`Execution`], or why there is none.

@@ -25,7 +25,7 @@ pub mod version;
 
 pub use bundle::{
     Bundle, Cell, CellKey, CellStatus, ChatTemplateInfo, DeviceInfo, Execution, ModelInfo, ModelShape, PromptSetInfo,
-    Provenance, Repetition, Sampler, ShardInfo, SlurmInfo, TokenizerInfo,
+    Provenance, Repetition, RunConditions, Sampler, ShardInfo, SlurmInfo, TokenizerInfo,
 };
 pub use grid::{ConfigError, GridConfig, ModelKind};
 pub use index::{BundleIndex, IndexEntry};

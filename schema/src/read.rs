@@ -420,14 +420,15 @@ fn upgrade_step(from: SchemaVersion, value: &mut Value) -> Result<SchemaVersion,
         }
         // 1.0 -> 1.1 only added optional fields: nothing to transform.
         SchemaVersion::V1_0 => Ok(SchemaVersion::V1_1),
-        // 1.1 -> 1.2, 1.2 -> 1.3, 1.3 -> 1.4, 1.4 -> 1.5, 1.5 -> 1.6 and 1.6 -> 1.7 likewise.
+        // 1.1 -> 1.2, 1.2 -> 1.3, 1.3 -> 1.4, 1.4 -> 1.5, 1.5 -> 1.6, 1.6 -> 1.7 and 1.7 -> 1.8 likewise.
         SchemaVersion::V1_1 => Ok(SchemaVersion::V1_2),
         SchemaVersion::V1_2 => Ok(SchemaVersion::V1_3),
         SchemaVersion::V1_3 => Ok(SchemaVersion::V1_4),
         SchemaVersion::V1_4 => Ok(SchemaVersion::V1_5),
         SchemaVersion::V1_5 => Ok(SchemaVersion::V1_6),
         SchemaVersion::V1_6 => Ok(SchemaVersion::V1_7),
-        SchemaVersion::V1_7 => Ok(SchemaVersion::V1_7),
+        SchemaVersion::V1_7 => Ok(SchemaVersion::V1_8),
+        SchemaVersion::V1_8 => Ok(SchemaVersion::V1_8),
     }
 }
 

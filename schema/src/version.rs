@@ -61,6 +61,10 @@ pub enum SchemaVersion {
     /// (`energy_j`) and the window they cover (`energy_window_ms`); joules per token and per sequence are derived in
     /// `metrics::energy`. A 1.x file reads unchanged: its energy is absent.
     V1_7,
+    /// `1.8`: the run's conditions. Each execution may say the host's load and the GPU's clocks, power limit,
+    /// compute mode and other processes when it started measuring (`conditions`), the study's hardware controls. A
+    /// 1.x file reads unchanged: its conditions are absent.
+    V1_8,
 }
 
 /// A version as written in a file: may be newer than any variant this build knows.
@@ -74,10 +78,10 @@ pub struct VersionNumber {
 
 impl SchemaVersion {
     /// The version this build writes.
-    pub const CURRENT: SchemaVersion = SchemaVersion::V1_7;
+    pub const CURRENT: SchemaVersion = SchemaVersion::V1_8;
 
     /// Every known version, oldest first.
-    pub const ALL: [SchemaVersion; 9] = [
+    pub const ALL: [SchemaVersion; 10] = [
         SchemaVersion::V0_1,
         SchemaVersion::V1_0,
         SchemaVersion::V1_1,
@@ -87,6 +91,7 @@ impl SchemaVersion {
         SchemaVersion::V1_5,
         SchemaVersion::V1_6,
         SchemaVersion::V1_7,
+        SchemaVersion::V1_8,
     ];
 
     /// The number written in files.
@@ -101,6 +106,7 @@ impl SchemaVersion {
             SchemaVersion::V1_5 => VersionNumber { major: 1, minor: 5 },
             SchemaVersion::V1_6 => VersionNumber { major: 1, minor: 6 },
             SchemaVersion::V1_7 => VersionNumber { major: 1, minor: 7 },
+            SchemaVersion::V1_8 => VersionNumber { major: 1, minor: 8 },
         }
     }
 

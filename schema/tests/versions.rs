@@ -55,6 +55,7 @@ fn every_v1_fixture_reads() {
         ("v1.4", SchemaVersion::V1_4.number()),
         ("v1.5", SchemaVersion::V1_5.number()),
         ("v1.7", SchemaVersion::V1_7.number()),
+        ("v1.8", SchemaVersion::V1_8.number()),
     ] {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(minor);
         let mut n = 0;
@@ -303,16 +304,22 @@ fn a_bundle_whose_config_has_fields_that_drive_nothing_stays_readable() {
 }
 
 /// The current version's sample (a demo run of this version: both sampler series, quality, energy unavailable) is
-/// written back byte for byte: a change to how 1.7 is written fails here, and needs a new minor version.
+/// written back byte for byte: a change to how 1.8 is written fails here, and needs a new minor version.
 #[test]
 fn the_current_versions_sample_writes_back_unchanged() {
-    let text = fixture("v1.7/demo.json");
-    let r = read_bundle_detailed(&text).expect("1.7 fixture");
+    let text = fixture("v1.8/demo.json");
+    let r = read_bundle_detailed(&text).expect("1.8 fixture");
     assert!(!r.upgraded() && !r.newer_minor());
-    assert_eq!(write_bundle(&r.bundle), text.trim_end(), "the bytes a 1.7 bundle is written as");
+    assert_eq!(write_bundle(&r.bundle), text.trim_end(), "the bytes a 1.8 bundle is written as");
     let p = &r.bundle.provenance;
     assert!(p.synthetic_weights && p.planned_cells == Some(r.bundle.cells.len() as u32));
     assert!(p.executions.iter().all(|e| e.energy.as_ref().is_some_and(|m| m.unavailable.is_some())));
+    // The host's state when measuring started (a CPU run: no GPU facts).
+    let c = p.executions[0].conditions.as_ref().expect("1.8 records the conditions");
+    assert!(c.load_average_1m.is_some() && c.logical_cpus.is_some() && c.gpu_performance_state.is_none(), "{c:?}");
+    // A 1.7 bundle reads with none.
+    let old = read_bundle(&fixture("v1.7/demo.json")).expect("1.7 fixture");
+    assert!(old.provenance.executions.iter().all(|e| e.conditions.is_none()));
     assert!(!r.bundle.parity.is_empty() && r.bundle.cells.iter().any(|c| c.key.threshold.is_some()));
 }
 
