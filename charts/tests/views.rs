@@ -1774,3 +1774,24 @@ fn a_bundle_without_cells_is_said_to_have_none() {
     let err = charts::views::answer(&[&empty, &other], &Options::default()).map(|_| ()).expect_err("no answer");
     assert!(err.contains("this bundle has none"), "{err}");
 }
+
+#[test]
+fn the_speedup_colour_bar_is_labelled_at_the_figures_values_and_1x_not_at_its_mirrored_end() {
+    // demo-series: every speedup below 1x (0.08x to 0.62x); the scale diverges at 1x, so its blue end is 1/0.08.
+    let b = load_bundle("demo-series.json", include_str!("../../schema/tests/fixtures/v1.5/demo-series.json"))
+        .expect("loads");
+    let (_, verdict) = charts::views::answer(&[&b], &Options::default()).expect("an answer");
+    let Plot::Heat { panels, .. } = &verdict.plot else { panic!("heat map") };
+    let values: Vec<f64> = panels.iter().flat_map(|p| &p.cells).filter_map(|c| c.value).map(f64::exp2).collect();
+    let (lo, hi) = values.iter().fold((f64::INFINITY, 0f64), |(a, b), &v| (a.min(v), b.max(v)));
+    assert!(hi < 1.0, "the fixture's diffusion model is never faster: {hi}");
+    let (out, _) = svg(&verdict);
+    let label = |v: f64| format!("{v:.2}x");
+    for want in [label(lo), label(hi), "1.00x".to_string()] {
+        assert!(
+            out.contains(&format!(">\n{want}\n</text>")) || out.contains(&format!(">{want}</text>")),
+            "{want} drawn"
+        );
+    }
+    assert!(!out.contains(&label(1.0 / lo)), "no label at the mirrored end {}", label(1.0 / lo));
+}

@@ -115,8 +115,6 @@ pub(super) fn draw_heat<DB: DrawingBackend>(
             drawn.push(y);
             bar.draw(&Text::new(text, (x1 + si(4.0) as i32, y - si(6.0) as i32), label.clone()))
                 .map_err(backend_err)?;
-            bar.draw(&PathElement::new(vec![(x1, y), (x1 + si(3.0) as i32, y)], BLACK.stroke_width(si(1.0))))
-                .map_err(backend_err)?;
         }
         bar.draw(&Text::new(unit.to_string(), (x0, bottom + si(10.0) as i32), label)).map_err(backend_err)?;
     }
