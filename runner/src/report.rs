@@ -576,6 +576,42 @@ fn section(
     for w in metrics::parity::low_entropy_at_parity(bundle, quality, r) {
         let _ = writeln!(s, "\nWarning: {w}.");
     }
+    if let Some(w) = less_text_at_parity(bundle, r) {
+        let _ = writeln!(s, "\nWarning: {w}.");
+    }
+}
+
+/// Below this fraction of the AR model's words per continuation, the diffusion output at S_parity is said to be less
+/// text: the study compares equal amounts of text (section 4.2.3).
+const LESS_TEXT_RATIO: f64 = 0.5;
+
+/// The mean words per continuation (as the text statistics count words: `quality::text::words`) of the quality
+/// group of `key`: the continuations its largest batch kept. `None` without continuations.
+fn words_per_continuation(bundle: &Bundle, key: &schema::CellKey) -> Option<f64> {
+    let group = metrics::parity::GroupKey::of(key);
+    let cell = bundle
+        .cells
+        .iter()
+        .filter(|c| metrics::parity::GroupKey::of(&c.key) == group && !c.generations.is_empty())
+        .max_by_key(|c| c.key.batch_size)?;
+    let words: usize = cell.generations.iter().map(|g| crate::quality::text::words(&g.text).len()).sum();
+    Some(words as f64 / cell.generations.len() as f64)
+}
+
+/// A warning when the diffusion output at S_parity is far less text than the AR model's (fewer than
+/// [`LESS_TEXT_RATIO`] of its words per continuation): end-of-sequence or padding tokens fill its positions, they
+/// decode to nothing, and its quality is over less text than the baseline's. `None` otherwise.
+fn less_text_at_parity(bundle: &Bundle, r: &metrics::parity::ParityRecord) -> Option<String> {
+    let row = r.speedups.iter().find(|x| x.diffusion_cell.is_some())?;
+    let d = words_per_continuation(bundle, row.diffusion_cell.as_ref()?)?;
+    let a = words_per_continuation(bundle, &row.ar_cell)?;
+    (a > 0.0 && d < LESS_TEXT_RATIO * a).then(|| {
+        format!(
+            "at S_parity the diffusion output has {d:.1} words per continuation, the autoregressive model's {a:.1}: \
+             its positions hold tokens that decode to no words (end-of-sequence or padding), so its quality is over \
+             less text than the baseline's (the study compares equal amounts of text, section 4.2.3)"
+        )
+    })
 }
 
 /// `report --compare`: the runner's bundle against a reference's of the same cells (`jobs/hf_reference.py`), from

@@ -1172,3 +1172,27 @@ fn report_states_the_conditions_when_measuring_started_and_cautions_of_a_shared_
     assert!(said.contains("**Caution:** 2 other processes used the GPU when the run started"), "{said}");
     assert!(!said.contains("load average was"), "an idle host: {said}");
 }
+
+#[test]
+fn report_warns_when_the_diffusion_output_at_parity_is_far_less_text_than_the_baselines() {
+    let sb = Sandbox::new();
+    let path = repo_file("schema/tests/fixtures/v1.8/demo.json");
+    let less = "the diffusion output has 0.0 words per continuation";
+    let out = sb.cmd(&["report", &path]);
+    assert_exit!(out, 0);
+    assert!(!stdout(&out).contains("words per continuation"), "{}", stdout(&out));
+    // Every diffusion continuation decoded to nothing (end-of-sequence padding), its quality values unchanged.
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("fixture")).expect("json");
+    for c in v["cells"].as_array_mut().expect("cells") {
+        if c["key"]["sampler"] != "ar_greedy" {
+            for g in c.get_mut("generations").and_then(|g| g.as_array_mut()).into_iter().flatten() {
+                g["text"] = "".into();
+            }
+        }
+    }
+    let empty = sb.write("empty.json", &v.to_string());
+    let out = sb.cmd(&["report", empty.to_str().expect("utf8")]);
+    assert_exit!(out, 0);
+    assert!(stdout(&out).contains(less) && stdout(&out).contains("section 4.2.3"), "{}", stdout(&out));
+}
