@@ -1795,3 +1795,25 @@ fn the_speedup_colour_bar_is_labelled_at_the_figures_values_and_1x_not_at_its_mi
     }
     assert!(!out.contains(&label(1.0 / lo)), "no label at the mirrored end {}", label(1.0 / lo));
 }
+
+#[test]
+fn throughput_as_lines_over_b_draws_the_bars_numbers_as_one_line_per_series() {
+    let b = h200();
+    let lines = Options { throughput_lines: true, ..Options::default() };
+    let f = fig(ViewKind::Throughput, &[&b], &Filters::default(), &lines);
+    let Plot::Xy { x, series, .. } = &f.plot else { panic!("lines") };
+    assert_eq!(x.label, "batch size B");
+    assert!(series.iter().all(|s| s.style == charts::figure::Style::Line), "{series:?}");
+    // The same numbers as the bars: the N = 128 AR series' marks at B = 1 and 4.
+    let bars = fig(ViewKind::Throughput, &[&b], &Filters::default(), &Options::default());
+    let Plot::Xy { series: bar_series, .. } = &bars.plot else { panic!("bars") };
+    let ar_line = series.iter().find(|s| s.label.contains("llama")).expect("the AR line");
+    let ar_bars = bar_series.iter().find(|s| s.label.contains("llama")).expect("the AR bars");
+    let medians = |s: &charts::figure::Series| s.marks.iter().map(|m| m.y).collect::<Vec<_>>();
+    assert_eq!(medians(ar_line), medians(ar_bars));
+    // Small multiples (a chart per N) and a filtered B work too.
+    let multiples = Options { multiples: true, ..lines.clone() };
+    chart_view(ViewKind::Throughput, &[&b], &Filters::default(), &multiples).figure.expect("per N");
+    let one = chart_view(ViewKind::Throughput, &[&b], &Filters { batch: Some(4), ..Filters::default() }, &lines);
+    assert!(one.figure.is_ok() && one.notes.iter().any(|n| n.contains("each line is a point")), "{:?}", one.notes);
+}

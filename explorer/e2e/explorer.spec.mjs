@@ -297,6 +297,17 @@ async function checkViews(page) {
   await marksPainted(page);
   await page.screenshot({ path: `${SHOTS}-throughput.png`, fullPage: true });
   pass(`throughput: ${bars.length} bars = median tokens/s of each cell, with min..max error bars`);
+  // As lines over B: the same numbers, a line per series with B on the x axis.
+  await redraw(page, () => page.selectOption('[data-testid="throughput-shape"]', 'lines'));
+  const lines = await figure(page);
+  assert.equal(lines.plot.x.label, 'batch size B');
+  assert.ok(lines.plot.series.every((s) => s.style.kind === 'line'), 'lines');
+  const points = lines.plot.series.flatMap((s) => s.marks);
+  assert.equal(points.length, cells128.length, 'one point per successful cell');
+  for (const p of points) assert.ok(close(p.y, tps(bundle.cells[p.cell.cell])), `point ${p.y}`);
+  assert.ok((await page.evaluate(() => location.search)).includes('tp=lines'), 'in the address');
+  await redraw(page, () => page.selectOption('[data-testid="throughput-shape"]', 'bars'));
+  pass(`throughput as lines over B: ${lines.plot.series.length} lines, the bars' numbers`);
 
   // A filter changes the chart.
   await redraw(page, () => setFilter(page, 'K', 16));

@@ -7,7 +7,7 @@ use charts::views::{Filters, Options, ParetoX, ViewKind};
 use metrics::derive::MemoryMetric;
 
 /// The query keys the page reads (every key [`PageState::to_query`] writes).
-pub const KEYS: [&str; 19] = [
+pub const KEYS: [&str; 20] = [
     "bundle",
     "compare",
     "view",
@@ -21,6 +21,7 @@ pub const KEYS: [&str; 19] = [
     "logy",
     "mem",
     "unit",
+    "tp",
     "metric",
     "peak_bw",
     "peak_flops",
@@ -97,6 +98,9 @@ impl PageState {
         if o.bytes {
             q.push(("unit", "bytes".into()));
         }
+        if o.throughput_lines {
+            q.push(("tp", "lines".into()));
+        }
         q.extend(o.metric.clone().map(|v| ("metric", v)));
         q.extend(o.peak_bw_tbs.map(|v| ("peak_bw", v.to_string())));
         q.extend(o.peak_tflops.map(|v| ("peak_flops", v.to_string())));
@@ -135,6 +139,7 @@ impl PageState {
                 "energy" => s.options.energy = v == "1",
                 "mem" if v == "reserved" => s.options.memory = MemoryMetric::Reserved,
                 "unit" => s.options.bytes = v == "bytes",
+                "tp" => s.options.throughput_lines = v == "lines",
                 "metric" if !v.is_empty() => s.options.metric = Some(v),
                 "peak_bw" => s.options.peak_bw_tbs = parse_peak(&v),
                 "peak_flops" => s.options.peak_tflops = parse_peak(&v),

@@ -25,6 +25,7 @@ fn page_state_round_trips_through_the_url() {
             log_y: true,
             memory: MemoryMetric::Reserved,
             bytes: true,
+            throughput_lines: true,
             metric: Some("perplexity".into()),
             peak_bw_tbs: Some(4.8),
             peak_tflops: Some(989.5),

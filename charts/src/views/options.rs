@@ -141,6 +141,8 @@ pub struct Options {
     pub memory: MemoryMetric,
     /// Throughput in bytes/s instead of tokens/s.
     pub bytes: bool,
+    /// Throughput as lines over the batch size (its scaling with B, one line per series) instead of bars per B.
+    pub throughput_lines: bool,
     /// Quality metric name; `None`: the first the bundles have.
     pub metric: Option<String>,
     /// Roofline: the device's peak memory bandwidth in TB/s (10^12 bytes/s), entered by the user; it overrides
@@ -190,6 +192,7 @@ impl Default for Options {
             log_y: false,
             memory: MemoryMetric::Allocated,
             bytes: false,
+            throughput_lines: false,
             metric: None,
             peak_bw_tbs: None,
             peak_tflops: None,

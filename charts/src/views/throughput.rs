@@ -21,6 +21,15 @@ pub(super) fn throughput(
     let ch = filter_choices(bundles);
     let n = seq_len(&ch, f, notes).ok_or("no cells")?;
     notes.extend(not_drawn(bundles, f, &format!("N = {n}"), &|c: &Cell| c.key.seq_len == n, (true, false)));
+    if o.throughput_lines {
+        if f.batch.is_some() {
+            notes.push(
+                "One batch size is kept by the filters: each line is a point (choose B = all to see the scaling)."
+                    .into(),
+            );
+        }
+        return scaling(bundles, f, n, o);
+    }
     // (bundle, cell index, cell, tokens/s, bytes/s)
     let mut bars: Vec<(usize, usize, &Cell, Summary, Summary)> = Vec::new();
     for (bi, lb) in bundles.iter().enumerate() {
@@ -112,14 +121,19 @@ pub(super) fn throughput(
 /// Throughput scaling with the batch size at sequence length `n`: tokens/s (or bytes/s) against B, a line per model,
 /// sampler and K, min..max over repetitions as error bars; the throughput bars' numbers
 /// (`metrics::derive::throughput_bars`) drawn as lines. `dllm-bench figures` writes it
-/// (`throughput_vs_batch_size_N*.svg`); the explorer shows the same numbers as bars.
+/// (`throughput_vs_batch_size_N*.svg`); the explorer shows the same numbers as bars, or as these lines.
 pub fn throughput_scaling(bundles: &[&LoadedBundle], n: u32, o: &Options) -> Result<Figure, String> {
+    scaling(bundles, &Filters::default(), n, o)
+}
+
+/// [`throughput_scaling`] over the cells `f` keeps (the explorer's Throughput view with "lines over B").
+fn scaling(bundles: &[&LoadedBundle], f: &Filters, n: u32, o: &Options) -> Result<Figure, String> {
     let mut pal = PointPalette::of(bundles, o);
     let mut series = Vec::new();
     let unit = if o.bytes { "bytes/s" } else { "tokens/s" };
     for (bi, lb) in bundles.iter().enumerate() {
         let t = tag(bi, bundles.len());
-        let cells: Vec<CellRef> = kept_where(lb, &Filters::default(), &|c| c.key.seq_len == n);
+        let cells: Vec<CellRef> = kept_where(lb, f, &|c| c.key.seq_len == n);
         for bar in throughput_bars(&cells) {
             let c = &lb.bundle.cells[bar.cell];
             let v = if o.bytes { bar.bytes_per_s } else { bar.tokens_per_s };

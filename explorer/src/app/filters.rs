@@ -200,6 +200,16 @@ pub(super) fn FilterBar(
                 |o, v| o.bytes = v,
                 state,
             )}
+            {two_way_select(
+                "opt opt-tp",
+                Some("Bars per batch size, or each series' scaling with the batch size as a line"),
+                "as ",
+                "throughput-shape",
+                [("bars", "bars per B"), ("lines", "lines over B")],
+                |o| o.throughput_lines,
+                |o, v| o.throughput_lines = v,
+                state,
+            )}
             {metric_select}
             {peak_input("Peak bandwidth (TB/s) ", "peak-bw", "e.g. 4.8", |o| o.peak_bw_tbs, |o, v| o.peak_bw_tbs = v, state)}
             {peak_input("Peak FLOP rate (TFLOP/s) ", "peak-flops", "e.g. 989", |o| o.peak_tflops, |o, v| o.peak_tflops = v, state)}
