@@ -382,6 +382,7 @@ fn validate_refuses_inconsistent_hand_edits_naming_the_field_and_the_fix() {
     assert_exit!(out, 0);
     let text = stdout(&out);
     assert!(text.contains("warning: cells[0].repetitions[0].e2e_msec is not a field of schema"), "{text}");
+    assert!(text.contains("(misspelled? did you mean `e2e_ms`? its value is lost"), "the field it is near: {text}");
     // So in a file of an older minor of this major (minors only add fields): the 1.5 bundles of results/.
     x["schema_version"] = "1.5".into();
     let p = sb.write("typo-1.5.json", &serde_json::to_string(&x).expect("json"));

@@ -29,9 +29,9 @@ pub use bundle::{
 };
 pub use grid::{ConfigError, GridConfig, ModelKind};
 pub use index::{BundleIndex, IndexEntry};
-#[cfg(not(target_arch = "wasm32"))]
-pub use read::unknown_fields;
 pub use read::{BundleError, ReadBundle, check_bundle, read_bundle, read_bundle_detailed, recount_note, write_bundle};
+#[cfg(not(target_arch = "wasm32"))]
+pub use read::{unknown_field_hint, unknown_fields};
 pub use version::{SchemaVersion, VersionNumber};
 
 /// The JSON Schema of the current bundle format, for third-party readers (`schema/bundle.schema.json`).

@@ -263,6 +263,20 @@ pub fn unknown_fields(json: &str) -> Vec<String> {
     unknown
 }
 
+/// What an unknown field of a bundle ([`unknown_fields`]'s path) most likely meant, as the config's reader says it
+/// (`did you mean `prefill_ms`? ...`, or the object it belongs to); `None` when no field is near. Native readers
+/// only.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn unknown_field_hint(path: &str) -> Option<String> {
+    let fields = crate::grid::parse::schema_fields(&serde_json::to_value(schemars::schema_for!(Bundle)).ok()?);
+    let hint = crate::grid::parse::suggest_in(&fields, path)?;
+    // A bundle's objects are no config tables: the question alone (`did you mean `prefill_ms`?`).
+    Some(match hint.split_once("? (") {
+        Some((question, _)) => format!("{question}?"),
+        None => hint,
+    })
+}
+
 /// `serde_json::from_str` through [`Strict`]: the value, then nothing but whitespace.
 fn strict_from_str<'a, T: serde::Deserialize<'a>>(text: &'a str) -> Result<T, serde_json::Error> {
     let mut de = serde_json::Deserializer::from_str(text);

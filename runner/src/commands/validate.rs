@@ -180,9 +180,10 @@ pub fn main(args: ValidateArgs) -> Result<ExitCode> {
                 let current = schema::SchemaVersion::CURRENT.number();
                 if r.file_version.major == current.major && r.file_version.minor <= current.minor {
                     for field in schema::unknown_fields(&text) {
+                        let hint = schema::unknown_field_hint(&field).map_or(String::new(), |h| format!(" {h}"));
                         println!(
-                            "  warning: {field} is not a field of schema {}: every reader ignores it (misspelled? its \
-                             value is lost to them; `dllm-bench schema` lists the fields)",
+                            "  warning: {field} is not a field of schema {}: every reader ignores it (misspelled?{hint} \
+                             its value is lost to them; `dllm-bench schema` lists the fields)",
                             schema::SchemaVersion::CURRENT
                         );
                     }

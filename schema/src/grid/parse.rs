@@ -66,10 +66,14 @@ impl GridConfig {
 /// The fields a config can hold, as `(table, field)` pairs (`("run", "warmup")`, `("models[].synthetic",
 /// "layers")`; the top level's table is `""`), read from the config's JSON Schema: the same names serde reads.
 fn config_fields() -> Vec<(String, String)> {
-    let schema = serde_json::to_value(schemars::schema_for!(GridConfig)).unwrap_or_default();
+    schema_fields(&serde_json::to_value(schemars::schema_for!(GridConfig)).unwrap_or_default())
+}
+
+/// The fields of a JSON Schema's objects as `(table, field)` pairs, as [`config_fields`] (any root type).
+pub(crate) fn schema_fields(schema: &serde_json::Value) -> Vec<(String, String)> {
     let defs = schema.get("$defs").cloned().unwrap_or_default();
     let mut out = Vec::new();
-    walk_fields(&schema, &defs, String::new(), &mut out, 0);
+    walk_fields(schema, &defs, String::new(), &mut out, 0);
     out
 }
 
@@ -80,8 +84,9 @@ fn walk_fields(
     out: &mut Vec<(String, String)>,
     depth: usize,
 ) {
-    // The config nests a few tables deep; the bound keeps a recursive type from looping.
-    if depth > 8 {
+    // A bundle nests a few objects deep (a cell's repetitions, its config's tables); the bound keeps a recursive
+    // type from looping.
+    if depth > 24 {
         return;
     }
     if let Some(name) = node.get("$ref").and_then(|r| r.as_str()).and_then(|r| r.strip_prefix("#/$defs/")) {
@@ -110,6 +115,11 @@ fn walk_fields(
 /// What an unknown field most likely meant: a field of its table a slip away (`repetitons`: `repetitions`),
 /// or the same name in another table (`seed` in [grid]: `seed belongs in [run]`); `None` when nothing is near.
 fn suggest_field(path: &str) -> Option<String> {
+    suggest_in(&config_fields(), path)
+}
+
+/// [`suggest_field`] among `fields` ([`schema_fields`]).
+pub(crate) fn suggest_in(fields: &[(String, String)], path: &str) -> Option<String> {
     // `models[0].synthetic.layerz`: the table `models[].synthetic`, the field `layerz`.
     let (table, field) = path.rsplit_once('.').unwrap_or(("", path));
     let mut table_key = String::new();
@@ -125,7 +135,6 @@ fn suggest_field(path: &str) -> Option<String> {
             None => table_key.push_str(part),
         }
     }
-    let fields = config_fields();
     let norm = |s: &str| s.to_ascii_lowercase().replace('-', "_");
     let wanted = norm(field);
     let here: Vec<&str> = fields.iter().filter(|(t, _)| *t == table_key).map(|(_, f)| f.as_str()).collect();
