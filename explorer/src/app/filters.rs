@@ -107,6 +107,8 @@ pub(super) fn FilterBar(
     default_metric: Option<String>,
     /// True when a loaded bundle measured energy (the "cost" choice shows only then).
     energy: bool,
+    /// True when a loaded bundle measured device memory (the allocated / reserved choice shows only then).
+    device_memory: bool,
     /// The page state.
     state: RwSignal<PageState>,
 ) -> impl IntoView {
@@ -168,7 +170,7 @@ pub(super) fn FilterBar(
                     on:change=move |ev| state.update(|s| s.options.multiples = event_target_checked(&ev))/>
                 " every shape"
             </label>
-            {two_way_select(
+            {device_memory.then(|| two_way_select(
                 "opt opt-mem",
                 None,
                 "Memory ",
@@ -177,7 +179,7 @@ pub(super) fn FilterBar(
                 |o| o.memory == MemoryMetric::Reserved,
                 |o, v| o.memory = if v { MemoryMetric::Reserved } else { MemoryMetric::Allocated },
                 state,
-            )}
+            ))}
             <label class="opt opt-px">
                 "Pareto x "
                 <select data-testid="pareto-x" on:change=move |ev| {

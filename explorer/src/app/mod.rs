@@ -470,6 +470,14 @@ fn Workspace(
         let r: Vec<&LoadedBundle> = bundles.iter().map(|b| b.as_ref()).collect();
         views::has_energy(&r)
     };
+    // The allocated / reserved choice only where a bundle has device memory (a CPU run's heat map is its RSS).
+    let device_memory = bundles.iter().any(|b| {
+        b.bundle
+            .cells
+            .iter()
+            .flat_map(|c| &c.repetitions)
+            .any(|r| r.peak_allocated_bytes.is_some() || r.peak_reserved_bytes.is_some())
+    });
     let b2 = bundles.clone();
     let chart = Memo::new(move |_| {
         let s = state.get();
@@ -556,7 +564,7 @@ fn Workspace(
     let b5 = bundles.clone();
     view! {
         <nav class="tabs" role="tablist" aria-label="Views" node_ref=strip>{tabs}</nav>
-        <FilterBar choices=choices metrics=metrics default_metric=default_metric energy=energy state=state/>
+        <FilterBar choices=choices metrics=metrics default_metric=default_metric energy=energy device_memory=device_memory state=state/>
         <section
             class="view"
             id="view-panel"
