@@ -100,8 +100,9 @@ fn conditions(s: &mut String, bundle: &Bundle) {
             facts.push(format!("host load average {load:.2}{cpus}"));
             if load >= c.logical_cpus.map_or(1.0, |n| (f64::from(n) / 4.0).max(1.0)) {
                 cautions.push(format!(
-                    "the host's load average was {load:.2} before the run started its work: other work shared the \
-                     node (the study's control is exclusive access)"
+                    "the host's load average was {load:.2} when measuring started: other work kept its CPUs busy \
+                     (or this run's own preparation, such as writing synthetic weights: a 1-minute average), and \
+                     the study's control is exclusive access"
                 ));
             }
         }
