@@ -23,11 +23,12 @@ use crate::prompts::PromptSet;
 pub fn text_quality(generations: &[Generation]) -> Vec<QualityValue> {
     type Metric = fn(&[String], Option<&[String]>) -> Option<f64>;
     let metrics: [(&str, Direction, Metric); 5] = [
-        ("unigram_entropy", Direction::HigherIsBetter, |w, _| text::unigram_entropy(w)),
-        ("distinct_1", Direction::HigherIsBetter, |w, _| text::distinct_n(w, 1)),
-        ("distinct_2", Direction::HigherIsBetter, |w, _| text::distinct_n(w, 2)),
-        ("token_f1", Direction::HigherIsBetter, |w, r| text::token_f1(w, r?)),
-        ("rouge_l_f1", Direction::HigherIsBetter, |w, r| text::rouge_l_f1(w, r?)),
+        ("unigram_entropy", Direction::HigherIsBetter, |w, _| Some(text::unigram_entropy(w))),
+        ("distinct_1", Direction::HigherIsBetter, |w, _| Some(text::distinct_n(w, 1))),
+        ("distinct_2", Direction::HigherIsBetter, |w, _| Some(text::distinct_n(w, 2))),
+        // The overlaps need the prompt's true continuation: none without one.
+        ("token_f1", Direction::HigherIsBetter, |w, r| Some(text::token_f1(w, r?))),
+        ("rouge_l_f1", Direction::HigherIsBetter, |w, r| Some(text::rouge_l_f1(w, r?))),
     ];
     let words: Vec<(u32, Vec<String>, Option<Vec<String>>)> =
         generations.iter().map(|g| (g.prompt, text::words(&g.text), g.reference.as_deref().map(text::words))).collect();

@@ -22,9 +22,9 @@ pub fn words(text: &str) -> Vec<String> {
 }
 
 /// Entropy in bits of the word frequencies; 0 for no words (see the module doc).
-pub fn unigram_entropy(words: &[String]) -> Option<f64> {
+pub fn unigram_entropy(words: &[String]) -> f64 {
     if words.is_empty() {
-        return Some(0.0);
+        return 0.0;
     }
     // Ordered: the sum below adds in one order in every process (a hash map's order changes between processes, and
     // with it the last bits of the sum).
@@ -33,21 +33,18 @@ pub fn unigram_entropy(words: &[String]) -> Option<f64> {
         *counts.entry(w).or_default() += 1;
     }
     let n = words.len() as f64;
-    Some(counts.values().map(|&c| c as f64 / n).map(|p| -p * p.log2()).sum::<f64>().max(0.0))
+    counts.values().map(|&c| c as f64 / n).map(|p| -p * p.log2()).sum::<f64>().max(0.0)
 }
 
-/// Distinct n-grams over n-grams; 0 when there are fewer than `n` words (no n-gram: see the module doc), `None`
-/// for `n` = 0.
-pub fn distinct_n(words: &[String], n: usize) -> Option<f64> {
-    if n == 0 {
-        return None;
-    }
-    if words.len() < n {
-        return Some(0.0);
+/// Distinct n-grams over n-grams; 0 when there is no n-gram (fewer than `n` words, or `n` = 0: see the module
+/// doc).
+pub fn distinct_n(words: &[String], n: usize) -> f64 {
+    if n == 0 || words.len() < n {
+        return 0.0;
     }
     let grams: Vec<&[String]> = words.windows(n).collect();
     let distinct: HashSet<&[String]> = grams.iter().copied().collect();
-    Some(distinct.len() as f64 / grams.len() as f64)
+    distinct.len() as f64 / grams.len() as f64
 }
 
 fn f1(overlap: f64, candidate: usize, reference: usize) -> f64 {
@@ -61,9 +58,9 @@ fn f1(overlap: f64, candidate: usize, reference: usize) -> f64 {
 
 /// Bag-of-words F1 against the reference; with no words on a side, 1 if the other has none either, else 0
 /// (SQuAD's rule).
-pub fn token_f1(candidate: &[String], reference: &[String]) -> Option<f64> {
+pub fn token_f1(candidate: &[String], reference: &[String]) -> f64 {
     if candidate.is_empty() || reference.is_empty() {
-        return Some(f64::from(u8::from(candidate.is_empty() && reference.is_empty())));
+        return f64::from(u8::from(candidate.is_empty() && reference.is_empty()));
     }
     let mut counts: HashMap<&str, isize> = HashMap::new();
     for w in reference {
@@ -78,7 +75,7 @@ pub fn token_f1(candidate: &[String], reference: &[String]) -> Option<f64> {
             overlap += 1;
         }
     }
-    Some(f1(overlap as f64, candidate.len(), reference.len()))
+    f1(overlap as f64, candidate.len(), reference.len())
 }
 
 /// Length of the longest common subsequence (O(n m) time, O(m) memory).
@@ -95,9 +92,9 @@ fn lcs(a: &[String], b: &[String]) -> usize {
 }
 
 /// ROUGE-L F1 against the reference; 0 when either side has no words (rouge_score's rule).
-pub fn rouge_l_f1(candidate: &[String], reference: &[String]) -> Option<f64> {
+pub fn rouge_l_f1(candidate: &[String], reference: &[String]) -> f64 {
     if candidate.is_empty() || reference.is_empty() {
-        return Some(0.0);
+        return 0.0;
     }
-    Some(f1(lcs(candidate, reference) as f64, candidate.len(), reference.len()))
+    f1(lcs(candidate, reference) as f64, candidate.len(), reference.len())
 }
