@@ -375,17 +375,22 @@ pub struct MemoryCell {
     /// Largest peak over the successful cells (a device peak does not depend on K much, the largest is
     /// what must fit); `None` when none measured it.
     pub peak_bytes: Option<u64>,
-    /// True when any cell at this (model, N, B) ran out of memory.
-    pub oom: bool,
     /// Indices of the cells merged here.
     pub cells: Vec<usize>,
     /// The cell of [`Self::peak_bytes`] (the first of equal peaks), when one measured it.
     #[serde(default)]
     pub largest: Option<usize>,
     /// The cells that ran out of memory: beside a peak of the cells that ran, they say which K or series did not
-    /// fit ([`Self::oom`] alone would hide that the rest ran, and their peak).
+    /// fit.
     #[serde(default)]
     pub oom_cells: Vec<usize>,
+}
+
+impl MemoryCell {
+    /// True when any cell at this (model, N, B) ran out of memory.
+    pub fn oom(&self) -> bool {
+        !self.oom_cells.is_empty()
+    }
 }
 
 /// Memory heatmap cells, sorted by (model, N, B).
@@ -394,15 +399,13 @@ pub fn memory_heatmap(cells: &[CellRef<'_>], metric: MemoryMetric) -> Vec<Memory
     for c in cells {
         let k = &c.cell.key;
         let value = (c.cell.status == CellStatus::Ok).then(|| metric.of(c.summary)).flatten();
-        let oom = matches!(c.cell.status, CellStatus::Oom { .. });
-        let oom_cells = if oom { vec![c.index] } else { Vec::new() };
+        let oom_cells = if matches!(c.cell.status, CellStatus::Oom { .. }) { vec![c.index] } else { Vec::new() };
         match out.iter_mut().find(|m| m.model == k.model && m.seq_len == k.seq_len && m.batch_size == k.batch_size) {
             Some(m) => {
                 if value > m.peak_bytes {
                     m.peak_bytes = value;
                     m.largest = Some(c.index);
                 }
-                m.oom |= oom;
                 m.cells.push(c.index);
                 m.oom_cells.extend(oom_cells);
             }
@@ -411,7 +414,6 @@ pub fn memory_heatmap(cells: &[CellRef<'_>], metric: MemoryMetric) -> Vec<Memory
                 seq_len: k.seq_len,
                 batch_size: k.batch_size,
                 peak_bytes: value,
-                oom,
                 cells: vec![c.index],
                 largest: value.map(|_| c.index),
                 oom_cells,

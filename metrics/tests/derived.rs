@@ -153,8 +153,10 @@ fn memory_heatmap_takes_the_largest_peak_and_marks_oom() {
     assert!(c.cells.contains(&k4) && c.cells.contains(&k8));
     let largest = c.cells.iter().max().copied().expect("cells");
     assert_eq!(c.peak_bytes, Some(1_000_000_000 * (largest as u64 + 1) + 2));
-    assert!(!c.oom);
-    assert!(llada(96, 8).oom);
+    assert_eq!(c.largest, Some(largest), "the cell of the peak");
+    assert!(!c.oom());
+    assert!(llada(96, 8).oom());
+    assert_eq!(llada(96, 8).oom_cells, [oom], "the cell that ran out of memory");
     let reserved = memory_heatmap(&refs(&b, &s), MemoryMetric::Reserved);
     assert_eq!(reserved[0].peak_bytes.map(|v| v % 2_000_000_000), Some(0));
     assert_eq!(memory_heatmap(&refs(&b, &s), MemoryMetric::Rss)[0].peak_bytes, None, "not measured is absent");

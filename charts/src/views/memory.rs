@@ -4,14 +4,13 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 use metrics::derive::{MemoryMetric, memory_heatmap};
+use schema::grid::SamplerVariant;
 
 use crate::bundle::LoadedBundle;
 use crate::figure::{Axis, CellId, Figure, HeatCell, Panel, Plot};
 
 use super::choices::{filter_choices, kept, set};
 use super::options::{Filters, Options};
-use schema::grid::SamplerVariant;
-
 use super::series::{point_suffix, short_model, tag};
 
 /// A peak in the figure's unit with three decimals (`20.293 MB`, `28.388 GB`): the tooltip's, finer than the cell's.
@@ -87,7 +86,7 @@ pub(super) fn memory(
                                 let _ = write!(tip, ", at {}", cell_text(i));
                             }
                         }
-                        None if h.oom => tip.push_str("out of memory"),
+                        None if h.oom() => tip.push_str("out of memory"),
                         None => tip.push_str("not measured"),
                     }
                     if value.is_some() && !h.oom_cells.is_empty() {
@@ -99,7 +98,7 @@ pub(super) fn memory(
                         col: xs.iter().position(|b| *b == h.batch_size).unwrap_or(0),
                         value,
                         text,
-                        oom: value.is_none() && h.oom,
+                        oom: value.is_none() && h.oom(),
                         tip,
                         cell: h.largest.or(h.cells.first().copied()).map(|cell| CellId { bundle: *bi, cell }),
                     }
