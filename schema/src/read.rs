@@ -268,13 +268,12 @@ pub fn unknown_fields(json: &str) -> Vec<String> {
 /// only.
 #[cfg(not(target_arch = "wasm32"))]
 pub fn unknown_field_hint(path: &str) -> Option<String> {
-    let fields = crate::grid::parse::schema_fields(&serde_json::to_value(schemars::schema_for!(Bundle)).ok()?);
-    let hint = crate::grid::parse::suggest_in(&fields, path)?;
+    // The bundle's fields, from its JSON Schema, once per process (validate asks for every unknown field).
+    static FIELDS: std::sync::LazyLock<Vec<(String, String)>> = std::sync::LazyLock::new(|| {
+        crate::grid::parse::schema_fields(&serde_json::to_value(schemars::schema_for!(Bundle)).unwrap_or_default())
+    });
     // A bundle's objects are no config tables: the question alone (`did you mean `prefill_ms`?`).
-    Some(match hint.split_once("? (") {
-        Some((question, _)) => format!("{question}?"),
-        None => hint,
-    })
+    crate::grid::parse::suggest_in(&FIELDS, path).map(|s| s.text(false))
 }
 
 /// `serde_json::from_str` through [`Strict`]: the value, then nothing but whitespace.

@@ -115,11 +115,54 @@ fn walk_fields(
 /// What an unknown field most likely meant: a field of its table a slip away (`repetitons`: `repetitions`),
 /// or the same name in another table (`seed` in [grid]: `seed belongs in [run]`); `None` when nothing is near.
 fn suggest_field(path: &str) -> Option<String> {
-    suggest_in(&config_fields(), path)
+    suggest_in(&config_fields(), path).map(|s| s.text(true))
+}
+
+/// What [`suggest_in`] found for an unknown field.
+pub(crate) enum Suggestion {
+    /// A field of the same table a slip away.
+    Near {
+        /// The field meant.
+        field: String,
+        /// The unknown field as written.
+        given: String,
+        /// The table, in words (`[run]`, `the top level`).
+        place: String,
+    },
+    /// The same name is a field of other tables.
+    Elsewhere {
+        /// The unknown field as written.
+        given: String,
+        /// The tables that have it (`[run]`).
+        tables: Vec<String>,
+        /// Where it was written.
+        place: String,
+    },
+}
+
+impl Suggestion {
+    /// In words; `with_place`: a near field's table too (`(the field of [run] nearest to `repetitons`)`), which a
+    /// config's reader says and a bundle's, whose objects are no tables, does not.
+    pub(crate) fn text(&self, with_place: bool) -> String {
+        match self {
+            Suggestion::Near { field, given, place } if with_place => {
+                format!("did you mean `{field}`? (the field of {place} nearest to `{given}`)")
+            }
+            Suggestion::Near { field, .. } => format!("did you mean `{field}`?"),
+            Suggestion::Elsewhere { given, tables, place } => match tables.as_slice() {
+                [one] => format!("`{given}` is a field of {one}, not of {place}: move it there"),
+                [many @ .., last] => format!(
+                    "`{given}` is a field of {} and {last}, not of {place}: move it to the one meant",
+                    many.join(", ")
+                ),
+                [] => String::new(),
+            },
+        }
+    }
 }
 
 /// [`suggest_field`] among `fields` ([`schema_fields`]).
-pub(crate) fn suggest_in(fields: &[(String, String)], path: &str) -> Option<String> {
+pub(crate) fn suggest_in(fields: &[(String, String)], path: &str) -> Option<Suggestion> {
     // `models[0].synthetic.layerz`: the table `models[].synthetic`, the field `layerz`.
     let (table, field) = path.rsplit_once('.').unwrap_or(("", path));
     let mut table_key = String::new();
@@ -135,6 +178,8 @@ pub(crate) fn suggest_in(fields: &[(String, String)], path: &str) -> Option<Stri
             None => table_key.push_str(part),
         }
     }
+    let in_words =
+        |t: &str| if t.is_empty() { "the top level".to_string() } else { format!("[{}]", t.replace("[]", "")) };
     let norm = |s: &str| s.to_ascii_lowercase().replace('-', "_");
     let wanted = norm(field);
     let here: Vec<&str> = fields.iter().filter(|(t, _)| *t == table_key).map(|(_, f)| f.as_str()).collect();
@@ -143,28 +188,18 @@ pub(crate) fn suggest_in(fields: &[(String, String)], path: &str) -> Option<Stri
     let near =
         here.iter().map(|f| (edit_distance(&wanted, &norm(f)), *f)).filter(|(d, _)| *d <= most).min_by_key(|(d, _)| *d);
     if let Some((_, f)) = near {
-        let place = if table_key.is_empty() {
-            "the top level".to_string()
-        } else {
-            format!("[{}]", table_key.replace("[]", ""))
-        };
-        return Some(format!("did you mean `{f}`? (the field of {place} nearest to `{field}`)"));
+        return Some(Suggestion::Near { field: f.to_string(), given: field.to_string(), place: in_words(&table_key) });
     }
-    let elsewhere: Vec<String> = fields
+    let tables: Vec<String> = fields
         .iter()
         .filter(|(t, f)| *t != table_key && norm(f) == wanted && !t.is_empty())
-        .map(|(t, _)| format!("[{}]", t.replace("[]", "")))
+        .map(|(t, _)| in_words(t))
         .collect();
-    let here =
-        if table_key.is_empty() { "the top level".to_string() } else { format!("[{}]", table_key.replace("[]", "")) };
-    match elsewhere.as_slice() {
-        [] => None,
-        [one] => Some(format!("`{field}` is a field of {one}, not of {here}: move it there")),
-        [many @ .., last] => Some(format!(
-            "`{field}` is a field of {} and {last}, not of {here}: move it to the one meant",
-            many.join(", ")
-        )),
-    }
+    (!tables.is_empty()).then(|| Suggestion::Elsewhere {
+        given: field.to_string(),
+        tables,
+        place: in_words(&table_key),
+    })
 }
 
 /// Edits (insert, delete, replace, swap two neighbours) from `a` to `b` (optimal string alignment).
