@@ -586,17 +586,17 @@ fn section(
 /// text: the study compares equal amounts of text (section 4.2.3).
 const LESS_TEXT_RATIO: f64 = 0.5;
 
-/// The mean words per continuation (as the text statistics count words: `quality::text::words`) of the quality
-/// group of `key`: the continuations its largest batch kept. `None` without continuations.
-fn words_per_continuation(bundle: &Bundle, key: &schema::CellKey) -> Option<f64> {
-    let group = metrics::parity::GroupKey::of(key);
-    let cell = bundle
-        .cells
-        .iter()
-        .filter(|c| metrics::parity::GroupKey::of(&c.key) == group && !c.generations.is_empty())
-        .max_by_key(|c| c.key.batch_size)?;
+/// The mean words per continuation (as the text statistics count words: `quality::text::words`) of the cell whose
+/// quality stands for `key`'s group (`metrics::parity::quality_cells`: the continuations its quality values
+/// scored). `None` without continuations.
+fn words_per_continuation(
+    bundle: &Bundle,
+    groups: &std::collections::HashMap<metrics::parity::GroupKey, usize>,
+    key: &schema::CellKey,
+) -> Option<f64> {
+    let cell = &bundle.cells[*groups.get(&metrics::parity::GroupKey::of(key))?];
     let words: usize = cell.generations.iter().map(|g| crate::quality::text::words(&g.text).len()).sum();
-    Some(words as f64 / cell.generations.len() as f64)
+    (!cell.generations.is_empty()).then(|| words as f64 / cell.generations.len() as f64)
 }
 
 /// A warning when the diffusion output at S_parity is far less text than the AR model's (fewer than
@@ -604,8 +604,9 @@ fn words_per_continuation(bundle: &Bundle, key: &schema::CellKey) -> Option<f64>
 /// decode to nothing, and its quality is over less text than the baseline's. `None` otherwise.
 fn less_text_at_parity(bundle: &Bundle, r: &metrics::parity::ParityRecord) -> Option<String> {
     let row = r.speedups.iter().find(|x| x.diffusion_cell.is_some())?;
-    let d = words_per_continuation(bundle, row.diffusion_cell.as_ref()?)?;
-    let a = words_per_continuation(bundle, &row.ar_cell)?;
+    let groups = metrics::parity::quality_cells(bundle);
+    let d = words_per_continuation(bundle, &groups, row.diffusion_cell.as_ref()?)?;
+    let a = words_per_continuation(bundle, &groups, &row.ar_cell)?;
     (a > 0.0 && d < LESS_TEXT_RATIO * a).then(|| {
         format!(
             "at S_parity the diffusion output has {d:.1} words per continuation, the autoregressive model's {a:.1}: \
