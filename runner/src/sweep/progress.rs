@@ -114,15 +114,16 @@ impl Progress {
     }
 
     pub(super) fn done(&self) {
+        // The bar stays held until the drop releases it: a line said meanwhile no longer draws a finished bar.
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();
-            crate::release_bar();
         }
     }
 }
 
 impl Drop for Progress {
-    /// A sweep that ends in an error leaves the bar where it stopped, and later lines below it.
+    /// Releases the bar (`crate::hold_bar`); a sweep that ends in an error leaves it where it stopped, and later
+    /// lines below it.
     fn drop(&mut self) {
         if let Some(bar) = self.bar.take() {
             crate::release_bar();
