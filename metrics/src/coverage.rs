@@ -57,9 +57,9 @@ pub fn unscored_cells(b: &Bundle) -> Vec<&CellKey> {
 /// `dllm-bench`) resumes, or its shards merge; a reference's (`jobs/hf_reference.py`, which does not resume)
 /// measures the cells left into another bundle.
 pub fn finish_hint(b: &Bundle) -> &'static str {
-    match b.provenance.tool.as_str() {
-        "dllm-bench" => "resume the run (dllm-bench run --resume DIR), or merge every shard's bundle",
-        _ => {
+    match b.provenance.by_runner() {
+        true => "resume the run (dllm-bench run --resume DIR), or merge every shard's bundle",
+        false => {
             "measure the cells left with jobs/hf_reference.py --steps, --seq-len or --batch-size into another bundle \
              (it does not resume)"
         }

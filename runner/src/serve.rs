@@ -119,7 +119,7 @@ pub fn read_index(dir: &Path) -> Result<(BundleIndex, Vec<(PathBuf, String)>)> {
                 synthetic_weights: b.provenance.synthetic_weights,
                 // The same test as `validate`'s and the explorer's PARTIAL.
                 partial: metrics::coverage::partial(&b).is_some(),
-                reference: b.provenance.tool != "dllm-bench",
+                reference: !b.provenance.by_runner(),
                 file,
             }),
             Err(e) => skipped.push((path, e.to_string())),
@@ -150,7 +150,7 @@ fn read_bundle_text(root: &Path, path: &Path) -> std::result::Result<String, Str
 /// `hf-transformers-reference`): the selector must tell the runner's bundle from the reference's of one grid.
 fn title(b: &schema::Bundle) -> String {
     let p = &b.provenance;
-    let by = if p.tool == "dllm-bench" { String::new() } else { format!(" by {}", p.tool) };
+    let by = if p.by_runner() { String::new() } else { format!(" by {}", p.tool) };
     format!("{}{by} on {}", p.config.run.name, device_label(b))
 }
 

@@ -92,6 +92,17 @@ pub struct Provenance {
     pub missing_cells: Vec<CellKey>,
 }
 
+impl Provenance {
+    /// The runner's name in `tool` (every other writer of the format, such as `hf-transformers-reference`, is a
+    /// reference implementation).
+    pub const RUNNER: &'static str = "dllm-bench";
+
+    /// Whether the runner wrote the bundle (not a reference implementation).
+    pub fn by_runner(&self) -> bool {
+        self.tool == Self::RUNNER
+    }
+}
+
 /// A shard of a grid: cells assigned to shard `index` of `count` (see `dllm-bench run --shard`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ShardInfo {

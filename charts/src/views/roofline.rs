@@ -143,7 +143,7 @@ pub(super) fn roofline(
         // Why: another tool (a reference run) measures none; the runner before 1.4 did not; a runner's run whose
         // probes failed, or that did not run them, none either.
         let p = &bundles[0].bundle.provenance;
-        let why = if p.tool != "dllm-bench" {
+        let why = if !p.by_runner() {
             format!("{} does not measure them", p.tool)
         } else if bundles[0].bundle.schema_version < schema::SchemaVersion::V1_4 {
             "runners before format 1.4 did not measure them".to_string()

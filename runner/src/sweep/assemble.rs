@@ -37,7 +37,7 @@ pub(super) fn assemble(resolved: &ResolvedConfig, journal: &Journal, planned: &[
     Bundle {
         schema_version: SchemaVersion::CURRENT,
         provenance: Provenance {
-            tool: "dllm-bench".into(),
+            tool: schema::Provenance::RUNNER.into(),
             tool_version: env!("CARGO_PKG_VERSION").into(),
             git_commit: sysinfo::git_commit(),
             git_dirty: sysinfo::git_dirty(),
