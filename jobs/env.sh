@@ -20,6 +20,10 @@ if command -v module >/dev/null 2>&1 && [ -n "${DLLM_BENCH_MODULES-cuda/12.6}" ]
     module load ${DLLM_BENCH_MODULES-cuda/12.6} || echo "env.sh: warning: module load ${DLLM_BENCH_MODULES-cuda/12.6} failed" >&2
 fi
 
+# The command that resumes a cancelled run, set by the script that sources this (benchmark_gpu.sbatch), never
+# inherited from the submitting shell.
+DLLM_BENCH_RESUBMIT=""
+
 export HF_HOME="${HF_HOME:-$HOME/.cache/huggingface}"
 export HF_HUB_CACHE="${HF_HUB_CACHE:-$HF_HOME/hub}"
 if [ -n "${SLURM_JOB_ID:-}" ]; then
@@ -129,9 +133,14 @@ dllm_bench_resumable() {
                     scontrol requeue "$self"
                     exit 0
                 fi
-                echo "dllm-bench: cancelled; job $self is not requeued. Its work is kept in $run_dir: resubmit \
-the same command to resume it (for a grid, jobs/submit.sh with the same --name and --shards; --tasks \
+                if [ -n "${DLLM_BENCH_RESUBMIT:-}" ]; then
+                    echo "dllm-bench: cancelled; job $self is not requeued. Its work is kept in $run_dir: \
+resubmit the same command to resume it: $DLLM_BENCH_RESUBMIT" >&2
+                else
+                    echo "dllm-bench: cancelled; job $self is not requeued. Its work is kept in $run_dir: \
+resubmit the same command to resume it (for a grid, jobs/submit.sh with the same --name and --shards; --tasks \
 ${SLURM_ARRAY_TASK_ID:-I} for this shard alone)" >&2
+                fi
                 exit 0
             fi
             return 75

@@ -3,7 +3,7 @@
 # the merge itself checks that each shard's bundle is there, see jobs/merge.sbatch).
 #
 #   jobs/submit.sh [--shards N] [--config FILE] [--results DIR] [--name NAME] [--tasks LIST]
-#                  [-- extra `dllm-bench run` flags]
+#                  [--retry-failed] [--retry-oom] [-- extra `dllm-bench run` flags]
 #
 # Defaults: 4 shards, config/experiments.toml, results/. Shards run in RESULTS/runs/NAME-STAMP/shard-I; the
 # merged bundle is RESULTS/NAME-STAMP.json. Extra sbatch options go through the environment (SBATCH_PARTITION,
@@ -12,7 +12,9 @@
 # Resubmitting: the same command with the same --name resumes the run (finished shards are kept and end at once,
 # the others resume from their journals). --tasks LIST (shard indices: `2`, `1,3`, `0-2`) submits only those
 # shards of that run, with a merge of all of them after; it needs the --name of a run submitted before and
-# its shard count (--shards, the same as then: RUN_ROOT/shards records it).
+# its shard count (--shards, the same as then: RUN_ROOT/shards records it). --retry-failed (--retry-oom) with the
+# --name of a run submitted before measures again the cells its shards recorded as failed (out of memory), as
+# `dllm-bench run --retry-failed` does, then merges.
 # Builds the runner here first (jobs/env.sh), so that the array tasks do not race to build it.
 set -euo pipefail
 # --config and --results given relative are the caller's (the defaults, the repository's): made absolute before
@@ -26,6 +28,7 @@ CONFIG=config/experiments.toml
 RESULTS=results
 NAME=""
 TASKS=""
+RETRY=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --shards) SHARDS="$2"; shift 2 ;;
@@ -33,6 +36,7 @@ while [ $# -gt 0 ]; do
         --results) RESULTS="$(from_caller "$2")"; shift 2 ;;
         --name) NAME="$2"; shift 2 ;;
         --tasks) TASKS="$2"; shift 2 ;;
+        --retry-failed|--retry-oom) RETRY+=("$1"); shift ;;
         --) shift; break ;;
         *) echo "submit.sh: unknown option $1 (see the header of jobs/submit.sh)" >&2; exit 2 ;;
     esac
@@ -75,6 +79,11 @@ if [ -n "$TASKS" ] && [ ! -d "$RUN_ROOT" ]; then
 run submitted before, or leave --tasks out to submit every shard" >&2
     exit 2
 fi
+if [ ${#RETRY[@]} -gt 0 ] && [ ! -d "$RUN_ROOT" ]; then
+    echo "submit.sh: ${RETRY[*]}: no run $RUN_ROOT whose cells to measure again; fix: the --name (and --results) of \
+a run submitted before" >&2
+    exit 2
+fi
 # The shard count is part of the run: the same shard index of another count holds other cells.
 if [ -f "$RUN_ROOT/shards" ]; then
     before=$(cat "$RUN_ROOT/shards")
@@ -87,14 +96,17 @@ fi
 
 # shellcheck source=jobs/env.sh
 source jobs/env.sh
-# Fail here, not in N jobs, on a bad config (or more shards than the grid has cells: a task would measure nothing).
-"$DLLM_BENCH" plan --config "$CONFIG" --shards "$SHARDS" "$@" >/dev/null
+# Fail here, not in N jobs, on a bad config, on more shards than the grid has cells (a task would measure nothing),
+# and on what would stop every task before it measures (`plan --check`: checkpoints or prompts not in the cache, a
+# binary built without CUDA for a CUDA grid, a parity search split into shards). Its table is not wanted here; its
+# errors are on stderr.
+"$DLLM_BENCH" plan --check --config "$CONFIG" --shards "$SHARDS" "$@" >/dev/null
 mkdir -p "$RUN_ROOT"
 echo "$SHARDS" >"$RUN_ROOT/shards"
 
 # --shards: the array's task ids are the shard indices (any subset can be resubmitted: --tasks).
 array=$(sbatch --parsable --array="${TASKS:-0-$((SHARDS - 1))}" jobs/grid_array.sbatch --shards "$SHARDS" \
-    "$CONFIG" "$RUN_ROOT" "$@")
+    "$CONFIG" "$RUN_ROOT" "$@" ${RETRY[@]+"${RETRY[@]}"})
 array="${array%%;*}"
 # afterany, not afterok: a task stopped by its time limit ends TIMEOUT (which would never satisfy afterok) and then
 # requeues itself to resume; the merge waits for every task of the array (jobs/merge.sbatch).
@@ -107,5 +119,9 @@ else
     echo "array job $array: $SHARDS shards of $CONFIG in $RUN_ROOT" >&2
 fi
 echo "merge job $merge: $RESULTS/$NAME.json once every shard succeeded" >&2
-echo "logs: $(pwd)/dllm-bench-shard-${array}_*.out and $(pwd)/dllm-bench-merge-$merge.out" >&2
+if [ -n "${SBATCH_OUTPUT:-}" ]; then
+    echo "logs: where SBATCH_OUTPUT=$SBATCH_OUTPUT puts them (array job $array, tasks ${array}_I; merge job $merge)" >&2
+else
+    echo "logs: $(pwd)/dllm-bench-shard-${array}_*.out and $(pwd)/dllm-bench-merge-$merge.out" >&2
+fi
 echo "$array $merge"

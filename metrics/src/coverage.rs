@@ -16,16 +16,27 @@ pub struct Partial {
     pub missing: usize,
     /// Cells whose continuations not every evaluator has scored yet ([`unscored_cells`]).
     pub unscored: Vec<CellKey>,
+    /// The shard of a grid split in more than one (`provenance.shard`): the bundle holds its own cells, the other
+    /// shards' are in their bundles until `dllm-bench merge` joins them.
+    pub shard: Option<schema::ShardInfo>,
 }
 
 impl Partial {
     /// `16 of 48 planned cells`, or `16 cells, 4 of the grid missing` without a planned count.
-    /// With `, the continuations of 10 not yet scored by every evaluator` where some are not.
+    /// With `, the continuations of 10 not yet scored by every evaluator` where some are not. A shard's starts
+    /// `shard 1/3 of the grid (not merged): `, and holding all its planned cells says `its 16 cells`.
     pub fn counts(&self) -> String {
-        let mut s = match self.planned {
-            Some(p) => format!("{} of {p} planned cells", self.present),
-            None => format!("{} cells, {} of the grid missing", self.present, self.missing),
+        let mut s = match self.shard {
+            Some(shard) => format!("shard {shard} of the grid (not merged): "),
+            None => String::new(),
         };
+        match self.planned {
+            Some(p) if self.shard.is_some() && self.present as u64 >= u64::from(p) => {
+                s.push_str(&format!("its {} cells", self.present))
+            }
+            Some(p) => s.push_str(&format!("{} of {p} planned cells", self.present)),
+            None => s.push_str(&format!("{} cells, {} of the grid missing", self.present, self.missing)),
+        }
         if !self.unscored.is_empty() {
             s.push_str(&format!(", the continuations of {} not yet scored by every evaluator", self.unscored.len()));
         }
@@ -66,16 +77,19 @@ pub fn finish_hint(b: &Bundle) -> &'static str {
     }
 }
 
-/// The bundle's shortfall; `None` when it holds every cell it planned (or records no plan) and every evaluator
-/// has scored its continuations.
+/// The bundle's shortfall; `None` when it holds every cell it planned (or records no plan), every evaluator has
+/// scored its continuations, and it is the whole grid (not one shard of several: its S_parity would be read on
+/// that shard's cells alone).
 pub fn partial(b: &Bundle) -> Option<Partial> {
     let p = &b.provenance;
     let short = p.planned_cells.is_some_and(|n| (b.cells.len() as u64) < u64::from(n));
     let unscored: Vec<CellKey> = unscored_cells(b).into_iter().cloned().collect();
-    (short || !p.missing_cells.is_empty() || !unscored.is_empty()).then_some(Partial {
+    let shard = p.shard.filter(|s| s.count > 1);
+    (short || !p.missing_cells.is_empty() || !unscored.is_empty() || shard.is_some()).then_some(Partial {
         present: b.cells.len(),
         planned: p.planned_cells,
         missing: p.missing_cells.len(),
         unscored,
+        shard,
     })
 }

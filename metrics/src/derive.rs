@@ -559,9 +559,19 @@ pub fn entropy_warning(diffusion_entropy: f64, ar_entropy: f64) -> bool {
 
 /// How the run measured that a reader must know before its numbers, as (headline, the rest) each (`report` writes
 /// the headline in bold; `figures` puts both in its captions, the explorer under its timing charts): too few runs to say how much a number varies, or
-/// fewer warm-ups than the study's protocol (section 4.3.1: 3 on the GPU, 1 for the CPU test).
+/// fewer warm-ups than the study's protocol (section 4.3.1: 3 on the GPU, 1 for the CPU test), and, for the runner's
+/// bundles, that the timings are of its implementation, not of the study's software stack (section 4.2.4).
 pub fn run_cautions(bundle: &Bundle) -> Vec<(String, String)> {
     let mut out = Vec::new();
+    if bundle.provenance.by_runner() {
+        out.push((
+            "Timings of dllm-bench's own implementation (Rust, candle)".to_string(),
+            ", not of the study's PyTorch and HF transformers stack (section 4.2.4): latencies and speedups are \
+             partly the implementations'. jobs/hf_reference.py measures the same grid on that stack, and `dllm-bench \
+             report BUNDLE --compare HF.json` gives each arm's factor runner / HF."
+                .to_string(),
+        ));
+    }
     let measured: Vec<&Cell> =
         bundle.cells.iter().filter(|c| c.status == CellStatus::Ok && !c.repetitions.is_empty()).collect();
     let single = measured.iter().filter(|c| c.repetitions.len() < 2).count();

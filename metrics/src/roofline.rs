@@ -81,23 +81,35 @@ pub struct Forward {
 
 /// Bytes of weights one forward reads: the streamed parameters and the gathered embedding rows.
 pub fn forward_weight_bytes(s: &ModelShape, f: Forward, dtype_bytes: u64) -> u64 {
-    (streamed_parameters(s) + f.batch * f.tokens * u64::from(s.hidden)) * dtype_bytes
+    let gathered = product(&[f.batch, f.tokens, u64::from(s.hidden)]);
+    product(&[streamed_parameters(s).saturating_add(gathered), dtype_bytes])
+}
+
+/// `a x b x ...`, at most [`u64::MAX`]: every count here saturates instead of wrapping, and a saturated count is
+/// not recorded ([`countable`]).
+fn product(factors: &[u64]) -> u64 {
+    factors.iter().fold(1u64, |acc, &f| acc.saturating_mul(f))
+}
+
+/// A count as a bundle records it: `None` when it saturated (a grid too large for 64 bits of FLOPs or bytes, as
+/// no real model's is), never a wrapped number.
+pub fn countable(count: u64) -> Option<u64> {
+    (count != u64::MAX).then_some(count)
 }
 
 /// FLOPs of one forward (see the module doc for what is counted).
 pub fn forward_flops(s: &ModelShape, f: Forward) -> u64 {
     let h = u64::from(s.hidden);
-    let rows = f.batch * f.tokens;
     let layers = u64::from(s.layers);
-    let projections = 2 * rows * matrix_params_per_layer(s) * layers;
-    let attention = 4 * f.batch * f.tokens * f.context * h * layers;
-    let head = 2 * f.batch * f.logits * h * u64::from(s.vocab);
-    projections + attention + head
+    let projections = product(&[2, f.batch, f.tokens, matrix_params_per_layer(s), layers]);
+    let attention = product(&[4, f.batch, f.tokens, f.context, h, layers]);
+    let head = product(&[2, f.batch, f.logits, h, u64::from(s.vocab)]);
+    projections.saturating_add(attention).saturating_add(head)
 }
 
 /// Bytes of K and V for `tokens` tokens of `batch` rows over all layers.
 pub fn kv_cache_bytes(s: &ModelShape, batch: u64, tokens: u64, dtype_bytes: u64) -> u64 {
-    2 * u64::from(s.layers) * batch * tokens * u64::from(s.kv_heads) * head_dim(s) * dtype_bytes
+    product(&[2, u64::from(s.layers), batch, tokens, u64::from(s.kv_heads), head_dim(s), dtype_bytes])
 }
 
 /// The work of one generation.
@@ -117,8 +129,8 @@ pub struct Work {
 impl Work {
     fn add(&mut self, s: &ModelShape, f: Forward, dtype_bytes: u64) {
         self.forwards += 1;
-        self.weights_read_bytes += forward_weight_bytes(s, f, dtype_bytes);
-        self.flops += forward_flops(s, f);
+        self.weights_read_bytes = self.weights_read_bytes.saturating_add(forward_weight_bytes(s, f, dtype_bytes));
+        self.flops = self.flops.saturating_add(forward_flops(s, f));
     }
 }
 
@@ -182,8 +194,8 @@ pub fn diffusion(s: &ModelShape, batch: u64, seq_len: u64, block_length: u64, st
     let f = Forward { batch, tokens: seq_len, context: seq_len, logits: block_length };
     Work {
         forwards: steps,
-        weights_read_bytes: steps * forward_weight_bytes(s, f, dtype_bytes),
-        flops: steps * forward_flops(s, f),
+        weights_read_bytes: steps.saturating_mul(forward_weight_bytes(s, f, dtype_bytes)),
+        flops: steps.saturating_mul(forward_flops(s, f)),
         kv_cache_bytes: None,
     }
 }
@@ -322,6 +334,19 @@ mod tests {
         let step = decode_step(&s, 1, 11, 2).flops as f64;
         let ratio = step / (2.0 * streamed_parameters(&s) as f64);
         assert!((1.0..1.01).contains(&ratio), "{ratio}");
+    }
+
+    #[test]
+    fn counts_past_64_bits_saturate_and_are_not_recorded() {
+        // LLaDA-8B's shape at B = 4096, N = 4096, K = 32768: about 9e21 FLOPs, past u64 (1.8e19).
+        let s = ModelShape { vocab: 126_464, kv_heads: 32, intermediate: 12288, ..llama3_8b() };
+        let w = diffusion(&s, 4096, 4096, 32, 32_768, 2);
+        assert_eq!(w.flops, u64::MAX);
+        assert_eq!(countable(w.flops), None);
+        // The primary grid's largest cell fits, and is recorded as counted.
+        let w = diffusion(&s, 32, 2048, 32, 256, 2);
+        assert!(w.flops < u64::MAX / 10);
+        assert_eq!(countable(w.flops), Some(w.flops));
     }
 
     #[test]

@@ -30,7 +30,16 @@ pub fn read_text_file(path: &Path, what: &str, fix: &str) -> Result<String> {
     if meta.len() > MAX_BUNDLE_BYTES {
         return Err(bad(format!("is {} bytes, more than the {MAX_BUNDLE_BYTES} this reads", meta.len())));
     }
-    let bytes = std::fs::read(path).map_err(|e| bad(format!("cannot read it ({e})")))?;
+    // Read through the limit, not past it: a pipe or device reports no length (`/dev/zero` never ends).
+    let mut bytes = Vec::new();
+    let file = std::fs::File::open(path).map_err(|e| bad(format!("cannot read it ({e})")))?;
+    std::io::Read::read_to_end(&mut std::io::Read::take(file, MAX_BUNDLE_BYTES + 1), &mut bytes)
+        .map_err(|e| bad(format!("cannot read it ({e})")))?;
+    if bytes.len() as u64 > MAX_BUNDLE_BYTES {
+        return Err(bad(format!(
+            "has more than the {MAX_BUNDLE_BYTES} bytes this reads (a pipe or device that does not end?)"
+        )));
+    }
     match String::from_utf8(bytes) {
         Ok(text) if text.contains('\0') => Err(bad("contains NUL bytes: a binary file, not text".into())),
         Ok(text) => Ok(text),

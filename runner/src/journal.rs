@@ -87,6 +87,11 @@ pub struct Header {
     pub journal_format: u32,
     /// dllm-bench version that started the run.
     pub tool_version: String,
+    /// The commit of the build that started the run (`-dirty` with uncommitted changes) and the changed sources,
+    /// when the binary knows them: a resume by another build is refused (`run --allow-other-build` accepts it).
+    /// Absent in journals of earlier runners.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<BuildId>,
     /// When the run started (RFC 3339); the bundle's `created_at`.
     pub created_at: String,
     /// SHA-256 of `config_toml`.
@@ -108,11 +113,42 @@ pub struct Header {
     pub remove_when_done: bool,
 }
 
+/// Which build of the runner: its commit and the sources that differed from it (see `crate::sysinfo`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BuildId {
+    /// `git rev-parse HEAD` at build time, `-dirty` appended for uncommitted changes.
+    pub commit: String,
+    /// The changed sources, when dirty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dirty: Vec<String>,
+}
+
+impl BuildId {
+    /// This binary's, when it was built from a git checkout.
+    pub fn current() -> Option<BuildId> {
+        crate::sysinfo::git_commit().map(|commit| BuildId { commit, dirty: crate::sysinfo::git_dirty() })
+    }
+}
+
+impl std::fmt::Display for BuildId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.commit)?;
+        match self.dirty.len() {
+            0 => Ok(()),
+            n => write!(f, " ({n} changed sources: {})", self.dirty.join(", ")),
+        }
+    }
+}
+
 impl Header {
     /// Where the run in folder `dir` writes its bundle: `bundle` relative to the folder (`../NAME.json`: beside it).
     pub fn bundle_path(&self, dir: &Path) -> PathBuf {
         match self.bundle.strip_prefix("..") {
-            Ok(rest) => dir.parent().map(Path::to_path_buf).unwrap_or_default().join(rest),
+            // The folder's real parent: `--resume .` (or a link to the folder) has none of its own in its name.
+            Ok(rest) => {
+                let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+                dir.parent().map(Path::to_path_buf).unwrap_or_default().join(rest)
+            }
             Err(_) => dir.join(&self.bundle),
         }
     }
@@ -158,6 +194,15 @@ pub struct State {
 }
 
 impl State {
+    /// Adds a finished cell, or replaces the record of the same cell (`run --retry-failed` measures a failed cell
+    /// again: its later record holds, quality and all).
+    fn add_cell(&mut self, cell: Cell) {
+        match self.cells.iter_mut().find(|c| c.key == cell.key) {
+            Some(old) => *old = cell,
+            None => self.cells.push(cell),
+        }
+    }
+
     /// Adds (or replaces) a quality value of a finished cell; a value for an unknown cell is ignored.
     fn add_quality(&mut self, key: &CellKey, value: QualityValue) {
         if let Some(c) = self.cells.iter_mut().rev().find(|c| c.key == *key) {
@@ -238,7 +283,7 @@ pub fn read(path: &Path) -> Result<(Header, State, u64)> {
             }
             (Record::Execution(e), true) => state.executions.push(e),
             (Record::Model(m), true) => state.models.push(m),
-            (Record::Cell(c), true) => state.cells.push(c),
+            (Record::Cell(c), true) => state.add_cell(c),
             (Record::Quality { key, value }, true) => state.add_quality(&key, value),
             (Record::QualityError { key, error }, true) => state.add_quality_error(&key, error),
         }
@@ -337,7 +382,7 @@ impl Journal {
             Record::Header(_) => {}
             Record::Execution(e) => self.state.executions.push(e),
             Record::Model(m) => self.state.models.push(m),
-            Record::Cell(c) => self.state.cells.push(c),
+            Record::Cell(c) => self.state.add_cell(c),
             Record::Quality { key, value } => self.state.add_quality(&key, value),
             Record::QualityError { key, error } => self.state.add_quality_error(&key, error),
         }

@@ -27,6 +27,8 @@ pub struct MergeOptions {
     pub allow_mixed_devices: bool,
     /// Write the merged bundle even when cells of the grid are missing.
     pub allow_missing: bool,
+    /// Allow shards written by different builds of the runner (`provenance.git_commit` and `git_dirty`).
+    pub allow_mixed_builds: bool,
 }
 
 /// A merged bundle and what is worth telling the user.
@@ -96,6 +98,22 @@ pub fn merge(inputs: &[(PathBuf, Bundle)], opts: MergeOptions) -> Result<Merged,
         }
     }
     for (path, b) in &inputs[1..] {
+        let build = |p: &schema::bundle::Provenance| (p.git_commit.clone(), p.git_dirty.clone());
+        if build(&b.provenance) != build(&first.provenance) && !opts.allow_mixed_builds {
+            let show_build = |p: &schema::bundle::Provenance| match p.git_dirty.len() {
+                0 => p.git_commit.clone().unwrap_or_else(|| "an unknown commit".into()),
+                n => format!("{} ({n} changed sources)", p.git_commit.as_deref().unwrap_or("an unknown commit")),
+            };
+            return refuse(format!(
+                "{} was written by the build of {} and {} by the build of {}: the merged bundle would name one \
+                 build for both; fix: rerun the shards with one build (a resumed shard refuses another build too), \
+                 or pass --allow-mixed-builds to merge anyway",
+                show(first_path),
+                show_build(&first.provenance),
+                show(path),
+                show_build(&b.provenance)
+            ));
+        }
         if b.provenance.tool_version != first.provenance.tool_version {
             return refuse(format!(
                 "{} was written by dllm-bench {} and {} by {}; fix: rerun the shards with one version",

@@ -470,9 +470,9 @@ pub fn cell_roofline(shape: &schema::ModelShape, key: &schema::CellKey, dtype: P
     let work = |w: rl::Work| {
         serde_json::json!({
             "forwards": w.forwards,
-            "weights_read_bytes": w.weights_read_bytes,
-            "flop_count": w.flops,
-            "kv_cache_bytes": w.kv_cache_bytes,
+            "weights_read_bytes": rl::countable(w.weights_read_bytes),
+            "flop_count": rl::countable(w.flops),
+            "kv_cache_bytes": w.kv_cache_bytes.and_then(rl::countable),
         })
     };
     if key.sampler == Sampler::ArGreedy {
@@ -488,8 +488,8 @@ pub fn cell_roofline(shape: &schema::ModelShape, key: &schema::CellKey, dtype: P
     let forward = |logits: u64| {
         let f = Forward { batch: b, tokens: len, context: len, logits };
         serde_json::json!({
-            "weights_read_bytes": rl::forward_weight_bytes(shape, f, bytes),
-            "flop_count": rl::forward_flops(shape, f),
+            "weights_read_bytes": rl::countable(rl::forward_weight_bytes(shape, f, bytes)),
+            "flop_count": rl::countable(rl::forward_flops(shape, f)),
         })
     };
     let mut out = serde_json::json!({ "work": total });

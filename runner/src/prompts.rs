@@ -136,19 +136,28 @@ impl PromptSet {
     }
 }
 
-/// Prompts separated by blank lines, each one's whitespace runs made single spaces. Windows line ends are line ends:
-/// `\r\n\r\n` separates prompts as `\n\n` does.
+/// Prompts separated by blank lines (a line of spaces or tabs is blank too), each one's whitespace runs made single
+/// spaces. Windows line ends are line ends.
 fn split_paragraphs(text: &str) -> Vec<String> {
-    text.replace("\r\n", "\n")
-        .split("\n\n")
-        .map(|p| p.split_whitespace().collect::<Vec<_>>().join(" "))
-        .filter(|p| !p.is_empty())
-        .collect()
+    let mut out = Vec::new();
+    let mut words: Vec<&str> = Vec::new();
+    for line in text.lines().chain(std::iter::once("")) {
+        if line.trim().is_empty() {
+            if !words.is_empty() {
+                out.push(words.join(" "));
+                words.clear();
+            }
+        } else {
+            words.extend(line.split_whitespace());
+        }
+    }
+    out
 }
 
 /// JSONL (one object per line with a `prompt` string and an optional `reference` string; other fields are
 /// ignored, but a string field that looks like a misspelling of one the line lacks is refused) when the first
-/// non-empty line is an object, and always for a `.jsonl` file; otherwise plain text with prompts separated by
+/// non-empty line is shaped as a JSON object (`{` to `}`), and always for a `.jsonl` file; otherwise plain text (a
+/// first paragraph that only starts with `{` included) with prompts separated by
 /// blank lines (no references). A byte-order mark at the start is not part of the text.
 fn parse_prompt_file(text: &str, path: &Path) -> Result<Vec<(String, Option<String>)>> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
@@ -162,7 +171,12 @@ fn parse_prompt_file(text: &str, path: &Path) -> Result<Vec<(String, Option<Stri
     }
     let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
     let jsonl = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("jsonl"));
-    if !first.trim_start().starts_with('{') {
+    // A line that is an object, or is shaped as one (`{` to `}`: a JSONL line with a mistake, said below).
+    let object = |line: &str| {
+        let line = line.trim();
+        line.ends_with('}') || serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(line).is_ok()
+    };
+    if !first.trim_start().starts_with('{') || (!jsonl && !object(first)) {
         if jsonl {
             let line = text.lines().position(|l| !l.trim().is_empty()).map_or(1, |i| i + 1);
             return Err(InputError(format!(
@@ -278,6 +292,19 @@ mod tests {
         assert_eq!(read(unix).len(), 3);
         assert_eq!(read(&windows), read(unix));
         assert_eq!(read(&format!("\u{feff}{windows}"))[0].0, "First prompt, its second line.");
+    }
+
+    #[test]
+    fn a_line_of_spaces_separates_prompts_and_a_brace_starts_a_plain_text_prompt() {
+        let path = Path::new("prompts.txt");
+        let read = |t: &str| parse_prompt_file(t, path).expect("parses");
+        let texts = |t: &str| read(t).into_iter().map(|(p, _)| p).collect::<Vec<_>>();
+        assert_eq!(texts("First prompt.\n  \t\nSecond prompt.\n"), ["First prompt.", "Second prompt."]);
+        assert_eq!(texts("{braces} open this one.\n\nThen another.\n"), ["{braces} open this one.", "Then another."]);
+        // A line shaped as an object is JSONL, and a mistake in it is said, not read as text.
+        let err = parse_prompt_file("{\"prompt\": \"a\",}\n", path).expect_err("a bad JSONL line");
+        assert!(format!("{err:#}").contains("line 1"), "{err:#}");
+        assert_eq!(read("{\"prompt\": \"a\"}\n")[0].0, "a");
     }
 
     #[test]

@@ -173,6 +173,43 @@ fn plan_prints_the_cells_of_the_primary_grid() {
 }
 
 #[test]
+fn plan_check_refuses_what_would_stop_run_before_it_measures() {
+    let sb = Sandbox::new();
+    // The demo: synthetic models (`run` writes them), embedded prompts, the CPU: nothing stops it.
+    let out = sb.cmd(&["plan", "--check"]);
+    assert_exit!(out, 0);
+    assert!(!stdout(&out).contains("would stop"), "{}", stdout(&out));
+    // The primary grid in an empty cache, with this CPU-only test binary: every problem at once, each with its fix.
+    let grid = repo_file("config/experiments.toml");
+    let out = sb.cmd(&["plan", "--check", "--config", &grid]);
+    assert_exit!(out, 2);
+    let err = stderr(&out);
+    assert!(err.contains("plan --check: `run` would stop before measuring anything (3 problems)"), "{err}");
+    for says in [
+        "built without CUDA; fix: rebuild with",
+        "meta-llama/Meta-Llama-3-8B, GSAI-ML/LLaDA-8B-Base",
+        &format!("fix: `dllm-bench fetch --config {grid}`"),
+        "the prompts cannot be read",
+    ] {
+        assert!(err.contains(says), "{says}: {err}");
+    }
+    // Without --check the same are notes, and the plan succeeds (as a preview on a laptop).
+    let out = sb.cmd(&["plan", "--config", &grid]);
+    assert_exit!(out, 0);
+    let notes = stdout(&out).lines().filter(|l| l.starts_with("# `run` would stop before measuring: ")).count();
+    assert_eq!(notes, 3, "{}", stdout(&out));
+    // A parity search split into shards: `run --shard` refuses it, and so does the check of the array.
+    let out = sb.cmd(&["plan", "--check", "--parity-search", "--shards", "2"]);
+    assert_exit!(out, 2);
+    assert!(stderr(&out).contains("quality.parity_search needs the whole grid's quality"), "{}", stderr(&out));
+    assert_exit!(sb.cmd(&["plan", "--check", "--parity-search"]), 0);
+    let run_dir = sb.path().join("searched-shard");
+    let out = sb.cmd(&["run", "--parity-search", "--shard", "0/2", "--run-dir", run_dir.to_str().expect("utf8")]);
+    assert_exit!(out, 2);
+    assert!(stderr(&out).contains("fix: set quality.parity_search = false for a sharded run"), "{}", stderr(&out));
+}
+
+#[test]
 fn plan_previews_shards_and_an_empty_shard_is_refused_before_it_runs() {
     let sb = Sandbox::new();
     let grid = repo_file("config/experiments.toml");

@@ -167,7 +167,9 @@ fn nan_weights_fail_their_cells_and_the_rest_complete() {
     let synth = sb.cmd(&["synth", "--kind", "llama", "--repo-id", "test/nan-llama", "--seed", "5"]);
     assert_exit!(synth, 0);
     let snapshot = PathBuf::from(stdout(&synth).trim());
-    poison(&snapshot.join("model.safetensors"), "model.norm.weight");
+    let weights = snapshot.join("model.safetensors");
+    let sound = std::fs::read(&weights).expect("weights");
+    poison(&weights, "model.norm.weight");
     let demo =
         std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../config/demo.toml")).expect("demo");
     // The llama entry becomes the poisoned checkpoint (no synthetic table: read from the cache as is).
@@ -180,13 +182,14 @@ fn nan_weights_fail_their_cells_and_the_rest_complete() {
     // Without quality: the demo's second evaluator is the llama this test replaces.
     let cfg = cfg.split("\n[quality]").next().expect("config").to_string();
     let path = sb.write("nan.toml", &cfg);
-    let results = sb.results();
+    let run_dir = sb.path().join("nan-run");
+    let dir = run_dir.to_str().expect("utf8");
     let out = sb.cmd(&[
         "run",
         "--config",
         path.to_str().expect("utf8"),
-        "--output-dir",
-        results.to_str().expect("utf8"),
+        "--run-dir",
+        dir,
         "--seq-len",
         "40",
         "--batch-size",
@@ -212,6 +215,33 @@ fn nan_weights_fail_their_cells_and_the_rest_complete() {
             (status, model) => panic!("{model}: unexpected {status:?}"),
         }
     }
+
+    // The checkpoint mended (a node's fault gone, say): --retry-oom leaves errors alone, --retry-failed measures
+    // the failed cells again in a new execution and keeps the others as they were.
+    std::fs::write(&weights, sound).expect("the sound weights");
+    let out = sb.cmd(&["run", "--resume", dir, "--retry-oom"]);
+    assert_exit!(out, 1);
+    assert!(!stderr(&out).contains("measuring again"), "{}", stderr(&out));
+    let out = sb.cmd(&["run", "--resume", dir, "--retry-failed"]);
+    assert_exit!(out, 0);
+    let said = "measuring again 2 recorded cells that failed (--retry-failed): test/nan-llama";
+    assert!(stderr(&out).contains(said), "{}", stderr(&out));
+    let again = read_bundle(Path::new(stdout(&out).trim()));
+    assert_eq!(again.cells.len(), 4);
+    assert_eq!(again.provenance.executions.len(), 2, "one more execution");
+    for c in &again.cells {
+        assert_eq!(c.status, CellStatus::Ok, "{}", c.key);
+        assert_eq!(c.repetitions.len(), 1, "{}", c.key);
+        let kept = b.cells.iter().find(|x| x.key == c.key).expect("the same cell before");
+        match c.key.model.as_str() {
+            "test/nan-llama" => assert_eq!(c.execution, Some(1), "{}: measured again", c.key),
+            _ => assert_eq!(c, kept, "{}: kept as it was", c.key),
+        }
+    }
+    // The journal holds both records of each retried cell; read back, the later one holds.
+    let (_, state, _) = runner::journal::read(&run_dir.join("journal.jsonl")).expect("journal reads");
+    assert_eq!(state.cells.len(), 4);
+    assert!(state.cells.iter().all(|c| c.status == CellStatus::Ok));
 }
 
 fn run_to_bundle(sb: &Sandbox, extra: &[&str]) -> (std::process::Output, Bundle) {
@@ -345,6 +375,39 @@ fn shards_merge_into_the_single_runs_cells_and_mismatches_are_refused() {
     let out = sb.cmd(&["merge", "--allow-mixed-devices", "-o", "x.json", paths[0], paths[1], odd_s]);
     assert_exit!(out, 0);
     assert!(!sb.path().join("x.json.tmp").exists());
+    // Another build of the runner in one shard: refused unless allowed.
+    let other_commit = "0123456789abcdef0123456789abcdef01234567";
+    let mut built = read_bundle(&shard_paths[2]);
+    built.provenance.git_commit = Some(other_commit.into());
+    built.provenance.git_dirty.clear();
+    let built_path = sb.write("built.json", &schema::write_bundle(&built));
+    let built_s = built_path.to_str().expect("utf8");
+    let out = sb.cmd(&["merge", "-o", "x.json", paths[0], paths[1], built_s]);
+    assert_exit!(out, 2);
+    let err = stderr(&out);
+    assert!(err.contains(&format!("by the build of {other_commit}")) && err.contains("--allow-mixed-builds"), "{err}");
+    assert_exit!(sb.cmd(&["merge", "--allow-mixed-builds", "-o", "x.json", paths[0], paths[1], built_s]), 0);
+    // A run folder another build started: its resume is refused unless allowed (when this binary knows its own
+    // commit; a build outside git has none to compare).
+    let dir = sb.path().join("run---shard_2of3");
+    let journal = dir.join("journal.jsonl");
+    let text = std::fs::read_to_string(&journal).expect("journal");
+    let (first, rest) = text.split_once('\n').expect("a header line");
+    let mut header: serde_json::Value = serde_json::from_str(first).expect("header json");
+    let ours = header["header"].get("build").cloned();
+    header["header"]["build"] = serde_json::json!({ "commit": other_commit });
+    std::fs::write(&journal, format!("{header}\n{rest}")).expect("journal");
+    let out = sb.cmd(&["run", "--resume", dir.to_str().expect("utf8"), "-q"]);
+    match ours {
+        Some(_) => {
+            assert_exit!(out, 2);
+            let err = stderr(&out);
+            assert!(err.contains(&format!("started by the build of {other_commit}")), "{err}");
+            assert!(err.contains("--allow-other-build"), "{err}");
+        }
+        None => assert_exit!(out, 0),
+    }
+    assert_exit!(sb.cmd(&["run", "--resume", dir.to_str().expect("utf8"), "-q", "--allow-other-build"]), 0);
 }
 
 #[test]
@@ -528,4 +591,57 @@ fn a_run_started_before_a_new_config_rule_still_resumes() {
     let out = sb.cmd(&["run", "--resume", dir_s, "-q"]);
     assert_exit!(out, 0);
     assert!(dir.join("bundle.json").is_file());
+}
+
+#[test]
+fn a_tokenizer_json_s_own_padding_and_truncation_are_ignored() {
+    let sb = Sandbox::new();
+    let synth = sb.cmd(&["synth", "--kind", "llama", "--repo-id", "test/padded-llama", "--seed", "5"]);
+    assert_exit!(synth, 0);
+    let tok = PathBuf::from(stdout(&synth).trim()).join("tokenizer.json");
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&tok).expect("tokenizer")).expect("json");
+    // A fixed padding of 2000 pad tokens on the left, and a cut at 2 tokens: the prompts would be padding, or too
+    // short for the cell's prompt length, were they applied.
+    v["padding"] = serde_json::json!({
+        "strategy": { "Fixed": 2000 }, "direction": "Left", "pad_to_multiple_of": null,
+        "pad_id": 0, "pad_type_id": 0, "pad_token": "<|end_of_text|>"
+    });
+    v["truncation"] =
+        serde_json::json!({ "direction": "Right", "max_length": 2, "strategy": "LongestFirst", "stride": 0 });
+    std::fs::write(&tok, v.to_string()).expect("tokenizer");
+    let demo =
+        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../config/demo.toml")).expect("demo");
+    let cfg = demo.replacen(
+        "id = \"dllm-bench/synthetic-llama-tiny\"\n\n[models.synthetic]\npreset = \"tiny\"\nseed = 1\n",
+        "id = \"test/padded-llama\"\n",
+        1,
+    );
+    assert!(cfg.contains("test/padded-llama"), "config edit applied");
+    let cfg = cfg.split("\n[quality]").next().expect("config").to_string();
+    let path = sb.write("padded.toml", &cfg);
+    let out = sb.cmd(&[
+        "run",
+        "--config",
+        path.to_str().expect("utf8"),
+        "--run-dir",
+        sb.path().join("padded").to_str().expect("utf8"),
+        "--seq-len",
+        "40",
+        "--batch-size",
+        "1",
+        "--steps",
+        "4",
+        "--samplers",
+        "reference",
+        "--repetitions",
+        "1",
+    ]);
+    assert_exit!(out, 0);
+    assert!(stderr(&out).contains("sets padding and truncation: ignored"), "{}", stderr(&out));
+    let b = read_bundle(Path::new(stdout(&out).trim()));
+    let ar = b.cells.iter().find(|c| c.key.model == "test/padded-llama").expect("the AR cell");
+    assert!(ar.key.prompt_tokens > 2, "{}", ar.key);
+    assert_eq!(ar.status, CellStatus::Ok);
+    assert_eq!(ar.repetitions[0].output_tokens, u64::from(ar.key.output_tokens), "one row of N_out tokens");
 }

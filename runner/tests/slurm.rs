@@ -179,6 +179,8 @@ fn job_scripts_on_a_real_slurm() {
     for (args, says) in [
         (&["--shards", "2"][..], "was submitted with --shards 3"),
         (&["--shards", "3", "--tasks", "3"], "shard 3 does not exist"),
+        // `plan --check`: what would stop every task before it measures (this binary has no CUDA).
+        (&["--shards", "3", "--", "--device", "cuda"], "built without CUDA"),
     ] {
         let out = resubmit(args);
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -198,11 +200,22 @@ fn job_scripts_on_a_real_slurm() {
     assert_eq!(keys_and_statuses(&merged), keys_and_statuses(&single), "resubmitted shard + merge == single run");
     eprintln!("one shard resubmitted and merged: {:.1} s", t.elapsed().as_secs_f64());
 
+    // 1c. A merge that starts once SLURM has purged its array's record (`squeue` refuses the id: "Invalid job id"):
+    //     no task is left, so it merges instead of failing.
+    let out = w("array/purged.json");
+    let id = c.run("sbatch", &["--parsable", "jobs/merge.sbatch", &w("array/runs/grid"), &out, "4000000"]);
+    assert_eq!(c.wait(&id, Duration::from_secs(120)), "COMPLETED", "a merge whose array is no longer known");
+    assert_eq!(keys_and_statuses(&read(Path::new(&out))), keys_and_statuses(&single), "merged after the purge");
+
     // 2. The time-limit warning (USR1 to the batch shell, as --signal=B:USR1@120 sends it): checkpoint,
     //    requeue, resume. 3. A preemption-like requeue from outside (SIGTERM to the job): the same.
     for (case, how) in [("usr1", "warning"), ("term", "requeue")] {
         let t = Instant::now();
-        let run_dir = c.work.join(format!("gpu-{case}"));
+        // The first under a `runs` folder, as the default run folder is: its bundle is published beside it.
+        let run_dir = match case {
+            "usr1" => c.work.join("runs/gpu-usr1"),
+            _ => c.work.join(format!("gpu-{case}")),
+        };
         let id = c.run(
             "sbatch",
             &[
@@ -223,6 +236,12 @@ fn job_scripts_on_a_real_slurm() {
         assert_eq!(c.field(&id, "Restarts"), "1", "{case}: requeued once");
         let b = read(&run_dir.join("bundle.json"));
         assert_eq!(b.cells.len(), 12, "{case}");
+        let published = c.work.join(format!("gpu-{case}.json"));
+        assert_eq!(published.exists(), case == "usr1", "{case}: {}", published.display());
+        if case == "usr1" {
+            let same = std::fs::read(&published).ok() == std::fs::read(run_dir.join("bundle.json")).ok();
+            assert!(same, "the published bundle is the run's");
+        }
         assert!(b.cells.iter().all(|x| x.status == CellStatus::Ok), "{case}");
         let restarts: Vec<Option<u32>> =
             b.provenance.executions.iter().map(|e| e.slurm.as_ref().and_then(|s| s.restart_count)).collect();
@@ -244,6 +263,9 @@ fn job_scripts_on_a_real_slurm() {
     assert_eq!(c.field(&id, "Restarts"), "0", "scancel: not requeued");
     let log = std::fs::read_to_string(c.work.join(format!("dllm-bench-{id}.out"))).expect("job output");
     assert!(log.contains("is not requeued") && log.contains("resubmit the same command"), "scancel: {log}");
+    // The command names the run folder, whose default would be a new job's.
+    let again = format!("sbatch jobs/benchmark_gpu.sbatch {config} {} --repetitions 25", run_dir.display());
+    assert!(log.contains(&again), "scancel: the log gives the command that resumes ({again}): {log}");
 
     // 5. The time limit itself with no warning (SLURM's TERM at the limit) on an array task: the task requeues
     //    itself (it ends TIMEOUT first, which must not cancel the merge), resumes, and the merge runs after it.

@@ -24,6 +24,10 @@ pub struct MergeArgs {
     /// evaluator's perplexity (a partial bundle).
     #[arg(long)]
     pub allow_missing: bool,
+    /// Merge shards written by different builds of dllm-bench (another commit, or other uncommitted changes); the
+    /// merged bundle names the first shard's.
+    #[arg(long)]
+    pub allow_mixed_builds: bool,
 }
 
 pub fn main(args: MergeArgs) -> Result<ExitCode> {
@@ -53,8 +57,11 @@ pub fn main(args: MergeArgs) -> Result<ExitCode> {
         }
         inputs.push((path.clone(), read.bundle));
     }
-    let opts =
-        crate::merge::MergeOptions { allow_mixed_devices: args.allow_mixed_devices, allow_missing: args.allow_missing };
+    let opts = crate::merge::MergeOptions {
+        allow_mixed_devices: args.allow_mixed_devices,
+        allow_missing: args.allow_missing,
+        allow_mixed_builds: args.allow_mixed_builds,
+    };
     let merged = crate::merge::merge(&inputs, opts)?;
     crate::output::write_bundle(&args.output, &merged.bundle)?;
     println!("{}", args.output.display());

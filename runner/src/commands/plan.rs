@@ -34,6 +34,12 @@ pub struct PlanArgs {
     /// and share of the estimated cost B x NFE x N. More shards than cells is refused (a shard would be empty).
     #[arg(long, value_name = "N", conflicts_with = "json", value_parser = clap::value_parser!(u32).range(1..))]
     pub shards: Option<u32>,
+    /// Exit with status 2, naming each problem and its fix, when `run` would stop before measuring anything: a
+    /// checkpoint or evaluator neither in the cache nor synthetic, prompts that cannot be read (Wikitext not
+    /// fetched), a CUDA device asked of a binary built without CUDA, or a parity search split into shards
+    /// (`--shards`/`--shard`). `jobs/submit.sh` runs it before it queues the array. Without it these are notes.
+    #[arg(long, conflicts_with = "json")]
+    pub check: bool,
     /// The cache whose checkpoints the cells are checked against, as `run` checks them before loading (positions,
     /// prompt lengths in tokens, chat templates); a model not in it is listed as not checked.
     #[command(flatten)]
@@ -178,23 +184,42 @@ pub fn main(args: PlanArgs) -> Result<ExitCode> {
             opt(c.block_length)
         );
     }
-    check_cached_models(&resolved, &prompts, &args.cache.dir(), &cells)?;
+    let mut blockers = check_cached_models(&resolved, &prompts, &args.cache.dir(), &cells)?;
+    // The config's device was checked when it resolved.
+    let device = schema::grid::DeviceSpec::parse(&cfg.run.device).unwrap_or(schema::grid::DeviceSpec::Cpu);
+    blockers.extend(crate::device::check_build(device).err().map(|e| e.0));
+    let sharded = args.shard.is_some() || args.shards.is_some();
+    blockers.extend(crate::sweep::check_parity_search_shards(cfg, sharded).err().map(|e| e.0));
     if args.show_config {
         println!("\n{}", cfg.to_toml());
     }
-    Ok(ExitCode::SUCCESS)
+    if !args.check || blockers.is_empty() {
+        for b in &blockers {
+            println!("# `run` would stop before measuring: {b}");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let list: Vec<String> = blockers.iter().map(|b| format!("  - {b}")).collect();
+    Err(crate::InputError(format!(
+        "plan --check: `run` would stop before measuring anything ({}):\n{}",
+        crate::counted(blockers.len(), "problem"),
+        list.join("\n")
+    ))
+    .into())
 }
 
 /// The checks `run` makes of each model before loading it ([`crate::sweep::check_model`]: positions, prompts long
 /// enough in tokens, the chat template), made now for every model already in `cache`, so that a grid a job would
 /// refuse at once is refused before it is queued; the others (synthetic ones not written yet, checkpoints not
-/// fetched) are named as not checked. Nothing is written.
+/// fetched) are named as not checked. Nothing is written. Returns what would stop `run` before it measures (each
+/// with its fix): checkpoints to fetch, prompts that cannot be read.
 fn check_cached_models(
     resolved: &plan::ResolvedConfig,
     prompts: &Result<crate::prompts::PromptSet>,
     cache: &std::path::Path,
     cells: &[CellKey],
-) -> Result<()> {
+) -> Result<Vec<String>> {
+    let mut blockers = Vec::new();
     let cfg = &resolved.config;
     let (mut checked, mut to_write, mut to_fetch) = (Vec::new(), Vec::new(), Vec::new());
     for m in &cfg.models {
@@ -232,6 +257,7 @@ fn check_cached_models(
             let e = format!("{e:#}");
             let why = e.split("; fix:").next().unwrap_or(&e);
             println!("# prompt lengths not checked, the prompts cannot be read here (`run` would say so): {why}");
+            blockers.push(format!("the prompts cannot be read: {e}"));
             if !checked.is_empty() {
                 let ids: Vec<&str> = checked.iter().map(|(m, _)| m.id.as_str()).collect();
                 println!("# checked against {}: {} (positions)", cache.display(), ids.join(", "));
@@ -259,6 +285,12 @@ fn check_cached_models(
             cache.display(),
             to_fetch.join(", ")
         );
+        blockers.push(format!(
+            "not in the cache {}: {}; fix: `dllm-bench fetch{config}` where the hub is reachable, into this cache \
+             (--model-cache-dir or HF_HUB_CACHE)",
+            cache.display(),
+            to_fetch.join(", ")
+        ));
     }
-    Ok(())
+    Ok(blockers)
 }

@@ -46,6 +46,20 @@ pub struct RunArgs {
     /// No progress output.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// With a run folder that has a journal (--resume, --run-dir): measure again its cells that failed (status
+    /// `error`: a kernel error, NaN logits, a fault of the node), whose new records replace the old; the others
+    /// are kept. In a SLURM grid: `jobs/submit.sh --retry-failed` with the run's --name and --shards.
+    #[arg(long)]
+    pub retry_failed: bool,
+    /// Likewise for the cells that ran out of device memory (status `oom`): a measurement, unless something else
+    /// held the device's memory then.
+    #[arg(long)]
+    pub retry_oom: bool,
+    /// Resume a run folder whose journal another build of dllm-bench started (another commit, or other
+    /// uncommitted changes): refused without this, since one bundle would hold two builds' timings under the
+    /// name of one (this build's).
+    #[arg(long)]
+    pub allow_other_build: bool,
 }
 
 pub fn main(args: RunArgs) -> Result<ExitCode> {
@@ -77,7 +91,15 @@ pub fn main(args: RunArgs) -> Result<ExitCode> {
     // A shard without cells is refused here, before a run folder exists: it would write an empty bundle.
     let planned = crate::shard::select_some(&resolved.config.cells(), shard, source)?.len();
     if !args.quiet {
-        let of = shard.map_or(String::new(), |s| format!(" (shard {s} of {} cells)", resolved.config.cells().len()));
+        let total = resolved.config.cells().len();
+        let of = match (shard, source) {
+            (Some(s), "the SLURM array task") => format!(
+                " (shard {s} of {total} cells, from this SLURM array task's variables; --shard 0/1 runs the whole \
+                 grid)"
+            ),
+            (Some(s), _) => format!(" (shard {s} of {total} cells)"),
+            (None, _) => String::new(),
+        };
         crate::say!("dllm-bench: {planned} cells{of} from {}", resolved.source);
     }
     let folder = match (&args.resume, &args.run_dir) {
@@ -85,7 +107,16 @@ pub fn main(args: RunArgs) -> Result<ExitCode> {
         (None, Some(dir)) => sweep::RunFolder::At(dir.clone()),
         (None, None) => sweep::RunFolder::New { output_dir: args.output_dir.clone() },
     };
-    let opts = sweep::SweepOptions { folder, model_cache_dir: args.cache.dir(), progress: !args.quiet, shard, stop };
+    let retry = sweep::Retry { failed: args.retry_failed, oom: args.retry_oom };
+    let opts = sweep::SweepOptions {
+        folder,
+        model_cache_dir: args.cache.dir(),
+        progress: !args.quiet,
+        shard,
+        stop,
+        retry,
+        allow_other_build: args.allow_other_build,
+    };
     let outcome = sweep::run(&resolved, &opts)?;
     // The bundle is written: a closed standard output loses this line, not the exit status.
     let _ = std::io::Write::write_all(&mut std::io::stdout(), format!("{}\n", outcome.path.display()).as_bytes());

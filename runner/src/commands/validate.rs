@@ -138,6 +138,13 @@ pub fn main(args: ValidateArgs) -> Result<ExitCode> {
                     }
                 }
                 // What a partial bundle lacks, said where a user checks it.
+                if let Some(shard) = part.as_ref().and_then(|x| x.shortfall.shard) {
+                    println!(
+                        "  partial: shard {shard} of a grid split in {}: its S_parity and speedups are this shard's \
+                         cells alone; fix: merge every shard's bundle (dllm-bench merge SHARD_BUNDLES -o BUNDLE)",
+                        shard.count
+                    );
+                }
                 if !b.provenance.missing_cells.is_empty() {
                     println!(
                         "  partial: {} cells of the grid are in no shard (merged with --allow-missing): {}",

@@ -35,6 +35,19 @@ pub use imp::{Graph, GraphParams};
 /// effect.
 pub const INJECT_OOM_ENV: &str = "DLLM_BENCH_INJECT_OOM";
 
+/// Whether this binary can open the device at all: a CPU-only build refuses CUDA with the rebuild command (no GPU
+/// is needed to tell, so `plan --check` asks this on a login node before a job is queued).
+pub fn check_build(spec: DeviceSpec) -> Result<(), InputError> {
+    match spec {
+        DeviceSpec::Cuda(i) if !candle_core::utils::cuda_is_available() => Err(InputError(format!(
+            "device cuda:{i} (`--device`, or `run.device` in the config): this dllm-bench was built without CUDA; \
+             fix: rebuild with `cargo build --release -p runner --features cuda` (CUDA 12 or 13 toolkit; see the \
+             README), or run with --device cpu"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// Opens the device a config asks for, saying which and why on the log. A CPU-only build refuses CUDA with the
 /// rebuild command instead of failing obscurely. On CUDA the memory pool is set to keep what it reserved
 /// (release threshold u64::MAX), so its reserved peak is the run's and not the driver's trimming policy.
@@ -52,15 +65,7 @@ pub fn open_with(spec: DeviceSpec, for_graphs: bool) -> Result<Device> {
             Ok(Device::Cpu)
         }
         DeviceSpec::Cuda(i) => {
-            if !candle_core::utils::cuda_is_available() {
-                return Err(InputError(format!(
-                    "device cuda:{i} (`--device`, or `run.device` in the config): this dllm-bench was built \
-                     without CUDA; fix: rebuild with \
-                     `cargo build --release -p runner --features cuda` (CUDA 12 or 13 toolkit; see the README), \
-                     or run with --device cpu"
-                ))
-                .into());
-            }
+            check_build(spec)?;
             let device = if for_graphs {
                 let d = Device::new_cuda_with_stream(i).with_context(|| format!("cannot open CUDA device {i}"))?;
                 imp::single_stream(&d).with_context(|| format!("cannot configure CUDA device {i}'s stream"))?;

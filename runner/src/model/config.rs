@@ -181,9 +181,40 @@ impl ModelConfig {
         if !(self.rope_theta.is_finite() && self.rope_theta > 0.0) {
             return bad("rope_theta", self.rope_theta.to_string(), "RoPE's base must be positive");
         }
+        if !(self.rms_norm_eps.is_finite() && self.rms_norm_eps > 0.0 && self.rms_norm_eps < 1.0) {
+            return bad(
+                "rms_norm_eps",
+                self.rms_norm_eps.to_string(),
+                "RMSNorm's epsilon must be a small positive number (1e-5 or 1e-6 in these models)",
+            );
+        }
+        // Sizes far past any real model's, before anything is allocated from them (the expected tensors' names, one
+        // per layer, are listed before the weights are compared with them).
+        // In the file's own spelling: LLaDA's config names them as OLMo does.
+        let names = match self.kind {
+            ModelKind::Llada => ["n_layers", "d_model", "mlp_hidden_size (or mlp_ratio x d_model)", "vocab_size"],
+            _ => ["num_hidden_layers", "hidden_size", "intermediate_size", "vocab_size"],
+        };
+        for (field, value, most) in [
+            (names[0], self.num_layers, MAX_LAYERS),
+            (names[1], self.hidden_size, MAX_WIDTH),
+            (names[2], self.intermediate_size, MAX_WIDTH * 8),
+            (names[3], self.vocab_size, MAX_VOCAB),
+        ] {
+            if value == 0 || value > most {
+                return bad(field, value.to_string(), &format!("it must be 1 to {most}: this is not a checkpoint's"));
+            }
+        }
         Ok(())
     }
 }
+
+/// The most layers a `config.json` may declare (Llama-3.1-405B has 126).
+const MAX_LAYERS: usize = 1024;
+/// The widest hidden size (Llama-3.1-405B: 16,384); the MLP's may be 8 times it.
+const MAX_WIDTH: usize = 1 << 17;
+/// The largest vocabulary (Gemma's 256,000 and Llama 3's 128,256 fit many times).
+const MAX_VOCAB: usize = 1 << 22;
 
 /// The `architectures` and `model_type` pairs each layout loads (HF llama and Qwen2; LLaDA's remote code).
 fn architecture_names(kind: ModelKind) -> &'static [(&'static str, &'static str)] {
@@ -573,7 +604,8 @@ impl LladaConfigFile {
         rope_scaling(path, None, self.rope_parameters.as_ref(), false)?;
         let intermediate = match (self.mlp_hidden_size, self.mlp_ratio) {
             (Some(h), _) => h,
-            (None, Some(r)) => r * self.d_model,
+            // Saturating: an absurd ratio is refused by the size check below, not wrapped into a plausible one.
+            (None, Some(r)) => r.saturating_mul(self.d_model),
             (None, None) => {
                 return Err(ModelError::MissingField {
                     path: path.to_path_buf(),

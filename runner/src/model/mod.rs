@@ -417,10 +417,30 @@ impl LoadedModel {
         kind: ModelKind,
     ) -> Result<(ModelConfig, tokenizers::Tokenizer, SpecialIds), ModelError> {
         let config = ModelConfig::from_file(&files.config, kind)?;
-        let tokenizer = tokenizers::Tokenizer::from_file(&files.tokenizer).map_err(|e| ModelError::Tokenizer {
+        let mut tokenizer = tokenizers::Tokenizer::from_file(&files.tokenizer).map_err(|e| ModelError::Tokenizer {
             path: files.tokenizer.clone(),
             message: format!("{e}; fix: {}", refetch(files, kind)),
         })?;
+        // The runner pads (left, to each batch's longest prompt) and cuts prompts (to the cell's prompt length)
+        // itself: a tokenizer.json's own `padding` or `truncation` would turn the prompts into pad tokens or cut
+        // them before the checks that count their tokens. Both are ignored, and said.
+        let ignored: Vec<&str> =
+            [("padding", tokenizer.get_padding().is_some()), ("truncation", tokenizer.get_truncation().is_some())]
+                .into_iter()
+                .filter_map(|(field, set)| set.then_some(field))
+                .collect();
+        if !ignored.is_empty() {
+            crate::say_once(format!(
+                "note: {} sets {}: ignored (the runner pads and cuts each prompt itself)",
+                files.tokenizer.display(),
+                ignored.join(" and ")
+            ));
+            tokenizer.with_padding(None);
+            tokenizer.with_truncation(None).map_err(|e| ModelError::Tokenizer {
+                path: files.tokenizer.clone(),
+                message: format!("cannot turn its truncation off: {e}"),
+            })?;
+        }
         let special = special_ids(&config, &tokenizer, files)?;
         check::check_weights(files, &config)?;
         Ok((config, tokenizer, special))

@@ -175,7 +175,10 @@ pub fn read_lines(path: &Path) -> Result<Vec<String>, DatasetError> {
         )));
     }
     let max_def = col.max_def_level();
-    let mut lines = Vec::with_capacity(usize::try_from(reader.metadata().file_metadata().num_rows()).unwrap_or(0));
+    // Sized from the footer's row count only within what a real file holds (Wikitext-103's validation split has
+    // about 4,000 rows): a damaged footer claiming 2^63 rows must not allocate before the rows are read.
+    let claimed = usize::try_from(reader.metadata().file_metadata().num_rows()).unwrap_or(0);
+    let mut lines = Vec::with_capacity(claimed.min(1 << 20));
     let corrupt = |e: parquet::errors::ParquetError| unreadable(format!("corrupt data in column `{COLUMN}` ({e})"));
     for g in 0..reader.num_row_groups() {
         let group = reader.get_row_group(g).map_err(corrupt)?;

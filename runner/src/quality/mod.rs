@@ -134,7 +134,20 @@ pub fn perplexity(
         if let Some((nll, n)) = continuation_nll(evaluator, prompt, &g.text)
             .with_context(|| format!("scoring the continuation of prompt {}", g.prompt))?
         {
-            per_prompt.push(PromptValue { prompt: g.prompt, value: (nll / n as f64).exp(), tokens: Some(n) });
+            let mean = nll / n as f64;
+            // exp overflows f64 past a mean of about 709.8 nats a token: a value no reader could store (a bundle
+            // holds finite numbers only), so the cell's perplexity is an error that says why, not infinity.
+            let value = mean.exp();
+            if !value.is_finite() {
+                anyhow::bail!(
+                    "the continuation of prompt {} has a mean negative log-likelihood of {mean:.1} nats per token \
+                     under {evaluator_id}: its perplexity exp({mean:.1}) is beyond f64's range (the evaluator gives \
+                     these tokens almost no probability: a damaged evaluator checkpoint, or one whose vocabulary is \
+                     not the text's?)",
+                    g.prompt
+                );
+            }
+            per_prompt.push(PromptValue { prompt: g.prompt, value, tokens: Some(n) });
         }
     }
     Ok(pooled("perplexity", Direction::LowerIsBetter, Some(evaluator_id), Pooling::TokenPerplexity, per_prompt))

@@ -44,6 +44,7 @@ pub(super) fn open_folder(resolved: &ResolvedConfig, opts: &SweepOptions, prompt
     let header = |bundle: PathBuf, remove_when_done: bool| Header {
         journal_format: JOURNAL_FORMAT,
         tool_version: env!("CARGO_PKG_VERSION").into(),
+        build: crate::journal::BuildId::current(),
         created_at: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
         config_sha256: resolved.sha256(),
         config_toml: resolved.toml(),
@@ -134,6 +135,20 @@ pub(super) fn check_same_run(
              or start a new run folder",
             h.tool_version,
             env!("CARGO_PKG_VERSION")
+        ));
+    }
+    // Timings of two builds under one commit's name: refused unless asked for (a fix a resume should pick up).
+    let here = crate::journal::BuildId::current();
+    if let (Some(then), Some(now)) = (&h.build, &here)
+        && then != now
+        && !opts.allow_other_build
+    {
+        return refuse(format!(
+            "it was started by the build of {then} and this binary is the build of {now}: its cells would be \
+             measured by two builds, and the bundle names one; fix: finish it with a binary built from {} (or \
+             rebuilt from the same changes), pass --allow-other-build to accept the mix (the bundle then names this \
+             build), or start a new run folder",
+            then.commit
         ));
     }
     if h.config_sha256 != resolved.sha256() {

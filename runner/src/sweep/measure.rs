@@ -9,21 +9,25 @@ use super::tokens::TokenCache;
 use crate::generate::{DreamParams, LladaParams};
 use crate::model::LoadedModel;
 use crate::prompts::PromptSet;
-use crate::signals::Stop;
 use crate::{device, generate};
+
+/// A cell running longer than this (seconds) says each of its runs as it ends (`progress`).
+const LONG_CELL_S: f64 = 60.0;
 
 /// Warms up and measures one cell; failures become the cell's status. `None` when a stop was requested
 /// before the cell finished: the cell is abandoned, not recorded, and measured again on resume. With an energy
-/// `meter`, each measured run records the joules it used (absent where a reading fails, which is logged).
+/// `meter`, each measured run records the joules it used (absent where a reading fails, which is logged). With
+/// progress on (`opts.progress`), a cell past [`LONG_CELL_S`] says each run as it ends.
 pub(super) fn measure_cell(
     model: &LoadedModel,
     key: &CellKey,
     cfg: &GridConfig,
     prompts: &PromptSet,
     tokens: &mut TokenCache,
-    stop: &Stop,
+    opts: &super::SweepOptions,
     meter: Option<&device::energy::Meter>,
 ) -> Option<Cell> {
+    let (stop, progress) = (&opts.stop, opts.progress);
     let warmup = cfg.run.warmup;
     // The warm-ups that ran to the end (fewer than asked when the cell fails in one).
     let mut warmed = 0u32;
@@ -79,6 +83,7 @@ pub(super) fn measure_cell(
     // the current reservation.
     device::release(&model.device);
     let mut outcome = Ok(());
+    let started = std::time::Instant::now();
     for (i, measured) in schedule {
         if stop.requested().is_some() {
             return None;
@@ -90,6 +95,13 @@ pub(super) fn measure_cell(
             }
             outcome = Err(e);
             break;
+        }
+        // A long cell (an 8B model at a large B, N and K) says how far it is, so that a job's log shows it alive;
+        // the cell is journaled only once all its runs are done (a stop before then measures it again).
+        let elapsed = started.elapsed().as_secs_f64();
+        if progress && elapsed >= LONG_CELL_S {
+            let (what, of) = if measured { ("repetition", cfg.run.repetitions) } else { ("warm-up", warmup) };
+            crate::say!("  {key}: {what} {}/{of} done, {elapsed:.0} s into the cell", i + 1);
         }
     }
     let status = match outcome {
@@ -227,9 +239,9 @@ pub(super) fn generate_rows(
             let out = generate::generate_ar(model, batch, n_out, cfg.grid.eos)?;
             let work = roofline_work(model, key, batch, cfg.grid.cfg_scale, &[]);
             let rep = Repetition {
-                weights_read_bytes: Some(work.weights_read_bytes),
-                flop_count: Some(work.flops),
-                kv_cache_bytes: work.kv_cache_bytes,
+                weights_read_bytes: metrics::roofline::countable(work.weights_read_bytes),
+                flop_count: metrics::roofline::countable(work.flops),
+                kv_cache_bytes: work.kv_cache_bytes.and_then(metrics::roofline::countable),
                 e2e_ms: out.e2e_ms,
                 prefill_ms: Some(out.prefill_ms),
                 forward_passes: Some(n_out as u32),
@@ -262,10 +274,13 @@ pub(super) fn generate_rows(
                 step_ms: Some(out.step_ms.clone()),
                 forward_passes: Some(out.nfe as u32),
                 committed_per_step: Some(committed),
-                weights_read_bytes: Some(work.weights_read_bytes),
-                flop_count: Some(work.flops),
+                weights_read_bytes: metrics::roofline::countable(work.weights_read_bytes),
+                flop_count: metrics::roofline::countable(work.flops),
                 // The cache's buffers as allocated (the analytic size is the same: K and V for every position).
-                kv_cache_bytes: out.cache_bytes.map(|b| b as u64).or(work.kv_cache_bytes),
+                kv_cache_bytes: out
+                    .cache_bytes
+                    .map(|b| b as u64)
+                    .or(work.kv_cache_bytes.and_then(metrics::roofline::countable)),
                 ..Repetition::default()
             };
             (out.tokens, rep)
@@ -288,9 +303,9 @@ pub(super) fn generate_rows(
                 step_ms: Some(out.step_ms.clone()),
                 forward_passes: Some(out.nfe as u32),
                 committed_per_step: Some(committed),
-                weights_read_bytes: Some(work.weights_read_bytes),
-                flop_count: Some(work.flops),
-                kv_cache_bytes: work.kv_cache_bytes,
+                weights_read_bytes: metrics::roofline::countable(work.weights_read_bytes),
+                flop_count: metrics::roofline::countable(work.flops),
+                kv_cache_bytes: work.kv_cache_bytes.and_then(metrics::roofline::countable),
                 ..Repetition::default()
             };
             (out.tokens, rep)

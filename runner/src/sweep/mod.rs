@@ -135,8 +135,34 @@ pub struct SweepOptions {
     pub progress: bool,
     /// The shard of the grid to run; `None`: all of it.
     pub shard: Option<ShardInfo>,
+    /// Which cells of a resumed journal are measured again instead of kept (`--retry-failed`, `--retry-oom`).
+    pub retry: Retry,
+    /// Resume a run that another build of the runner started (`--allow-other-build`).
+    pub allow_other_build: bool,
     /// Set by signal handlers: stop cleanly.
     pub stop: Stop,
+}
+
+/// The cells a resume measures again: those whose recorded status is an error (a kernel error, NaN logits, a node
+/// fault) and, asked for separately, those that ran out of memory (a measurement, unless something else held the
+/// device's memory). Their new records replace the old ones; every other cell is kept.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Retry {
+    /// Cells with `status = "error"`.
+    pub failed: bool,
+    /// Cells with `status = "oom"`.
+    pub oom: bool,
+}
+
+impl Retry {
+    /// Whether a recorded cell of this status is measured again.
+    pub fn wants(&self, status: &schema::CellStatus) -> bool {
+        match status {
+            schema::CellStatus::Ok | schema::CellStatus::Skipped { .. } => false,
+            schema::CellStatus::Oom { .. } => self.oom,
+            schema::CellStatus::Error { .. } => self.failed,
+        }
+    }
 }
 
 /// How a sweep ended.
@@ -244,18 +270,25 @@ pub fn run(resolved: &ResolvedConfig, opts: &SweepOptions) -> Result<SweepOutcom
         crate::say!("{note}");
     }
     let search = cfg.quality.as_ref().is_some_and(|q| q.parity_search);
-    if search && opts.shard.is_some() {
-        return Err(InputError(
-            "quality.parity_search needs the whole grid's quality, and this run is one shard; fix: run the parity \
-             search after merging, as one run without --shard (or turn parity_search off for the shards)"
-                .into(),
-        )
-        .into());
-    }
+    check_parity_search_shards(cfg, opts.shard.is_some())?;
     let mut planned = shard::select(&cfg.cells(), opts.shard);
     let opened = open_folder(resolved, opts, &prompt_info)?;
-    let done: HashSet<CellKey> =
-        opened.journal.iter().flat_map(|j| j.state.cells.iter().map(|c| c.key.clone())).collect();
+    let recorded = || opened.journal.iter().flat_map(|j| &j.state.cells);
+    let retried: Vec<&CellKey> = recorded().filter(|c| opts.retry.wants(&c.status)).map(|c| &c.key).collect();
+    if !retried.is_empty() && opts.progress {
+        crate::say!(
+            "measuring again {} that {}: {}",
+            crate::counted(retried.len(), "recorded cell"),
+            match (opts.retry.failed, opts.retry.oom) {
+                (true, true) => "failed or ran out of memory (--retry-failed, --retry-oom)",
+                (true, false) => "failed (--retry-failed)",
+                _ => "ran out of memory (--retry-oom)",
+            },
+            retried.iter().take(5).map(|k| k.to_string()).collect::<Vec<_>>().join("; ")
+                + if retried.len() > 5 { "; ..." } else { "" }
+        );
+    }
+    let done: HashSet<CellKey> = recorded().filter(|c| !opts.retry.wants(&c.status)).map(|c| c.key.clone()).collect();
     if search {
         // A resumed parity search: the cells it added are part of the run.
         let grid: HashSet<CellKey> = planned.iter().cloned().collect();
@@ -438,4 +471,18 @@ impl Env<'_> {
             )))
         })
     }
+}
+
+/// A parity search bisects between the K values of the whole grid's quality, which one shard does not have: `run
+/// --shard` refuses it before measuring, and `plan --check --shards N` before the array is queued.
+pub fn check_parity_search_shards(cfg: &schema::grid::GridConfig, sharded: bool) -> Result<(), InputError> {
+    if sharded && cfg.quality.as_ref().is_some_and(|q| q.parity_search) {
+        return Err(InputError(
+            "quality.parity_search needs the whole grid's quality, and a shard has only its own cells; fix: set \
+             quality.parity_search = false for a sharded run (S_parity is then read on the grid's K values), or run \
+             the whole grid as one run without --shard"
+                .into(),
+        ));
+    }
+    Ok(())
 }

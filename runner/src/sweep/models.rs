@@ -104,8 +104,7 @@ pub(super) fn measure_keys(
                 return Ok(Some(sig));
             }
             progress.start(key);
-            let Some(mut cell) =
-                measure_cell(&model, key, cfg, env.prompts, &mut tokens, &env.opts.stop, meter.as_ref())
+            let Some(mut cell) = measure_cell(&model, key, cfg, env.prompts, &mut tokens, env.opts, meter.as_ref())
             else {
                 return Ok(env.opts.stop.requested().or(Some("a stop request")));
             };

@@ -590,7 +590,8 @@ fn grid_series(g: &GridAxes, models: &[ModelSpec], bad: Bad) -> Result<(), Confi
                 "use a confidence in [0, 1], e.g. 0.9 (above 1 commits one token per step)",
             ));
         }
-        if g.thresholds[..j].iter().any(|&u| u.to_bits() == t.to_bits()) {
+        // By value: 0 and -0 are one threshold.
+        if g.thresholds[..j].contains(&t) {
             return Err(bad(&format!("grid.thresholds[{j}]"), format!("{t} is listed twice"), "list each once"));
         }
     }
