@@ -645,3 +645,29 @@ fn a_tokenizer_json_s_own_padding_and_truncation_are_ignored() {
     assert_eq!(ar.status, CellStatus::Ok);
     assert_eq!(ar.repetitions[0].output_tokens, u64::from(ar.key.output_tokens), "one row of N_out tokens");
 }
+
+#[test]
+fn a_journal_cell_that_breaks_a_bundle_rule_is_refused_before_more_is_measured() {
+    let sb = Sandbox::new();
+    let (out, _) = run_to_bundle(&sb, &["--shard", "0/3"]);
+    assert_exit!(out, 0);
+    let dir = sb.path().join("run---shard_0of3");
+    let journal = dir.join("journal.jsonl");
+    let text = std::fs::read_to_string(&journal).expect("journal");
+    // The first cell's first repetition made negative, as a hand edit would.
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let at = lines.iter().position(|l| l.starts_with("{\"cell\"")).expect("a cell line");
+    let mut cell: serde_json::Value = serde_json::from_str(&lines[at]).expect("json");
+    let key = cell["cell"]["key"].clone();
+    cell["cell"]["repetitions"][0]["e2e_ms"] = serde_json::json!(-1.0);
+    lines[at] = cell.to_string();
+    std::fs::write(&journal, lines.join("\n") + "\n").expect("journal");
+    let out = sb.cmd(&["run", "--resume", dir.to_str().expect("utf8"), "-q"]);
+    assert_exit!(out, 2);
+    let err = stderr(&out);
+    assert!(err.contains("breaks a rule of the bundle format (the cell ") && err.contains("e2e_ms"), "{err}");
+    assert!(err.contains("delete that cell's `cell` line from the journal"), "{err}");
+    let model = key["model"].as_str().expect("model");
+    assert!(err.contains(model), "names the cell: {err}");
+    assert_eq!(std::fs::read_to_string(&journal).expect("journal"), lines.join("\n") + "\n", "nothing appended");
+}

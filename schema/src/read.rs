@@ -185,6 +185,14 @@ pub fn read_bundle_detailed(json: &str) -> Result<ReadBundle, BundleError> {
     // fails, the field is named from where in the text the parser stopped.
     let mut bundle: Bundle = strict_from_str(text).map_err(|e| {
         let at = byte_offset(text, e.line(), e.column());
+        if e.is_syntax() && e.to_string().starts_with("number out of range") {
+            return invalid(
+                json_path_at(text, at),
+                "a number outside f64's range (such as 1e999, which would read as infinity): write a finite number, \
+                 or leave the field out where nothing was measured"
+                    .into(),
+            );
+        }
         if e.is_syntax() || e.is_eof() {
             // serde_json reports a value of the wrong JSON type where a name is expected (`"sampler": null`, a
             // number) as a syntax error: the text is JSON all the same, and the field is named.

@@ -440,3 +440,12 @@ fn an_object_written_as_an_array_is_refused_naming_it() {
     // The same values as an object read as before.
     read_bundle(&v.to_string()).expect("valid");
 }
+
+#[test]
+fn a_number_past_f64_is_named_as_one() {
+    let mut v = valid();
+    v["cells"][0]["repetitions"][0]["e2e_ms"] = serde_json::json!(12345.5);
+    let text = v.to_string().replace("12345.5", "1e999");
+    let err = read_bundle(&text).expect_err("must be refused").to_string();
+    assert!(err.contains("cells[0].repetitions[0].e2e_ms") && err.contains("outside f64's range"), "{err}");
+}

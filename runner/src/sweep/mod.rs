@@ -295,6 +295,26 @@ pub fn run(resolved: &ResolvedConfig, opts: &SweepOptions) -> Result<SweepOutcom
         let extra = opened.journal.iter().flat_map(|j| &j.state.cells).filter(|c| !grid.contains(&c.key));
         planned.extend(extra.map(|c| c.key.clone()).collect::<Vec<_>>());
     }
+    // What the journal holds must make a bundle its readers accept, before anything more is measured: a cell
+    // record edited by hand (or written by a runner with a bug) would otherwise fail every partial bundle after it,
+    // and each resume would measure one more cell and fail again.
+    if let Some(j) = opened.journal.as_ref().filter(|j| !j.state.cells.is_empty()) {
+        let now = assemble(resolved, j, &planned, spec);
+        if let Err(e) = schema::check_bundle(&now) {
+            let text = e.to_string();
+            let index =
+                text.split("cells[").nth(1).and_then(|r| r.split(']').next()).and_then(|n| n.parse::<usize>().ok());
+            let named =
+                index.and_then(|i| now.cells.get(i)).map_or(String::new(), |c| format!(" (the cell {})", c.key));
+            return Err(InputError(format!(
+                "cannot resume {}: what its journal recorded breaks a rule of the bundle format{named}: {text}; fix: \
+                 delete that cell's `cell` line from the journal (the cell is measured again), or start a new run \
+                 folder",
+                j.path().display()
+            ))
+            .into());
+        }
+    }
     let resumed_cells = planned.iter().filter(|k| done.contains(k)).count();
     let todo: Vec<CellKey> = planned.iter().filter(|k| !done.contains(k)).cloned().collect();
 
