@@ -161,6 +161,21 @@ fn sigterm_writes_a_partial_bundle_and_exits_75_then_resume_completes() {
     assert!(!run_dir.exists(), "the .run folder is removed once the bundle is written");
 }
 
+/// The demo config with its AR model replaced by `id`, a checkpoint this test wrote into the cache (no synthetic
+/// table: read as it is), and no `[quality]` (its second evaluator is the AR model replaced), written as `file`.
+fn demo_with_llama(sb: &Sandbox, id: &str, file: &str) -> PathBuf {
+    let demo =
+        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../config/demo.toml")).expect("demo");
+    let cfg = demo.replacen(
+        "id = \"dllm-bench/synthetic-llama-tiny\"\n\n[models.synthetic]\npreset = \"tiny\"\nseed = 1\n",
+        &format!("id = \"{id}\"\n"),
+        1,
+    );
+    assert!(cfg.contains(id), "config edit applied");
+    let cfg = cfg.split("\n[quality]").next().expect("config").to_string();
+    sb.write(file, &cfg)
+}
+
 #[test]
 fn nan_weights_fail_their_cells_and_the_rest_complete() {
     let sb = Sandbox::new();
@@ -170,18 +185,8 @@ fn nan_weights_fail_their_cells_and_the_rest_complete() {
     let weights = snapshot.join("model.safetensors");
     let sound = std::fs::read(&weights).expect("weights");
     poison(&weights, "model.norm.weight");
-    let demo =
-        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../config/demo.toml")).expect("demo");
-    // The llama entry becomes the poisoned checkpoint (no synthetic table: read from the cache as is).
-    let cfg = demo.replacen(
-        "id = \"dllm-bench/synthetic-llama-tiny\"\n\n[models.synthetic]\npreset = \"tiny\"\nseed = 1\n",
-        "id = \"test/nan-llama\"\n",
-        1,
-    );
-    assert!(cfg.contains("test/nan-llama"), "config edit applied");
-    // Without quality: the demo's second evaluator is the llama this test replaces.
-    let cfg = cfg.split("\n[quality]").next().expect("config").to_string();
-    let path = sb.write("nan.toml", &cfg);
+    // The llama entry becomes the poisoned checkpoint.
+    let path = demo_with_llama(&sb, "test/nan-llama", "nan.toml");
     let run_dir = sb.path().join("nan-run");
     let dir = run_dir.to_str().expect("utf8");
     let out = sb.cmd(&[
@@ -610,16 +615,7 @@ fn a_tokenizer_json_s_own_padding_and_truncation_are_ignored() {
     v["truncation"] =
         serde_json::json!({ "direction": "Right", "max_length": 2, "strategy": "LongestFirst", "stride": 0 });
     std::fs::write(&tok, v.to_string()).expect("tokenizer");
-    let demo =
-        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../config/demo.toml")).expect("demo");
-    let cfg = demo.replacen(
-        "id = \"dllm-bench/synthetic-llama-tiny\"\n\n[models.synthetic]\npreset = \"tiny\"\nseed = 1\n",
-        "id = \"test/padded-llama\"\n",
-        1,
-    );
-    assert!(cfg.contains("test/padded-llama"), "config edit applied");
-    let cfg = cfg.split("\n[quality]").next().expect("config").to_string();
-    let path = sb.write("padded.toml", &cfg);
+    let path = demo_with_llama(&sb, "test/padded-llama", "padded.toml");
     let out = sb.cmd(&[
         "run",
         "--config",

@@ -185,9 +185,7 @@ pub fn main(args: PlanArgs) -> Result<ExitCode> {
         );
     }
     let mut blockers = check_cached_models(&resolved, &prompts, &args.cache.dir(), &cells)?;
-    // The config's device was checked when it resolved.
-    let device = schema::grid::DeviceSpec::parse(&cfg.run.device).unwrap_or(schema::grid::DeviceSpec::Cpu);
-    blockers.extend(crate::device::check_build(device).err().map(|e| e.0));
+    blockers.extend(crate::device::check_build(resolved.device()).err().map(|e| e.0));
     let sharded = args.shard.is_some() || args.shards.is_some();
     blockers.extend(crate::sweep::check_parity_search_shards(cfg, sharded).err().map(|e| e.0));
     if args.show_config {

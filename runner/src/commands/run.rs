@@ -62,6 +62,9 @@ pub struct RunArgs {
     pub allow_other_build: bool,
 }
 
+/// Where a shard came from when no `--shard` was given inside a SLURM job array (messages name it).
+const SLURM_SHARD: &str = "the SLURM array task";
+
 pub fn main(args: RunArgs) -> Result<ExitCode> {
     // First: a stop signal while the config resolves or a large journal is read (SLURM's USR1 included, whose
     // default action ends the process) must give the documented exit 75, not a death by signal.
@@ -84,7 +87,7 @@ pub fn main(args: RunArgs) -> Result<ExitCode> {
     let (shard, source) = match &args.shard {
         Some(s) => (Some(crate::shard::parse(s)?), "--shard"),
         None => match crate::shard::from_slurm_env(|k| std::env::var(k).ok())? {
-            Some(s) => (Some(s), "the SLURM array task"),
+            Some(s) => (Some(s), SLURM_SHARD),
             None => (journal_header.as_ref().and_then(|h| h.shard), "the run's journal"),
         },
     };
@@ -92,13 +95,13 @@ pub fn main(args: RunArgs) -> Result<ExitCode> {
     let planned = crate::shard::select_some(&resolved.config.cells(), shard, source)?.len();
     if !args.quiet {
         let total = resolved.config.cells().len();
-        let of = match (shard, source) {
-            (Some(s), "the SLURM array task") => format!(
-                " (shard {s} of {total} cells, from this SLURM array task's variables; --shard 0/1 runs the whole \
-                 grid)"
-            ),
-            (Some(s), _) => format!(" (shard {s} of {total} cells)"),
-            (None, _) => String::new(),
+        // A shard taken from the SLURM variables says so: an array of the user's own would measure 1/N of the grid.
+        let of = match shard {
+            Some(s) if source == SLURM_SHARD => {
+                format!(" (shard {s} of {total} cells, from {source}'s variables; --shard 0/1 runs the whole grid)")
+            }
+            Some(s) => format!(" (shard {s} of {total} cells)"),
+            None => String::new(),
         };
         crate::say!("dllm-bench: {planned} cells{of} from {}", resolved.source);
     }
