@@ -20,7 +20,25 @@ export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 KEEP_GB="${DLLM_BENCH_KEEP_GB:-20}"
 CUDA_TARGET="${CUDA_CHECK_TARGET_DIR:-target/cuda-check}"
 free_gb() { df -Pk . | awk 'NR == 2 { printf "%.1f", $4 / 1048576 }'; }
-step() { printf '\n==> %s  [%s GB free]\n' "$*" "$(free_gb)"; }
+# Each step's wall time, printed as it ends and again as a table at the end: CI has a time limit, and this says
+# where a slow run spent it.
+STEP_NAME=""
+STEP_START=$SECONDS
+STEP_TIMES=""
+end_step() {
+    [ -n "$STEP_NAME" ] || return 0
+    local took=$((SECONDS - STEP_START))
+    printf '    (%d s: %s)\n' "$took" "$STEP_NAME"
+    STEP_TIMES+="$(printf '%6d s  %s' "$took" "$STEP_NAME")"$'\n'
+}
+PASSED=""
+trap '[ -n "$PASSED" ] || { end_step; printf "\n==> FAILED after %d s; the steps so far:\n%s" "$SECONDS" "$STEP_TIMES"; }' EXIT
+step() {
+    end_step
+    STEP_NAME="$*"
+    STEP_START=$SECONDS
+    printf '\n==> %s  [%s GB free, %d s in]\n' "$*" "$(free_gb)" "$SECONDS"
+}
 
 step "toolchain components"
 rustup component add rustfmt clippy >/dev/null
@@ -52,9 +70,11 @@ step "clippy (explorer and its charts, wasm32)"
 cargo clippy -p explorer -p dllm-bench-charts --target wasm32-unknown-unknown --locked -- -D warnings
 step "docs"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
-step "tests (schema, runner incl. the SLURM job tests on a private cluster and hf_reference.py vs the runner, explorer charts)"
+step "tests: build (schema, runner incl. the SLURM job tests on a private cluster and hf_reference.py vs the runner, explorer charts)"
 # The SLURM job tests (runner/tests/slurm.rs) skip loudly without SLURM, and the tests of jobs/hf_reference.py
 # (runner/tests/hf_reference.rs) without the torch venv of install-deps.sh; here both must run.
+cargo test --workspace --locked --no-run
+step "tests: run"
 DLLM_BENCH_REQUIRE_SLURM=1 DLLM_BENCH_REQUIRE_HF=1 cargo test --workspace --locked
 step "explorer in headless Chromium (static server, site under a sub-path)"
 scripts/e2e-browser.sh
@@ -62,4 +82,6 @@ step "explorer in headless Chromium (dllm-bench serve, as the demo serves it)"
 E2E_SKIP_BUILD=1 E2E_SERVER=dllm-bench scripts/e2e-browser.sh
 step "explorer in headless Chromium (trunk serve, its proxy forwarding bundles/ to dllm-bench serve)"
 E2E_SKIP_BUILD=1 E2E_SERVER=trunk E2E_DPRS=1 scripts/e2e-browser.sh
-step "all checks passed"
+end_step
+PASSED=1
+printf '\n==> all checks passed in %d s  [%s GB free]\n%s' "$SECONDS" "$(free_gb)" "$STEP_TIMES"
