@@ -5,7 +5,7 @@
 #
 #   scripts/install-cuda-toolchain.sh           # install (or check) and write .tools/cuda/env.sh
 #   . .tools/cuda/env.sh                        # CUDA_HOME, PATH (nvcc), CUDA_COMPUTE_CAP (default 90)
-#   CARGO_TARGET_DIR=target/cuda-check cargo check -p runner --features cuda
+#   cargo check -p runner --features cuda
 #
 # Pinned to CUDA 13.0: a newer nvcc emits PTX that a CUDA 13.0 driver (580) rejects, and cudarc 0.19.10
 # does not know releases after 13.0. Only what `check` needs is installed: compiling candle-kernels' PTX needs
