@@ -100,7 +100,19 @@ source jobs/env.sh
 # and on what would stop every task before it measures (`plan --check`: checkpoints or prompts not in the cache, a
 # binary built without CUDA for a CUDA grid, a parity search split into shards). Its table is not wanted here; its
 # errors are on stderr.
-"$DLLM_BENCH" plan --check --config "$CONFIG" --shards "$SHARDS" "$@" >/dev/null
+# The extra flags that are `run`'s alone stay out of the plan; those the job scripts set themselves are refused.
+PLAN_FLAGS=()
+for flag in "$@"; do
+    case "$flag" in
+        --offline|-q|--quiet|--allow-other-build|--retry-failed|--retry-oom) ;;
+        --run-dir|--run-dir=*|--resume|--resume=*|--output-dir|--output-dir=*|-o|--shard|--shard=*)
+            echo "submit.sh: $flag after --: the job scripts choose each shard's run folder and shard themselves; fix: \
+leave it out (--results and --name choose where the run goes)" >&2
+            exit 2 ;;
+        *) PLAN_FLAGS+=("$flag") ;;
+    esac
+done
+"$DLLM_BENCH" plan --check --config "$CONFIG" --shards "$SHARDS" ${PLAN_FLAGS[@]+"${PLAN_FLAGS[@]}"} >/dev/null
 mkdir -p "$RUN_ROOT"
 echo "$SHARDS" >"$RUN_ROOT/shards"
 

@@ -179,8 +179,11 @@ fn job_scripts_on_a_real_slurm() {
     for (args, says) in [
         (&["--shards", "2"][..], "was submitted with --shards 3"),
         (&["--shards", "3", "--tasks", "3"], "shard 3 does not exist"),
-        // `plan --check`: what would stop every task before it measures (this binary has no CUDA).
-        (&["--shards", "3", "--", "--device", "cuda"], "built without CUDA"),
+        // `plan --check`: what would stop every task before it measures (this binary has no CUDA); the flags that
+        // are `run`'s alone are not handed to it.
+        (&["--shards", "3", "--", "--offline", "-q", "--allow-other-build", "--device", "cuda"], "built without CUDA"),
+        // What the job scripts set themselves.
+        (&["--shards", "3", "--", "--run-dir", "elsewhere"], "choose each shard's run folder"),
     ] {
         let out = resubmit(args);
         let stderr = String::from_utf8_lossy(&out.stderr);
