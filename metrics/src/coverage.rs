@@ -47,19 +47,34 @@ impl Partial {
 /// Whether `evaluator` has settled the perplexity of `cell`'s continuations: a value, or the error that prevented
 /// it (`quality_errors`). What a run's scoring still has to do, and what a bundle stopped while scoring lacks.
 pub fn perplexity_settled(cell: &Cell, evaluator: &str) -> bool {
-    let of = |metric: &str, by: Option<&str>| metric == "perplexity" && by == Some(evaluator);
+    settled(cell, "perplexity", evaluator)
+}
+
+/// Whether `evaluator` has settled `metric` of `cell`'s continuations: a value, or the error that prevented it.
+/// BERTScore's three values are settled together, by `bertscore_f1`'s value or error.
+pub fn settled(cell: &Cell, metric: &str, evaluator: &str) -> bool {
+    let of = |m: &str, by: Option<&str>| m == metric && by == Some(evaluator);
     cell.quality.iter().any(|q| of(&q.metric, q.evaluator.as_deref()))
         || cell.quality_errors.iter().any(|q| of(&q.metric, q.evaluator.as_deref()))
 }
 
+/// The metric that says whether a cell's BERTScore is settled ([`settled`]).
+pub const BERTSCORE_SETTLED_BY: &str = "bertscore_f1";
+
 /// The cells with continuations (each group's quality cell) whose perplexity some evaluator of the bundle's
-/// `[quality]` table has not settled ([`perplexity_settled`]): a run stopped while its evaluators scored writes
+/// `[quality]` table has not settled ([`perplexity_settled`]), or whose BERTScore its encoder has not: a run
+/// stopped while its evaluators scored writes
 /// every cell, but not every value its verdicts come from.
 pub fn unscored_cells(b: &Bundle) -> Vec<&CellKey> {
     let evaluators = b.provenance.config.evaluators();
+    let encoder = b.provenance.config.quality.as_ref().and_then(|q| q.bertscore.as_ref()).map(|e| e.id.as_str());
     b.cells
         .iter()
-        .filter(|c| !c.generations.is_empty() && evaluators.iter().any(|e| !perplexity_settled(c, &e.id)))
+        .filter(|c| {
+            !c.generations.is_empty()
+                && (evaluators.iter().any(|e| !perplexity_settled(c, &e.id))
+                    || encoder.is_some_and(|e| !settled(c, BERTSCORE_SETTLED_BY, e)))
+        })
         .map(|c| &c.key)
         .collect()
 }

@@ -156,12 +156,17 @@ impl ParityOptions {
         }
     }
 
-    /// The options a bundle's config asks for: `quality.parity_metric`, the primary evaluator for perplexity,
+    /// The options a bundle's config asks for: `quality.parity_metric`, the primary evaluator for perplexity (the
+    /// encoder for BERTScore),
     /// `quality.bootstrap_resamples`, `run.seed`. `None` when the config has no `[quality]` table.
     pub fn from_config(bundle: &Bundle) -> Option<ParityOptions> {
         let cfg = &bundle.provenance.config;
         let q = cfg.quality.as_ref()?;
-        let evaluator = (q.parity_metric == "perplexity").then(|| q.evaluators.first().map(|e| e.id.clone())).flatten();
+        let evaluator = match q.parity_metric.as_str() {
+            "perplexity" => q.evaluators.first().map(|e| e.id.clone()),
+            m if m.starts_with("bertscore_") => q.bertscore.as_ref().map(|b| b.id.clone()),
+            _ => None,
+        };
         Some(ParityOptions {
             metric: q.parity_metric.clone(),
             evaluator,

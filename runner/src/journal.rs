@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use schema::bundle::{QualityError, QualityValue};
-use schema::{Cell, CellKey, Execution, ModelInfo, PromptSetInfo, ShardInfo};
+use schema::{Cell, CellKey, EncoderInfo, Execution, ModelInfo, PromptSetInfo, ShardInfo};
 use serde::{Deserialize, Serialize};
 
 use crate::{InputError, output};
@@ -164,6 +164,8 @@ pub enum Record {
     Execution(Execution),
     /// A model was loaded.
     Model(ModelInfo),
+    /// A BERTScore encoder was loaded.
+    Encoder(EncoderInfo),
     /// A cell finished (any status).
     Cell(Cell),
     /// An evaluator scored a finished cell's generations.
@@ -189,6 +191,8 @@ pub struct State {
     pub executions: Vec<Execution>,
     /// The models, in order of first load.
     pub models: Vec<ModelInfo>,
+    /// The BERTScore encoders, in order of first load.
+    pub encoders: Vec<EncoderInfo>,
     /// The finished cells, in order.
     pub cells: Vec<Cell>,
 }
@@ -283,6 +287,7 @@ pub fn read(path: &Path) -> Result<(Header, State, u64)> {
             }
             (Record::Execution(e), true) => state.executions.push(e),
             (Record::Model(m), true) => state.models.push(m),
+            (Record::Encoder(e), true) => state.encoders.push(e),
             (Record::Cell(c), true) => state.add_cell(c),
             (Record::Quality { key, value }, true) => state.add_quality(&key, value),
             (Record::QualityError { key, error }, true) => state.add_quality_error(&key, error),
@@ -382,6 +387,7 @@ impl Journal {
             Record::Header(_) => {}
             Record::Execution(e) => self.state.executions.push(e),
             Record::Model(m) => self.state.models.push(m),
+            Record::Encoder(e) => self.state.encoders.push(e),
             Record::Cell(c) => self.state.add_cell(c),
             Record::Quality { key, value } => self.state.add_quality(&key, value),
             Record::QualityError { key, error } => self.state.add_quality_error(&key, error),

@@ -38,7 +38,7 @@ pub struct Merged {
     pub bundle: Bundle,
     /// Cells of the grid no shard had (only with `allow_missing`).
     pub missing: Vec<CellKey>,
-    /// Per input bundle with any, its cells whose continuations lack an evaluator's perplexity (only with
+    /// Per input bundle with any, its cells whose continuations lack an evaluator's perplexity or BERTScore (only with
     /// `allow_missing`).
     pub unscored: Vec<String>,
     /// Device models seen, e.g. `cuda NVIDIA A100-SXM4-80GB`.
@@ -256,7 +256,7 @@ pub fn merge(inputs: &[(PathBuf, Bundle)], opts: MergeOptions) -> Result<Merged,
     }
     if !unscored.is_empty() && !opts.allow_missing {
         return refuse(format!(
-            "continuations lack an evaluator's perplexity (a run stopped while scoring):\n{}\n  fix: resume those \
+            "continuations lack an evaluator's perplexity or the encoder's BERTScore (a run stopped while scoring):\n{}\n  fix: resume those \
              runs to the end (`dllm-bench run --resume` their run folders), or pass --allow-missing to merge \
              without those values",
             list(unscored, 10)
@@ -265,10 +265,12 @@ pub fn merge(inputs: &[(PathBuf, Bundle)], opts: MergeOptions) -> Result<Merged,
     cells.sort_by_key(|c| order.get(&c.key).copied().unwrap_or(usize::MAX));
     // As a single run lists them: measured models and evaluators, in config order, those with cells or values.
     let models = crate::sweep::bundle_models(&first.provenance.config, &models, &cells);
+    let known: Vec<schema::EncoderInfo> = inputs.iter().flat_map(|(_, b)| b.encoders.iter().cloned()).collect();
+    let encoders = crate::sweep::bundle_encoders(&known, &cells);
     let mut provenance = first.provenance.clone();
     provenance.created_at =
         inputs.iter().map(|(_, b)| b.provenance.created_at.clone()).min().unwrap_or(provenance.created_at);
-    provenance.synthetic_weights = models.iter().any(|m| m.synthetic);
+    provenance.synthetic_weights = models.iter().any(|m| m.synthetic) || encoders.iter().any(|e| e.synthetic);
     provenance.config_sha256 = Some(hash0);
     provenance.shard = None;
     provenance.planned_cells = Some(grid.len() as u32);
@@ -279,6 +281,7 @@ pub fn merge(inputs: &[(PathBuf, Bundle)], opts: MergeOptions) -> Result<Merged,
         schema_version: schema::SchemaVersion::CURRENT,
         provenance,
         models,
+        encoders,
         prompt_set: first.prompt_set.clone(),
         cells,
         parity: Vec::new(),

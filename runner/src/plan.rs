@@ -58,6 +58,11 @@ pub struct ConfigArgs {
     /// quality.parity_search).
     #[arg(long)]
     pub parity_search: bool,
+    /// Also score BERTScore against each prompt's true continuation, with this BERT or RoBERTa encoder (default
+    /// FacebookAI/roberta-large at the bert_score package's layer 17; needs a `[quality]` table; sets
+    /// quality.bertscore). The encoder is read from the model cache like the models (`dllm-bench fetch`).
+    #[arg(long, value_name = "ENCODER", num_args = 0..=1, default_missing_value = DEFAULT_BERTSCORE_ENCODER)]
+    pub bertscore: Option<String>,
     /// Override the attention: ops (candle's matmul, softmax, matmul), fused (the CPU's kernel) or cudnn (cuDNN's
     /// fused attention on CUDA, bf16; a build with the `cudnn` feature). Sets run.attention.
     #[arg(long, value_name = "KIND", value_parser = AttentionKernel::parse)]
@@ -71,6 +76,9 @@ pub struct ConfigArgs {
     #[arg(long)]
     pub cuda_fused_ops: bool,
 }
+
+/// The encoder `--bertscore` uses when given no id: the `bert_score` package's default for English.
+pub const DEFAULT_BERTSCORE_ENCODER: &str = "FacebookAI/roberta-large";
 
 /// A sampler series by its config name.
 /// One value of a comma-separated list of counts (`--steps 4,8` or `--steps "4, 8"`); its range is the config's to
@@ -281,6 +289,27 @@ pub fn resolve_with_base(
             }
         }
     }
+    if let Some(id) = &args.bertscore {
+        overrides.push(format!("--bertscore {id}"));
+        match config.quality.as_mut() {
+            Some(q) => {
+                let same = q.bertscore.as_ref().filter(|b| b.id == *id).cloned();
+                q.bertscore = Some(same.unwrap_or(schema::grid::BertScoreSpec {
+                    id: id.clone(),
+                    revision: None,
+                    layer: None,
+                    synthetic: None,
+                }));
+            }
+            None => {
+                return Err(InputError(format!(
+                    "--bertscore: {label} has no [quality] table, so no continuations are generated to score; fix: \
+                     add [quality] (see config/demo.toml), or drop --bertscore"
+                ))
+                .into());
+            }
+        }
+    }
     if let Some(q) = config.quality.as_mut() {
         // Stated, so that the bundle says in which precision its perplexities were computed.
         q.dtype = Some(q.evaluator_dtype());
@@ -293,6 +322,10 @@ pub fn resolve_with_base(
     }
     // A preset is recorded as the count it stands for, so that every reader sees the number.
     config.prompts.count = config.prompts.prompt_count();
+    // So is BERTScore's default layer (validated: there is one).
+    if let Some(b) = config.quality.as_mut().and_then(|q| q.bertscore.as_mut()) {
+        b.layer = b.layer.or_else(|| schema::grid::bertscore_default_layer(&b.id));
+    }
     check_synthetic(&config, &source)?;
     // The embedded set is known here (a file's or Wikitext's size only when it is read): `plan` refuses what `run`
     // would.

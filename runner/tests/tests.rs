@@ -1,6 +1,8 @@
 //! Integration tests of the runner: one binary, one module per area.
 
 mod bench_plan;
+mod bertscore;
+mod bertscore_run;
 mod chat;
 mod cli;
 mod compare;

@@ -23,6 +23,10 @@ pub struct Bundle {
     pub provenance: Provenance,
     /// The models measured.
     pub models: Vec<ModelInfo>,
+    /// Since 1.9: the encoders that scored BERTScore (`quality.bertscore`), as loaded. Not read by wasm32 builds.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
+    pub encoders: Vec<EncoderInfo>,
     /// The prompts the cells used.
     pub prompt_set: PromptSetInfo,
     /// One entry per grid cell.
@@ -341,6 +345,34 @@ pub struct ModelInfo {
     /// the prompts were used as they are.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chat_template: Option<ChatTemplateInfo>,
+}
+
+/// Since 1.9: a BERT or RoBERTa encoder that scored BERTScore, as loaded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct EncoderInfo {
+    /// Hub repository id: the `evaluator` of its quality values.
+    pub id: String,
+    /// Requested revision.
+    pub revision: String,
+    /// The snapshot commit loaded.
+    pub commit: String,
+    /// `model_type` of its `config.json`: `bert` or `roberta`.
+    pub architecture: String,
+    /// Its number of layers.
+    pub layers: u32,
+    /// The layer whose output was compared (0: the embeddings).
+    pub layer: u32,
+    /// Hidden size.
+    pub hidden: u32,
+    /// Number of parameters.
+    pub parameters: u64,
+    /// Precision it ran in.
+    pub dtype: Precision,
+    /// SHA-256 (hex) of its `tokenizer.json`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer_sha256: Option<String>,
+    /// True when the weights are synthetic (random): its scores mean nothing.
+    pub synthetic: bool,
 }
 
 /// Since 1.5: the chat template a model's prompts were wrapped in.

@@ -24,8 +24,8 @@ mod strict;
 pub mod version;
 
 pub use bundle::{
-    Bundle, Cell, CellKey, CellStatus, ChatTemplateInfo, DeviceInfo, Execution, ModelInfo, ModelShape, PromptSetInfo,
-    Provenance, Repetition, RunConditions, Sampler, ShardInfo, SlurmInfo, TokenizerInfo,
+    Bundle, Cell, CellKey, CellStatus, ChatTemplateInfo, DeviceInfo, EncoderInfo, Execution, ModelInfo, ModelShape,
+    PromptSetInfo, Provenance, Repetition, RunConditions, Sampler, ShardInfo, SlurmInfo, TokenizerInfo,
 };
 pub use grid::{ConfigError, GridConfig, ModelKind};
 pub use index::{BundleIndex, IndexEntry};

@@ -441,7 +441,8 @@ fn upgrade_step(from: SchemaVersion, value: &mut Value) -> Result<SchemaVersion,
         }
         // 1.0 -> 1.1 only added optional fields: nothing to transform.
         SchemaVersion::V1_0 => Ok(SchemaVersion::V1_1),
-        // 1.1 -> 1.2, 1.2 -> 1.3, 1.3 -> 1.4, 1.4 -> 1.5, 1.5 -> 1.6, 1.6 -> 1.7 and 1.7 -> 1.8 likewise.
+        // 1.1 -> 1.2, 1.2 -> 1.3, 1.3 -> 1.4, 1.4 -> 1.5, 1.5 -> 1.6, 1.6 -> 1.7, 1.7 -> 1.8 and 1.8 -> 1.9
+        // likewise.
         SchemaVersion::V1_1 => Ok(SchemaVersion::V1_2),
         SchemaVersion::V1_2 => Ok(SchemaVersion::V1_3),
         SchemaVersion::V1_3 => Ok(SchemaVersion::V1_4),
@@ -449,7 +450,8 @@ fn upgrade_step(from: SchemaVersion, value: &mut Value) -> Result<SchemaVersion,
         SchemaVersion::V1_5 => Ok(SchemaVersion::V1_6),
         SchemaVersion::V1_6 => Ok(SchemaVersion::V1_7),
         SchemaVersion::V1_7 => Ok(SchemaVersion::V1_8),
-        SchemaVersion::V1_8 => Ok(SchemaVersion::V1_8),
+        SchemaVersion::V1_8 => Ok(SchemaVersion::V1_9),
+        SchemaVersion::V1_9 => Ok(SchemaVersion::V1_9),
     }
 }
 

@@ -65,6 +65,11 @@ pub enum SchemaVersion {
     /// compute mode and other processes when it started measuring (`conditions`), the study's hardware controls. A
     /// 1.x file reads unchanged: its conditions are absent.
     V1_8,
+    /// `1.9`: BERTScore. The config's `quality.bertscore` names the BERT or RoBERTa encoder and its layer, the
+    /// bundle's `encoders` what was loaded (its snapshot, shape and whether it was synthetic), and the quality
+    /// values `bertscore_precision`, `bertscore_recall` and `bertscore_f1` carry the encoder's id as their
+    /// evaluator. A 1.x file reads unchanged: it has no BERTScore.
+    V1_9,
 }
 
 /// A version as written in a file: may be newer than any variant this build knows.
@@ -78,10 +83,10 @@ pub struct VersionNumber {
 
 impl SchemaVersion {
     /// The version this build writes.
-    pub const CURRENT: SchemaVersion = SchemaVersion::V1_8;
+    pub const CURRENT: SchemaVersion = SchemaVersion::V1_9;
 
     /// Every known version, oldest first.
-    pub const ALL: [SchemaVersion; 10] = [
+    pub const ALL: [SchemaVersion; 11] = [
         SchemaVersion::V0_1,
         SchemaVersion::V1_0,
         SchemaVersion::V1_1,
@@ -92,6 +97,7 @@ impl SchemaVersion {
         SchemaVersion::V1_6,
         SchemaVersion::V1_7,
         SchemaVersion::V1_8,
+        SchemaVersion::V1_9,
     ];
 
     /// The number written in files.
@@ -107,6 +113,7 @@ impl SchemaVersion {
             SchemaVersion::V1_6 => VersionNumber { major: 1, minor: 6 },
             SchemaVersion::V1_7 => VersionNumber { major: 1, minor: 7 },
             SchemaVersion::V1_8 => VersionNumber { major: 1, minor: 8 },
+            SchemaVersion::V1_9 => VersionNumber { major: 1, minor: 9 },
         }
     }
 

@@ -112,6 +112,7 @@ pub fn sample_bundle_of(config: GridConfig) -> Bundle {
             model("dllm-bench/synthetic-llama-tiny", ModelKind::Llama),
             model("dllm-bench/synthetic-llada-tiny", ModelKind::Llada),
         ],
+        encoders: Vec::new(),
         prompt_set: PromptSetInfo {
             source: "embedded:demo".into(),
             selection: "first 8".into(),

@@ -56,6 +56,7 @@ fn every_v1_fixture_reads() {
         ("v1.5", SchemaVersion::V1_5.number()),
         ("v1.7", SchemaVersion::V1_7.number()),
         ("v1.8", SchemaVersion::V1_8.number()),
+        ("v1.9", SchemaVersion::V1_9.number()),
     ] {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(minor);
         let mut n = 0;
@@ -131,9 +132,9 @@ fn newer_major_is_refused_with_upgrade_advice() {
 #[test]
 fn newer_minor_is_read_ignoring_unknown_fields() {
     let text = write_bundle(&sample_bundle())
-        .replacen(&format!("\"{}\"", SchemaVersion::CURRENT), "\"1.9\"", 1)
+        .replacen(&format!("\"{}\"", SchemaVersion::CURRENT), "\"1.10\"", 1)
         .replacen("\"provenance\": {", "\"provenance\": {\n \"future_field\": [1, 2],", 1);
-    let r = read_bundle_detailed(&text).expect("1.7 reads");
+    let r = read_bundle_detailed(&text).expect("1.10 reads");
     assert!(r.newer_minor());
     assert_eq!(r.bundle.cells.len(), sample_bundle().cells.len());
 }
@@ -218,7 +219,7 @@ fn newer_minor_with_unknown_fields_in_the_embedded_config_is_read() {
     // A newer writer may add config fields (a new `[quality]` option, a sampler axis); the config a bundle embeds is
     // provenance, so an older reader ignores what it does not know instead of refusing the bundle.
     let mut v: serde_json::Value = serde_json::from_str(&write_bundle(&sample_bundle())).expect("json");
-    v["schema_version"] = "1.9".into();
+    v["schema_version"] = "1.10".into();
     let config = &mut v["provenance"]["config"];
     config["future_table"] = serde_json::json!({"x": 1});
     config["grid"]["sampler_variants"] = serde_json::json!(["reference", "dual"]);
@@ -303,14 +304,25 @@ fn a_bundle_whose_config_has_fields_that_drive_nothing_stays_readable() {
     assert!(err.to_string().contains("grid.steps") && err.to_string().contains("add a diffusion model"), "{err}");
 }
 
-/// The current version's sample (a demo run of this version: both sampler series, quality, energy unavailable) is
-/// written back byte for byte: a change to how 1.8 is written fails here, and needs a new minor version.
+/// The current version's sample (a demo run of this version: both sampler series, quality with BERTScore, energy
+/// unavailable) is written back byte for byte: a change to how 1.9 is written fails here, and needs a new minor
+/// version.
 #[test]
 fn the_current_versions_sample_writes_back_unchanged() {
-    let text = fixture("v1.8/demo.json");
-    let r = read_bundle_detailed(&text).expect("1.8 fixture");
+    let text = fixture("v1.9/demo.json");
+    let r = read_bundle_detailed(&text).expect("1.9 fixture");
     assert!(!r.upgraded() && !r.newer_minor());
-    assert_eq!(write_bundle(&r.bundle), text.trim_end(), "the bytes a 1.8 bundle is written as");
+    assert_eq!(write_bundle(&r.bundle), text.trim_end(), "the bytes a 1.9 bundle is written as");
+    // 1.9: the encoder that scored BERTScore, and its values under its id.
+    let e = r.bundle.encoders.first().expect("1.9 lists the BERTScore encoder");
+    assert!(e.synthetic && e.layer == 2 && e.architecture == "roberta", "{e:?}");
+    let scored = r.bundle.cells.iter().flat_map(|c| &c.quality).filter(|q| q.metric == "bertscore_f1");
+    assert!(scored.clone().count() > 0 && scored.clone().all(|q| q.evaluator.as_deref() == Some(e.id.as_str())));
+    let bs = r.bundle.provenance.config.quality.as_ref().and_then(|q| q.bertscore.as_ref()).expect("the config's");
+    assert_eq!(bs.layer, Some(2));
+    // A 1.8 bundle reads with none.
+    let old = read_bundle(&fixture("v1.8/demo.json")).expect("1.8 fixture");
+    assert!(old.encoders.is_empty() && old.provenance.config.quality.as_ref().is_some_and(|q| q.bertscore.is_none()));
     let p = &r.bundle.provenance;
     assert!(p.synthetic_weights && p.planned_cells == Some(r.bundle.cells.len() as u32));
     assert!(p.executions.iter().all(|e| e.energy.as_ref().is_some_and(|m| m.unavailable.is_some())));

@@ -43,7 +43,7 @@ pub fn main(args: FetchArgs) -> Result<ExitCode> {
         crate::say!("HF_HUB_OFFLINE is set: checking the cache only, downloading nothing");
     }
     let mut wanted: Vec<Asset> = Vec::new();
-    // The measured models, then the evaluators of [quality] that are not measured models.
+    // The measured models, then the evaluators of [quality] that are not measured models, then its encoder.
     let evaluators = cfg.evaluators();
     let measured = cfg.models.iter().map(|m| (m, cfg.prompts.chat_template));
     for (m, chat_template) in measured.chain(evaluators.iter().filter(|e| !cfg.models.contains(e)).map(|e| (e, false)))
@@ -52,6 +52,15 @@ pub fn main(args: FetchArgs) -> Result<ExitCode> {
             crate::say!("{}: synthetic (a synthetic table): `dllm-bench run` writes it; nothing to fetch", m.id);
         } else if !wanted.iter().any(|w| w.id() == m.id) {
             wanted.push(Asset::Model { id: m.id.clone(), revision: m.revision.clone(), chat_template });
+        }
+    }
+    // The BERTScore encoder (config, tokenizer, weights, as a model's).
+    if let Some(b) = cfg.quality.as_ref().and_then(|q| q.bertscore.as_ref()) {
+        if b.synthetic.is_some() {
+            crate::say!("{}: synthetic (a synthetic table): `dllm-bench run` writes it; nothing to fetch", b.id);
+        } else if !wanted.iter().any(|w| w.id() == b.id) {
+            let revision = b.revision.clone().unwrap_or_else(|| "main".into());
+            wanted.push(Asset::Model { id: b.id.clone(), revision, chat_template: false });
         }
     }
     for id in &args.extra_model_id {

@@ -85,7 +85,7 @@ pub fn main(args: MergeArgs) -> Result<ExitCode> {
     }
     if !merged.unscored.is_empty() {
         eprintln!(
-            "warning: continuations lack an evaluator's perplexity (--allow-missing: S_parity skips those K): {}",
+            "warning: continuations lack an evaluator's perplexity or BERTScore (--allow-missing: S_parity skips those K): {}",
             merged.unscored.join("; ")
         );
     }

@@ -119,10 +119,19 @@ pub fn main(args: PlanArgs) -> Result<ExitCode> {
         cfg.prompts.prompt_count(),
         file_name_of(cfg.prompts.source)
     );
+    if let Some(b) = cfg.quality.as_ref().and_then(|q| q.bertscore.as_ref()) {
+        println!(
+            "# BERTScore against the true continuations: encoder {} (revision {}), layer {}",
+            b.id,
+            b.revision.as_deref().unwrap_or("main"),
+            b.layer.map_or("?".into(), |l| l.to_string())
+        );
+    }
     // Every model and evaluator whose weights the runner writes, once each.
     let evaluators = cfg.quality.iter().flat_map(|q| &q.evaluators).filter(|e| e.synthetic.is_some()).map(|e| &e.id);
+    let encoder = cfg.quality.iter().flat_map(|q| &q.bertscore).filter(|b| b.synthetic.is_some()).map(|b| &b.id);
     let mut synthetic: Vec<&str> = Vec::new();
-    for id in cfg.models.iter().filter(|m| m.synthetic.is_some()).map(|m| &m.id).chain(evaluators) {
+    for id in cfg.models.iter().filter(|m| m.synthetic.is_some()).map(|m| &m.id).chain(evaluators).chain(encoder) {
         if !synthetic.contains(&id.as_str()) {
             synthetic.push(id);
         }
@@ -234,6 +243,17 @@ fn check_cached_models(
             Ok(_) => evaluators.push(e.id.clone()),
             Err(_) if e.synthetic.is_some() => to_write.push(format!("{} (evaluator)", e.id)),
             Err(_) => to_fetch.push(format!("{} (evaluator)", e.id)),
+        }
+    }
+    if let Some(b) = cfg.quality.as_ref().and_then(|q| q.bertscore.as_ref()) {
+        let revision = b.revision.as_deref().unwrap_or("main");
+        match crate::model::ModelFiles::from_hf_cache(cache, &b.id, revision) {
+            Ok(files) => match crate::model::encoder::Encoder::check_files(&files) {
+                Ok(_) => evaluators.push(format!("{} (BERTScore encoder)", b.id)),
+                Err(e) => blockers.push(format!("the BERTScore encoder {}: {}", b.id, crate::error_text(&e))),
+            },
+            Err(_) if b.synthetic.is_some() => to_write.push(format!("{} (BERTScore encoder)", b.id)),
+            Err(_) => to_fetch.push(format!("{} (BERTScore encoder)", b.id)),
         }
     }
     match prompts {

@@ -8,6 +8,7 @@ pub mod chat;
 pub mod check;
 pub mod config;
 pub mod cudnn;
+pub mod encoder;
 pub mod files;
 pub mod ops;
 pub mod profile;

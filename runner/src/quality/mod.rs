@@ -9,6 +9,7 @@
 //!   low values flag degenerate, repetitive text whose perplexity is deceptively low.
 //! - `token_f1`, `rouge_l_f1` (higher is better): word overlap with the true continuation of the prompt.
 
+pub mod bertscore;
 pub mod text;
 
 use anyhow::{Context, Result};
@@ -45,7 +46,7 @@ pub fn text_quality(generations: &[Generation]) -> Vec<QualityValue> {
 }
 
 /// A quality value from per-prompt values; `None` when there are none.
-fn pooled(
+pub(crate) fn pooled(
     metric: &str,
     direction: Direction,
     evaluator: Option<&str>,

@@ -3,7 +3,7 @@
 use std::collections::{HashMap, HashSet};
 
 use schema::SchemaVersion;
-use schema::bundle::{Bundle, Cell, CellKey, ModelInfo, Provenance};
+use schema::bundle::{Bundle, Cell, CellKey, EncoderInfo, ModelInfo, Provenance};
 use schema::grid::{DeviceSpec, GridConfig};
 
 use super::attention;
@@ -28,12 +28,31 @@ pub(crate) fn bundle_models(config: &GridConfig, known: &[ModelInfo], cells: &[C
     models
 }
 
+/// The encoders a bundle of `cells` lists, from those `known` (loaded): each once, in load order, and only those
+/// whose id is the evaluator of a quality value or error of `cells`.
+pub(crate) fn bundle_encoders(known: &[EncoderInfo], cells: &[Cell]) -> Vec<EncoderInfo> {
+    let scored = |id: &str| {
+        cells.iter().any(|c| {
+            c.quality.iter().any(|q| q.evaluator.as_deref() == Some(id))
+                || c.quality_errors.iter().any(|q| q.evaluator.as_deref() == Some(id))
+        })
+    };
+    let mut out: Vec<EncoderInfo> = Vec::new();
+    for e in known.iter().filter(|e| scored(&e.id)) {
+        if !out.iter().any(|x| x.id == e.id) {
+            out.push(e.clone());
+        }
+    }
+    out
+}
+
 /// The bundle of what the journal holds: the planned cells done so far, in grid order.
 pub(super) fn assemble(resolved: &ResolvedConfig, journal: &Journal, planned: &[CellKey], spec: DeviceSpec) -> Bundle {
     let h = &journal.header;
     let by_key: HashMap<&CellKey, &Cell> = journal.state.cells.iter().map(|c| (&c.key, c)).collect();
     let cells: Vec<Cell> = planned.iter().filter_map(|k| by_key.get(k).map(|c| (*c).clone())).collect();
     let models = bundle_models(&resolved.config, &journal.state.models, &cells);
+    let encoders = bundle_encoders(&journal.state.encoders, &cells);
     Bundle {
         schema_version: SchemaVersion::CURRENT,
         provenance: Provenance {
@@ -44,7 +63,7 @@ pub(super) fn assemble(resolved: &ResolvedConfig, journal: &Journal, planned: &[
             created_at: h.created_at.clone(),
             host: sysinfo::host(),
             device: journal.state.executions.last().map_or_else(|| execution::device_info(spec), |e| e.device.clone()),
-            synthetic_weights: models.iter().any(|m| m.synthetic),
+            synthetic_weights: models.iter().any(|m| m.synthetic) || encoders.iter().any(|e| e.synthetic),
             config_source: h.config_source.clone(),
             config: resolved.config.clone(),
             attention: attention(&resolved.config),
@@ -55,6 +74,7 @@ pub(super) fn assemble(resolved: &ResolvedConfig, journal: &Journal, planned: &[
             missing_cells: Vec::new(),
         },
         models,
+        encoders,
         prompt_set: h.prompt_set.clone(),
         cells,
         parity: Vec::new(),

@@ -40,7 +40,7 @@ mod search;
 mod tokens;
 
 use assemble::assemble;
-pub(crate) use assemble::bundle_models;
+pub(crate) use assemble::{bundle_encoders, bundle_models};
 use folder::{
     check_final_bundle, check_same_sources, create_journal, final_bundle_path, open_folder, remove_run_files,
 };
@@ -338,6 +338,10 @@ pub fn run(resolved: &ResolvedConfig, opts: &SweepOptions) -> Result<SweepOutcom
             evaluator_files.push((e, files));
         }
     }
+    let encoder = match cfg.quality.as_ref().and_then(|q| q.bertscore.as_ref()) {
+        Some(b) => Some((b, models::encoder_files(b, &opts.model_cache_dir)?)),
+        None => None,
+    };
     // Then the prompts, in each model's tokens (a file problem of any model is said first).
     let to_load: Vec<(&ModelSpec, ModelFiles)> = to_load
         .into_iter()
@@ -368,7 +372,7 @@ pub fn run(resolved: &ResolvedConfig, opts: &SweepOptions) -> Result<SweepOutcom
     }
     progress.done();
     if stopped.is_none() {
-        let r = score_all(&env, &evaluator_files, &mut journal, &planned);
+        let r = score_all(&env, &evaluator_files, encoder.as_ref(), &mut journal, &planned);
         stopped = env.keep_partial(r, &journal, &planned)?;
     }
     // --parity-search: bisect K between each S_parity and the K below it, measuring the new cells like any other.
@@ -402,7 +406,7 @@ pub fn run(resolved: &ResolvedConfig, opts: &SweepOptions) -> Result<SweepOutcom
         stopped = env.keep_partial(r, &journal, &planned)?;
         p.done();
         if stopped.is_none() {
-            let r = score_all(&env, &evaluator_files, &mut journal, &planned);
+            let r = score_all(&env, &evaluator_files, encoder.as_ref(), &mut journal, &planned);
             stopped = env.keep_partial(r, &journal, &planned)?;
         }
     }

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use schema::bundle::{CellKey, CellStatus, ChatTemplateInfo, ModelInfo, TokenizerInfo};
-use schema::grid::{AttentionKernel, ModelSpec, Precision};
+use schema::grid::{AttentionKernel, BertScoreSpec, ModelSpec, Precision};
 use sha2::{Digest, Sha256};
 
 use super::Env;
@@ -15,6 +15,7 @@ use super::progress::Progress;
 use super::scoring::add_generations;
 use super::tokens::TokenCache;
 use crate::journal::{Journal, Record};
+use crate::model::encoder::Encoder;
 use crate::model::{ChatFrame, ChatTemplate, LoadedModel, ModelFiles, TransformerOptions};
 use crate::{InputError, device, execution, synth};
 
@@ -193,6 +194,49 @@ pub(super) fn model_files(
         };
         anyhow::Error::new(InputError(format!("model {}: {e}{also}", m.id)))
     })
+}
+
+/// Finds the BERTScore encoder in the HF cache, first writing a synthetic one when the config asks for it, and checks
+/// its files (`config.json`, `tokenizer.json`) and that it has the layer asked for, before anything is measured.
+pub(super) fn encoder_files(b: &BertScoreSpec, cache: &Path) -> Result<ModelFiles> {
+    if let Some(s) = &b.synthetic {
+        let spec = synth::encoder::EncoderSynth {
+            seed: s.seed,
+            layers: s.layers.map_or(synth::encoder::EncoderSynth::tiny().layers, |n| n as usize),
+            ..synth::encoder::EncoderSynth::tiny()
+        };
+        synth::encoder::write_synthetic_encoder(cache, &b.id, &spec)
+            .map_err(|e| synth::cache_error(e, &b.id, cache))?;
+    }
+    let revision = b.revision.clone().unwrap_or_else(|| "main".into());
+    let files = ModelFiles::from_hf_cache(cache, &b.id, &revision).map_err(|e| {
+        let repo = cache.join(format!("models--{}", b.id.replace('/', "--")));
+        let also = match (b.synthetic.is_none() && !repo.exists(), &e) {
+            (true, crate::model::ModelError::MissingFile { .. }) => format!(
+                " ({} is not in the cache {} at all: `dllm-bench fetch --config CONFIG` fills it where there is \
+                 network; --model-cache-dir, HF_HUB_CACHE or HF_HOME choose the cache)",
+                b.id,
+                cache.display()
+            ),
+            _ => String::new(),
+        };
+        anyhow::Error::new(InputError(format!("the BERTScore encoder {}: {e}{also}", b.id)))
+    })?;
+    let config = Encoder::check_files(&files)
+        .map_err(|e| InputError(format!("the BERTScore encoder {}: {}", b.id, crate::error_text(&e))))?;
+    let layer = b.layer.or_else(|| schema::grid::bertscore_default_layer(&b.id)).unwrap_or(0) as usize;
+    if layer > config.layers {
+        return Err(InputError(format!(
+            "quality.bertscore.layer = {layer}, and the encoder {} has {} layers ({}); fix: name one of its layers (1 \
+             to {})",
+            b.id,
+            config.layers,
+            files.config.display(),
+            config.layers
+        ))
+        .into());
+    }
+    Ok(files)
 }
 
 /// What the bundle records of a model, with the chat template its prompts were wrapped in.

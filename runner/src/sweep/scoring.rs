@@ -1,9 +1,10 @@
 //! Quality: the continuations of each group's largest-B cell (text statistics at once), then each evaluator's
-//! perplexity of them; a value that cannot be computed is recorded, never skipped silently.
+//! perplexity of them, then their BERTScore; a value that cannot be computed is recorded, never skipped silently.
 
 use anyhow::{Context, Result};
-use schema::bundle::{Cell, CellKey, Generation, Sampler};
-use schema::grid::{GridConfig, ModelKind, ModelSpec, Precision};
+use schema::bundle::{Cell, CellKey, EncoderInfo, Generation, Sampler};
+use schema::grid::{BertScoreSpec, GridConfig, ModelKind, ModelSpec, Precision};
+use sha2::{Digest, Sha256};
 
 use super::Env;
 use super::measure::generate_rows;
@@ -11,15 +12,17 @@ use super::models::model_info;
 use super::tokens::TokenCache;
 use crate::device::dtype_of;
 use crate::journal::{Journal, Record};
+use crate::model::encoder::Encoder;
 use crate::model::{LoadedModel, ModelFiles};
 use crate::prompts::PromptSet;
 use crate::signals::Stop;
 use crate::{device, quality};
 
-/// Every evaluator scores what it has not scored yet; returns the signal of a stop.
+/// Every evaluator scores what it has not scored yet, then the BERTScore encoder; returns the signal of a stop.
 pub(super) fn score_all(
     env: &Env<'_>,
     evaluators: &[(&ModelSpec, ModelFiles)],
+    encoder: Option<&(&BertScoreSpec, ModelFiles)>,
     journal: &mut Journal,
     planned: &[CellKey],
 ) -> Result<Option<&'static str>> {
@@ -30,7 +33,125 @@ pub(super) fn score_all(
             return Ok(stopped);
         }
     }
+    if let Some((spec, files)) = encoder {
+        let stopped = score_bertscore(env, spec, files, journal)?;
+        env.write_partial(journal, planned)?;
+        if stopped.is_some() {
+            return Ok(stopped);
+        }
+    }
     Ok(None)
+}
+
+/// Loads the BERTScore encoder and scores every finished cell's continuations against their prompts' true
+/// continuations, where it has not yet (a value or the error that prevented one: a resumed run scores only what is
+/// missing). Returns the signal when a stop was requested. A resume with another snapshot of the encoder than the
+/// one the run started with is refused, as for the models.
+pub(super) fn score_bertscore(
+    env: &Env<'_>,
+    spec: &BertScoreSpec,
+    files: &ModelFiles,
+    journal: &mut Journal,
+) -> Result<Option<&'static str>> {
+    let settled_by = metrics::coverage::BERTSCORE_SETTLED_BY;
+    let pending: Vec<Cell> = journal
+        .state
+        .cells
+        .iter()
+        .filter(|c| !c.generations.is_empty() && !metrics::coverage::settled(c, settled_by, &spec.id))
+        .cloned()
+        .collect();
+    if pending.is_empty() {
+        return Ok(None);
+    }
+    if let Some(old) = journal.state.encoders.iter().find(|e| e.id == spec.id)
+        && old.commit != files.commit
+    {
+        return Err(crate::InputError(format!(
+            "cannot resume {}: the BERTScore encoder {} changed since the run started (snapshot {} then, {} now); \
+             fix: restore that snapshot (refs/{} in the model cache), or start a new run folder",
+            journal.path().display(),
+            spec.id,
+            old.commit,
+            files.commit,
+            files.revision
+        ))
+        .into());
+    }
+    let layer = spec.layer.or_else(|| schema::grid::bertscore_default_layer(&spec.id)).unwrap_or(0) as usize;
+    tracing::info!(encoder = %spec.id, layer, cells = pending.len(), "scoring BERTScore");
+    let precision = env.resolved.config.quality.as_ref().map_or(Precision::F32, |q| q.evaluator_dtype());
+    let encoder = Encoder::load(files, env.device, dtype_of(precision)).with_context(|| {
+        format!("cannot load the BERTScore encoder {} from {}", spec.id, files.snapshot_dir.display())
+    })?;
+    if encoder.config.layers < layer {
+        return Err(crate::InputError(format!(
+            "quality.bertscore.layer = {layer}, and the encoder {} has {} layers ({}); fix: name one of its layers",
+            spec.id,
+            encoder.config.layers,
+            files.config.display()
+        ))
+        .into());
+    }
+    if !journal.state.encoders.iter().any(|e| e.id == spec.id) {
+        journal.append(Record::Encoder(encoder_info(spec, &encoder, files, layer, precision)))?;
+    }
+    let (opts, n) = (env.opts, pending.len());
+    for (i, cell) in pending.iter().enumerate() {
+        if let Some(sig) = opts.stop.requested() {
+            return Ok(Some(sig));
+        }
+        let outcome = quality::bertscore::bertscore_values(&encoder, &spec.id, layer, &cell.generations);
+        let message = match outcome {
+            Ok(values) if !values.is_empty() => {
+                if opts.progress
+                    && let Some(f1) = values.iter().find(|v| v.metric == settled_by)
+                {
+                    crate::say!("[{}/{n}] BERTScore F1 of {} under {}: {:.4}", i + 1, cell.key, spec.id, f1.value);
+                }
+                for value in values {
+                    journal.append(Record::Quality { key: cell.key.clone(), value })?;
+                }
+                continue;
+            }
+            Ok(_) => "no continuation has a true continuation of its prompt to compare with (the prompt text ends \
+                      where the model's prompt was cut, or the continuation is empty)"
+                .to_string(),
+            Err(e) => format!("cannot score BERTScore: {}", crate::error_text(&e)),
+        };
+        tracing::warn!(cell = %cell.key, encoder = %spec.id, "{message}");
+        if opts.progress {
+            crate::say!("[{}/{n}] BERTScore of {} under {}: FAILED: {message}", i + 1, cell.key, spec.id);
+        }
+        let error =
+            schema::bundle::QualityError { metric: settled_by.into(), evaluator: Some(spec.id.clone()), message };
+        journal.append(Record::QualityError { key: cell.key.clone(), error })?;
+    }
+    Ok(None)
+}
+
+/// What the bundle records of the BERTScore encoder.
+fn encoder_info(
+    spec: &BertScoreSpec,
+    encoder: &Encoder,
+    files: &ModelFiles,
+    layer: usize,
+    dtype: Precision,
+) -> EncoderInfo {
+    let c = &encoder.config;
+    EncoderInfo {
+        id: spec.id.clone(),
+        revision: files.revision.clone(),
+        commit: files.commit.clone(),
+        architecture: c.model_type.to_string(),
+        layers: c.layers as u32,
+        layer: layer as u32,
+        hidden: c.hidden as u32,
+        parameters: encoder.parameter_count(),
+        dtype,
+        tokenizer_sha256: std::fs::read(&files.tokenizer).ok().map(|b| super::models::hex(&Sha256::digest(b))),
+        synthetic: files.is_synthetic(),
+    }
 }
 
 /// Generates one continuation per prompt of the set with the cell's algorithm, in batches of each of `batches` in

@@ -17,6 +17,7 @@
 
 /// The project's PRNG, shared with the schema crate's bootstrap.
 pub use metrics::rng;
+pub mod encoder;
 mod progress;
 mod tokenizer;
 mod weights;

@@ -19,8 +19,8 @@ mod validate;
 pub use crate::key::{BlockCache, DreamAlg, ModelKind, Precision, SamplerVariant, Threshold};
 pub use error::ConfigError;
 pub use types::{
-    AttentionKernel, Confidence, DEFAULT_BOOTSTRAP_RESAMPLES, DeviceSpec, EosPolicy, EvaluatorSpec, GridAxes,
-    GridConfig, GumbelNoise, LengthSplit, ModelSpec, PromptConfig, PromptPreset, PromptSource, QualityConfig,
-    Remasking, RunSettings, SynthLayout, SynthPreset, SyntheticWeights,
+    AttentionKernel, BertScoreSpec, Confidence, DEFAULT_BOOTSTRAP_RESAMPLES, DeviceSpec, EosPolicy, EvaluatorSpec,
+    GridAxes, GridConfig, GumbelNoise, LengthSplit, ModelSpec, PromptConfig, PromptPreset, PromptSource, QualityConfig,
+    Remasking, RunSettings, SynthLayout, SynthPreset, SyntheticEncoder, SyntheticWeights, bertscore_default_layer,
 };
 pub use validate::{hub_id_problem, revision_problem};

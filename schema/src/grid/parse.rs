@@ -13,7 +13,16 @@ const SNIPPET_CHARS: usize = 80;
 const MESSAGE_CHARS: usize = 240;
 
 /// Tables written once (`[name]`), as opposed to the lists of tables in [`table_for_array`].
-const ONE_TABLES: [&str; 6] = ["run", "prompts", "grid", "quality", "models.synthetic", "quality.evaluators.synthetic"];
+const ONE_TABLES: [&str; 8] = [
+    "run",
+    "prompts",
+    "grid",
+    "quality",
+    "models.synthetic",
+    "quality.evaluators.synthetic",
+    "quality.bertscore",
+    "quality.bertscore.synthetic",
+];
 
 impl GridConfig {
     /// Parses and validates a TOML config. `file` names it in errors.
@@ -27,6 +36,10 @@ impl GridConfig {
         config.check_used(file)?;
         // A preset is recorded as the count it stands for, so that every reader sees the number.
         config.prompts.count = config.prompts.prompt_count();
+        // So is BERTScore's default layer (validation has made sure there is one).
+        if let Some(b) = config.quality.as_mut().and_then(|q| q.bertscore.as_mut()) {
+            b.layer = b.layer.or_else(|| super::bertscore_default_layer(&b.id));
+        }
         Ok(config)
     }
 

@@ -554,6 +554,69 @@ pub struct QualityConfig {
     /// bundle embeds) always states it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dtype: Option<Precision>,
+    /// Since 1.9: BERTScore of each continuation against its prompt's true continuation, by a BERT or RoBERTa
+    /// encoder (`[quality.bertscore]`); absent: not computed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bertscore: Option<BertScoreSpec>,
+}
+
+/// BERTScore (Zhang et al., 2020, as the `bert_score` package computes it by default: greedy matching of the
+/// contextual embeddings of one encoder layer, no idf weighting, no baseline rescaling) of each continuation
+/// against the true continuation of its prompt. Stored as `bertscore_precision`, `bertscore_recall` and
+/// `bertscore_f1` with the encoder's id as their evaluator; `quality.parity_metric = "bertscore_f1"` reads
+/// S_parity on it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct BertScoreSpec {
+    /// Hub repository id of a BERT or RoBERTa checkpoint, e.g. `FacebookAI/roberta-large` (the package's default
+    /// for English).
+    pub id: String,
+    /// Hub revision (default `main`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
+    /// The encoder layer whose output is compared (the embeddings are layer 0). Default: the `bert_score`
+    /// package's layer for the checkpoint ([`bertscore_default_layer`]); other checkpoints must name it. A resolved
+    /// config (the one a bundle embeds) always states it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layer: Option<u32>,
+    /// Random weights of a tiny RoBERTa under `id` (for tests and demos: the scores mean nothing). Not read by
+    /// wasm32 builds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
+    pub synthetic: Option<SyntheticEncoder>,
+}
+
+/// A synthetic BERTScore encoder (`[quality.bertscore.synthetic]`): a RoBERTa of 2 layers and hidden size 64
+/// unless said, random weights from `seed`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SyntheticEncoder {
+    /// Seed of the random weights (deterministic).
+    #[serde(default)]
+    pub seed: u64,
+    /// Number of layers (default 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layers: Option<u32>,
+}
+
+/// The layer whose hidden states the `bert_score` package uses for a checkpoint (0.3.13, `bert_score/utils.py`
+/// `model2layers`: its BERT and RoBERTa entries, chosen there by the correlation with human judgements); the hub's
+/// namespaced ids of the same checkpoints (`FacebookAI/roberta-large`, `google-bert/bert-base-uncased`,
+/// `distilbert/distilroberta-base`) get their old ids' layers. `None` for any other id, which must then name
+/// `layer`.
+pub fn bertscore_default_layer(id: &str) -> Option<u32> {
+    let name = ["FacebookAI/", "google-bert/", "distilbert/"].iter().find_map(|ns| id.strip_prefix(ns)).unwrap_or(id);
+    Some(match name {
+        "bert-base-uncased" | "bert-base-cased-finetuned-mrpc" | "bert-base-multilingual-cased" => 9,
+        "bert-large-uncased" => 18,
+        "bert-base-chinese" => 8,
+        "roberta-base" => 10,
+        "roberta-large" => 17,
+        "roberta-large-mnli" => 19,
+        "roberta-base-openai-detector" => 7,
+        "roberta-large-openai-detector" => 15,
+        "distilroberta-base" => 5,
+        _ => return None,
+    })
 }
 
 impl QualityConfig {
@@ -611,6 +674,26 @@ impl DeviceSpec {
 #[cfg(test)]
 mod tests {
     use super::{AttentionKernel, Confidence, GumbelNoise, PromptPreset, PromptSource, Remasking};
+
+    #[test]
+    fn the_default_bertscore_layers_are_the_packages() {
+        for (id, layer) in [
+            ("roberta-large", 17),
+            ("FacebookAI/roberta-large", 17),
+            ("roberta-base", 10),
+            ("FacebookAI/roberta-base", 10),
+            ("bert-base-uncased", 9),
+            ("google-bert/bert-base-uncased", 9),
+            ("bert-large-uncased", 18),
+            ("google-bert/bert-large-uncased", 18),
+            ("distilroberta-base", 5),
+            ("distilbert/distilroberta-base", 5),
+        ] {
+            assert_eq!(super::bertscore_default_layer(id), Some(layer), "{id}");
+        }
+        assert_eq!(super::bertscore_default_layer("gpt2"), None);
+        assert_eq!(super::bertscore_default_layer("someone/roberta-large"), None);
+    }
 
     /// `value` serialized, and `name` quoted: equal when the name is the one a config writes.
     fn serde_and_name(value: impl serde::Serialize, name: &str) -> (String, String) {

@@ -3,8 +3,9 @@
 
 use super::types::{is_default_dream_algs, is_default_samplers};
 use super::{
-    AttentionKernel, Confidence, ConfigError, DeviceSpec, EosPolicy, GridAxes, GridConfig, GumbelNoise, ModelKind,
-    ModelSpec, Precision, PromptConfig, PromptSource, QualityConfig, Remasking, RunSettings, SyntheticWeights, limits,
+    AttentionKernel, BertScoreSpec, Confidence, ConfigError, DeviceSpec, EosPolicy, GridAxes, GridConfig, GumbelNoise,
+    ModelKind, ModelSpec, Precision, PromptConfig, PromptSource, QualityConfig, Remasking, RunSettings,
+    SyntheticWeights, bertscore_default_layer, limits,
 };
 
 /// Builds the error of a broken rule: `bad(field, problem, fix)`.
@@ -467,8 +468,18 @@ fn quality(q: &QualityConfig, models: &[ModelSpec], prompt_count: u32, bad: Bad)
             return Err(bad(&format!("{field}.id"), format!("{} is listed twice", e.id), "list it once"));
         }
     }
+    if let Some(b) = &q.bertscore {
+        bertscore(b, models, bad)?;
+    }
     let text_metrics = ["unigram_entropy", "distinct_1", "distinct_2", "rouge_l_f1", "token_f1"];
     let m = q.parity_metric.as_str();
+    if m == "bertscore_f1" && q.bertscore.is_none() {
+        return Err(bad(
+            "quality.parity_metric",
+            "bertscore_f1 needs an encoder, and there is no [quality.bertscore] table".into(),
+            "add [quality.bertscore] with id = \"FacebookAI/roberta-large\", or use parity_metric = \"rouge_l_f1\"",
+        ));
+    }
     if m == "perplexity" && q.evaluators.is_empty() {
         return Err(bad(
             "quality.parity_metric",
@@ -477,11 +488,11 @@ fn quality(q: &QualityConfig, models: &[ModelSpec], prompt_count: u32, bad: Bad)
              \"rouge_l_f1\"",
         ));
     }
-    if m != "perplexity" && !text_metrics.contains(&m) {
+    if !["perplexity", "bertscore_f1"].contains(&m) && !text_metrics.contains(&m) {
         return Err(bad(
             "quality.parity_metric",
             format!("unknown metric {m:?}"),
-            &format!("use \"perplexity\" or one of {}", text_metrics.join(", ")),
+            &format!("use \"perplexity\", \"bertscore_f1\" or one of {}", text_metrics.join(", ")),
         ));
     }
     let draws = u64::from(q.bootstrap_resamples) * u64::from(prompt_count);
@@ -697,6 +708,54 @@ fn validate_synthetic(s: &SyntheticWeights, field: &str, bad: Bad) -> Result<(),
         }
     }
     Ok(())
+}
+
+/// The rules of `[quality.bertscore]`: a hub id that is not a measured model, a revision, and a layer (named, or
+/// the `bert_score` package's for the checkpoint); a synthetic encoder's layers within the limit, the layer among
+/// them.
+fn bertscore(b: &BertScoreSpec, models: &[ModelSpec], bad: Bad) -> Result<(), ConfigError> {
+    let field = "quality.bertscore";
+    if let Some(problem) = hub_id_problem(&b.id) {
+        return Err(bad(&format!("{field}.id"), problem, "use a hub id such as \"FacebookAI/roberta-large\""));
+    }
+    if models.iter().any(|m| m.id == b.id) {
+        return Err(bad(
+            &format!("{field}.id"),
+            format!("{} is a measured model; BERTScore needs a BERT or RoBERTa encoder", b.id),
+            "name an encoder checkpoint, e.g. id = \"FacebookAI/roberta-large\"",
+        ));
+    }
+    if let Some(problem) = b.revision.as_deref().and_then(revision_problem) {
+        return Err(bad(&format!("{field}.revision"), problem, "use a branch, tag or commit, e.g. \"main\""));
+    }
+    let layers = b.synthetic.as_ref().map(|s| s.layers.unwrap_or(2));
+    if let Some(n) = layers
+        && (n == 0 || n > limits::SYNTH_LAYERS)
+    {
+        return Err(bad(
+            &format!("{field}.synthetic.layers"),
+            format!("{n} layers: the encoder needs 1 to {}", limits::SYNTH_LAYERS),
+            "use a small number such as 2, or remove it",
+        ));
+    }
+    match b.layer.or_else(|| bertscore_default_layer(&b.id)) {
+        None => Err(bad(
+            &format!("{field}.layer"),
+            format!("{} is not a checkpoint whose BERTScore layer is known", b.id),
+            "name the encoder layer to compare, e.g. layer = 17 (roberta-large's in the bert_score package)",
+        )),
+        Some(0) => Err(bad(
+            &format!("{field}.layer"),
+            "layer 0 is the embeddings, before any context".into(),
+            "use a layer from 1 to the encoder's number of layers",
+        )),
+        Some(l) if layers.is_some_and(|n| l > n) => Err(bad(
+            &format!("{field}.layer"),
+            format!("layer {l}, and the synthetic encoder has {} layers", layers.unwrap_or_default()),
+            "use a layer it has, or set quality.bertscore.synthetic.layers",
+        )),
+        Some(_) => Ok(()),
+    }
 }
 
 /// The first value of `values` that appears earlier in it: `(index, value)`.
