@@ -324,7 +324,7 @@ pub fn resolve_with_base(
     config.prompts.count = config.prompts.prompt_count();
     // So is BERTScore's default layer (validated: there is one).
     if let Some(b) = config.quality.as_mut().and_then(|q| q.bertscore.as_mut()) {
-        b.layer = b.layer.or_else(|| schema::grid::bertscore_default_layer(&b.id));
+        b.layer = b.layer();
     }
     check_synthetic(&config, &source)?;
     // The embedded set is known here (a file's or Wikitext's size only when it is read): `plan` refuses what `run`

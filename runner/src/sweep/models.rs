@@ -178,21 +178,26 @@ pub(super) fn model_files(
         synth::write_synthetic_with(cache, &m.id, m.kind, &spec, synth::Report::stderr(progress))
             .map_err(|e| synth::cache_error(e, &m.id, cache))?;
     }
-    ModelFiles::from_hf_cache(cache, &m.id, &m.revision).map_err(|e| {
-        // The error names the file and its own fix; where the model is in no folder of this cache at all, the
-        // cache may be the wrong one, or the model meant to be synthetic: said once, after it.
-        let repo = cache.join(format!("models--{}", m.id.replace('/', "--")));
-        let also = match (m.synthetic.is_none() && !repo.exists(), &e) {
-            (true, crate::model::ModelError::MissingFile { .. }) => format!(
-                " ({} is not in the cache {} at all: --model-cache-dir, HF_HUB_CACHE or HF_HOME choose the cache; \
-                 `dllm-bench fetch --config CONFIG` fills it where there is network; to run on synthetic weights \
-                 instead, give the model a `synthetic` table in the config)",
-                m.id,
+    let what = format!("model {}", m.id);
+    let instead = "; to run on synthetic weights instead, give the model a `synthetic` table in the config";
+    from_cache(cache, &m.id, &m.revision, &what, m.synthetic.is_none().then_some(instead))
+}
+
+/// A checkpoint (`what`: how errors name it) from the HF cache, or bad input naming the file and its fix. Where a
+/// checkpoint that is not synthetic (`not_synthetic`: then the hint at a synthetic one, or "") is in no folder of this
+/// cache at all, the cache may be the wrong one: said once, after it.
+fn from_cache(cache: &Path, id: &str, revision: &str, what: &str, not_synthetic: Option<&str>) -> Result<ModelFiles> {
+    ModelFiles::from_hf_cache(cache, id, revision).map_err(|e| {
+        let repo = crate::model::files::repo_dir(cache, id);
+        let also = match (not_synthetic.filter(|_| !repo.exists()), &e) {
+            (Some(instead), crate::model::ModelError::MissingFile { .. }) => format!(
+                " ({id} is not in the cache {} at all: --model-cache-dir, HF_HUB_CACHE or HF_HOME choose the cache; \
+                 `dllm-bench fetch --config CONFIG` fills it where there is network{instead})",
                 cache.display()
             ),
             _ => String::new(),
         };
-        anyhow::Error::new(InputError(format!("model {}: {e}{also}", m.id)))
+        anyhow::Error::new(InputError(format!("{what}: {e}{also}")))
     })
 }
 
@@ -209,22 +214,11 @@ pub(super) fn encoder_files(b: &BertScoreSpec, cache: &Path) -> Result<ModelFile
             .map_err(|e| synth::cache_error(e, &b.id, cache))?;
     }
     let revision = b.revision.clone().unwrap_or_else(|| "main".into());
-    let files = ModelFiles::from_hf_cache(cache, &b.id, &revision).map_err(|e| {
-        let repo = cache.join(format!("models--{}", b.id.replace('/', "--")));
-        let also = match (b.synthetic.is_none() && !repo.exists(), &e) {
-            (true, crate::model::ModelError::MissingFile { .. }) => format!(
-                " ({} is not in the cache {} at all: `dllm-bench fetch --config CONFIG` fills it where there is \
-                 network; --model-cache-dir, HF_HUB_CACHE or HF_HOME choose the cache)",
-                b.id,
-                cache.display()
-            ),
-            _ => String::new(),
-        };
-        anyhow::Error::new(InputError(format!("the BERTScore encoder {}: {e}{also}", b.id)))
-    })?;
+    let what = format!("the BERTScore encoder {}", b.id);
+    let files = from_cache(cache, &b.id, &revision, &what, b.synthetic.is_none().then_some(""))?;
     let config = Encoder::check_files(&files)
         .map_err(|e| InputError(format!("the BERTScore encoder {}: {}", b.id, crate::error_text(&e))))?;
-    let layer = b.layer.or_else(|| schema::grid::bertscore_default_layer(&b.id)).unwrap_or(0) as usize;
+    let layer = b.layer().unwrap_or(0) as usize;
     if layer > config.layers {
         return Err(InputError(format!(
             "quality.bertscore.layer = {layer}, and the encoder {} has {} layers ({}); fix: name one of its layers (1 \
@@ -248,7 +242,7 @@ pub(super) fn model_info(
     chat: Option<&(ChatTemplate, ChatFrame)>,
 ) -> ModelInfo {
     let c = &model.config;
-    let tokenizer_sha = std::fs::read(&files.tokenizer).ok().map(|b| hex(&Sha256::digest(b)));
+    let tokenizer_sha = tokenizer_sha256(files);
     ModelInfo {
         id: m.id.clone(),
         revision: m.revision.clone(),
@@ -275,6 +269,11 @@ pub(super) fn model_info(
             frame_tokens: frame.len() as u32,
         }),
     }
+}
+
+/// SHA-256 (hex) of a checkpoint's `tokenizer.json`, as the bundle records it; `None` where it cannot be read.
+pub(super) fn tokenizer_sha256(files: &ModelFiles) -> Option<String> {
+    std::fs::read(&files.tokenizer).ok().map(|b| hex(&Sha256::digest(b)))
 }
 
 pub(super) fn hex(bytes: &[u8]) -> String {

@@ -4,7 +4,6 @@
 use anyhow::{Context, Result};
 use schema::bundle::{Cell, CellKey, EncoderInfo, Generation, Sampler};
 use schema::grid::{BertScoreSpec, GridConfig, ModelKind, ModelSpec, Precision};
-use sha2::{Digest, Sha256};
 
 use super::Env;
 use super::measure::generate_rows;
@@ -78,21 +77,13 @@ pub(super) fn score_bertscore(
         ))
         .into());
     }
-    let layer = spec.layer.or_else(|| schema::grid::bertscore_default_layer(&spec.id)).unwrap_or(0) as usize;
+    // Checked against the encoder's layers before anything was measured (`models::encoder_files`).
+    let layer = spec.layer().unwrap_or(0) as usize;
     tracing::info!(encoder = %spec.id, layer, cells = pending.len(), "scoring BERTScore");
     let precision = env.resolved.config.quality.as_ref().map_or(Precision::F32, |q| q.evaluator_dtype());
     let encoder = Encoder::load(files, env.device, dtype_of(precision)).with_context(|| {
         format!("cannot load the BERTScore encoder {} from {}", spec.id, files.snapshot_dir.display())
     })?;
-    if encoder.config.layers < layer {
-        return Err(crate::InputError(format!(
-            "quality.bertscore.layer = {layer}, and the encoder {} has {} layers ({}); fix: name one of its layers",
-            spec.id,
-            encoder.config.layers,
-            files.config.display()
-        ))
-        .into());
-    }
     if !journal.state.encoders.iter().any(|e| e.id == spec.id) {
         journal.append(Record::Encoder(encoder_info(spec, &encoder, files, layer, precision)))?;
     }
@@ -149,7 +140,7 @@ fn encoder_info(
         hidden: c.hidden as u32,
         parameters: encoder.parameter_count(),
         dtype,
-        tokenizer_sha256: std::fs::read(&files.tokenizer).ok().map(|b| super::models::hex(&Sha256::digest(b))),
+        tokenizer_sha256: super::models::tokenizer_sha256(files),
         synthetic: files.is_synthetic(),
     }
 }

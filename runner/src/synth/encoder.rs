@@ -19,7 +19,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use super::weights::{Init, TensorSpec, write_safetensors};
-use super::{NewBlobs, SynthError, complete, io_err, real_snapshot, remove_stale_staging, write_file, write_ref};
+use super::{SynthError, complete, publish_snapshot, real_snapshot, write_file};
 use crate::model::files::repo_dir;
 
 /// Bumped whenever the encoder generator's output changes for the same spec (it is part of the commit hash).
@@ -245,62 +245,31 @@ pub fn write_synthetic_encoder(cache_dir: &Path, repo_id: &str, spec: &EncoderSy
     spec.check()?;
     let repo = repo_dir(cache_dir, repo_id);
     let commit = commit_of(repo_id, spec);
-    let final_snapshot = repo.join("snapshots").join(&commit);
-    let refs = repo.join("refs");
-    let ref_main = refs.join("main");
     if let Some(real) = real_snapshot(&repo) {
         return Err(SynthError::RealCheckpoint { repo_id: repo_id.into(), cache: cache_dir.into(), commit: real });
     }
     let (tok, vocab) = roberta_tokenizer()?;
     let config = config_json(spec, vocab);
     let marker = config["dllm_bench_synthetic"].clone();
-    if encoder_complete(&final_snapshot, &marker) {
-        write_ref(&refs, &ref_main, &commit)?;
-        return Ok(final_snapshot);
-    }
-    let lock = crate::model::files::lock_repo(&repo).map_err(io_err(&repo))?;
-    if let Some(signal) = crate::signals::requested() {
-        return Err(SynthError::Stopped { signal });
-    }
-    if encoder_complete(&final_snapshot, &marker) {
-        write_ref(&refs, &ref_main, &commit)?;
-        return Ok(final_snapshot);
-    }
-    let snapshots = repo.join("snapshots");
-    std::fs::create_dir_all(&snapshots).map_err(io_err(&snapshots))?;
-    remove_stale_staging(&repo);
-    let staging = tempfile::Builder::new()
-        .prefix(&format!(".{commit}.{}.", super::writer_tag()))
-        .tempdir_in(&snapshots)
-        .map_err(io_err(&snapshots))?;
-    let snapshot = staging.path().to_path_buf();
-    // Declared after the lock: dropped (on an error, removing the blobs it holds) before the lock is released.
-    let mut new_blobs =
-        NewBlobs { paths: Vec::new(), kept: false, snapshots: snapshots.clone(), own: snapshot.clone() };
-    let pretty = |v: &serde_json::Value| serde_json::to_string_pretty(v).map_err(|e| SynthError::Spec(e.to_string()));
-    let cfg_text = pretty(&config)?;
-    write_file(&repo, &snapshot, &mut new_blobs, "config.json", |w| w.write_all(cfg_text.as_bytes()))?;
-    let tok_text = tok.to_string(true).map_err(|e| SynthError::Tokenizer(e.to_string()))?;
-    write_file(&repo, &snapshot, &mut new_blobs, "tokenizer.json", |w| w.write_all(tok_text.as_bytes()))?;
-    let tc_text = pretty(&tokenizer_config_json(spec))?;
-    write_file(&repo, &snapshot, &mut new_blobs, "tokenizer_config.json", |w| w.write_all(tc_text.as_bytes()))?;
-    let weights = tensors(spec, vocab);
-    write_file(&repo, &snapshot, &mut new_blobs, "model.safetensors", |w| {
-        write_safetensors(w, &weights, Precision::F32, spec.seed)
-    })?;
-    // Leftovers of an interrupted writer of an older version are replaced whole.
-    if final_snapshot.exists() {
-        std::fs::remove_dir_all(&final_snapshot).map_err(io_err(&final_snapshot))?;
-    }
-    let staged = staging.keep();
-    if let Err(e) = std::fs::rename(&staged, &final_snapshot) {
-        let _ = std::fs::remove_dir_all(&staged);
-        return Err(io_err(&final_snapshot)(e));
-    }
-    new_blobs.kept = true;
-    write_ref(&refs, &ref_main, &commit)?;
-    drop(lock);
-    Ok(final_snapshot)
+    publish_snapshot(
+        &repo,
+        &commit,
+        |snap| encoder_complete(snap, &marker),
+        |snapshot, new_blobs| {
+            let pretty =
+                |v: &serde_json::Value| serde_json::to_string_pretty(v).map_err(|e| SynthError::Spec(e.to_string()));
+            let cfg_text = pretty(&config)?;
+            write_file(&repo, snapshot, new_blobs, "config.json", |w| w.write_all(cfg_text.as_bytes()))?;
+            let tok_text = tok.to_string(true).map_err(|e| SynthError::Tokenizer(e.to_string()))?;
+            write_file(&repo, snapshot, new_blobs, "tokenizer.json", |w| w.write_all(tok_text.as_bytes()))?;
+            let tc_text = pretty(&tokenizer_config_json(spec))?;
+            write_file(&repo, snapshot, new_blobs, "tokenizer_config.json", |w| w.write_all(tc_text.as_bytes()))?;
+            let weights = tensors(spec, vocab);
+            write_file(&repo, snapshot, new_blobs, "model.safetensors", |w| {
+                write_safetensors(w, &weights, Precision::F32, spec.seed)
+            })
+        },
+    )
 }
 
 #[cfg(test)]

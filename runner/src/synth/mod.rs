@@ -769,9 +769,6 @@ fn write_reporting(
     let names = WeightNames::for_kind(kind);
     let repo = repo_dir(cache_dir, repo_id);
     let commit = commit_of(repo_id, &r);
-    let snapshot = repo.join("snapshots").join(&commit);
-    let refs = repo.join("refs");
-    let ref_main = refs.join("main");
     if let Some(real) = real_snapshot(&repo) {
         return Err(SynthError::RealCheckpoint { repo_id: repo_id.into(), cache: cache_dir.into(), commit: real });
     }
@@ -794,96 +791,127 @@ fn write_reporting(
     }
     let config = config_json(&r, &ids);
     let marker = config.get("dllm_bench_synthetic").cloned().unwrap_or_default();
-    if complete(&snapshot, &marker) {
-        write_ref(&refs, &ref_main, &commit)?;
-        return Ok(snapshot);
+    let mut meter = None;
+    let final_snapshot = publish_snapshot(
+        &repo,
+        &commit,
+        |snap| complete(snap, &marker),
+        |snapshot, new_blobs| {
+            let cfg_text = serde_json::to_string_pretty(&config).map_err(|e| SynthError::Spec(e.to_string()))?;
+            write_file(&repo, snapshot, new_blobs, "config.json", |w| w.write_all(cfg_text.as_bytes()))?;
+            let tok_text = tok.to_string(true).map_err(|e| SynthError::Tokenizer(e.to_string()))?;
+            write_file(&repo, snapshot, new_blobs, "tokenizer.json", |w| w.write_all(tok_text.as_bytes()))?;
+            if r.chat_template {
+                let text = serde_json::to_string_pretty(&tokenizer_config_json(kind))
+                    .map_err(|e| SynthError::Spec(e.to_string()))?;
+                write_file(&repo, snapshot, new_blobs, "tokenizer_config.json", |w| w.write_all(text.as_bytes()))?;
+            }
+
+            let model_cfg = ModelConfig::from_json_str(&config.to_string(), &snapshot.join("config.json"), kind)?;
+            let std = (1.0 / (r.hidden as f32).sqrt()).max(0.02);
+            let tensors: Vec<TensorSpec> = names
+                .tensors(&model_cfg)
+                .into_iter()
+                .map(|(name, shape)| {
+                    let init = match shape.len() {
+                        _ if name.ends_with(".bias") => Init { mean: 0.0, std },
+                        1 => Init { mean: 1.0, std: 0.05 },
+                        _ => Init { mean: 0.0, std },
+                    };
+                    TensorSpec { name, shape, init }
+                })
+                .collect();
+            if r.shards > tensors.len() {
+                return Err(SynthError::Spec(format!(
+                    "{} shards for {} tensors: use at most {}",
+                    r.shards,
+                    tensors.len(),
+                    tensors.len()
+                )));
+            }
+            check_disk_space(&repo, tensors.iter().map(|t| (t.elems() * dtype_size(r.dtype)) as u64).sum())?;
+            let weight_files: Vec<(String, Vec<TensorSpec>)> = if r.shards == 1 {
+                vec![("model.safetensors".to_string(), tensors)]
+            } else {
+                let groups = split_shards(tensors, r.shards);
+                let n = groups.len();
+                groups
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, g)| (format!("model-{:05}-of-{n:05}.safetensors", i + 1), g))
+                    .collect()
+            };
+            let bytes = |g: &[TensorSpec]| safetensors_len(g, r.dtype);
+            let total_bytes = weight_files.iter().map(|(_, g)| bytes(g)).sum();
+            let meter = meter.insert(Meter::start(report, repo_id, total_bytes, weight_files.len(), sink));
+            for (file, group) in &weight_files {
+                meter.begin_file(file);
+                write_file(&repo, snapshot, new_blobs, file, |w| {
+                    write_safetensors(&mut meter.counting(w), group, r.dtype, r.seed)
+                })?;
+                meter.end_file(file, bytes(group));
+            }
+            if weight_files.len() > 1 {
+                let mut weight_map = BTreeMap::new();
+                let mut total = 0usize;
+                for (file, group) in &weight_files {
+                    for t in group {
+                        weight_map.insert(t.name.clone(), file.clone());
+                        total += t.elems() * dtype_size(r.dtype);
+                    }
+                }
+                let index = json!({ "metadata": { "total_size": total }, "weight_map": weight_map });
+                let text = serde_json::to_string_pretty(&index).map_err(|e| SynthError::Spec(e.to_string()))?;
+                write_file(&repo, snapshot, new_blobs, "model.safetensors.index.json", |w| {
+                    w.write_all(text.as_bytes())
+                })?;
+            }
+            Ok(())
+        },
+    )?;
+    if let Some(mut meter) = meter {
+        meter.finish(&final_snapshot);
     }
-    // Runs that share a cache (the shards of a job array) write one checkpoint once: the others wait here, then
-    // find it complete. The snapshot is written into a temporary folder and renamed into place, so a reader (or a
-    // writer whose file system ignores the lock) sees the whole snapshot or none of it.
-    let lock = crate::model::files::lock_repo(&repo).map_err(io_err(&repo))?;
+    Ok(final_snapshot)
+}
+
+/// Puts a checkpoint's snapshot `commit` of `repo` in place once: the snapshot when `is_complete` says it is
+/// already whole, else written by `write(staging folder, new blobs)` under the repository's lock and renamed into
+/// place; then `refs/main` points at it. Runs that share a cache (the shards of a job array) write one checkpoint
+/// once: the others wait for the lock, then find it complete. A reader (or a writer whose file system ignores the
+/// lock) sees the whole snapshot or none of it. Every synthetic writer (the models', the BERTScore encoder's) goes
+/// through it.
+fn publish_snapshot(
+    repo: &Path,
+    commit: &str,
+    is_complete: impl Fn(&Path) -> bool,
+    write: impl FnOnce(&Path, &mut NewBlobs) -> Result<(), SynthError>,
+) -> Result<PathBuf, SynthError> {
+    let snapshots = repo.join("snapshots");
+    let final_snapshot = snapshots.join(commit);
+    let refs = repo.join("refs");
+    let ref_main = refs.join("main");
+    if is_complete(&final_snapshot) {
+        write_ref(&refs, &ref_main, commit)?;
+        return Ok(final_snapshot);
+    }
+    let lock = crate::model::files::lock_repo(repo).map_err(io_err(repo))?;
     // A stop that came while another writer held the lock (the wait restarts after a signal).
     if let Some(signal) = crate::signals::requested() {
         return Err(SynthError::Stopped { signal });
     }
-    if complete(&snapshot, &marker) {
-        write_ref(&refs, &ref_main, &commit)?;
-        return Ok(snapshot);
+    if is_complete(&final_snapshot) {
+        write_ref(&refs, &ref_main, commit)?;
+        return Ok(final_snapshot);
     }
-    let snapshots = repo.join("snapshots");
     std::fs::create_dir_all(&snapshots).map_err(io_err(&snapshots))?;
-    remove_stale_staging(&repo);
+    remove_stale_staging(repo);
     let staging = tempfile::Builder::new().prefix(&format!(".{commit}.{}.", writer_tag())).tempdir_in(&snapshots);
     let staging = staging.map_err(io_err(&snapshots))?;
-    let final_snapshot = snapshot;
-    let snapshot = staging.path().to_path_buf();
     // Declared after the lock: dropped (on an error, removing the blobs it holds) before the lock is released.
     let mut new_blobs =
-        NewBlobs { paths: Vec::new(), kept: false, snapshots: snapshots.clone(), own: snapshot.clone() };
-
-    let cfg_text = serde_json::to_string_pretty(&config).map_err(|e| SynthError::Spec(e.to_string()))?;
-    write_file(&repo, &snapshot, &mut new_blobs, "config.json", |w| w.write_all(cfg_text.as_bytes()))?;
-    let tok_text = tok.to_string(true).map_err(|e| SynthError::Tokenizer(e.to_string()))?;
-    write_file(&repo, &snapshot, &mut new_blobs, "tokenizer.json", |w| w.write_all(tok_text.as_bytes()))?;
-    if r.chat_template {
-        let text =
-            serde_json::to_string_pretty(&tokenizer_config_json(kind)).map_err(|e| SynthError::Spec(e.to_string()))?;
-        write_file(&repo, &snapshot, &mut new_blobs, "tokenizer_config.json", |w| w.write_all(text.as_bytes()))?;
-    }
-
-    let model_cfg = ModelConfig::from_json_str(&config.to_string(), &snapshot.join("config.json"), kind)?;
-    let std = (1.0 / (r.hidden as f32).sqrt()).max(0.02);
-    let tensors: Vec<TensorSpec> = names
-        .tensors(&model_cfg)
-        .into_iter()
-        .map(|(name, shape)| {
-            let init = match shape.len() {
-                _ if name.ends_with(".bias") => Init { mean: 0.0, std },
-                1 => Init { mean: 1.0, std: 0.05 },
-                _ => Init { mean: 0.0, std },
-            };
-            TensorSpec { name, shape, init }
-        })
-        .collect();
-    if r.shards > tensors.len() {
-        return Err(SynthError::Spec(format!(
-            "{} shards for {} tensors: use at most {}",
-            r.shards,
-            tensors.len(),
-            tensors.len()
-        )));
-    }
-    check_disk_space(&repo, tensors.iter().map(|t| (t.elems() * dtype_size(r.dtype)) as u64).sum())?;
-    let weight_files: Vec<(String, Vec<TensorSpec>)> = if r.shards == 1 {
-        vec![("model.safetensors".to_string(), tensors)]
-    } else {
-        let groups = split_shards(tensors, r.shards);
-        let n = groups.len();
-        groups.into_iter().enumerate().map(|(i, g)| (format!("model-{:05}-of-{n:05}.safetensors", i + 1), g)).collect()
-    };
-    let bytes = |g: &[TensorSpec]| safetensors_len(g, r.dtype);
-    let total_bytes = weight_files.iter().map(|(_, g)| bytes(g)).sum();
-    let mut meter = Meter::start(report, repo_id, total_bytes, weight_files.len(), sink);
-    for (file, group) in &weight_files {
-        meter.begin_file(file);
-        write_file(&repo, &snapshot, &mut new_blobs, file, |w| {
-            write_safetensors(&mut meter.counting(w), group, r.dtype, r.seed)
-        })?;
-        meter.end_file(file, bytes(group));
-    }
-    if weight_files.len() > 1 {
-        let mut weight_map = BTreeMap::new();
-        let mut total = 0usize;
-        for (file, group) in &weight_files {
-            for t in group {
-                weight_map.insert(t.name.clone(), file.clone());
-                total += t.elems() * dtype_size(r.dtype);
-            }
-        }
-        let index = json!({ "metadata": { "total_size": total }, "weight_map": weight_map });
-        let text = serde_json::to_string_pretty(&index).map_err(|e| SynthError::Spec(e.to_string()))?;
-        write_file(&repo, &snapshot, &mut new_blobs, "model.safetensors.index.json", |w| w.write_all(text.as_bytes()))?;
-    }
+        NewBlobs { paths: Vec::new(), kept: false, snapshots: snapshots.clone(), own: staging.path().to_path_buf() };
+    write(staging.path(), &mut new_blobs)?;
     // Leftovers of an interrupted writer of an older version (files written in place) are replaced whole.
     if final_snapshot.exists() {
         std::fs::remove_dir_all(&final_snapshot).map_err(io_err(&final_snapshot))?;
@@ -894,9 +922,8 @@ fn write_reporting(
         return Err(io_err(&final_snapshot)(e));
     }
     new_blobs.kept = true;
-    write_ref(&refs, &ref_main, &commit)?;
+    write_ref(&refs, &ref_main, commit)?;
     drop(lock);
-    meter.finish(&final_snapshot);
     Ok(final_snapshot)
 }
 

@@ -38,7 +38,7 @@ impl GridConfig {
         config.prompts.count = config.prompts.prompt_count();
         // So is BERTScore's default layer (validation has made sure there is one).
         if let Some(b) = config.quality.as_mut().and_then(|q| q.bertscore.as_mut()) {
-            b.layer = b.layer.or_else(|| super::bertscore_default_layer(&b.id));
+            b.layer = b.layer();
         }
         Ok(config)
     }

@@ -585,6 +585,14 @@ pub struct BertScoreSpec {
     pub synthetic: Option<SyntheticEncoder>,
 }
 
+impl BertScoreSpec {
+    /// The layer compared: `layer`, else the `bert_score` package's for the checkpoint
+    /// ([`bertscore_default_layer`]); `None` only for a config validation refuses.
+    pub fn layer(&self) -> Option<u32> {
+        self.layer.or_else(|| bertscore_default_layer(&self.id))
+    }
+}
+
 /// A synthetic BERTScore encoder (`[quality.bertscore.synthetic]`): a RoBERTa of 2 layers and hidden size 64
 /// unless said, random weights from `seed`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]

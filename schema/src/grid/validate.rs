@@ -5,7 +5,7 @@ use super::types::{is_default_dream_algs, is_default_samplers};
 use super::{
     AttentionKernel, BertScoreSpec, Confidence, ConfigError, DeviceSpec, EosPolicy, GridAxes, GridConfig, GumbelNoise,
     ModelKind, ModelSpec, Precision, PromptConfig, PromptSource, QualityConfig, Remasking, RunSettings,
-    SyntheticWeights, bertscore_default_layer, limits,
+    SyntheticWeights, limits,
 };
 
 /// Builds the error of a broken rule: `bad(field, problem, fix)`.
@@ -738,7 +738,7 @@ fn bertscore(b: &BertScoreSpec, models: &[ModelSpec], bad: Bad) -> Result<(), Co
             "use a small number such as 2, or remove it",
         ));
     }
-    match b.layer.or_else(|| bertscore_default_layer(&b.id)) {
+    match b.layer() {
         None => Err(bad(
             &format!("{field}.layer"),
             format!("{} is not a checkpoint whose BERTScore layer is known", b.id),
