@@ -25,6 +25,14 @@ export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
 export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
 
 say() { printf '%-22s %s\n' "$1" "$2"; }
+# `cargo install` of a build tool, timed: the packages' release profiles are made quick to build (no LTO, many
+# codegen units); what the tools do here (orchestrate a build, rewrite one wasm file) does not need more.
+fast_install() {
+    local start=$SECONDS
+    CARGO_PROFILE_RELEASE_LTO=off CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 CARGO_PROFILE_RELEASE_DEBUG=false \
+        cargo install "$@"
+    say "" "installed in $((SECONDS - start)) s"
+}
 
 # --- apt ---------------------------------------------------------------------------------------
 APT_PKGS=(pkg-config libfontconfig1-dev fonts-dejavu-core)
@@ -111,8 +119,11 @@ fi
 if command -v trunk >/dev/null 2>&1 && trunk --version 2>/dev/null | grep -q " $TRUNK_VERSION\$"; then
     say trunk "ok ($TRUNK_VERSION)"
 else
-    say trunk "installing $TRUNK_VERSION (about 11 minutes on 2 cores)"
-    cargo install --locked "trunk@$TRUNK_VERSION"
+    say trunk "installing $TRUNK_VERSION"
+    # No default features: no TLS stack (ring) and no update check; the explorer's builds find wasm-bindgen and
+    # wasm-opt installed here, and `trunk serve` proxies plain http. trunk's own release profile (fat LTO, one
+    # codegen unit) is most of its build time on 2 cores; a build tool needs none of it.
+    fast_install --locked --no-default-features "trunk@$TRUNK_VERSION"
 fi
 
 # --- wasm-bindgen-cli at the Cargo.lock version ---------------------------------------------------
@@ -125,8 +136,9 @@ if command -v wasm-bindgen >/dev/null 2>&1 && [ "$(wasm-bindgen --version | awk 
     say wasm-bindgen-cli "ok ($WB_VERSION)"
 else
     # Without --locked: the crate's own lockfile pins a dependency version the registry no longer has.
-    say wasm-bindgen-cli "installing $WB_VERSION (about 4 minutes)"
-    cargo install wasm-bindgen-cli --version "$WB_VERSION"
+    # No default features: no TLS stack (its test runner's webdriver downloads; the e2e drives Debian's chromium).
+    say wasm-bindgen-cli "installing $WB_VERSION"
+    fast_install --no-default-features wasm-bindgen-cli --version "$WB_VERSION"
 fi
 
 # --- npm tools (wasm-opt from binaryen, playwright-core) ------------------------------------------
