@@ -82,5 +82,8 @@ export CUDA_HOME="$CUDA" CUDA_PATH="$CUDA" CUDA_ROOT="$CUDA"
 export PATH="$CUDA/bin:\$PATH"
 # No GPU here: candle-kernels would ask nvidia-smi for the compute capability. 90: Hopper (H100/H200).
 export CUDA_COMPUTE_CAP="\${CUDA_COMPUTE_CAP:-$COMPUTE_CAP}"
+# candle-kernels' build script (cudaforge) runs nvcc on half the cores unless told: on 2 cores, one nvcc at a
+# time while the other core idles. Its kernels are most of a CUDA build's time; use every core cargo may use.
+export CUDAFORGE_THREADS="\${CUDAFORGE_THREADS:-\${CARGO_BUILD_JOBS:-\$(nproc)}}"
 ENV
 say env "$DIR/env.sh"
