@@ -13,7 +13,7 @@ export TRUNK_SKIP_VERSION_CHECK=true
 
 step() { printf '\n==> %s\n' "$*"; }
 
-step "build tools (skips what is present; the first time takes about 15 minutes)"
+step "build tools (skips what is present; the first time takes about 8 minutes)"
 SKIP_BROWSER=1 SKIP_SLURM=1 SKIP_HF=1 scripts/install-deps.sh
 step "build the runner (release)"
 cargo build --release --locked -p runner
